@@ -1,0 +1,33 @@
+# Every target sets itself up: it creates .venv if missing and installs the project into it.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# reinstall when the project's dependencies change
+STAMP_BASE := $(VENV)/.installed-base
+STAMP_DEV := $(VENV)/.installed-dev
+
+.PHONY: demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP_BASE): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(STAMP_DEV): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@ $(STAMP_BASE)
+
+demo: $(STAMP_BASE)
+	bash examples/demo.sh $(BIN)/testset-builder
+
+test: $(STAMP_DEV)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP_DEV)
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -1,0 +1,189 @@
+"""The ``testset-builder`` command. Thin: parse options, call the library, print.
+
+Exit codes scripts can trust: 0 success, 1 bad input (a one-line message names the file, line or value),
+2 internal error (a bug: the message says how to get the traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from . import __version__
+from .errors import TestsetBuilderError
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2
+
+app = typer.Typer(
+    name="testset-builder",
+    help="Build retrieval test sets you can trust, and score retrievers against them.\n\n"
+    "Score a run:   testset-builder score --qrels qrels.tsv --run run.trec\n\n"
+    "Compare runs:  testset-builder compare --qrels qrels.tsv bm25.trec dense.trec",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+# piped output (CI logs, files) gets room for the comparison table instead of rich's 80-column default
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+DEFAULT_METRICS = "recall@10,precision@10,mrr,ndcg@10,hit_rate@5,map"
+METRICS_HELP = (
+    "Comma-separated metrics: recall@k, precision@k, mrr, ndcg@k (linear gain), ndcg_exp@k (2^g-1 gain), "
+    "hit_rate@k, map, r_precision. A bare name (recall, mrr, ndcg, map) means the whole ranked list; "
+    "trec_eval spellings (P_10, ndcg_cut_10) are accepted."
+)
+QRELS_HELP = "Relevance labels: TREC qrels (qid 0 docid grade), BEIR TSV (query-id corpus-id score header) or JSONL."
+
+QrelsOption = Annotated[Path, typer.Option("--qrels", "-q", help=QRELS_HELP, show_default=False)]
+MetricsOption = Annotated[str, typer.Option("--metrics", "-m", help=METRICS_HELP)]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")]
+PerQueryOption = Annotated[
+    Optional[Path], typer.Option("--per-query", help="Also write per-query values to this CSV file.", show_default=False)
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed for bootstrap and randomization resampling.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"testset-builder {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Build retrieval test sets you can trust, and score retrievers against them."""
+
+
+@app.command()
+def score(
+    qrels: QrelsOption,
+    run: Annotated[
+        list[Path],
+        typer.Option("--run", "-r", help="A run: TREC (qid Q0 docid rank score tag) or JSONL. Repeat for several.", show_default=False),
+    ],
+    metrics: MetricsOption = DEFAULT_METRICS,
+    json_output: JsonOption = False,
+    per_query: PerQueryOption = None,
+    ci: Annotated[bool, typer.Option("--ci/--no-ci", help="Bootstrap 95% confidence intervals over queries.")] = True,
+    resamples: Annotated[int, typer.Option("--resamples", min=100, help="Bootstrap resamples for the intervals.")] = 1000,
+    seed: SeedOption = 0,
+) -> None:
+    """Score runs against qrels with trec_eval's conventions.
+
+    Every query of the qrels counts: a query the run missed scores 0, and run queries the qrels lack are dropped;
+    the summary line says how many of each.
+    """
+    from .export import read_qrels, read_run
+    from .metrics import evaluate, parse_metrics
+    from .metrics.report import queries_line, score_dict, score_table, write_per_query_csv
+
+    specs = parse_metrics(metrics)
+    labels = read_qrels(qrels)
+    evaluations = [evaluate(labels, read_run(path), specs) for path in run]
+    reports = [score_dict(e, ci=ci, resamples=resamples, seed=seed) for e in evaluations]
+    if per_query:
+        write_per_query_csv(evaluations, per_query)
+    if json_output:
+        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+        return
+    for report in reports:
+        out.print(score_table(report))
+    out.print(queries_line(reports[0]["queries"]))
+    if per_query:
+        out.print(f"per-query values written to {per_query}")
+
+
+@app.command()
+def compare(
+    qrels: QrelsOption,
+    runs: Annotated[
+        list[Path],
+        typer.Argument(help="Two or more runs; the first is the baseline each other run is compared with.", show_default=False),
+    ],
+    metrics: MetricsOption = "ndcg@10,recall@10",
+    test: Annotated[
+        str, typer.Option("--test", help="Significance test that decides 'significant': randomization or t.")
+    ] = "randomization",
+    alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Family-wise significance level.")] = 0.05,
+    resamples: Annotated[int, typer.Option("--resamples", min=100, help="Randomization-test permutations.")] = 10_000,
+    json_output: JsonOption = False,
+    per_query: PerQueryOption = None,
+    seed: SeedOption = 0,
+) -> None:
+    """Compare runs on the same qrels: paired differences, 95% bootstrap intervals, t and randomization tests.
+
+    p-values are Holm-corrected over every (run, metric) test shown, so 'significant' controls the family-wise
+    error at --alpha.
+    """
+    from .errors import InputError
+    from .export import read_qrels, read_run
+    from .metrics import evaluate, parse_metrics
+    from .metrics.compare import compare as compare_runs
+    from .metrics.report import comparison_table, queries_line, write_per_query_csv
+
+    if len(runs) < 2:
+        raise InputError("compare needs at least two runs (the first is the baseline)")
+    specs = parse_metrics(metrics)
+    labels = read_qrels(qrels)
+    evaluations = [evaluate(labels, read_run(path), specs) for path in runs]
+    names = [e.run_name for e in evaluations]
+    if len(set(names)) < len(names):
+        evaluations = [_renamed(e, path.stem) for e, path in zip(evaluations, runs)]
+    result = compare_runs(evaluations[0], evaluations[1:], test=test, alpha=alpha, resamples=resamples, seed=seed)
+    if per_query:
+        write_per_query_csv(evaluations, per_query)
+    if json_output:
+        print(json.dumps(result.as_dict(), indent=2))
+        return
+    out.print(comparison_table(result))
+    out.print(queries_line(evaluations[0].summary.as_dict()))
+
+
+def _renamed(evaluation, name: str):
+    from dataclasses import replace
+
+    return replace(evaluation, run_name=name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app and map outcomes to exit codes 0 / 1 / 2."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except typer.Exit as done:
+        return done.exit_code
+    except typer.Abort:
+        err.print("aborted")
+        return EXIT_BAD_INPUT
+    except typer.TyperException as error:  # usage errors: unknown option, missing argument, bad value
+        error.show(file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except TestsetBuilderError as error:
+        err.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
+        return EXIT_BAD_INPUT
+    except Exception as error:  # anything else is our bug: say so, show the traceback only on request
+        if os.environ.get("TESTSET_BUILDER_DEBUG"):
+            raise
+        err.print(
+            f"[bold red]internal error:[/] {type(error).__name__}: {escape(str(error))}\n"
+            "This is a bug in testset-builder; rerun with TESTSET_BUILDER_DEBUG=1 for the traceback.",
+            highlight=False,
+        )
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The error tree. Every error a user can cause is a :class:`TestsetBuilderError`.
+
+Each class carries the data a user needs to act (a path, a line number, an id) and renders itself as one line.
+The CLI prints that line and exits 1; anything else that escapes is an internal error (exit 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TestsetBuilderError(Exception):
+    """Root of every error the tool raises on purpose."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InputError(TestsetBuilderError):
+    """A file or value supplied by the user is malformed; names the file and line where there is one."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None, line: int | None = None) -> None:
+        self.path = str(path) if path is not None else None
+        self.line = line
+        where = ""
+        if self.path is not None:
+            where = f"{self.path}:{line}: " if line is not None else f"{self.path}: "
+        super().__init__(f"{where}{message}")
+
+
+class UnknownMetricError(TestsetBuilderError):
+    """A metric name that the metrics module does not know; lists the names it does."""
+
+    def __init__(self, name: str, valid: list[str]) -> None:
+        self.name = name
+        self.valid = valid
+        super().__init__(f"unknown metric {name!r}; valid metrics: {', '.join(valid)} (add @k for a cutoff, e.g. ndcg@10)")
+
+
+class UnknownIdError(TestsetBuilderError):
+    """A record refers to an id that does not exist (a query, chunk, document or version)."""
+
+    def __init__(self, kind: str, ident: str) -> None:
+        self.kind = kind
+        self.ident = ident
+        super().__init__(f"unknown {kind} id {ident!r}")
+
+
+class WorkspaceError(TestsetBuilderError):
+    """The workspace cannot be opened or used as asked."""
+
+    def __init__(self, message: str, *, path: str | Path) -> None:
+        self.path = str(path)
+        super().__init__(f"workspace {self.path}: {message}")
+
+
+class SchemaTooNewError(WorkspaceError):
+    """The workspace was written by a newer testset-builder than this one."""
+
+    def __init__(self, path: str | Path, found: int, supported: int) -> None:
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"schema version {found} is newer than this testset-builder supports ({supported}); "
+            "upgrade testset-builder to open it (the file was not modified)",
+            path=path,
+        )
+
+
+class WorkspaceCorruptError(WorkspaceError):
+    """The workspace database file is not a readable SQLite database."""
+
+    def __init__(self, path: str | Path, detail: str) -> None:
+        self.detail = detail
+        super().__init__(
+            f"not a readable testset-builder database ({detail}); the file was left untouched", path=path
+        )

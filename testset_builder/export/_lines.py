@@ -1,0 +1,90 @@
+"""Shared plumbing for the line-oriented formats: a fast Arrow read, and a slow exact read that names bad lines.
+
+Every reader tries Arrow's CSV parser first (tens of millions of rows a second). If that parse fails, or the
+table it gives fails validation, the reader re-reads the file line by line in Python, which either succeeds (for
+input Arrow's parser is too strict for, such as runs of spaces) or raises :class:`InputError` with the file and
+line number of the first bad line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from ..errors import InputError
+
+
+def check_readable(path: Path) -> None:
+    if not path.exists():
+        raise InputError("no such file", path=path)
+    if path.is_dir():
+        raise InputError("is a directory, expected a file", path=path)
+
+
+def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, stripped line) for each non-blank line; undecodable bytes raise with the line number."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise InputError(f"not valid UTF-8 ({error.reason} at byte {error.start})", path=path, line=number) from None
+            line = line.strip()
+            if line:
+                yield number, line
+
+
+def check_unique_pair(seen: dict[tuple[str, str], int], key: tuple[str, str], path: Path, line: int) -> None:
+    """Record ``key`` as seen on ``line``; a repeat is an error naming both lines."""
+    if key in seen:
+        raise InputError(f"({key[0]}, {key[1]}) repeats line {seen[key]}; each pair may appear once", path=path, line=line)
+    seen[key] = line
+
+
+def first_line(path: Path) -> str | None:
+    for _, line in numbered_lines(path):
+        return line
+    return None
+
+
+def fast_read(path: Path, names: list[str], types: dict[str, pa.DataType], delimiter: str, skip_rows: int = 0) -> pa.Table | None:
+    """Arrow CSV read with a fixed column layout; None when Arrow cannot parse the file as given."""
+    try:
+        return pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=names, skip_rows=skip_rows, block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, ignore_empty_lines=True),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types, include_columns=list(types), strings_can_be_null=False, quoted_strings_can_be_null=False
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
+        return None
+
+
+def sniff_delimiter(line: str, fields: int) -> str | None:
+    """The single-character delimiter that splits ``line`` into ``fields`` non-empty fields, if any."""
+    for delimiter in ("\t", " "):
+        parts = line.split(delimiter)
+        if len(parts) == fields and all(parts):
+            return delimiter
+    return None
+
+
+def read_with_fallback(path: Path, fast: Callable[[], pa.Table | None], slow: Callable[[], pa.Table], build: Callable[[pa.Table], object]):
+    """Build the result from the fast table; on any failure, rebuild from the exact line-by-line parse."""
+    table = fast()
+    if table is not None:
+        try:
+            return build(table)
+        except InputError:
+            pass
+    try:
+        return build(slow())
+    except InputError as error:
+        if error.path is None:
+            raise InputError(error.message, path=path) from None
+        raise

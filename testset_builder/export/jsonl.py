@@ -1,0 +1,94 @@
+"""JSONL runs (``{"query_id", "results": [{"chunk_id", "score"}, ...]}`` per line) and qrels
+(``{"query_id", "chunk_id", "grade"}`` per line)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import InputError
+from ..tables import CHUNK_ID, GRADE, QRELS_SCHEMA, QUERY_ID, RUN_SCHEMA, SCORE, Qrels, Run
+from ._lines import check_readable, check_unique_pair, numbered_lines
+
+
+def _objects(path: Path):
+    for number, line in numbered_lines(path):
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(f"not valid JSON ({error.msg} at column {error.colno})", path=path, line=number) from None
+        if not isinstance(value, dict):
+            raise InputError(f"expected a JSON object, got {type(value).__name__}", path=path, line=number)
+        yield number, value
+
+
+def _id_field(value: dict[str, Any], field: str, path: Path, line: int) -> str:
+    ident = value.get(field)
+    if isinstance(ident, bool) or not isinstance(ident, (str, int)) or str(ident) == "":
+        raise InputError(f"missing or empty {field!r} (a string or integer)", path=path, line=line)
+    return str(ident)
+
+
+def _number(value: Any, field: str, path: Path, line: int, integer: bool = False) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and int(value) != value):
+        kind = "an integer" if integer else "a number"
+        raise InputError(f"{field!r} must be {kind}, got {value!r}", path=path, line=line)
+    if not math.isfinite(value):
+        raise InputError(f"{field!r} must be finite, got {value!r}", path=path, line=line)
+    return int(value) if integer else float(value)
+
+
+def read_jsonl_run(path: str | Path, name: str | None = None) -> Run:
+    path = Path(path)
+    check_readable(path)
+    queries, chunks, scores, seen = [], [], [], {}
+    for number, value in _objects(path):
+        query_id = _id_field(value, QUERY_ID, path, number)
+        results = value.get("results")
+        if not isinstance(results, list):
+            raise InputError("missing 'results' (a list of {chunk_id, score})", path=path, line=number)
+        for result in results:
+            if not isinstance(result, dict):
+                raise InputError("each result must be an object {chunk_id, score}", path=path, line=number)
+            chunk_id = _id_field(result, CHUNK_ID, path, number)
+            check_unique_pair(seen, (query_id, chunk_id), path, number)
+            queries.append(query_id)
+            chunks.append(chunk_id)
+            scores.append(_number(result.get(SCORE), SCORE, path, number))
+    return Run(pa.table([queries, chunks, pa.array(scores, pa.float64())], schema=RUN_SCHEMA), name=name or path.stem)
+
+
+def read_jsonl_qrels(path: str | Path) -> Qrels:
+    path = Path(path)
+    check_readable(path)
+    queries, chunks, grades, seen = [], [], [], {}
+    for number, value in _objects(path):
+        query_id = _id_field(value, QUERY_ID, path, number)
+        chunk_id = _id_field(value, CHUNK_ID, path, number)
+        check_unique_pair(seen, (query_id, chunk_id), path, number)
+        queries.append(query_id)
+        chunks.append(chunk_id)
+        grades.append(_number(value.get(GRADE), GRADE, path, number, integer=True))
+    return Qrels(pa.table([queries, chunks, pa.array(grades, pa.int64())], schema=QRELS_SCHEMA))
+
+
+def write_jsonl_run(run: Run, path: str | Path) -> None:
+    """One line per query (sorted by id), results ranked by score desc, chunk id desc."""
+    table = run.table.sort_by([(QUERY_ID, "ascending"), (SCORE, "descending"), (CHUNK_ID, "descending")])
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for query_id, chunk_id, score in zip(*(table.column(c).to_pylist() for c in (QUERY_ID, CHUNK_ID, SCORE))):
+        grouped.setdefault(query_id, []).append({CHUNK_ID: chunk_id, SCORE: score})
+    with Path(path).open("w", encoding="utf-8") as handle:
+        for query_id, results in grouped.items():
+            handle.write(json.dumps({QUERY_ID: query_id, "results": results}, ensure_ascii=False) + "\n")
+
+
+def write_jsonl_qrels(qrels: Qrels, path: str | Path) -> None:
+    table = qrels.table.sort_by([(QUERY_ID, "ascending"), (CHUNK_ID, "ascending")])
+    with Path(path).open("w", encoding="utf-8") as handle:
+        for query_id, chunk_id, grade in zip(*(table.column(c).to_pylist() for c in (QUERY_ID, CHUNK_ID, GRADE))):
+            handle.write(json.dumps({QUERY_ID: query_id, CHUNK_ID: chunk_id, GRADE: grade}, ensure_ascii=False) + "\n")

@@ -1,0 +1,133 @@
+"""The records every stage passes around, named in IR terms. All are frozen pydantic models.
+
+A retrieval test set is a corpus of chunks, a set of queries, and graded judgments ``(query_id, chunk_id, grade)``.
+Judgments are append-only: a new verdict *supersedes* an older one by id, nothing is overwritten.
+
+Metrics take qrels and runs as columnar tables (:mod:`testset_builder.tables`), not as lists of these models:
+validating ten million rows one pydantic object at a time would cost more than scoring them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+GRADE_IRRELEVANT = 0
+GRADE_RELEVANT = 1
+GRADE_HIGHLY_RELEVANT = 2
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Lineage(Record):
+    """How an LLM-made row came to be: enough to reproduce it and to price it."""
+
+    provider: str
+    model: str
+    prompt_name: str | None = None
+    prompt_sha256: str | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    usage: dict[str, int] = Field(default_factory=dict)
+    cost_usd: float | None = None
+    created_at: datetime = Field(default_factory=utc_now)
+
+
+class Document(Record):
+    doc_id: str = Field(min_length=1)
+    text: str
+    title: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    source: str = ""
+
+
+class Chunk(Record):
+    """A span of a document: ``document.text[start:end] == chunk.text`` always holds."""
+
+    chunk_id: str = Field(min_length=1)
+    doc_id: str = Field(min_length=1)
+    text: str
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _span_matches_text(self) -> Chunk:
+        if self.end - self.start != len(self.text):
+            raise ValueError(f"span [{self.start}, {self.end}) has length {self.end - self.start}, text has {len(self.text)}")
+        return self
+
+
+class QueryOrigin(str, Enum):
+    synthetic = "synthetic"
+    real = "real"
+
+
+class Query(Record):
+    query_id: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+    origin: QueryOrigin
+    source_chunk_id: str | None = None
+    style: str | None = None
+    lineage: Lineage | None = None
+
+
+class JudgmentSource(str, Enum):
+    synthetic_source = "synthetic-source"
+    llm = "llm"
+    human = "human"
+
+
+class JudgmentStatus(str, Enum):
+    pending = "pending"
+    accepted = "accepted"
+    rejected = "rejected"
+    regraded = "regraded"
+    final = "final"
+
+
+class Judgment(Record):
+    """One graded relevance statement. ``grade`` is 0 irrelevant, 1 relevant, 2 highly relevant."""
+
+    judgment_id: str = Field(min_length=1)
+    query_id: str = Field(min_length=1)
+    chunk_id: str = Field(min_length=1)
+    grade: int = Field(ge=0, le=GRADE_HIGHLY_RELEVANT)
+    source: JudgmentSource
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    grade_probs: dict[int, float] | None = None
+    rationale: str | None = None
+    reviewer: str | None = None
+    status: JudgmentStatus = JudgmentStatus.pending
+    supersedes: str | None = None
+    created_at: datetime = Field(default_factory=utc_now)
+    lineage: Lineage | None = None
+
+
+class Qrel(Record):
+    """A resolved relevance label, as released and as scored. Grades are integers; relevant means grade >= 1."""
+
+    query_id: str = Field(min_length=1)
+    chunk_id: str = Field(min_length=1)
+    grade: int
+
+
+class ScoredChunk(Record):
+    chunk_id: str = Field(min_length=1)
+    score: float
+
+
+class RankedList(Record):
+    """One query's results in a retriever run: chunk ids with scores (ranking is by score, not by list order)."""
+
+    query_id: str = Field(min_length=1)
+    results: tuple[ScoredChunk, ...]
