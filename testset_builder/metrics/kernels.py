@@ -37,10 +37,11 @@ def precision(matrix: GradeMatrix, k: int) -> np.ndarray:
 def reciprocal_rank(matrix: GradeMatrix, k: int | None = None) -> np.ndarray:
     """1 / rank of the first relevant chunk within the top k, else 0. Its mean is MRR (trec_eval ``recip_rank``)."""
     top = _top(matrix, k)
+    if top == 0:
+        return np.zeros(len(matrix.query_ids))
     relevant = matrix.relevant[:, :top]
     first = np.argmax(relevant, axis=1)
-    found = relevant.any(axis=1) if top else np.zeros(len(matrix.query_ids), dtype=bool)
-    return np.where(found, 1.0 / (first + 1.0), 0.0)
+    return np.where(relevant.any(axis=1), 1.0 / (first + 1.0), 0.0)
 
 
 def hit_rate(matrix: GradeMatrix, k: int | None = None) -> np.ndarray:

@@ -6,6 +6,8 @@ trec_eval's conventions, applied here once for every metric:
   qrels queries absent from the run are kept with nothing retrieved (they score 0), as ``trec_eval -c`` does;
 * a query's results are ranked by score descending, ties broken by chunk id descending (byte order, like
   ``strcmp``); the order of rows in the run file is ignored;
+* scores are compared in single precision, because trec_eval stores them as a C ``float``: two scores that differ
+  only beyond float32 precision tie (and the tie is broken by chunk id);
 * a retrieved chunk missing from the qrels has grade 0; grades below 0 count as 0 gain and as not relevant.
 """
 
@@ -169,7 +171,7 @@ def build_grade_matrix(qrels: Qrels, run: Run, depth: int | None = None) -> Grad
     code_rows = pc.index_in(first_ids, value_set=query_ids).fill_null(-1).to_numpy().astype(np.int64)
     dropped = int(np.count_nonzero(code_rows < 0))
     query_rows = code_rows[codes.codes]
-    scores = run_table.column(SCORE).to_numpy()
+    scores = run_table.column(SCORE).to_numpy().astype(np.float32)
     table_rows = None  # row i of the arrays below is row table_rows[i] of the run table (None: the same row)
     if dropped:
         table_rows = np.flatnonzero(query_rows >= 0)

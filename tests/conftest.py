@@ -1,0 +1,29 @@
+"""Shared fixtures. Tests never reach the network and never touch the user's home or keys."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(tmp_path, monkeypatch):
+    """Point HOME and caches at a temp dir and drop API keys, so no test can use a real account."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture
+def scifact_dir() -> Path:
+    path = Path(os.environ.get("TESTSET_BUILDER_SCIFACT", SHARED_DATA / "scifact"))
+    if not (path / "corpus.jsonl").exists():
+        pytest.skip(f"SciFact data not found at {path}")
+    return path
