@@ -21,9 +21,12 @@ def _isolated_environment(tmp_path, monkeypatch):
         monkeypatch.delenv(key, raising=False)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def scifact_dir() -> Path:
+    """The real SciFact data (BEIR layout) beside the checkout; CI must have it, elsewhere its absence skips."""
     path = Path(os.environ.get("TESTSET_BUILDER_SCIFACT", SHARED_DATA / "scifact"))
     if not (path / "corpus.jsonl").exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"SciFact data not found at {path}; CI must run the real-data tests")
         pytest.skip(f"SciFact data not found at {path}")
     return path

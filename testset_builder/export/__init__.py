@@ -20,11 +20,15 @@ QrelsFormat = Literal["auto", "trec", "beir", "jsonl"]
 RunFormat = Literal["auto", "trec", "jsonl"]
 
 
+JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
 def detect_qrels_format(path: Path) -> str:
+    """JSONL by suffix or a leading ``{``; BEIR by its header; TREC by four fields."""
     line = first_line(path)
     if line is None:
         raise InputError("qrels file is empty", path=path)
-    if line.startswith("{"):
+    if path.suffix.lower() in JSONL_SUFFIXES or line.startswith("{"):
         return "jsonl"
     if is_beir_qrels_header(line):
         return "beir"
@@ -39,10 +43,11 @@ def detect_qrels_format(path: Path) -> str:
 
 
 def detect_run_format(path: Path) -> str:
+    """JSONL by suffix or a leading ``{``; TREC by six fields."""
     line = first_line(path)
     if line is None:
         raise InputError("run file is empty", path=path)
-    if line.startswith("{"):
+    if path.suffix.lower() in JSONL_SUFFIXES or line.startswith("{"):
         return "jsonl"
     if len(line.split()) == 6:
         return "trec"

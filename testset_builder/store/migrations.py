@@ -1,0 +1,145 @@
+"""Numbered schema migrations, applied in order and recorded in ``schema_migrations``.
+
+Add a migration by writing the next ``mNNN_...`` function and decorating it with ``@migration(NNN)``; never edit
+one that has shipped. A workspace whose highest recorded migration is above :data:`LATEST` was written by a newer
+testset-builder and is refused.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: dict[int, tuple[str, Migration]] = {}
+
+
+def migration(number: int) -> Callable[[Migration], Migration]:
+    def register(function: Migration) -> Migration:
+        if number in MIGRATIONS:
+            raise RuntimeError(f"migration {number} registered twice")
+        MIGRATIONS[number] = (function.__name__, function)
+        return function
+
+    return register
+
+
+def run_script(db: sqlite3.Connection, script: str) -> None:
+    """Execute a multi-statement script inside the caller's transaction (``executescript`` would commit first)."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            db.execute(statement)
+            statement = ""
+    if statement.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {statement.strip()[:80]}")
+
+
+@migration(1)
+def m001_create_tables(db: sqlite3.Connection) -> None:
+    run_script(
+        db,
+        """
+        CREATE TABLE documents (
+            doc_id TEXT PRIMARY KEY,
+            text TEXT NOT NULL,
+            title TEXT NOT NULL DEFAULT '',
+            metadata TEXT NOT NULL DEFAULT '{}',
+            source TEXT NOT NULL DEFAULT '',
+            content_sha256 TEXT NOT NULL,
+            removed_at TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE chunks (
+            chunk_id TEXT PRIMARY KEY,
+            doc_id TEXT NOT NULL REFERENCES documents(doc_id),
+            text TEXT NOT NULL,
+            start INTEGER NOT NULL CHECK (start >= 0),
+            "end" INTEGER NOT NULL CHECK ("end" >= start),
+            metadata TEXT NOT NULL DEFAULT '{}',
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX chunks_by_doc ON chunks(doc_id);
+        CREATE TABLE queries (
+            query_id TEXT PRIMARY KEY,
+            text TEXT NOT NULL,
+            origin TEXT NOT NULL CHECK (origin IN ('synthetic', 'real')),
+            source_chunk_id TEXT REFERENCES chunks(chunk_id),
+            style TEXT,
+            lineage TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE candidates (
+            query_id TEXT NOT NULL REFERENCES queries(query_id),
+            chunk_id TEXT NOT NULL REFERENCES chunks(chunk_id),
+            retriever TEXT NOT NULL,
+            rank INTEGER NOT NULL CHECK (rank >= 1),
+            score REAL,
+            PRIMARY KEY (query_id, chunk_id, retriever)
+        );
+        CREATE TABLE judgments (
+            judgment_id TEXT PRIMARY KEY,
+            query_id TEXT NOT NULL REFERENCES queries(query_id),
+            chunk_id TEXT NOT NULL REFERENCES chunks(chunk_id),
+            grade INTEGER NOT NULL CHECK (grade BETWEEN 0 AND 2),
+            source TEXT NOT NULL CHECK (source IN ('synthetic-source', 'llm', 'human')),
+            confidence REAL CHECK (confidence IS NULL OR confidence BETWEEN 0 AND 1),
+            grade_probs TEXT,
+            rationale TEXT,
+            reviewer TEXT,
+            status TEXT NOT NULL,
+            supersedes TEXT REFERENCES judgments(judgment_id),
+            lineage TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX judgments_by_pair ON judgments(query_id, chunk_id);
+        -- judgments are append-only: a new verdict supersedes an old one, nothing is changed in place
+        CREATE TRIGGER judgments_no_update BEFORE UPDATE ON judgments
+            BEGIN SELECT RAISE(ABORT, 'judgments are append-only; insert a superseding judgment instead'); END;
+        CREATE TRIGGER judgments_no_delete BEFORE DELETE ON judgments
+            BEGIN SELECT RAISE(ABORT, 'judgments are append-only; insert a superseding judgment instead'); END;
+        CREATE TABLE review_assignments (
+            query_id TEXT NOT NULL REFERENCES queries(query_id),
+            chunk_id TEXT NOT NULL REFERENCES chunks(chunk_id),
+            reviewer TEXT NOT NULL,
+            priority REAL NOT NULL DEFAULT 0,
+            assigned_at TEXT NOT NULL,
+            PRIMARY KEY (query_id, chunk_id, reviewer)
+        );
+        CREATE TABLE llm_calls (
+            request_sha256 TEXT PRIMARY KEY,
+            stage TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            request TEXT NOT NULL,
+            response TEXT,
+            usage TEXT,
+            cost_usd REAL,
+            latency_s REAL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            error TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE stage_runs (
+            run_id INTEGER PRIMARY KEY AUTOINCREMENT,
+            stage TEXT NOT NULL,
+            config_sha256 TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed')),
+            counts TEXT NOT NULL DEFAULT '{}',
+            started_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE INDEX stage_runs_by_stage ON stage_runs(stage, config_sha256);
+        CREATE TABLE releases (
+            version TEXT PRIMARY KEY,
+            parent_version TEXT REFERENCES releases(version),
+            content_sha256 TEXT NOT NULL,
+            manifest TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        """,
+    )
+
+
+LATEST = max(MIGRATIONS)

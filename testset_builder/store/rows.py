@@ -1,0 +1,130 @@
+"""Records to rows and back. Writes take an open transaction's connection, so callers choose what is atomic."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+
+from ..errors import UnknownIdError
+from ..records import Chunk, Document, Judgment, Lineage, Query
+from .workspace import utc_timestamp
+
+
+def _json(value) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _lineage(row_value: str | None) -> Lineage | None:
+    return Lineage.model_validate_json(row_value) if row_value else None
+
+
+def content_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def put_documents(db: sqlite3.Connection, documents: Iterable[Document]) -> int:
+    """Insert documents, or update those whose id exists (a changed document is a new version of it)."""
+    rows = [
+        (d.doc_id, d.text, d.title, _json(d.metadata), d.source, content_sha256(d.text), utc_timestamp())
+        for d in documents
+    ]
+    db.executemany(
+        "INSERT INTO documents (doc_id, text, title, metadata, source, content_sha256, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(doc_id) DO UPDATE SET text = excluded.text, title = excluded.title, "
+        "metadata = excluded.metadata, source = excluded.source, content_sha256 = excluded.content_sha256, removed_at = NULL",
+        rows,
+    )
+    return len(rows)
+
+
+def get_document(db: sqlite3.Connection, doc_id: str) -> Document:
+    row = db.execute("SELECT * FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+    if row is None:
+        raise UnknownIdError("document", doc_id)
+    return Document(doc_id=row["doc_id"], text=row["text"], title=row["title"], metadata=json.loads(row["metadata"]), source=row["source"])
+
+
+def put_chunks(db: sqlite3.Connection, chunks: Iterable[Chunk]) -> int:
+    """Insert chunks; a chunk id already present is kept as is (ids are derived from content)."""
+    rows = [(c.chunk_id, c.doc_id, c.text, c.start, c.end, _json(c.metadata), utc_timestamp()) for c in chunks]
+    before = db.total_changes
+    db.executemany(
+        'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) '
+        "ON CONFLICT(chunk_id) DO NOTHING",
+        rows,
+    )
+    return db.total_changes - before
+
+
+def _chunk(row: sqlite3.Row) -> Chunk:
+    return Chunk(
+        chunk_id=row["chunk_id"], doc_id=row["doc_id"], text=row["text"], start=row["start"], end=row["end"], metadata=json.loads(row["metadata"])
+    )
+
+
+def get_chunk(db: sqlite3.Connection, chunk_id: str) -> Chunk:
+    row = db.execute("SELECT * FROM chunks WHERE chunk_id = ?", (chunk_id,)).fetchone()
+    if row is None:
+        raise UnknownIdError("chunk", chunk_id)
+    return _chunk(row)
+
+
+def iter_chunks(db: sqlite3.Connection) -> Iterator[Chunk]:
+    for row in db.execute("SELECT * FROM chunks ORDER BY chunk_id"):
+        yield _chunk(row)
+
+
+def put_queries(db: sqlite3.Connection, queries: Iterable[Query]) -> int:
+    """Insert queries; an existing id is kept (a rerun does not duplicate or overwrite a query)."""
+    rows = [
+        (q.query_id, q.text, q.origin.value, q.source_chunk_id, q.style, q.lineage.model_dump_json() if q.lineage else None, utc_timestamp())
+        for q in queries
+    ]
+    before = db.total_changes
+    db.executemany(
+        "INSERT INTO queries (query_id, text, origin, source_chunk_id, style, lineage, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(query_id) DO NOTHING",
+        rows,
+    )
+    return db.total_changes - before
+
+
+def get_query(db: sqlite3.Connection, query_id: str) -> Query:
+    row = db.execute("SELECT * FROM queries WHERE query_id = ?", (query_id,)).fetchone()
+    if row is None:
+        raise UnknownIdError("query", query_id)
+    return Query(
+        query_id=row["query_id"], text=row["text"], origin=row["origin"], source_chunk_id=row["source_chunk_id"], style=row["style"], lineage=_lineage(row["lineage"])
+    )
+
+
+def add_judgments(db: sqlite3.Connection, judgments: Iterable[Judgment]) -> int:
+    """Append judgments. They are never updated or deleted; the schema's triggers refuse both."""
+    rows = [
+        (
+            j.judgment_id, j.query_id, j.chunk_id, j.grade, j.source.value, j.confidence,
+            _json({str(k): v for k, v in j.grade_probs.items()}) if j.grade_probs is not None else None,
+            j.rationale, j.reviewer, j.status.value, j.supersedes,
+            j.lineage.model_dump_json() if j.lineage else None, j.created_at.isoformat(),
+        )
+        for j in judgments
+    ]
+    db.executemany("INSERT INTO judgments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    return len(rows)
+
+
+def iter_judgments(db: sqlite3.Connection, query_id: str | None = None) -> Iterator[Judgment]:
+    sql, args = "SELECT * FROM judgments", ()
+    if query_id is not None:
+        sql, args = sql + " WHERE query_id = ?", (query_id,)
+    for row in db.execute(sql + " ORDER BY created_at, judgment_id", args):
+        probs = json.loads(row["grade_probs"]) if row["grade_probs"] else None
+        yield Judgment(
+            judgment_id=row["judgment_id"], query_id=row["query_id"], chunk_id=row["chunk_id"], grade=row["grade"],
+            source=row["source"], confidence=row["confidence"],
+            grade_probs={int(k): v for k, v in probs.items()} if probs is not None else None,
+            rationale=row["rationale"], reviewer=row["reviewer"], status=row["status"], supersedes=row["supersedes"],
+            created_at=row["created_at"], lineage=_lineage(row["lineage"]),
+        )

@@ -1,0 +1,138 @@
+"""The workspace: a directory holding ``testset.db`` (SQLite, WAL, foreign keys on) and ``releases/``.
+
+Opening checks the file before writing anything: a file that is not an SQLite database, an SQLite database that
+is not a workspace, or a workspace written by a newer schema is refused with a clear error and left untouched.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import SchemaTooNewError, WorkspaceCorruptError, WorkspaceError
+from .migrations import LATEST, MIGRATIONS
+
+DB_NAME = "testset.db"
+DEFAULT_WORKSPACE = Path("testset")
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def utc_timestamp() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _applied_version(db: sqlite3.Connection) -> int | None:
+    """Highest recorded migration, 0 for an empty database, None for a database that is not a workspace."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "schema_migrations" not in tables:
+        return 0 if not tables else None
+    return db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
+
+
+def _inspect_existing(path: Path) -> None:
+    """Read-only checks of an existing database file; raises before anything could write to it."""
+    with path.open("rb") as handle:
+        header = handle.read(len(SQLITE_HEADER))
+    if path.stat().st_size and header != SQLITE_HEADER:
+        raise WorkspaceCorruptError(path, "no SQLite header")
+    if not path.stat().st_size:
+        return
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            check = db.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise WorkspaceCorruptError(path, f"integrity check: {check}")
+            version = _applied_version(db)
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as error:
+        raise WorkspaceCorruptError(path, str(error)) from None
+    if version is None:
+        raise WorkspaceError("is an SQLite database but not a testset-builder workspace (no schema_migrations)", path=path)
+    if version > LATEST:
+        raise SchemaTooNewError(path, version, LATEST)
+
+
+class Workspace:
+    """An open workspace. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(self, root: Path, db: sqlite3.Connection) -> None:
+        self.root = root
+        self.db = db
+
+    @property
+    def db_path(self) -> Path:
+        return self.root / DB_NAME
+
+    @property
+    def releases_dir(self) -> Path:
+        return self.root / "releases"
+
+    @classmethod
+    def open(cls, root: str | Path = DEFAULT_WORKSPACE, create: bool = True) -> Workspace:
+        root = Path(root)
+        path = root / DB_NAME
+        if path.exists():
+            _inspect_existing(path)
+        elif not create:
+            raise WorkspaceError("no workspace here (run a stage such as `chunk` to create one)", path=root)
+        root.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA foreign_keys = ON")
+        db.execute("PRAGMA synchronous = NORMAL")
+        workspace = cls(root, db)
+        workspace.migrate()
+        return workspace
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """All-or-nothing writes: commit on success, roll back on any exception (which is re-raised)."""
+        if self.db.in_transaction:
+            raise WorkspaceError("transactions do not nest", path=self.root)
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    @property
+    def schema_version(self) -> int:
+        return _applied_version(self.db) or 0
+
+    def migrate(self) -> list[int]:
+        """Apply pending migrations, each in its own transaction; returns the numbers applied."""
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        current = self.schema_version
+        if current > LATEST:
+            raise SchemaTooNewError(self.db_path, current, LATEST)
+        applied = []
+        for number in sorted(n for n in MIGRATIONS if n > current):
+            name, function = MIGRATIONS[number]
+            with self.transaction() as db:
+                function(db)
+                db.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (number, name, utc_timestamp()))
+            applied.append(number)
+        return applied
+
+
+def open_workspace(root: str | Path = DEFAULT_WORKSPACE, create: bool = True) -> Workspace:
+    return Workspace.open(root, create=create)
