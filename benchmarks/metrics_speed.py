@@ -1,0 +1,167 @@
+"""Metrics speed and memory against pytrec_eval and ranx, measured in the same run.
+
+100,000 queries x 100 retrieved chunks, ~5 graded relevant chunks per query (about half of them retrieved), scores
+rounded to 4 decimals so ties occur. Each contender runs in its own process (so peak memory is its own), first on a
+small file to warm up (imports, numba compilation for ranx), then timed end to end: read the TREC qrels and run
+from disk and compute recall@10, precision@10, MRR, nDCG@10, MAP and hit rate@5. The scoring-only time (inputs
+already in memory) is reported too.
+
+    python benchmarks/metrics_speed.py [--queries 100000] [--depth 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+CACHE = Path(__file__).resolve().parent / ".cache"
+OURS = "recall@10,precision@10,mrr,ndcg@10,map,hit_rate@5"
+TREC = ["recall.10", "P.10", "recip_rank", "ndcg_cut.10", "map", "success.5"]
+RANX = ["recall@10", "precision@10", "mrr", "ndcg@10", "map", "hit_rate@5"]
+
+
+def generate(queries: int, depth: int, directory: Path, seed: int = 0) -> tuple[Path, Path]:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    directory.mkdir(parents=True, exist_ok=True)
+    qrels_path, run_path = directory / "qrels.trec", directory / "run.trec"
+    if qrels_path.exists() and run_path.exists():
+        return qrels_path, run_path
+    rng = np.random.default_rng(seed)
+    pool = 1_000_000
+    docs = rng.integers(0, pool, size=(queries, depth))
+    docs.sort(axis=1)
+    docs += np.arange(depth)  # distinct within a row: sorted values shifted by position
+    for row in range(0, queries, 10_000):  # shuffle each row so doc order is not score order
+        block = docs[row : row + 10_000]
+        rng.permuted(block, axis=1, out=block)
+    scores = np.round(np.sort(rng.random((queries, depth)) * 30, axis=1)[:, ::-1], 4)
+    qids = np.repeat(np.char.add("q", np.arange(queries).astype(str)), depth)
+    write = pacsv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none")
+    run = pa.table({
+        "q": qids, "q0": np.full(queries * depth, "Q0"), "d": np.char.add("d", docs.ravel().astype(str)),
+        "rank": np.tile(np.arange(1, depth + 1), queries), "s": scores.ravel(), "tag": np.full(queries * depth, "bench"),
+    })
+    pacsv.write_csv(run, run_path, write)
+    n_rel = rng.integers(1, 10, size=queries)
+    rows = np.repeat(np.arange(queries), n_rel)
+    retrieved = rng.random(len(rows)) < 0.5
+    judged = np.where(retrieved, docs[rows, rng.integers(0, depth, size=len(rows))], pool + depth + rng.integers(0, pool, size=len(rows)))
+    grades = rng.choice([0, 1, 1, 2, 2], size=len(rows))
+    qrels = pa.table({"q": np.char.add("q", rows.astype(str)), "it": np.zeros(len(rows), int), "d": np.char.add("d", judged.astype(str)), "g": grades})
+    keys = qrels.group_by(["q", "d"]).aggregate([("g", "max")]).rename_columns(["q", "d", "g"])  # one grade per pair
+    keys = keys.append_column("it", pa.array(np.zeros(keys.num_rows, int))).select(["q", "it", "d", "g"])
+    pacsv.write_csv(keys, qrels_path, write)
+    return qrels_path, run_path
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (VmHWM; unlike ru_maxrss it is not inherited across exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def contender(name: str, qrels_path: str, run_path: str, warm_qrels: str, warm_run: str) -> dict:
+    """Runs inside a fresh process: warm up, then time end to end from files."""
+
+    if name == "testset-builder":
+        from testset_builder.export import read_qrels, read_run
+        from testset_builder.metrics import build_grade_matrix, parse_metrics, required_depth, score_matrix
+
+        specs = parse_metrics(OURS)
+
+        def load(q, r):
+            return read_qrels(q), read_run(r)
+
+        def score(qrels, run):
+            return score_matrix(build_grade_matrix(qrels, run, depth=required_depth(specs)), specs).means()
+
+    elif name == "pytrec_eval":
+        import pytrec_eval
+
+        def load(q, r):
+            with open(q) as qh, open(r) as rh:
+                return pytrec_eval.parse_qrel(qh), pytrec_eval.parse_run(rh)
+
+        def score(qrels, run):
+            per_query = pytrec_eval.RelevanceEvaluator(qrels, set(TREC)).evaluate(run)
+            return {m: float(np.mean([v[m.replace(".", "_")] for v in per_query.values()])) for m in TREC}
+
+    elif name == "ranx":
+        import warnings
+
+        warnings.simplefilter("ignore")
+        import ranx
+
+        def load(q, r):
+            return ranx.Qrels.from_file(q, kind="trec"), ranx.Run.from_file(r, kind="trec")
+
+        def score(qrels, run):
+            return {k: float(v) for k, v in ranx.evaluate(qrels, run, RANX, make_comparable=True).items()}
+
+    else:
+        raise ValueError(name)
+    score(*load(warm_qrels, warm_run))
+    start = time.perf_counter()
+    loaded = load(qrels_path, run_path)
+    loaded_at = time.perf_counter()
+    means = score(*loaded)
+    end = time.perf_counter()
+    return {
+        "name": name,
+        "end_to_end_s": end - start,
+        "load_s": loaded_at - start,
+        "score_s": end - loaded_at,
+        "peak_rss_mb": peak_rss_mb(),
+        "means": means,
+    }
+
+
+def measure(name: str, paths: tuple[Path, Path], warm: tuple[Path, Path]) -> dict:
+    code = (
+        "import json, sys; sys.path.insert(0, %r); from metrics_speed import contender; "
+        "print(json.dumps(contender(%r, %r, %r, %r, %r)))"
+    ) % (str(Path(__file__).resolve().parent), name, str(paths[0]), str(paths[1]), str(warm[0]), str(warm[1]))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"name": name, "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queries", type=int, default=100_000)
+    parser.add_argument("--depth", type=int, default=100)
+    parser.add_argument("--contenders", default="testset-builder,pytrec_eval,ranx")
+    args = parser.parse_args(argv)
+    print(f"generating {args.queries:,} queries x {args.depth} results (cached in {CACHE}) ...", flush=True)
+    paths = generate(args.queries, args.depth, CACHE / f"metrics-{args.queries}x{args.depth}")
+    warm = generate(200, 20, CACHE / "metrics-warmup", seed=1)
+    results = [measure(name, paths, warm) for name in args.contenders.split(",")]
+    ours = next(r for r in results if r["name"] == "testset-builder")
+    print(f"\n{'contender':<16}{'end to end s':>14}{'load s':>10}{'score s':>10}{'peak MB':>10}{'our speed-up':>14}{'our memory':>12}")
+    for r in results:
+        if "error" in r:
+            print(f"{r['name']:<16} failed: {r['error']}")
+            continue
+        print(
+            f"{r['name']:<16}{r['end_to_end_s']:>14.2f}{r['load_s']:>10.2f}{r['score_s']:>10.2f}{r['peak_rss_mb']:>10.0f}"
+            f"{r['end_to_end_s'] / ours['end_to_end_s']:>13.1f}x{ours['peak_rss_mb'] / r['peak_rss_mb']:>11.2f}x"
+        )
+    for r in results:
+        if "error" not in r:
+            print(f"  {r['name']} means: " + ", ".join(f"{k}={v:.6f}" for k, v in r["means"].items()))
+    return {"metrics_speed": results}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+"""`make bench`: every benchmark, each reporting ratios against the peers measured in the same run."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import metrics_speed  # noqa: E402
+
+if __name__ == "__main__":
+    print("== metrics: testset-builder vs pytrec_eval vs ranx ==")
+    metrics_speed.main([])
