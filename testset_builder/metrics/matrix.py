@@ -185,7 +185,11 @@ def build_grade_matrix(qrels: Qrels, run: Run, depth: int | None = None) -> Grad
     swaps = _break_ties(query_rows, scores, run_table.column(CHUNK_ID), table_rows)
     if swaps is not None:
         grades_of_rows[swaps[0]] = grades_of_rows[swaps[1]]
-    rank = _rank_within_groups(query_rows)
+    if order is None and codes.contiguous:  # rows are in file order: rank is the offset within the query's block
+        file_rows = np.arange(run_table.num_rows) if table_rows is None else table_rows
+        rank = file_rows - codes.first_rows[codes.codes[file_rows]]
+    else:
+        rank = _rank_within_groups(query_rows)
     num_retrieved = np.bincount(query_rows, minlength=n_queries)
 
     max_depth = int(num_retrieved.max()) if n_queries else 0
