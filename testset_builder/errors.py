@@ -81,3 +81,37 @@ class WorkspaceCorruptError(WorkspaceError):
         super().__init__(
             f"not a readable testset-builder database ({detail}); the file was left untouched", path=path
         )
+
+
+class MissingApiKeyError(TestsetBuilderError):
+    """A provider needs a key that the environment does not hold; names the variable, never a value."""
+
+    def __init__(self, provider: str, variable: str) -> None:
+        self.provider = provider
+        self.variable = variable
+        super().__init__(f"{provider} needs an API key: set the environment variable {variable}")
+
+
+class ProviderError(TestsetBuilderError):
+    """A provider call failed. ``retryable`` errors (429, 5xx, 529, timeouts, connection errors, malformed
+    responses) are retried by the LLM layer; others (400, 401, 403, 404) are reported with the provider's message."""
+
+    def __init__(self, provider: str, message: str, *, status: int | None = None, retryable: bool = False, retry_after: float | None = None) -> None:
+        self.provider = provider
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
+        code = f" {status}" if status is not None else ""
+        super().__init__(f"{provider}{code}: {message}")
+
+
+class StructuredOutputError(TestsetBuilderError):
+    """The model's answer failed validation even after one re-ask; carries the last answer and what was spent."""
+
+    def __init__(self, schema: str, detail: str, last_text: str, attempts: int, usage: dict[str, int]) -> None:
+        self.schema = schema
+        self.detail = detail
+        self.last_text = last_text
+        self.attempts = attempts
+        self.usage = usage
+        super().__init__(f"the model's answer failed {schema} validation after {attempts} attempts: {detail}")

@@ -1,0 +1,62 @@
+"""Anthropic messages. Structured output goes through a forced tool whose input schema is the requested schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import ProviderError
+from .providers import api_key_from_env, translate_sdk_error
+from .types import Completion, LLMRequest, Usage
+
+DEFAULT_KEY_VARIABLE = "ANTHROPIC_API_KEY"
+
+
+class AnthropicProvider:
+    supports_completion = False
+
+    def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: float = 60.0, key_variable: str = DEFAULT_KEY_VARIABLE, name: str = "anthropic") -> None:
+        import anthropic
+
+        self._key = api_key if api_key is not None else api_key_from_env(name, key_variable)
+        self._client = anthropic.AsyncAnthropic(api_key=self._key, base_url=base_url, max_retries=0, timeout=timeout)
+        self.name = name
+        self.identity = f"{name}:{base_url or 'https://api.anthropic.com'}"
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        if request.kind != "chat":
+            raise ProviderError(self.name, "the Messages API has no raw completions; use a chat prompt")
+        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        params: dict[str, Any] = dict(
+            model=request.model,
+            max_tokens=request.max_tokens,
+            # this SDK's create() no longer names temperature; the Messages API still reads it from the body
+            extra_body={"temperature": request.temperature},
+            messages=[m.model_dump() for m in request.messages if m.role != "system"],
+        )
+        if system:
+            params["system"] = system
+        if request.stop:
+            params["stop_sequences"] = list(request.stop)
+        tool_name = request.schema_name or "answer"
+        if request.response_schema is not None:
+            params["tools"] = [{"name": tool_name, "description": "Record the answer.", "input_schema": request.response_schema}]
+            params["tool_choice"] = {"type": "tool", "name": tool_name}
+        try:
+            response = await self._client.messages.create(**params)
+        except Exception as error:
+            raise translate_sdk_error(self.name, error, self._key) from None
+        text = ""
+        for block in response.content:
+            if block.type == "tool_use" and request.response_schema is not None:
+                text = json.dumps(block.input, ensure_ascii=False)
+                break
+            if block.type == "text":
+                text += block.text
+        usage = response.usage
+        return Completion(
+            text=text,
+            model=response.model or request.model,
+            usage=Usage(input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0, cached_input_tokens=getattr(usage, "cache_read_input_tokens", 0) or 0),
+            finish_reason=response.stop_reason,
+        )

@@ -1,0 +1,174 @@
+"""The one place where LLM calls happen: cache, rate limit, retries, structured output, ledger.
+
+Around every call, in this order: cache lookup (sha256 of the canonical request and the provider identity) ->
+bounded concurrency and token buckets -> tenacity retries of retryable :class:`ProviderError`s honouring
+``Retry-After`` (else exponential backoff with jitter) -> ledger row in the workspace's ``llm_calls`` (response,
+usage, cost, latency, attempts, or the error). A request answered once is never paid for again: a rerun after a
+crash reads it from the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from ..errors import ProviderError, StructuredOutputError
+from ..store.workspace import Workspace, utc_timestamp
+from .prices import PriceTable
+from .providers import Provider
+from .ratelimit import RateLimiter
+from .types import Completion, LLMRequest, Message, Usage
+
+Schema = TypeVar("Schema", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 6
+    initial_wait: float = 1.0
+    max_wait: float = 60.0
+    jitter: float = 1.0
+    max_retry_after: float = 300.0
+
+
+def estimate_tokens(request: LLMRequest) -> int:
+    """A cheap upper-side estimate for the tokens-per-minute bucket (4 characters a token, plus the answer)."""
+    text = request.prompt or "".join(m.content for m in request.messages)
+    return len(text) // 4 + request.max_tokens
+
+
+def extract_json(text: str) -> str:
+    """The JSON object in an answer, without code fences or chatter around it."""
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
+    if fenced:
+        text = fenced.group(1)
+    start, end = text.find("{"), text.rfind("}")
+    return text[start : end + 1] if start != -1 and end > start else text.strip()
+
+
+class LLMClient:
+    """Calls ``provider`` for the stage ``stage`` of ``workspace``; safe to share across asyncio tasks."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        workspace: Workspace,
+        stage: str,
+        *,
+        max_in_flight: int = 8,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+        prices: PriceTable | None = None,
+    ) -> None:
+        self.provider = provider
+        self.workspace = workspace
+        self.stage = stage
+        self.retry = retry
+        self.prices = prices or PriceTable.empty()
+        self._semaphore = asyncio.Semaphore(max_in_flight)
+        self._limiter = RateLimiter(requests_per_minute, tokens_per_minute)
+        self.calls_made = 0
+        self.cache_hits = 0
+        self.usage = Usage()
+        self.cost_usd = 0.0
+
+    # cache and ledger ------------------------------------------------------------------------------------------
+    def _cached(self, key: str) -> Completion | None:
+        row = self.workspace.db.execute("SELECT response FROM llm_calls WHERE request_sha256 = ? AND response IS NOT NULL", (key,)).fetchone()
+        if row is None:
+            return None
+        return Completion.model_validate_json(row[0]).model_copy(update={"cached": True})
+
+    def _record(self, key: str, request: LLMRequest, completion: Completion | None, cost: float | None, latency: float, attempts: int, error: str | None) -> None:
+        with self.workspace.transaction() as db:
+            db.execute(
+                "INSERT INTO llm_calls (request_sha256, stage, provider, model, request, response, usage, cost_usd, latency_s, attempts, error, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(request_sha256) DO UPDATE SET response = excluded.response, "
+                "usage = excluded.usage, cost_usd = excluded.cost_usd, latency_s = excluded.latency_s, "
+                "attempts = llm_calls.attempts + excluded.attempts, error = excluded.error",
+                (
+                    key, self.stage, self.provider.identity, request.model, request.canonical_json(),
+                    completion.model_dump_json() if completion else None,
+                    completion.usage.model_dump_json() if completion else None,
+                    cost, latency, attempts, error, utc_timestamp(),
+                ),
+            )
+
+    # the call --------------------------------------------------------------------------------------------------
+    def _wait(self, retry_state) -> float:
+        error = retry_state.outcome.exception()
+        if isinstance(error, ProviderError) and error.retry_after is not None:
+            return min(error.retry_after, self.retry.max_retry_after)
+        return wait_exponential_jitter(multiplier=self.retry.initial_wait, max=self.retry.max_wait, jitter=self.retry.jitter)(retry_state)
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        key = request.cache_key(self.provider.identity)
+        cached = self._cached(key)
+        if cached is not None:
+            self.cache_hits += 1
+            return cached
+        async with self._semaphore:
+            await self._limiter.acquire(estimate_tokens(request))
+            attempts, started = 0, time.perf_counter()
+            retrying = AsyncRetrying(
+                stop=stop_after_attempt(self.retry.max_attempts),
+                wait=self._wait,
+                retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable),
+                reraise=True,
+            )
+            try:
+                async for attempt in retrying:
+                    with attempt:
+                        attempts += 1
+                        completion = await self.provider.complete(request)
+            except ProviderError as error:
+                self._record(key, request, None, None, time.perf_counter() - started, attempts, str(error))
+                raise
+        cost = self.prices.cost(request.model, completion.usage)
+        self._record(key, request, completion, cost, time.perf_counter() - started, attempts, None)
+        self.calls_made += 1
+        self.usage = self.usage + completion.usage
+        self.cost_usd += cost or 0.0
+        return completion
+
+    async def complete_many(self, requests: Iterable[LLMRequest]) -> list[Completion | ProviderError]:
+        """Every request, concurrently up to ``max_in_flight``; a failed one yields its error, in input order."""
+
+        async def one(request: LLMRequest) -> Completion | ProviderError:
+            try:
+                return await self.complete(request)
+            except ProviderError as error:
+                return error
+
+        return list(await asyncio.gather(*(one(r) for r in requests)))
+
+    async def structured(self, request: LLMRequest, schema: type[Schema]) -> tuple[Schema, Completion]:
+        """A validated ``schema`` instance: one re-ask carrying the validation error, then :class:`StructuredOutputError`."""
+        request = request.model_copy(update={"response_schema": schema.model_json_schema(), "schema_name": schema.__name__})
+        usage, attempts = Usage(), 0
+        while True:
+            completion = await self.complete(request)
+            usage, attempts = usage + completion.usage, attempts + 1
+            try:
+                return schema.model_validate_json(extract_json(completion.text)), completion
+            except ValidationError as error:
+                detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in error.errors()[:5])
+            if attempts == 2:
+                raise StructuredOutputError(schema.__name__, detail, completion.text, attempts, usage.model_dump())
+            request = _reask(request, completion.text, detail)
+
+
+def _reask(request: LLMRequest, answer: str, detail: str) -> LLMRequest:
+    feedback = f"That answer is not valid ({detail}). Reply again with only a JSON object that matches the schema."
+    if request.kind == "chat":
+        messages = (*request.messages, Message(role="assistant", content=answer), Message(role="user", content=feedback))
+        return request.model_copy(update={"messages": messages})
+    return request.model_copy(update={"prompt": f"{request.prompt}{answer}\n{feedback}\n"})

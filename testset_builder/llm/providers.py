@@ -1,0 +1,82 @@
+"""The provider protocol and what every adapter shares: turning SDK exceptions into :class:`ProviderError`.
+
+A provider has one method, ``async complete(request) -> Completion``. Adapters import their SDK lazily, create
+their client with ``max_retries=0`` (the LLM layer is the only place that retries) and never put a key in an error.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import time
+from typing import Protocol, runtime_checkable
+
+from ..errors import MissingApiKeyError, ProviderError
+from .types import Completion, LLMRequest
+
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """``identity`` names the provider and endpoint (it is part of the cache key); ``complete`` makes one call."""
+
+    identity: str
+    supports_completion: bool
+
+    async def complete(self, request: LLMRequest) -> Completion: ...
+
+
+def api_key_from_env(provider: str, variable: str) -> str:
+    """The key in ``variable``; a clear error naming the variable (never a value) when it is unset or empty."""
+    key = os.environ.get(variable, "").strip()
+    if not key:
+        raise MissingApiKeyError(provider, variable)
+    return key
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - time.time())
+
+
+def redact(text: str, secret: str | None) -> str:
+    if secret and secret in text:
+        text = text.replace(secret, "[redacted]")
+    return text
+
+
+def _status_message(error: Exception) -> str:
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return str(getattr(error, "message", None) or error)
+
+
+def translate_sdk_error(provider: str, error: Exception, secret: str | None) -> ProviderError:
+    """Map an openai/anthropic SDK exception (they share names and shapes) onto :class:`ProviderError`."""
+    name = type(error).__name__
+    status = getattr(error, "status_code", None)
+    if status is not None:
+        response = getattr(error, "response", None)
+        headers = getattr(response, "headers", {}) or {}
+        retry_after = parse_retry_after(headers.get("retry-after"))
+        return ProviderError(provider, redact(_status_message(error), secret), status=status, retryable=status in RETRYABLE_STATUS or status >= 500, retry_after=retry_after)
+    if name in ("APITimeoutError", "APIConnectionError"):
+        return ProviderError(provider, f"{'timed out' if 'Timeout' in name else 'connection failed'}: {redact(str(error), secret)}", retryable=True)
+    if name == "APIResponseValidationError" or isinstance(error, (json.JSONDecodeError, UnicodeDecodeError)):
+        return ProviderError(provider, f"malformed response: {redact(str(error), secret)[:200]}", retryable=True)
+    raise error
