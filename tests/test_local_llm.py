@@ -1,0 +1,107 @@
+"""Integration: the real openai and anthropic SDKs against a real llama-server running the packaged Gemma 3 270M."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from pydantic import BaseModel, Field
+
+from testset_builder.llm import LLMClient, LLMRequest, Message
+from testset_builder.store import open_workspace
+
+local = pytest.importorskip("testset_builder.llm.local_provider")
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    try:
+        model = local.model_file(tmp_path_factory.mktemp("model"))
+        started = local.LocalServer(model, log_dir=tmp_path_factory.mktemp("logs"))
+    except local.LocalModelError as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the local-model tests: {error}")
+        pytest.skip(str(error))
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def client(server, tmp_path):
+    with open_workspace(tmp_path / "ws") as workspace:
+        yield LLMClient(local.LocalProvider(server), workspace, "integration")
+
+
+INPARS = "Document: Recall@k counts the relevant chunks found in the top k results.\nRelevant Query: what does recall@k measure\n\nDocument: {doc}\nRelevant Query:"
+
+
+def test_a_chat_completion_through_the_openai_sdk(client):
+    request = LLMRequest(kind="chat", model="gemma-3-270m", messages=(Message(role="user", content="Name a color."),), max_tokens=8)
+    completion = asyncio.run(client.complete(request))
+    assert completion.text.strip() and completion.usage.output_tokens > 0
+
+
+def test_a_legacy_completion_returns_log_probabilities(client):
+    request = LLMRequest(kind="completion", model="gemma-3-270m", prompt=INPARS.format(doc="BM25 ranks documents by term frequency."), max_tokens=12, stop=("\n",), top_logprobs=5)
+    completion = asyncio.run(client.complete(request))
+    assert completion.text.strip()
+    assert completion.logprobs and all(t.logprob <= 0 for t in completion.logprobs)
+    first = completion.logprobs[0]
+    assert len(first.top) == 5 and first.top[first.token] == first.logprob
+    assert math.isclose(max(first.top.values()), first.logprob, abs_tol=1e-6)  # temperature 0 takes the likeliest
+
+
+def test_an_anthropic_message_through_the_anthropic_sdk(server):
+    import anthropic
+
+    async def ask():
+        sdk = anthropic.AsyncAnthropic(api_key="local", base_url=server.base_url, max_retries=0)
+        return await sdk.messages.create(model="gemma-3-270m", max_tokens=8, messages=[{"role": "user", "content": "Say hi."}])
+
+    message = asyncio.run(ask())
+    assert message.type == "message" and message.content and message.usage.output_tokens > 0
+
+
+class Grade(BaseModel):
+    grade: int = Field(ge=0, le=2)
+
+
+def test_structured_output_from_the_local_model_validates(client):
+    request = LLMRequest(kind="chat", model="gemma-3-270m", messages=(Message(role="user", content="Grade 0, 1 or 2 as JSON."),), max_tokens=20)
+    grade, completion = asyncio.run(client.structured(request, Grade))
+    assert grade.grade in (0, 1, 2)
+
+
+def test_the_server_dies_with_its_parent_even_after_kill_9(tmp_path, server):
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from pathlib import Path
+        from testset_builder.llm.local_provider import LocalServer
+        s = LocalServer(Path({str(server.model)!r}), log_dir=Path({str(tmp_path)!r}))
+        print(s.process.pid, flush=True)
+        time.sleep(600)
+        """
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child_pid = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    status = f"/proc/{child_pid}/status"
+    for _ in range(100):
+        try:
+            with open(status) as handle:
+                state = next(line for line in handle if line.startswith("State:"))
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        if "Z" in state.split()[1]:  # exited, waiting for init to reap it
+            return
+        time.sleep(0.1)
+    os.kill(child_pid, 9)
+    pytest.fail("llama-server outlived its killed parent")

