@@ -2,7 +2,8 @@
 
 ``FaultServer(schedule=[...])`` answers requests in order with the scheduled faults, then normally:
 ``("status", code, retry_after, message)``, ``("slow", seconds)`` (then answers), ``("truncated",)`` and
-``("invalid_json",)`` (a 200 whose body is not JSON). Every request is recorded with its arrival time and headers.
+``("invalid_json",)`` (a 200 whose body is not JSON). ``requests_per_minute`` enforces a rate limit (one second of
+burst; excess gets 429 with Retry-After: 1). Every request is recorded with its arrival time and headers.
 """
 
 from __future__ import annotations
@@ -21,8 +22,15 @@ def default_answer(body: dict) -> str:
 
 
 class FaultServer:
-    def __init__(self, schedule: list[tuple] | None = None, answer: Callable[[dict], str] = default_answer, latency: float = 0.0) -> None:
+    def __init__(
+        self, schedule: list[tuple] | None = None, answer: Callable[[dict], str] = default_answer, latency: float = 0.0, requests_per_minute: float | None = None
+    ) -> None:
         self.schedule = list(schedule or [])
+        # a per-minute limit enforced as a rate with one second of burst, as providers do; excess gets 429
+        self._rate = requests_per_minute / 60.0 if requests_per_minute else None
+        self._allowance = self._rate or 0.0
+        self._allowance_at = time.monotonic()
+        self.rejected = 0
         self.answer = answer
         self.latency = latency
         self.requests: list[dict] = []
@@ -42,6 +50,9 @@ class FaultServer:
                 with server._lock:
                     server.requests.append({"time": time.monotonic(), "path": self.path, "headers": dict(self.headers), "body": body})
                     action = server.schedule.pop(0) if server.schedule else ("ok",)
+                    if action == ("ok",) and not server._admit():
+                        action = ("status", 429, 1, "rate limit exceeded")
+                        server.rejected += 1
                 if server.latency:
                     time.sleep(server.latency)
                 kind = action[0]
@@ -73,6 +84,17 @@ class FaultServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _admit(self) -> bool:
+        if self._rate is None:
+            return True
+        now = time.monotonic()
+        self._allowance = min(self._rate, self._allowance + (now - self._allowance_at) * self._rate)
+        self._allowance_at = now
+        if self._allowance >= 1.0:
+            self._allowance -= 1.0
+            return True
+        return False
 
     @property
     def port(self) -> int:

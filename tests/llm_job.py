@@ -15,7 +15,8 @@ async def main(workspace_dir: str, base_url: str, out: str, n: int) -> None:
     with open_workspace(workspace_dir) as workspace:
         client = LLMClient(OpenAIProvider(api_key="sk-job", base_url=base_url), workspace, "job", max_in_flight=4, retry=RetryPolicy(initial_wait=0.01, max_wait=0.05))
         requests = [LLMRequest(model="gpt-4o-mini", messages=(Message(role="user", content=f"question {i}"),)) for i in range(n)]
-        answers = await client.complete_many(requests)
+        async with client:
+            answers = await client.complete_many(requests)
         with open(out, "w") as handle:
             json.dump([a.text for a in answers], handle)
 

@@ -171,3 +171,44 @@ def test_the_api_key_never_reaches_the_database_or_errors(workspace, monkeypatch
     for path in workspace.root.rglob("*"):
         if path.is_file():
             assert PLANTED_KEY.encode() not in path.read_bytes(), path
+
+
+def test_a_cost_limit_stops_before_it_is_exceeded_and_keeps_what_was_done(workspace):
+    from testset_builder.errors import BudgetExceededError
+
+    prices = PriceTable.load()
+    with FaultServer() as server:
+        client = openai_client(server, workspace, prices=prices, max_cost_usd=0.0005)
+
+        async def spend():
+            done = 0
+            with pytest.raises(BudgetExceededError, match="stopped before exceeding the budget"):
+                for i in range(100):
+                    await client.complete(chat(f"question {i}"))
+                    done += 1
+            return done
+
+        done = asyncio.run(spend())
+    assert 0 < done < 100 and client.cost_usd <= 0.0005
+    assert len(ledger(workspace)) == done == len(server.requests)
+
+
+def test_costs_summarises_the_ledger_by_stage_and_model(workspace, capsys):
+    from testset_builder.cli import main
+
+    with FaultServer([("status", 400, None, "bad request")]) as server:
+        client = openai_client(server, workspace, prices=PriceTable.load())
+
+        async def calls():
+            with pytest.raises(ProviderError):
+                await client.complete(chat("rejected"))
+            await client.complete(chat("a"))
+            await client.complete(chat("b"))
+
+        asyncio.run(calls())
+    assert main(["costs", "--workspace", str(workspace.root), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["stage"] == "test" and row["model"] == "gpt-4o-mini" and row["calls"] == 2 and row["failed"] == 1
+    assert row["input_tokens"] == 22 and row["cost_usd"] == pytest.approx(2 * (11 * 0.15 + 7 * 0.60) / 1e6)
+    assert main(["costs", "--workspace", str(workspace.root)]) == 0
+    assert "gpt-4o-mini" in capsys.readouterr().out

@@ -152,6 +152,33 @@ def compare(
     out.print(queries_line(evaluations[0].summary.as_dict()))
 
 
+@app.command()
+def costs(
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory.")] = Path("testset"),
+    json_output: JsonOption = False,
+) -> None:
+    """What the LLM calls recorded in a workspace cost, by stage and model (from the llm_calls ledger)."""
+    from rich.table import Table
+
+    from .llm.ledger import cost_summary
+    from .store import open_workspace
+
+    with open_workspace(workspace, create=False) as ws:
+        rows = cost_summary(ws.db)
+    if json_output:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"LLM costs in {workspace}", title_justify="left")
+    for column in ("stage", "model", "calls", "failed", "attempts", "input tok", "output tok", "cost USD"):
+        table.add_column(column, justify="left" if column in ("stage", "model") else "right")
+    for row in rows:
+        cost = f"{row['cost_usd']:.4f}" + (f" (+{row['unpriced_calls']} unpriced)" if row["unpriced_calls"] else "")
+        table.add_row(row["stage"], row["model"], str(row["calls"]), str(row["failed"]), str(row["attempts"]), str(row["input_tokens"]), str(row["output_tokens"]), cost)
+    out.print(table)
+    total = sum(r["cost_usd"] for r in rows)
+    out.print(f"total ${total:.4f} over {sum(r['calls'] for r in rows)} answered calls")
+
+
 def _renamed(evaluation, name: str):
     from dataclasses import replace
 

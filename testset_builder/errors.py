@@ -115,3 +115,16 @@ class StructuredOutputError(TestsetBuilderError):
         self.attempts = attempts
         self.usage = usage
         super().__init__(f"the model's answer failed {schema} validation after {attempts} attempts: {detail}")
+
+
+class BudgetExceededError(TestsetBuilderError):
+    """The next call could take spending past ``--max-cost-usd``; everything done so far is kept."""
+
+    def __init__(self, budget_usd: float, spent_usd: float, next_call_usd: float) -> None:
+        self.budget_usd = budget_usd
+        self.spent_usd = spent_usd
+        self.next_call_usd = next_call_usd
+        super().__init__(
+            f"stopped before exceeding the budget of ${budget_usd:.4f}: ${spent_usd:.4f} spent, the next call could cost "
+            f"${next_call_usd:.4f}; what was done is kept, rerun with a larger --max-cost-usd to continue"
+        )

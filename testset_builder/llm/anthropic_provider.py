@@ -23,6 +23,10 @@ class AnthropicProvider:
         self.name = name
         self.identity = f"{name}:{base_url or 'https://api.anthropic.com'}"
 
+    async def aclose(self) -> None:
+        """Close the HTTP connections (call from the event loop that used them)."""
+        await self._client.close()
+
     async def complete(self, request: LLMRequest) -> Completion:
         if request.kind != "chat":
             raise ProviderError(self.name, "the Messages API has no raw completions; use a chat prompt")

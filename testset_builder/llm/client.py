@@ -19,7 +19,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from ..errors import ProviderError, StructuredOutputError
+from ..errors import BudgetExceededError, InputError, ProviderError, StructuredOutputError
 from ..store.workspace import Workspace, utc_timestamp
 from .prices import PriceTable
 from .providers import Provider
@@ -67,6 +67,7 @@ class LLMClient:
         tokens_per_minute: float | None = None,
         retry: RetryPolicy = RetryPolicy(),
         prices: PriceTable | None = None,
+        max_cost_usd: float | None = None,
     ) -> None:
         self.provider = provider
         self.workspace = workspace
@@ -79,6 +80,17 @@ class LLMClient:
         self.cache_hits = 0
         self.usage = Usage()
         self.cost_usd = 0.0
+        self.max_cost_usd = max_cost_usd
+        self._reserved_usd = 0.0  # worst-case cost of calls in flight, so concurrent calls cannot overshoot together
+
+    async def aclose(self) -> None:
+        await self.provider.aclose()
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.aclose()
 
     # cache and ledger ------------------------------------------------------------------------------------------
     def _cached(self, key: str) -> Completion | None:
@@ -115,29 +127,52 @@ class LLMClient:
         if cached is not None:
             self.cache_hits += 1
             return cached
-        async with self._semaphore:
-            await self._limiter.acquire(estimate_tokens(request))
-            attempts, started = 0, time.perf_counter()
-            retrying = AsyncRetrying(
-                stop=stop_after_attempt(self.retry.max_attempts),
-                wait=self._wait,
-                retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable),
-                reraise=True,
-            )
-            try:
-                async for attempt in retrying:
-                    with attempt:
-                        attempts += 1
-                        completion = await self.provider.complete(request)
-            except ProviderError as error:
-                self._record(key, request, None, None, time.perf_counter() - started, attempts, str(error))
-                raise
-        cost = self.prices.cost(request.model, completion.usage)
-        self._record(key, request, completion, cost, time.perf_counter() - started, attempts, None)
+        worst_case = self._reserve(request)
+        try:
+            async with self._semaphore:
+                completion, cost = await self._call(key, request)
+        finally:
+            self._reserved_usd -= worst_case
         self.calls_made += 1
         self.usage = self.usage + completion.usage
         self.cost_usd += cost or 0.0
         return completion
+
+    def _reserve(self, request: LLMRequest) -> float:
+        """Refuse a call whose worst-case cost could take spending past the budget; else reserve that cost."""
+        if self.max_cost_usd is None:
+            return 0.0
+        price = self.prices.price(request.model)
+        if price is None:
+            raise InputError(f"no price for model {request.model!r} in the price table, so a cost limit cannot be honoured")
+        text = request.prompt or "".join(m.content for m in request.messages)
+        worst_case = (len(text) * price.input + request.max_tokens * price.output) / 1e6  # a token is at least a character
+        if self.cost_usd + self._reserved_usd + worst_case > self.max_cost_usd:
+            raise BudgetExceededError(self.max_cost_usd, self.cost_usd, worst_case)
+        self._reserved_usd += worst_case
+        return worst_case
+
+    async def _call(self, key: str, request: LLMRequest) -> tuple[Completion, float | None]:
+        """Rate-limited, retried provider call; its ledger row is written whether it succeeds or fails."""
+        attempts, started = 0, time.perf_counter()
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.retry.max_attempts),
+            wait=self._wait,
+            retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    await self._limiter.acquire(estimate_tokens(request))  # every attempt is a request to the provider
+                    attempts += 1
+                    completion = await self.provider.complete(request)
+        except ProviderError as error:
+            self._record(key, request, None, None, time.perf_counter() - started, attempts, str(error))
+            raise
+        cost = self.prices.cost(request.model, completion.usage)
+        self._record(key, request, completion, cost, time.perf_counter() - started, attempts, None)
+        return completion, cost
 
     async def complete_many(self, requests: Iterable[LLMRequest]) -> list[Completion | ProviderError]:
         """Every request, concurrently up to ``max_in_flight``; a failed one yields its error, in input order."""

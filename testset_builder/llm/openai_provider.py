@@ -60,6 +60,10 @@ class OpenAIProvider:
         self.name = name
         self.identity = f"{name}:{base_url or 'https://api.openai.com/v1'}"
 
+    async def aclose(self) -> None:
+        """Close the HTTP connections (call from the event loop that used them)."""
+        await self._client.close()
+
     async def complete(self, request: LLMRequest) -> Completion:
         try:
             if request.kind == "chat":

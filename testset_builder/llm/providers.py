@@ -27,6 +27,8 @@ class Provider(Protocol):
 
     async def complete(self, request: LLMRequest) -> Completion: ...
 
+    async def aclose(self) -> None: ...
+
 
 def api_key_from_env(provider: str, variable: str) -> str:
     """The key in ``variable``; a clear error naming the variable (never a value) when it is unset or empty."""

@@ -7,14 +7,15 @@ import time
 
 
 class TokenBucket:
-    """Holds up to ``per_minute`` units, refilled continuously; ``acquire(n)`` waits until n units are there.
-
-    A request larger than the whole bucket is let through when the bucket is full, so it cannot wait forever.
+    """Refills at ``per_minute / 60`` units a second and holds ``burst_seconds`` of that; ``acquire(n)`` waits until
+    n units are there. Providers enforce per-minute limits over short windows, and requests reach them with jitter,
+    so the default burst is a tenth of a second's worth: calls go out evenly paced instead of in clumps that draw
+    429s. A request larger than the bucket is let through when the bucket is full, so it cannot wait forever.
     """
 
-    def __init__(self, per_minute: float | None, clock=time.monotonic) -> None:
-        self.capacity = float(per_minute) if per_minute else None
-        self.rate = self.capacity / 60.0 if self.capacity else None
+    def __init__(self, per_minute: float | None, burst_seconds: float = 0.1, clock=time.monotonic) -> None:
+        self.rate = float(per_minute) / 60.0 if per_minute else None
+        self.capacity = max(self.rate * burst_seconds, 1.0) if self.rate else None
         self._clock = clock
         self._level = self.capacity or 0.0
         self._updated = clock()
