@@ -1,0 +1,100 @@
+"""Configuration: pydantic models of ``configs/*.yaml`` (unknown keys are errors), and what they build."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import InputError
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ProviderConfig(Strict):
+    kind: Literal["openai", "anthropic", "local"]
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, description="environment variable holding the key (default per provider)")
+    timeout_s: float = Field(default=60.0, gt=0)
+
+
+class LimitsConfig(Strict):
+    max_in_flight: int = Field(default=8, ge=1)
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+    max_attempts: int = Field(default=6, ge=1)
+    max_cost_usd: float | None = Field(default=None, ge=0)
+
+
+class LLMConfig(Strict):
+    provider: ProviderConfig
+    limits: LimitsConfig = LimitsConfig()
+    prices: Path = CONFIG_DIR / "prices.yaml"
+
+
+class Config(Strict):
+    workspace: Path = Path("testset")
+    llm: LLMConfig
+
+
+def load_config(path: str | Path) -> Config:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as error:
+        raise InputError(f"cannot read config ({error.strerror})", path=path) from None
+    except yaml.YAMLError as error:
+        raise InputError(f"not valid YAML ({error})", path=path) from None
+    try:
+        return Config.model_validate(data)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise InputError(f"invalid config: {problems}", path=path) from None
+
+
+def default_config() -> Config:
+    """OpenAI if OPENAI_API_KEY is set, else Anthropic if ANTHROPIC_API_KEY is, else the embedded local model."""
+    if os.environ.get("OPENAI_API_KEY"):
+        return load_config(CONFIG_DIR / "openai.yaml")
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return load_config(CONFIG_DIR / "anthropic.yaml")
+    return load_config(CONFIG_DIR / "quickstart.yaml")
+
+
+def make_provider(config: ProviderConfig):
+    """The provider a config names; a missing key fails here, before any work starts."""
+    if config.kind == "openai":
+        from .llm import OpenAIProvider
+
+        return OpenAIProvider(base_url=config.base_url, timeout=config.timeout_s, key_variable=config.api_key_env or "OPENAI_API_KEY")
+    if config.kind == "anthropic":
+        from .llm import AnthropicProvider
+
+        return AnthropicProvider(base_url=config.base_url, timeout=config.timeout_s, key_variable=config.api_key_env or "ANTHROPIC_API_KEY")
+    from .llm.local_provider import LocalProvider
+
+    return LocalProvider(timeout=config.timeout_s)
+
+
+def make_client(config: LLMConfig, workspace, stage: str, provider=None):
+    from .llm import LLMClient, PriceTable, RetryPolicy
+
+    return LLMClient(
+        provider or make_provider(config.provider),
+        workspace,
+        stage,
+        max_in_flight=config.limits.max_in_flight,
+        requests_per_minute=config.limits.requests_per_minute,
+        tokens_per_minute=config.limits.tokens_per_minute,
+        retry=RetryPolicy(max_attempts=config.limits.max_attempts),
+        prices=PriceTable.load(config.prices),
+        max_cost_usd=config.limits.max_cost_usd,
+    )
