@@ -179,6 +179,36 @@ def costs(
     out.print(f"total ${total:.4f} over {sum(r['calls'] for r in rows)} answered calls")
 
 
+@app.command()
+def resume(
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory.")] = Path("testset"),
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Config naming the provider (default: from the environment).")] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Poll the batches submitted with --batch; ended ones land in the response cache, so rerunning the stage
+    that submitted them completes it without new calls."""
+    import asyncio
+
+    from .config import default_config, load_config, make_client
+    from .store import open_workspace
+
+    settings = load_config(config) if config else default_config()
+    with open_workspace(workspace, create=False) as ws:
+
+        async def poll() -> dict[str, int]:
+            async with make_client(settings.llm, ws, "resume") as client:
+                return await client.resume_batches()
+
+        counts = asyncio.run(poll())
+    if json_output:
+        print(json.dumps(counts))
+        return
+    out.print(
+        f"{counts['ended']} batches ended ({counts['answered']} answers cached, {counts['failed']} failed); "
+        f"{counts['running']} still running"
+    )
+
+
 def _renamed(evaluation, name: str):
     from dataclasses import replace
 

@@ -10,6 +10,7 @@ crash reads it from the cache.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from collections.abc import Iterable
@@ -184,6 +185,55 @@ class LLMClient:
                 return error
 
         return list(await asyncio.gather(*(one(r) for r in requests)))
+
+    # batch APIs: half price, hours of latency; results land in the same cache, so stage code is unchanged ----------
+    async def submit_batch(self, requests: Iterable[LLMRequest]) -> str | None:
+        """Submit the requests not yet answered nor already in a pending batch; returns the batch id (None if none)."""
+        if not hasattr(self.provider, "submit_batch"):
+            raise InputError(f"{self.provider.identity} has no batch API; run without --batch")
+        pending_keys = set()
+        for (requests_json,) in self.workspace.db.execute("SELECT requests FROM llm_batches WHERE status = 'submitted'"):
+            pending_keys.update(json.loads(requests_json))
+        items, seen = [], set()
+        for request in requests:
+            key = request.cache_key(self.provider.identity)
+            if key in seen or key in pending_keys or self._cached(key) is not None:
+                continue
+            seen.add(key)
+            items.append((key, request))
+        if not items:
+            return None
+        batch_id = await self.provider.submit_batch(items)
+        with self.workspace.transaction() as db:
+            db.execute(
+                "INSERT INTO llm_batches (batch_id, provider, stage, status, requests, submitted_at) VALUES (?, ?, ?, 'submitted', ?, ?)",
+                (batch_id, self.provider.identity, self.stage, json.dumps({k: r.canonical_json() for k, r in items}), utc_timestamp()),
+            )
+        return batch_id
+
+    async def resume_batches(self) -> dict[str, int]:
+        """Poll this provider's pending batches; ingest the ended ones into the cache and ledger."""
+        counts = {"running": 0, "ended": 0, "answered": 0, "failed": 0}
+        rows = self.workspace.db.execute(
+            "SELECT batch_id, requests FROM llm_batches WHERE status = 'submitted' AND provider = ?", (self.provider.identity,)
+        ).fetchall()
+        for batch_id, requests_json in rows:
+            requests = {key: LLMRequest.model_validate_json(text) for key, text in json.loads(requests_json).items()}
+            results = await self.provider.poll_batch(batch_id, requests)
+            if results is None:
+                counts["running"] += 1
+                continue
+            for key, result in results.items():
+                if isinstance(result, Completion):
+                    self._record(key, requests[key], result, self.prices.cost(requests[key].model, result.usage), None, 1, None)
+                    counts["answered"] += 1
+                else:
+                    self._record(key, requests[key], None, None, None, 1, result)
+                    counts["failed"] += 1
+            with self.workspace.transaction() as db:
+                db.execute("UPDATE llm_batches SET status = 'ended', ended_at = ? WHERE batch_id = ?", (utc_timestamp(), batch_id))
+            counts["ended"] += 1
+        return counts
 
     async def structured(self, request: LLMRequest, schema: type[Schema]) -> tuple[Schema, Completion]:
         """A validated ``schema`` instance: one re-ask carrying the validation error, then :class:`StructuredOutputError`."""

@@ -142,4 +142,22 @@ def m001_create_tables(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(2)
+def m002_llm_batches(db: sqlite3.Connection) -> None:
+    run_script(
+        db,
+        """
+        CREATE TABLE llm_batches (
+            batch_id TEXT PRIMARY KEY,
+            provider TEXT NOT NULL,
+            stage TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('submitted', 'ended')),
+            requests TEXT NOT NULL,
+            submitted_at TEXT NOT NULL,
+            ended_at TEXT
+        );
+        """,
+    )
+
+
 LATEST = max(MIGRATIONS)
