@@ -1,4 +1,7 @@
-"""A local server implementing the contract of OpenAI's Batch API (files + batches) for tests.
+"""A local server implementing the contracts of OpenAI's Batch API and Anthropic's Message Batches, for tests.
+
+Anthropic: ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}`` (``in_progress``, then ``ended`` with a
+``results_url``), ``GET /v1/messages/batches/{id}/results`` (JSONL of ``{custom_id, result}``).
 
 Upload a JSONL file (multipart ``POST /v1/files``), ``POST /v1/batches``, ``GET /v1/batches/{id}`` (``in_progress``
 for the first ``polls_until_done`` looks, then ``completed``), ``GET /v1/files/{id}/content`` (the output JSONL).
@@ -48,6 +51,10 @@ class BatchServer:
                     file_id = f"file-{len(server.files) + 1}"
                     server.files[file_id] = parts["file"]
                     return self._json(200, {"id": file_id, "object": "file", "bytes": len(parts["file"]), "created_at": 0, "filename": "batch.jsonl", "purpose": parts["purpose"].decode(), "status": "processed"})
+                if self.path == "/v1/messages/batches":
+                    batch_id = f"msgbatch_{len(server.batches) + 1}"
+                    server.batches[batch_id] = {"requests": json.loads(body)["requests"], "polls": 0}
+                    return self._json(200, server.message_batch_object(batch_id))
                 if self.path == "/v1/batches":
                     spec = json.loads(body)
                     batch_id = f"batch_{len(server.batches) + 1}"
@@ -57,6 +64,12 @@ class BatchServer:
 
             def do_GET(self):
                 server.calls.append(("GET", self.path))
+                if self.path.startswith("/v1/messages/batches/") and self.path.endswith("/results"):
+                    return self._json(200, None, raw=server.message_batch_results(self.path.split("/")[4]))
+                if self.path.startswith("/v1/messages/batches/"):
+                    batch_id = self.path.rsplit("/", 1)[1]
+                    server.batches[batch_id]["polls"] += 1
+                    return self._json(200, server.message_batch_object(batch_id))
                 if self.path.startswith("/v1/batches/"):
                     batch_id = self.path.rsplit("/", 1)[1]
                     server.batches[batch_id]["polls"] += 1
@@ -96,6 +109,32 @@ class BatchServer:
             "completion_window": spec["completion_window"], "status": "completed" if done else "in_progress",
             "created_at": 0, "output_file_id": output_id, "error_file_id": error_id,
         }
+
+    def message_batch_object(self, batch_id: str) -> dict:
+        batch = self.batches[batch_id]
+        ended = batch["polls"] >= self.polls_until_done
+        n = len(batch["requests"])
+        return {
+            "id": batch_id, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
+            "request_counts": {"processing": 0 if ended else n, "succeeded": n if ended else 0, "errored": 0, "canceled": 0, "expired": 0},
+            "created_at": "2026-12-02T00:00:00Z", "expires_at": "2026-12-03T00:00:00Z", "ended_at": "2026-12-02T01:00:00Z" if ended else None,
+            "cancel_initiated_at": None, "archived_at": None,
+            "results_url": f"{self.anthropic_url}/v1/messages/batches/{batch_id}/results" if ended else None,
+        }
+
+    def message_batch_results(self, batch_id: str) -> bytes:
+        lines = []
+        for item in self.batches[batch_id]["requests"]:
+            if "FAIL" in json.dumps(item["params"]):
+                result = {"type": "errored", "error": {"type": "error", "error": {"type": "invalid_request_error", "message": "invalid request"}}}
+            else:
+                result = {"type": "succeeded", "message": self._shaper.reply("/v1/messages", item["params"])}
+            lines.append(json.dumps({"custom_id": item["custom_id"], "result": result}))
+        return ("\n".join(lines) + "\n").encode()
+
+    @property
+    def anthropic_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     @property
     def openai_url(self) -> str:

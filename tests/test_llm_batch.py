@@ -63,3 +63,31 @@ def test_resume_command_ingests_ended_batches(tmp_path, monkeypatch, capsys):
             assert asyncio.run(submit()) == "batch_1"
         assert main(["resume", "--workspace", str(tmp_path / "ws"), "--config", str(config), "--json"]) == 0
     assert '"answered": 2' in capsys.readouterr().out
+
+
+def test_anthropic_message_batches_land_in_the_same_cache(tmp_path):
+    from testset_builder.llm import AnthropicProvider
+
+    requests = [LLMRequest(model="claude-3-5-haiku-latest", messages=(Message(role="user", content=t),), temperature=0.0) for t in ("a", "b", "FAIL c")]
+    with BatchServer(polls_until_done=2) as server, open_workspace(tmp_path / "ws") as workspace:
+
+        def client():
+            return LLMClient(AnthropicProvider(api_key="sk-ant-batch", base_url=server.anthropic_url), workspace, "judge")
+
+        async def first_session():
+            async with client() as c:
+                return await c.submit_batch(requests), await c.resume_batches()
+
+        batch_id, running = asyncio.run(first_session())
+        assert batch_id == "msgbatch_1" and running["running"] == 1
+
+        async def second_session():
+            async with client() as c:
+                counts = await c.resume_batches()
+                return counts, [await c.complete(r) for r in requests[:2]], c.calls_made
+
+        counts, answers, calls_made = asyncio.run(second_session())
+    assert counts == {"running": 0, "ended": 1, "answered": 2, "failed": 1}
+    assert [a.text for a in answers] == ["answer to: a", "answer to: b"] and calls_made == 0
+    sent = server.batches["msgbatch_1"]["requests"][0]
+    assert sent["params"]["temperature"] == 0.0 and "extra_body" not in sent["params"]
