@@ -46,7 +46,11 @@ class FaultServer:
             def do_POST(self):
                 length = int(self.headers.get("content-length", 0))
                 raw = self.rfile.read(length)
-                body = json.loads(raw or b"{}")
+                try:
+                    body = json.loads(raw)
+                except ValueError:  # the client died mid-request (a kill test): nothing arrived to answer
+                    self.close_connection = True
+                    return
                 with server._lock:
                     server.requests.append({"time": time.monotonic(), "path": self.path, "headers": dict(self.headers), "body": body})
                     action = server.schedule.pop(0) if server.schedule else ("ok",)
