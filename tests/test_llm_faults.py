@@ -212,3 +212,25 @@ def test_costs_summarises_the_ledger_by_stage_and_model(workspace, capsys):
     assert row["input_tokens"] == 22 and row["cost_usd"] == pytest.approx(2 * (11 * 0.15 + 7 * 0.60) / 1e6)
     assert main(["costs", "--workspace", str(workspace.root)]) == 0
     assert "gpt-4o-mini" in capsys.readouterr().out
+
+
+def test_the_progress_bar_shows_the_running_cost_and_cache_hits(workspace):
+    import io
+
+    from rich.console import Console
+
+    from testset_builder.llm.progress import llm_progress
+
+    buffer = io.StringIO()
+    with FaultServer() as server:
+        client = openai_client(server, workspace, prices=PriceTable.load())
+
+        async def run():
+            await client.complete(chat("question 0"))  # answered once already: a cache hit below
+            with llm_progress(Console(file=buffer, width=150, force_terminal=False)) as progress:
+                await client.complete_many([chat(f"question {i}") for i in range(10)], progress=progress, description="judging")
+
+        asyncio.run(run())
+    final = buffer.getvalue().strip().splitlines()[-1]
+    assert "judging" in final and "10/10" in final and "1 cached" in final
+    assert f"${client.cost_usd:.4f}" in final and client.cost_usd > 0

@@ -105,3 +105,15 @@ def test_the_server_dies_with_its_parent_even_after_kill_9(tmp_path, server):
         time.sleep(0.1)
     os.kill(child_pid, 9)
     pytest.fail("llama-server outlived its killed parent")
+
+
+def test_one_server_is_shared_per_process_and_replaced_if_it_died(server):
+    first = local.shared_server(server.model.parent)
+    try:
+        assert local.shared_server(server.model.parent) is first
+        assert local.LocalProvider().server is first and local.LocalProvider().identity == "local:gemma-3-270m-q4_k_m.gguf"
+        first.stop()
+        second = local.shared_server(server.model.parent)
+        assert second is not first and second.process.poll() is None
+    finally:
+        local.shared_server(server.model.parent).stop()

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
+from rich.progress import Progress
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from ..errors import BudgetExceededError, InputError, ProviderError, StructuredOutputError
@@ -175,14 +176,25 @@ class LLMClient:
         self._record(key, request, completion, cost, time.perf_counter() - started, attempts, None)
         return completion, cost
 
-    async def complete_many(self, requests: Iterable[LLMRequest]) -> list[Completion | ProviderError]:
-        """Every request, concurrently up to ``max_in_flight``; a failed one yields its error, in input order."""
+    async def complete_many(
+        self, requests: Iterable[LLMRequest], progress: Progress | None = None, description: str = "LLM calls"
+    ) -> list[Completion | ProviderError]:
+        """Every request, concurrently up to ``max_in_flight``; a failed one yields its error, in input order.
+
+        With ``progress`` (see :func:`~testset_builder.llm.progress.llm_progress`), a task shows the count, the
+        running cost and the cache hits.
+        """
+        requests = list(requests)
+        task = progress.add_task(description, total=len(requests), cost=self.cost_usd, cached=self.cache_hits) if progress else None
 
         async def one(request: LLMRequest) -> Completion | ProviderError:
             try:
                 return await self.complete(request)
             except ProviderError as error:
                 return error
+            finally:
+                if progress is not None:
+                    progress.update(task, advance=1, cost=self.cost_usd, cached=self.cache_hits)
 
         return list(await asyncio.gather(*(one(r) for r in requests)))
 
