@@ -1,0 +1,125 @@
+"""Chunkers on real text (SciFact) and on hard Unicode: exact spans, full coverage, bounded overlap, stable ids."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from testset_builder.corpus import ChunkerConfig, chunk_document
+from testset_builder.corpus.chunkers import _encoding, _joins_previous
+from testset_builder.records import Document
+
+CONFIGS = [
+    ChunkerConfig("recursive", size=400, overlap=80),
+    ChunkerConfig("sentence", size=400, overlap=80),
+    ChunkerConfig("tokens", size=96, overlap=16),
+]
+
+
+def check_chunks(document: Document, config: ChunkerConfig, chunks, bounded: bool = True) -> None:
+    """``bounded``: every chunk fits the size (false when single characters, such as a family emoji of 17 tokens,
+    are longer than the window and are kept whole)."""
+    text = document.text
+    assert all(text[c.start : c.end] == c.text and c.end > c.start for c in chunks)
+    if not text:
+        assert chunks == []
+        return
+    assert chunks[0].start == 0 and chunks[-1].end == len(text), "spans must cover the document"
+    for before, after in zip(chunks, chunks[1:]):
+        assert before.start < after.start <= before.end, "no gap and forward progress"
+        if config.kind != "tokens":
+            assert before.end - after.start <= config.overlap
+    for chunk in chunks:
+        assert not _joins_previous(chunk.text[0]) and not (chunk.start and text[chunk.start - 1] == "\u200d")
+        if not bounded:
+            continue
+        if config.kind == "tokens":
+            assert len(_encoding(config.encoding).encode_ordinary(chunk.text)) <= config.size + 2
+        elif " " in text:
+            assert len(chunk.text) <= config.size
+
+
+@pytest.fixture(scope="module")
+def scifact_documents(scifact_dir):
+    with (scifact_dir / "corpus.jsonl").open(encoding="utf-8") as handle:
+        return [Document(doc_id=d["_id"], title=d.get("title", ""), text=d["text"]) for d in map(json.loads, handle)]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.kind)
+def test_every_scifact_document_chunks_into_exact_covering_spans_with_stable_ids(scifact_documents, config):
+    assert len(scifact_documents) == 5183
+    first = [chunk_document(d, config) for d in scifact_documents]
+    for document, chunks in zip(scifact_documents, first):
+        check_chunks(document, config, chunks)
+    again = [chunk_document(d, config) for d in scifact_documents]
+    assert [[c.chunk_id for c in cs] for cs in again] == [[c.chunk_id for c in cs] for cs in first]
+    ids = [c.chunk_id for cs in first for c in cs]
+    assert len(ids) == len(set(ids))
+
+
+def test_editing_one_document_changes_only_its_chunk_ids(scifact_documents):
+    config = CONFIGS[0]
+    documents = scifact_documents[:50]
+    before = {c.chunk_id for d in documents for c in chunk_document(d, config)}
+    edited = documents[7].model_copy(update={"text": documents[7].text + " An added closing sentence."})
+    after_docs = [edited if d.doc_id == edited.doc_id else d for d in documents]
+    after = {c.chunk_id for d in after_docs for c in chunk_document(d, config)}
+    changed = before ^ after
+    assert changed and all(chunk_id.startswith(f"{edited.doc_id}#") for chunk_id in changed)
+
+
+UNICODE_TEXT = (
+    "検索拡張生成は、関連する文書を見つけることから始まる。再現率が低ければ、後段は何も取り戻せない。"
+    " الاسترجاع هو الخطوة الأولى؛ إذا لم يُسترجع المقطع الصحيح فلن يصلحه أي شيء بعده. "
+    "Emoji: 👩‍👩‍👧‍👦 family, 👍🏽 thumbs, ❤️ heart, 🇯🇵 flag. "
+    "Combining: e\u0301te\u0301, n\u0303, a\u0308\u0304, Z\u0351\u0352\u0353algo. "
+    "한국어 문장도 있습니다. Ελληνικά κείμενα. Русский текст."
+)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [ChunkerConfig("recursive", 7, 3), ChunkerConfig("sentence", 11, 4), ChunkerConfig("tokens", 3, 1), ChunkerConfig("tokens", 1, 0), ChunkerConfig("recursive", 1, 0)],
+    ids=str,
+)
+def test_cjk_arabic_emoji_and_combining_marks_are_never_cut_inside_a_character(config):
+    document = Document(doc_id="unicode", text=UNICODE_TEXT)
+    chunks = chunk_document(document, config)
+    check_chunks(document, config, chunks, bounded=False)
+    for chunk in chunks:
+        chunk.text.encode("utf-8")
+        assert not _joins_previous(chunk.text[0])
+    assert "".join(UNICODE_TEXT[c.start : c.end] for c in _non_overlapping(chunks)) == UNICODE_TEXT
+
+
+def _non_overlapping(chunks):
+    out, covered = [], 0
+    for c in chunks:
+        out.append(c.model_copy(update={"start": covered, "text": UNICODE_TEXT[covered : c.end]}) if c.start < covered else c)
+        covered = c.end
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=300),
+    st.sampled_from(["recursive", "sentence", "tokens"]),
+    st.integers(2, 40),
+    st.data(),
+)
+def test_any_text_chunks_into_exact_covering_spans(text, kind, size, data):
+    overlap = data.draw(st.integers(0, size - 1))
+    config = ChunkerConfig(kind, size, overlap)
+    document = Document(doc_id="d", text=text)
+    chunks = chunk_document(document, config)
+    assert all(text[c.start : c.end] == c.text for c in chunks)
+    if text:
+        assert chunks[0].start == 0 and chunks[-1].end == len(text)
+        assert all(a.start < b.start <= a.end for a, b in zip(chunks, chunks[1:]))
+
+
+def test_an_empty_document_has_no_chunks():
+    assert chunk_document(Document(doc_id="e", text=""), CONFIGS[0]) == []

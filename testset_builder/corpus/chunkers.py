@@ -1,0 +1,194 @@
+"""Chunkers: pure functions from a :class:`Document` to :class:`Chunk`s with ``doc.text[start:end] == chunk.text``.
+
+Every chunker works on *spans* of the original text and never rebuilds strings, so a chunk's text is its span by
+construction, nothing is dropped (the spans cover the whole document) and no cut falls inside a character: not
+inside a combining sequence, an emoji ZWJ sequence, or a variation-selected character.
+
+* ``tokens``: windows of ``size`` tokens (cl100k_base, from the offline ``bpe-openai`` package) advancing by
+  ``size - overlap`` tokens; a window boundary inside a multi-token character moves to the character's start.
+* ``recursive``: split on paragraph, line, sentence, word boundaries in turn until pieces fit ``size`` characters,
+  then merge neighbours up to ``size`` with ``overlap`` characters carried over.
+* ``sentence``: whole sentences merged up to ``size`` characters, with ``overlap`` characters of sentences carried.
+
+Chunk ids are derived from the document id and the chunk's text (plus its rank among identical texts of the
+document), so rechunking the same corpus with the same config gives the same ids, and editing one document changes
+only that document's chunk ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from ..records import Chunk, Document
+
+ChunkerKind = Literal["tokens", "recursive", "sentence"]
+RECURSIVE_SEPARATORS = ("\n\n", "\n", ". ", "? ", "! ", "。", "; ", ", ", " ")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])[\"'”’)\]]*\s+|\n{2,}")
+
+
+@dataclass(frozen=True)
+class ChunkerConfig:
+    kind: ChunkerKind = "recursive"
+    size: int = 1000
+    overlap: int = 100
+    encoding: str = "cl100k_base"
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise ValueError("chunk size must be at least 1")
+        if not 0 <= self.overlap < self.size:
+            raise ValueError("overlap must be at least 0 and smaller than the chunk size")
+
+    def sha256(self) -> str:
+        return hashlib.sha256(repr(self).encode()).hexdigest()
+
+
+def _joins_previous(ch: str) -> bool:
+    """True for characters that belong to the character before them (no cut may fall right before one)."""
+    code = ord(ch)
+    return bool(unicodedata.combining(ch)) or code == 0x200D or 0xFE00 <= code <= 0xFE0F or 0x1F3FB <= code <= 0x1F3FF or 0xE0020 <= code <= 0xE007F
+
+
+def safe_cut(text: str, position: int) -> int:
+    """The nearest position at or before ``position`` that does not split a character sequence (0 if none)."""
+    while 0 < position < len(text) and (_joins_previous(text[position]) or text[position - 1] == "\u200d"):
+        position -= 1
+    return position
+
+
+def _hard_split(text: str, start: int, end: int, size: int) -> list[tuple[int, int]]:
+    spans, position = [], start
+    while position < end:
+        cut = min(position + size, end)
+        if cut < end:
+            cut = safe_cut(text, cut)
+            if cut <= position:  # one sequence longer than size: keep it whole
+                cut = position + size
+                while cut < end and (_joins_previous(text[cut]) or text[cut - 1] == "\u200d"):
+                    cut += 1
+        spans.append((position, cut))
+        position = cut
+    return spans
+
+
+def _split_recursive(text: str, start: int, end: int, size: int, separators: tuple[str, ...]) -> list[tuple[int, int]]:
+    """Pieces of [start, end) no longer than ``size``, cut after separators (kept with the piece before them)."""
+    if end - start <= size:
+        return [(start, end)]
+    for index, separator in enumerate(separators):
+        cuts, position = [], text.find(separator, start, end)
+        while position != -1:
+            cut = position + len(separator)
+            if start < cut < end:
+                cuts.append(cut)
+            position = text.find(separator, cut, end)
+        if not cuts:
+            continue
+        pieces, previous = [], start
+        for cut in [*cuts, end]:
+            if cut > previous:
+                if cut - previous > size:
+                    pieces.extend(_split_recursive(text, previous, cut, size, separators[index + 1 :]))
+                else:
+                    pieces.append((previous, cut))
+                previous = cut
+        return pieces
+    return _hard_split(text, start, end, size)
+
+
+def _merge(pieces: list[tuple[int, int]], size: int, overlap: int) -> list[tuple[int, int]]:
+    """Greedily merge consecutive pieces up to ``size``; each new chunk repeats the previous chunk's trailing pieces
+    that fit in ``overlap``."""
+    spans: list[tuple[int, int]] = []
+    window: list[tuple[int, int]] = []
+    for piece in pieces:
+        if window and piece[1] - window[0][0] > size:
+            spans.append((window[0][0], window[-1][1]))
+            while window and (window[-1][1] - window[0][0] > overlap or piece[1] - window[0][0] > size):
+                window.pop(0)
+        window.append(piece)
+    if window:
+        spans.append((window[0][0], window[-1][1]))
+    return spans
+
+
+def recursive_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
+    return _merge(_split_recursive(text, 0, len(text), size, RECURSIVE_SEPARATORS), size, overlap)
+
+
+def sentence_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
+    cuts = [m.end() for m in _SENTENCE_END.finditer(text) if 0 < m.end() < len(text)]
+    pieces, previous = [], 0
+    for cut in [*cuts, len(text)]:
+        if cut > previous:
+            pieces.extend(_split_recursive(text, previous, cut, size, RECURSIVE_SEPARATORS[5:]) if cut - previous > size else [(previous, cut)])
+            previous = cut
+    return _merge(pieces, size, overlap)
+
+
+@lru_cache(maxsize=4)
+def _encoding(name: str):
+    try:
+        import bpe_openai
+    except ImportError:  # pragma: no cover - a runtime dependency
+        raise RuntimeError("token chunking needs bpe-openai: pip install bpe-openai") from None
+    return bpe_openai.get_encoding(name)
+
+
+def token_spans(text: str, size: int, overlap: int, encoding: str = "cl100k_base") -> list[tuple[int, int]]:
+    if not text:
+        return []
+    tokens = _encoding(encoding).encode_ordinary(text)
+    _, offsets = _encoding(encoding).decode_with_offsets(tokens)
+    boundaries = [*offsets, len(text)]
+    spans, first, step = [], 0, size - overlap
+    while True:
+        last = min(first + size, len(tokens))
+        start, end = safe_cut(text, boundaries[first]), safe_cut(text, boundaries[last]) if last < len(tokens) else len(text)
+        if spans and start <= spans[-1][0]:  # a character wider than the step: grow the previous window instead
+            spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
+        elif end > start:
+            spans.append((start, end))
+        if last >= len(tokens):
+            return spans
+        first += step
+
+
+_SPANS: dict[str, Callable[..., list[tuple[int, int]]]] = {"recursive": recursive_spans, "sentence": sentence_spans}
+
+
+def chunk_id(doc_id: str, text: str, occurrence: int) -> str:
+    digest = hashlib.sha256(f"{doc_id}\x00{occurrence}\x00{text}".encode("utf-8")).hexdigest()[:16]
+    return f"{doc_id}#{digest}"
+
+
+def chunk_document(document: Document, config: ChunkerConfig) -> list[Chunk]:
+    """The document's chunks, in order. An empty document has none."""
+    text = document.text
+    if config.kind == "tokens":
+        spans = token_spans(text, config.size, config.overlap, config.encoding)
+    else:
+        spans = _SPANS[config.kind](text, config.size, config.overlap) if text else []
+    seen: dict[str, int] = {}
+    chunks = []
+    for index, (start, end) in enumerate(spans):
+        piece = text[start:end]
+        occurrence = seen.get(piece, 0)
+        seen[piece] = occurrence + 1
+        chunks.append(
+            Chunk(
+                chunk_id=chunk_id(document.doc_id, piece, occurrence),
+                doc_id=document.doc_id,
+                text=piece,
+                start=start,
+                end=end,
+                metadata={"index": index, "chunker": config.kind, "size": config.size, "overlap": config.overlap},
+            )
+        )
+    return chunks
