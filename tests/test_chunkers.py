@@ -16,6 +16,7 @@ CONFIGS = [
     ChunkerConfig("recursive", size=400, overlap=80),
     ChunkerConfig("sentence", size=400, overlap=80),
     ChunkerConfig("tokens", size=96, overlap=16),
+    ChunkerConfig("markdown", size=400, overlap=80),
 ]
 
 
@@ -105,8 +106,8 @@ def _non_overlapping(chunks):
 
 @settings(max_examples=150, deadline=None)
 @given(
-    st.text(st.characters(blacklist_categories=("Cs",)), max_size=300),
-    st.sampled_from(["recursive", "sentence", "tokens"]),
+    st.lists(st.one_of(st.text(st.characters(blacklist_categories=("Cs",)), max_size=8), st.sampled_from(["\n", "# ", "```", " ", ". ", "\u200d", "\u0301"])), max_size=60).map("".join),
+    st.sampled_from(["recursive", "sentence", "tokens", "markdown"]),
     st.integers(2, 40),
     st.data(),
 )
@@ -123,3 +124,42 @@ def test_any_text_chunks_into_exact_covering_spans(text, kind, size, data):
 
 def test_an_empty_document_has_no_chunks():
     assert chunk_document(Document(doc_id="e", text=""), CONFIGS[0]) == []
+
+
+MARKDOWN = """# Metrics
+
+Recall@k is the share of relevant chunks found in the top k. It answers: did we find it at all?
+
+## nDCG
+
+nDCG rewards putting the most relevant chunks first. Grades are 0, 1 and 2.
+
+```python
+def dcg(grades):
+    return sum(g / math.log2(i + 2) for i, g in enumerate(grades))
+# a heading inside code is not a heading
+```
+
+### Ideal ranking
+
+The ideal ranking sorts every judged chunk by grade.
+
+# Pipeline
+
+Chunk, synthesize, propose, review, release, score.
+"""
+
+
+def test_markdown_chunks_keep_heading_paths_and_never_split_code_blocks():
+    document = Document(doc_id="guide.md", text=MARKDOWN)
+    config = ChunkerConfig("markdown", size=60, overlap=10)
+    chunks = chunk_document(document, config)
+    check_chunks(document, config, chunks, bounded=False)
+    code = MARKDOWN[MARKDOWN.index("```python") : MARKDOWN.index("```\n\n###") + 4]
+    assert any(c.text == code for c in chunks), "the code block is one chunk"
+    assert all(len(c.text) <= 60 for c in chunks if "```" not in c.text)
+    paths = {c.text.split("\n")[0]: c.metadata["headings"] for c in chunks}
+    assert paths["### Ideal ranking"] == ["Metrics", "nDCG", "Ideal ranking"]
+    assert paths["# Pipeline"] == ["Pipeline"]
+    for chunk in chunks:
+        assert chunk.text.count("# ") <= 1 or "```" in chunk.text, "a chunk never crosses a heading"

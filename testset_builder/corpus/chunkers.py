@@ -9,6 +9,8 @@ inside a combining sequence, an emoji ZWJ sequence, or a variation-selected char
 * ``recursive``: split on paragraph, line, sentence, word boundaries in turn until pieces fit ``size`` characters,
   then merge neighbours up to ``size`` with ``overlap`` characters carried over.
 * ``sentence``: whole sentences merged up to ``size`` characters, with ``overlap`` characters of sentences carried.
+* ``markdown``: a chunk never crosses a heading; each carries its heading path in ``metadata["headings"]``; fenced
+  code blocks are never split (one longer than ``size`` becomes a chunk of its own); prose splits as ``recursive``.
 
 Chunk ids are derived from the document id and the chunk's text (plus its rank among identical texts of the
 document), so rechunking the same corpus with the same config gives the same ids, and editing one document changes
@@ -27,7 +29,7 @@ from typing import Literal
 
 from ..records import Chunk, Document
 
-ChunkerKind = Literal["tokens", "recursive", "sentence"]
+ChunkerKind = Literal["tokens", "recursive", "sentence", "markdown"]
 RECURSIVE_SEPARATORS = ("\n\n", "\n", ". ", "? ", "! ", "。", "; ", ", ", " ")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])[\"'”’)\]]*\s+|\n{2,}")
 
@@ -160,7 +162,49 @@ def token_spans(text: str, size: int, overlap: int, encoding: str = "cl100k_base
         first += step
 
 
-_SPANS: dict[str, Callable[..., list[tuple[int, int]]]] = {"recursive": recursive_spans, "sentence": sentence_spans}
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
+
+
+def markdown_spans(text: str, size: int, overlap: int) -> list[tuple[int, int, dict]]:
+    sections: list[tuple[int, list[str]]] = [(0, [])]  # (start, heading path) of each section
+    code_blocks: list[tuple[int, int]] = []
+    path: list[tuple[int, str]] = []
+    fence, fence_start, offset = None, 0, 0
+    for line in text.splitlines(keepends=True):
+        stripped = line.rstrip("\r\n")
+        marker = _FENCE.match(stripped)
+        if fence is None and marker:
+            fence, fence_start = marker.group(1), offset
+        elif fence is not None and marker and marker.group(1) == fence:
+            code_blocks.append((fence_start, offset + len(line)))
+            fence = None
+        elif fence is None and (heading := _HEADING.match(stripped)):
+            level = len(heading.group(1))
+            path = [(lvl, title) for lvl, title in path if lvl < level] + [(level, heading.group(2))]
+            sections.append((offset, [title for _, title in path]))
+        offset += len(line)
+    if fence is not None:  # an unclosed fence runs to the end, as renderers show it
+        code_blocks.append((fence_start, len(text)))
+    spans = []
+    bounds = [start for start, _ in sections[1:]] + [len(text)]
+    for (start, headings), end in zip(sections, bounds):
+        if end <= start:
+            continue
+        pieces, position = [], start
+        for block_start, block_end in code_blocks:
+            if start <= block_start < end:
+                if block_start > position:
+                    pieces.extend(_split_recursive(text, position, block_start, size, RECURSIVE_SEPARATORS))
+                pieces.append((block_start, min(block_end, end)))
+                position = min(block_end, end)
+        if end > position:
+            pieces.extend(_split_recursive(text, position, end, size, RECURSIVE_SEPARATORS))
+        spans.extend((a, b, {"headings": headings}) for a, b in _merge(pieces, size, overlap))
+    return spans
+
+
+_SPANS: dict[str, Callable[..., list]] = {"recursive": recursive_spans, "sentence": sentence_spans, "markdown": markdown_spans}
 
 
 def chunk_id(doc_id: str, text: str, occurrence: int) -> str:
@@ -177,7 +221,9 @@ def chunk_document(document: Document, config: ChunkerConfig) -> list[Chunk]:
         spans = _SPANS[config.kind](text, config.size, config.overlap) if text else []
     seen: dict[str, int] = {}
     chunks = []
-    for index, (start, end) in enumerate(spans):
+    for index, span in enumerate(spans):
+        start, end = span[0], span[1]
+        extra = span[2] if len(span) > 2 else {}
         piece = text[start:end]
         occurrence = seen.get(piece, 0)
         seen[piece] = occurrence + 1
@@ -188,7 +234,7 @@ def chunk_document(document: Document, config: ChunkerConfig) -> list[Chunk]:
                 text=piece,
                 start=start,
                 end=end,
-                metadata={"index": index, "chunker": config.kind, "size": config.size, "overlap": config.overlap},
+                metadata={"index": index, "chunker": config.kind, "size": config.size, "overlap": config.overlap, **extra},
             )
         )
     return chunks
