@@ -1,0 +1,122 @@
+"""Loading a corpus: every format a user has, and bad input reported with file and line while the rest loads."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testset_builder.corpus.loaders import load_hf, load_jsonl, load_sources
+from testset_builder.errors import InputError
+
+
+def pdf_bytes(pages: list[str]) -> bytes:
+    """A minimal valid PDF with one line of Helvetica text per page."""
+    objects = ["<</Type/Catalog/Pages 2 0 R>>", f"<</Type/Pages/Kids[{' '.join(f'{3 + 2 * i} 0 R' for i in range(len(pages)))}]/Count {len(pages)}>>"]
+    font = 3 + 2 * len(pages)
+    for i, text in enumerate(pages):
+        stream = f"BT /F1 12 Tf 20 100 Td ({text}) Tj ET"
+        objects.append(f"<</Type/Page/Parent 2 0 R/MediaBox[0 0 400 144]/Contents {4 + 2 * i} 0 R/Resources<</Font<</F1 {font} 0 R>>>>>>")
+        objects.append(f"<</Length {len(stream)}>>stream\n{stream}\nendstream")
+    objects.append("<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>")
+    body, offsets = "%PDF-1.4\n", []
+    for number, obj in enumerate(objects, start=1):
+        offsets.append(len(body))
+        body += f"{number} 0 obj\n{obj}\nendobj\n"
+    xref = len(body)
+    body += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n" + "".join(f"{o:010d} 00000 n \n" for o in offsets)
+    body += f"trailer\n<</Size {len(objects) + 1}/Root 1 0 R>>\nstartxref\n{xref}\n%%EOF\n"
+    return body.encode("latin-1")
+
+
+@pytest.fixture
+def messy_folder(tmp_path):
+    folder = tmp_path / "docs"
+    (folder / "guide").mkdir(parents=True)
+    (folder / "guide" / "metrics.md").write_text("# Metrics\n\nRecall@k counts what was found.\n", encoding="utf-8")
+    (folder / "notes.txt").write_text("Plain notes about nDCG.", encoding="utf-8")
+    (folder / "page.html").write_text(
+        "<html><head><title>RAG  eval</title><script>var x=1;</script></head><body><nav>Home | About</nav>"
+        "<p>Retrieval is the first failure surface.</p><footer>(c) 2026</footer></body></html>", encoding="utf-8"
+    )
+    (folder / "paper.pdf").write_bytes(pdf_bytes(["First page on recall", "Second page on precision"]))
+    (folder / "empty.txt").write_bytes(b"")
+    (folder / "blob.txt").write_bytes(b"\x00\x01\x02binary")
+    (folder / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
+    (folder / "ignored.bin").write_bytes(b"not a corpus file")
+    return folder
+
+
+def test_a_folder_loads_every_readable_file_and_reports_the_rest(messy_folder):
+    result = load_sources([messy_folder])
+    documents = {d.doc_id: d for d in result.documents}
+    assert sorted(documents) == ["guide/metrics.md", "notes.txt", "page.html", "paper.pdf"]
+    assert documents["page.html"].text == "Retrieval is the first failure surface." and documents["page.html"].title == "RAG eval"
+    pdf = documents["paper.pdf"]
+    assert "First page on recall" in pdf.text and "Second page on precision" in pdf.text
+    assert [p["page"] for p in pdf.metadata["pages"]] == [1, 2]
+    assert pdf.text[pdf.metadata["pages"][1]["start"]:].startswith("Second page")
+    reasons = {s.source.rsplit("/", 1)[1]: s.reason for s in result.skipped}
+    assert reasons["empty.txt"] == "empty file"
+    assert reasons["blob.txt"].startswith("binary file")
+    assert reasons["latin1.txt"].startswith("not valid UTF-8")
+    assert reasons["broken.pdf"].startswith("cannot read PDF")
+    assert "ignored.bin" not in reasons
+
+
+def test_strict_makes_the_first_bad_file_fatal(messy_folder):
+    with pytest.raises(InputError, match="binary file"):
+        load_sources([messy_folder], strict=True)
+
+
+def test_a_jsonl_corpus_reports_bad_lines_and_repeated_ids_with_line_numbers(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    lines = [
+        {"_id": "d1", "title": "One", "text": "first", "lang": "en"},
+        "{not json",
+        {"_id": "d2"},
+        ["a", "list"],
+        {"_id": "d1", "text": "again"},
+        {"id": 3, "text": "numeric id via the fallback field"},
+    ]
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    result = load_jsonl(path)
+    assert [(d.doc_id, d.title, d.metadata) for d in result.documents] == [("d1", "One", {"lang": "en"}), ("3", "", {})]
+    assert [(s.line, s.reason.split(" (")[0]) for s in result.skipped] == [
+        (2, "not valid JSON"),
+        (3, "missing or empty text field 'text'"),
+        (4, "not a JSON object"),
+        (5, "duplicate document id 'd1'"),
+    ]
+
+
+def test_scifact_loads_as_a_beir_folder(scifact_dir):
+    result = load_sources([scifact_dir])
+    assert len(result.documents) == 5183 and not result.skipped
+    assert result.documents[0].title and result.documents[0].text
+
+
+def test_hugging_face_datasets_load_from_memory_and_from_parquet(tmp_path):
+    import datasets
+
+    dataset = datasets.Dataset.from_dict({"_id": ["a", "b"], "title": ["A", ""], "text": ["alpha text", "beta text"], "year": [2020, 2021]})
+    in_memory = load_hf(dataset)
+    assert [(d.doc_id, d.text, d.metadata) for d in in_memory.documents] == [("a", "alpha text", {"year": 2020}), ("b", "beta text", {"year": 2021})]
+    dataset.to_parquet(str(tmp_path / "corpus.parquet"))
+    from_file = load_sources([tmp_path / "corpus.parquet"])
+    assert [d.doc_id for d in from_file.documents] == ["a", "b"]
+
+
+def test_ids_repeated_across_sources_are_reported(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "same.txt").write_text("one")
+    (tmp_path / "b" / "same.txt").write_text("two")
+    result = load_sources([tmp_path / "a", tmp_path / "b"])
+    assert len(result.documents) == 1 and "duplicate document id 'same.txt'" in result.skipped[0].reason
+
+
+def test_a_missing_source_is_a_clear_error(tmp_path):
+    with pytest.raises(InputError, match="no such file, folder or glob match"):
+        load_sources([tmp_path / "nope"])

@@ -1,0 +1,259 @@
+"""Loaders: files (.txt, .md, .html, .pdf), JSONL, BEIR folders and Hugging Face datasets, into Documents.
+
+Bad input never stops a load: an empty or binary file, undecodable bytes, a broken PDF, a JSONL line that is not
+JSON or lacks the text field, a repeated document id: each becomes a :class:`Skipped` entry naming the source and
+line, and the rest is loaded. ``strict=True`` raises :class:`InputError` on the first instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..records import Document
+
+TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
+HTML_SUFFIXES = {".html", ".htm"}
+FILE_SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | {".pdf"}
+
+
+@dataclass(frozen=True)
+class Skipped:
+    source: str
+    line: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}: {self.reason}" if self.line else f"{self.source}: {self.reason}"
+
+
+@dataclass
+class LoadResult:
+    documents: list[Document] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def extend(self, other: LoadResult) -> None:
+        self.documents.extend(other.documents)
+        self.skipped.extend(other.skipped)
+
+
+class _Collector:
+    """Collects documents, refusing repeated ids, and skips (or raises, when strict)."""
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.result = LoadResult()
+        self._seen: dict[str, str] = {}
+
+    def skip(self, source: str, reason: str, line: int | None = None) -> None:
+        if self.strict:
+            raise InputError(reason, path=source, line=line)
+        self.result.skipped.append(Skipped(source, line, reason))
+
+    def add(self, document: Document, source: str, line: int | None = None) -> None:
+        if document.doc_id in self._seen:
+            self.skip(source, f"duplicate document id {document.doc_id!r} (first seen in {self._seen[document.doc_id]})", line)
+            return
+        self._seen[document.doc_id] = f"{source}:{line}" if line else source
+        self.result.documents.append(document)
+
+
+class _HTMLText(HTMLParser):
+    """Visible text of an HTML page without scripts, styles and page furniture (nav, header, footer, aside)."""
+
+    SKIP = {"script", "style", "noscript", "nav", "header", "footer", "aside", "template", "svg"}
+    BLOCK = {"p", "div", "section", "article", "li", "tr", "br", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "table", "ul", "ol"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.title = ""
+        self._skipping = 0
+        self._in_title = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.SKIP:
+            self._skipping += 1
+        elif tag == "title":
+            self._in_title = True
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP and self._skipping:
+            self._skipping -= 1
+        elif tag == "title":
+            self._in_title = False
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data):
+        if self._in_title:
+            self.title += data
+        elif not self._skipping:
+            self.parts.append(data)
+
+    def text(self) -> str:
+        lines = (" ".join(line.split()) for line in "".join(self.parts).splitlines())
+        return "\n\n".join(line for line in lines if line)
+
+
+def _decode(raw: bytes) -> str:
+    if b"\x00" in raw[:8192]:
+        raise ValueError("binary file (NUL bytes), not text")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"not valid UTF-8 ({error.reason} at byte {error.start})") from None
+
+
+def _pdf_document(path: Path, doc_id: str) -> Document:
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(str(path))
+        pages, parts, offset = [], [], 0
+        for number, page in enumerate(reader.pages, start=1):
+            text = (page.extract_text() or "").strip()
+            if not text:
+                continue
+            if parts:
+                parts.append("\n\n")
+                offset += 2
+            pages.append({"page": number, "start": offset})
+            parts.append(text)
+            offset += len(text)
+    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as error:
+        raise ValueError(f"cannot read PDF ({type(error).__name__}: {error})") from None
+    return Document(doc_id=doc_id, text="".join(parts), source=str(path), metadata={"pages": pages, "format": "pdf"})
+
+
+def load_file(path: Path, doc_id: str) -> Document:
+    """One file as a Document; ValueError with the reason when it cannot be read as text."""
+    suffix = path.suffix.lower()
+    if suffix == ".pdf":
+        return _pdf_document(path, doc_id)
+    text = _decode(path.read_bytes())
+    if suffix in HTML_SUFFIXES:
+        parser = _HTMLText()
+        parser.feed(text)
+        return Document(doc_id=doc_id, text=parser.text(), title=" ".join(parser.title.split()), source=str(path), metadata={"format": "html"})
+    return Document(doc_id=doc_id, text=text, source=str(path), metadata={"format": suffix.lstrip(".") or "txt"})
+
+
+def load_files(paths: Iterable[Path], root: Path | None = None, strict: bool = False) -> LoadResult:
+    collector = _Collector(strict)
+    for path in sorted(paths):
+        doc_id = path.relative_to(root).as_posix() if root else path.name
+        if path.stat().st_size == 0:
+            collector.skip(str(path), "empty file")
+            continue
+        try:
+            document = load_file(path, doc_id)
+        except ValueError as error:
+            collector.skip(str(path), str(error))
+            continue
+        if not document.text.strip():
+            collector.skip(str(path), "no text in the file")
+            continue
+        collector.add(document, str(path))
+    return collector.result
+
+
+def _records(path: Path) -> Iterator[tuple[int, Any]]:
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if raw.strip():
+                yield number, raw
+
+
+def load_jsonl(path: Path, id_field: str = "_id", text_field: str = "text", title_field: str = "title", strict: bool = False) -> LoadResult:
+    """One document per line. The id falls back to ``id``; other fields go to metadata."""
+    collector = _Collector(strict)
+    source = str(path)
+    for number, raw in _records(path):
+        try:
+            record = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            collector.skip(source, f"not valid JSON ({getattr(error, 'msg', None) or error.reason})", number)
+            continue
+        if not isinstance(record, dict):
+            collector.skip(source, "not a JSON object", number)
+            continue
+        doc_id = record.get(id_field, record.get("id"))
+        text = record.get(text_field)
+        if doc_id is None or str(doc_id) == "":
+            collector.skip(source, f"missing id field {id_field!r}", number)
+            continue
+        if not isinstance(text, str) or not text.strip():
+            collector.skip(source, f"missing or empty text field {text_field!r}", number)
+            continue
+        metadata = {k: v for k, v in record.items() if k not in (id_field, "id", text_field, title_field)}
+        title = record.get(title_field) or ""
+        collector.add(Document(doc_id=str(doc_id), text=text, title=str(title), metadata=metadata, source=source), source, number)
+    return collector.result
+
+
+def load_beir(folder: Path, strict: bool = False) -> LoadResult:
+    """A BEIR folder's ``corpus.jsonl`` (``_id``, ``title``, ``text``)."""
+    return load_jsonl(folder / "corpus.jsonl", "_id", "text", "title", strict=strict)
+
+
+def load_hf(dataset: Any, id_field: str = "_id", text_field: str = "text", title_field: str = "title", split: str | None = None, strict: bool = False) -> LoadResult:
+    """A ``datasets.Dataset``, or a path / parquet file / hub name for ``datasets.load_dataset`` (offline: local)."""
+    import datasets
+
+    if not isinstance(dataset, datasets.Dataset):
+        source = str(dataset)
+        if source.endswith(".parquet"):
+            dataset = datasets.load_dataset("parquet", data_files=source, split=split or "train")
+        else:
+            loaded = datasets.load_dataset(source, split=split) if split else datasets.load_dataset(source)
+            dataset = loaded if isinstance(loaded, datasets.Dataset) else loaded[next(iter(loaded))]
+    collector = _Collector(strict)
+    source = getattr(dataset, "info", None) and dataset.info.dataset_name or "dataset"
+    for row_number, row in enumerate(dataset, start=1):
+        doc_id, text = row.get(id_field, row.get("id")), row.get(text_field)
+        if doc_id is None or not isinstance(text, str) or not text.strip():
+            collector.skip(str(source), f"row lacks {id_field!r} or a non-empty {text_field!r}", row_number)
+            continue
+        metadata = {k: v for k, v in row.items() if k not in (id_field, "id", text_field, title_field)}
+        collector.add(Document(doc_id=str(doc_id), text=text, title=str(row.get(title_field) or ""), metadata=metadata, source=str(source)), str(source), row_number)
+    return collector.result
+
+
+def load_sources(sources: Iterable[str | Path], strict: bool = False, id_field: str = "_id", text_field: str = "text", title_field: str = "title") -> LoadResult:
+    """Each source by its shape: a BEIR folder (has corpus.jsonl), a folder of files, a glob, a .jsonl, a .parquet."""
+    result = LoadResult()
+    for source in sources:
+        path = Path(source)
+        if path.is_dir() and (path / "corpus.jsonl").exists():
+            result.extend(load_beir(path, strict=strict))
+        elif path.is_dir():
+            files = [p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in FILE_SUFFIXES]
+            result.extend(load_files(files, root=path, strict=strict))
+        elif path.suffix.lower() in (".jsonl", ".ndjson") and path.is_file():
+            result.extend(load_jsonl(path, id_field, text_field, title_field, strict=strict))
+        elif path.suffix.lower() == ".parquet" and path.is_file():
+            result.extend(load_hf(str(path), id_field, text_field, title_field, strict=strict))
+        elif path.is_file():
+            result.extend(load_files([path], root=path.parent, strict=strict))
+        elif any(ch in str(source) for ch in "*?["):
+            base = Path(str(source).split("*")[0].split("?")[0].split("[")[0] or ".")
+            root = base if base.is_dir() else base.parent
+            matches = [p for p in Path().glob(str(source)) if p.is_file()] if not Path(str(source)).is_absolute() else [p for p in Path("/").glob(str(source).lstrip("/")) if p.is_file()]
+            result.extend(load_files(matches, root=root, strict=strict))
+        else:
+            raise InputError("no such file, folder or glob match", path=source)
+    # ids must be unique across sources too
+    collector = _Collector(strict)
+    for document in result.documents:
+        collector.add(document, document.source)
+    collector.result.skipped[:0] = result.skipped
+    return collector.result
