@@ -153,6 +153,55 @@ def compare(
 
 
 @app.command()
+def chunk(
+    sources: Annotated[list[Path], typer.Argument(help="Folders, files, globs, .jsonl or .parquet files, or BEIR folders (with corpus.jsonl).", show_default=False)],
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory (created if missing).")] = Path("testset"),
+    chunker: Annotated[str, typer.Option("--chunker", help="recursive, sentence, markdown (sizes in characters) or tokens (cl100k tokens).")] = "recursive",
+    size: Annotated[int, typer.Option("--size", min=1, help="Largest chunk: characters, or tokens for --chunker tokens.")] = 1000,
+    overlap: Annotated[int, typer.Option("--overlap", min=0, help="Text repeated between neighbouring chunks (same unit as --size).")] = 100,
+    id_field: Annotated[str, typer.Option("--id-field", help="JSONL/dataset field holding the document id.")] = "_id",
+    text_field: Annotated[str, typer.Option("--text-field", help="JSONL/dataset field holding the text.")] = "text",
+    title_field: Annotated[str, typer.Option("--title-field", help="JSONL/dataset field holding the title.")] = "title",
+    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first unreadable file or line instead of skipping it.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Load a corpus and chunk it into the workspace, incrementally.
+
+    Unchanged documents are skipped on a rerun; changed ones are re-chunked (their old chunks are marked removed, not
+    deleted); documents gone from the sources are marked removed. Unreadable files and lines are reported with file
+    and line and skipped (or fatal with --strict).
+    """
+    from rich.progress import Progress
+
+    from .corpus.chunkers import ChunkerConfig
+    from .corpus.ingest import ingest
+    from .corpus.loaders import load_sources
+    from .errors import InputError
+    from .store import open_workspace
+
+    if chunker not in ("recursive", "sentence", "markdown", "tokens"):
+        raise InputError(f"unknown chunker {chunker!r}; use recursive, sentence, markdown or tokens")
+    if overlap >= size:
+        raise InputError(f"--overlap ({overlap}) must be smaller than --size ({size})")
+    config = ChunkerConfig(chunker, size, overlap)
+    loaded = load_sources(sources, strict=strict, id_field=id_field, text_field=text_field, title_field=title_field)
+    with open_workspace(workspace) as ws, Progress(console=err, transient=True, disable=json_output) as progress:
+        summary = ingest(ws, loaded, config, sources, progress=progress)
+    if json_output:
+        print(json.dumps({**summary.as_dict(), "skipped_files": [str(s) for s in loaded.skipped]}, indent=2))
+        return
+    for skipped in loaded.skipped[:20]:
+        err.print(f"[yellow]skipped[/] {escape(str(skipped))}", highlight=False)
+    if len(loaded.skipped) > 20:
+        err.print(f"... and {len(loaded.skipped) - 20} more skipped (see --json)")
+    out.print(
+        f"{summary.documents} documents ({summary.new} new, {summary.changed} changed, {summary.unchanged} unchanged, "
+        f"{summary.removed} removed); {summary.chunks_added} chunks added, {summary.chunks_removed} marked removed; "
+        f"{summary.skipped} skipped; {summary.seconds:.2f} s -> {workspace}"
+    )
+
+
+@app.command()
 def costs(
     workspace: Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory.")] = Path("testset"),
     json_output: JsonOption = False,

@@ -160,4 +160,17 @@ def m002_llm_batches(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(3)
+def m003_chunk_lifecycle(db: sqlite3.Connection) -> None:
+    """Chunks of a changed or removed document are marked, not deleted: judgments may point at them."""
+    run_script(
+        db,
+        """
+        ALTER TABLE chunks ADD COLUMN removed_at TEXT;
+        ALTER TABLE chunks ADD COLUMN config_sha256 TEXT;
+        CREATE INDEX chunks_live ON chunks(doc_id, removed_at);
+        """,
+    )
+
+
 LATEST = max(MIGRATIONS)

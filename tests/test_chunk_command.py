@@ -1,0 +1,65 @@
+"""`testset-builder chunk`: a corpus into the workspace, incrementally, with bad input reported and skipped."""
+
+from __future__ import annotations
+
+import json
+
+from testset_builder.cli import main
+from testset_builder.store import open_workspace
+
+
+def run_json(capsys, *args):
+    code = main(["chunk", *args, "--json"])
+    return code, json.loads(capsys.readouterr().out) if code == 0 else None
+
+
+def live_chunks(workspace):
+    with open_workspace(workspace) as ws:
+        return {r[0] for r in ws.db.execute("SELECT chunk_id FROM chunks WHERE removed_at IS NULL")}
+
+
+def test_rechunking_an_unchanged_corpus_does_nothing_and_changes_touch_only_their_documents(tmp_path, capsys):
+    corpus, workspace = tmp_path / "corpus", tmp_path / "ws"
+    corpus.mkdir()
+    for i in range(5):
+        (corpus / f"doc{i}.md").write_text(f"# Doc {i}\n\n" + "Retrieval matters. " * 40, encoding="utf-8")
+    (corpus / "empty.txt").write_bytes(b"")
+    args = [str(corpus), "--workspace", str(workspace), "--chunker", "markdown", "--size", "200", "--overlap", "20"]
+
+    code, first = run_json(capsys, *args)
+    assert code == 0 and first["new"] == 5 and first["chunks_added"] > 5
+    assert first["skipped"] == 1 and first["skipped_by_reason"] == {"empty file": 1}
+    ids = live_chunks(workspace)
+
+    code, again = run_json(capsys, *args)
+    assert (again["unchanged"], again["new"], again["changed"], again["chunks_added"], again["chunks_removed"]) == (5, 0, 0, 0, 0)
+    assert live_chunks(workspace) == ids
+
+    (corpus / "doc1.md").write_text("# Doc 1\n\nRewritten entirely.", encoding="utf-8")
+    (corpus / "doc4.md").unlink()
+    code, changed = run_json(capsys, *args)
+    assert (changed["changed"], changed["unchanged"], changed["removed"]) == (1, 3, 1)
+    after = live_chunks(workspace)
+    assert {i.split("#")[0] for i in ids - after} == {"doc1.md", "doc4.md"}
+    assert {i.split("#")[0] for i in after - ids} == {"doc1.md"}
+    with open_workspace(workspace) as ws:
+        assert ws.db.execute("SELECT removed_at IS NOT NULL FROM documents WHERE doc_id = 'doc4.md'").fetchone()[0] == 1
+        assert ws.db.execute("SELECT COUNT(*) FROM chunks WHERE doc_id = 'doc4.md'").fetchone()[0] > 0, "kept, marked"
+
+
+def test_strict_turns_a_skip_into_exit_1(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "ok.txt").write_text("fine")
+    (corpus / "bad.txt").write_bytes(b"\xff\xfe\x00\x00")
+    assert main(["chunk", str(corpus), "--workspace", str(tmp_path / "ws"), "--strict"]) == 1
+    assert "bad.txt: binary file" in capsys.readouterr().err
+
+
+def test_the_human_summary_names_what_was_skipped(tmp_path, capsys):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "a", "text": "alpha"}\n{"_id": "b"}\n', encoding="utf-8")
+    assert main(["chunk", str(corpus), "--workspace", str(tmp_path / "ws")]) == 0
+    captured = capsys.readouterr()
+    assert "1 documents (1 new" in captured.out and "1 skipped" in captured.out
+    assert "corpus.jsonl:2: missing or empty text field 'text'" in captured.err
