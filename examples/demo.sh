@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# The demo `make demo` runs: score the bundled example (the course's five-query labelled set) and compare two runs.
+# What `make demo` runs: chunk the project's own docs into a workspace, then score and compare the bundled example
+# runs (the course's five-query labelled set).
 set -euo pipefail
 cli=${1:-testset-builder}
 here=$(cd "$(dirname "$0")" && pwd)
+workspace=${DEMO_WORKSPACE:-$here/../demo-workspace}
+echo "== chunk: the project's docs into $workspace (markdown-aware, 600 characters, 60 overlap) =="
+"$cli" chunk "$here/../docs" --workspace "$workspace" --chunker markdown --size 600 --overlap 60
+echo "   (run it again: unchanged documents are skipped)"
+"$cli" chunk "$here/../docs" --workspace "$workspace" --chunker markdown --size 600 --overlap 60
+echo
 echo "== score: one run against the example qrels =="
 "$cli" score --qrels "$here/qrels.tsv" --run "$here/bm25.trec" --metrics recall@5,recall@10,precision@5,precision@10,mrr,ndcg@5,ndcg@10,hit_rate@5,map
 echo
