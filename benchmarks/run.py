@@ -7,11 +7,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import chunking_speed  # noqa: E402
 import llm_throughput  # noqa: E402
 import metrics_speed  # noqa: E402
 
 if __name__ == "__main__":
     print("== metrics: testset-builder vs pytrec_eval vs ranx ==")
     metrics_speed.main([])
+    print("\n== chunking: testset-builder vs langchain-text-splitters vs semchunk on SciFact ==")
+    chunking_speed.main([])
     print("\n== LLM layer: throughput under a rate limit, vs sequential; local model speed ==")
     llm_throughput.main([])
