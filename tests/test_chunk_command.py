@@ -63,3 +63,32 @@ def test_the_human_summary_names_what_was_skipped(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "1 documents (1 new" in captured.out and "1 skipped" in captured.out
     assert "corpus.jsonl:2: missing or empty text field 'text'" in captured.err
+
+
+BASE = (
+    "Recall at k measures the share of relevant chunks that the retriever places among the top k results for a query, "
+    "and it is the first number to watch because nothing downstream can recover evidence that was never retrieved."
+)
+
+
+def test_exact_and_near_duplicate_chunks_are_grouped(tmp_path, capsys):
+    corpus = tmp_path / "corpus.jsonl"
+    records = [
+        {"_id": "a", "text": BASE},
+        {"_id": "b", "text": "  " + BASE.upper()},
+        {"_id": "c", "text": BASE.replace("first number", "primary number")},
+        {"_id": "d", "text": "Something else entirely: graded gains in nDCG and why ties are broken by document id."},
+        {"_id": "e", "text": "Another unrelated chunk on reviewing proposals with several annotators and kappa."},
+    ]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    code, summary = run_json(capsys, str(corpus), "--workspace", str(tmp_path / "ws"), "--size", "2000", "--overlap", "0")
+    assert code == 0 and (summary["duplicate_groups"], summary["duplicate_chunks"]) == (1, 3)
+    with open_workspace(tmp_path / "ws") as ws:
+        rows = ws.db.execute("SELECT c.doc_id, d.kind FROM chunk_duplicates d JOIN chunks c USING (chunk_id) ORDER BY c.doc_id").fetchall()
+    assert [tuple(r) for r in rows] == [("a", "near"), ("b", "near"), ("c", "near")]
+
+
+def test_exact_copies_form_an_exact_group():
+    from testset_builder.corpus.dedup import duplicate_groups
+
+    assert duplicate_groups(["x", "y", "z"], [BASE, BASE.upper() + "  ", "different text entirely here"]) == [("exact", ["x", "y"])]

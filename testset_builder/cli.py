@@ -197,6 +197,7 @@ def chunk(
     out.print(
         f"{summary.documents} documents ({summary.new} new, {summary.changed} changed, {summary.unchanged} unchanged, "
         f"{summary.removed} removed); {summary.chunks_added} chunks added, {summary.chunks_removed} marked removed; "
+        f"{summary.duplicate_chunks} chunks in {summary.duplicate_groups} duplicate groups; "
         f"{summary.skipped} skipped; {summary.seconds:.2f} s -> {workspace}"
     )
 

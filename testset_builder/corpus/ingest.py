@@ -17,6 +17,7 @@ from pathlib import Path
 from ..store.rows import content_sha256, put_documents
 from ..store.workspace import Workspace, utc_timestamp
 from .chunkers import ChunkerConfig, chunk_document
+from .dedup import duplicate_groups
 from .loaders import LoadResult
 
 
@@ -31,6 +32,8 @@ class IngestSummary:
     chunks_removed: int = 0
     skipped: int = 0
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
+    duplicate_groups: int = 0
+    duplicate_chunks: int = 0
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
@@ -93,9 +96,24 @@ def ingest(workspace: Workspace, loaded: LoadResult, config: ChunkerConfig, sour
                 tx.execute("UPDATE documents SET removed_at = ? WHERE doc_id = ?", (now, doc_id))
                 summary.chunks_removed += tx.execute("UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL", (now, doc_id)).rowcount
                 summary.removed += 1
+        if summary.new or summary.changed or summary.removed or not tx.execute("SELECT 1 FROM chunk_duplicates LIMIT 1").fetchone():
+            _refresh_duplicates(tx)
+        summary.duplicate_groups, summary.duplicate_chunks = tx.execute(
+            "SELECT COUNT(DISTINCT group_id), COUNT(*) FROM chunk_duplicates"
+        ).fetchone()
         summary.seconds = time.perf_counter() - started
         tx.execute(
             "INSERT INTO stage_runs (stage, config_sha256, status, counts, started_at, finished_at) VALUES ('chunk', ?, 'done', ?, ?, ?)",
             (config_hash, json.dumps(summary.as_dict()), now, utc_timestamp()),
         )
     return summary
+
+
+def _refresh_duplicates(tx) -> None:
+    rows = tx.execute("SELECT chunk_id, text FROM chunks WHERE removed_at IS NULL ORDER BY chunk_id").fetchall()
+    tx.execute("DELETE FROM chunk_duplicates")
+    groups = duplicate_groups([r[0] for r in rows], [r[1] for r in rows])
+    tx.executemany(
+        "INSERT INTO chunk_duplicates (chunk_id, group_id, kind) VALUES (?, ?, ?)",
+        [(chunk_id, members[0], kind) for kind, members in groups for chunk_id in members],
+    )

@@ -173,4 +173,20 @@ def m003_chunk_lifecycle(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(4)
+def m004_chunk_duplicates(db: sqlite3.Connection) -> None:
+    """Exact and near-duplicate chunk groups (derived data: recomputed when the live chunks change)."""
+    run_script(
+        db,
+        """
+        CREATE TABLE chunk_duplicates (
+            chunk_id TEXT PRIMARY KEY REFERENCES chunks(chunk_id),
+            group_id TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('exact', 'near'))
+        );
+        CREATE INDEX chunk_duplicates_by_group ON chunk_duplicates(group_id);
+        """,
+    )
+
+
 LATEST = max(MIGRATIONS)
