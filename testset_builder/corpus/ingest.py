@@ -96,7 +96,7 @@ def ingest(workspace: Workspace, loaded: LoadResult, config: ChunkerConfig, sour
                 tx.execute("UPDATE documents SET removed_at = ? WHERE doc_id = ?", (now, doc_id))
                 summary.chunks_removed += tx.execute("UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL", (now, doc_id)).rowcount
                 summary.removed += 1
-        if summary.new or summary.changed or summary.removed or not tx.execute("SELECT 1 FROM chunk_duplicates LIMIT 1").fetchone():
+        if summary.new or summary.changed or summary.removed:  # duplicate groups only move when live chunks do
             _refresh_duplicates(tx)
         summary.duplicate_groups, summary.duplicate_chunks = tx.execute(
             "SELECT COUNT(DISTINCT group_id), COUNT(*) FROM chunk_duplicates"
