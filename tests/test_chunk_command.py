@@ -92,3 +92,14 @@ def test_exact_copies_form_an_exact_group():
     from testset_builder.corpus.dedup import duplicate_groups
 
     assert duplicate_groups(["x", "y", "z"], [BASE, BASE.upper() + "  ", "different text entirely here"]) == [("exact", ["x", "y"])]
+
+
+def test_prechunked_input_keeps_its_ids_and_is_not_rechunked(tmp_path, capsys):
+    corpus = tmp_path / "chunks.jsonl"
+    long_text = "A chunk that the user already cut, longer than any default size. " * 40
+    corpus.write_text(json.dumps({"_id": "kb-17#3", "text": long_text}) + "\n" + json.dumps({"_id": "kb-18#0", "text": "short"}) + "\n", encoding="utf-8")
+    code, summary = run_json(capsys, str(corpus), "--workspace", str(tmp_path / "ws"), "--chunker", "prechunked")
+    assert code == 0 and summary["chunks_added"] == 2
+    with open_workspace(tmp_path / "ws") as ws:
+        rows = {r[0]: r[1] for r in ws.db.execute("SELECT chunk_id, text FROM chunks")}
+    assert rows == {"kb-17#3": long_text, "kb-18#0": "short"}

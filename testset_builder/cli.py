@@ -156,7 +156,10 @@ def compare(
 def chunk(
     sources: Annotated[list[Path], typer.Argument(help="Folders, files, globs, .jsonl or .parquet files, or BEIR folders (with corpus.jsonl).", show_default=False)],
     workspace: Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory (created if missing).")] = Path("testset"),
-    chunker: Annotated[str, typer.Option("--chunker", help="recursive, sentence, markdown (sizes in characters) or tokens (cl100k tokens).")] = "recursive",
+    chunker: Annotated[
+        str,
+        typer.Option("--chunker", help="recursive, sentence, markdown (sizes in characters), tokens (cl100k tokens), or prechunked (each record is a chunk and keeps its id)."),
+    ] = "recursive",
     size: Annotated[int, typer.Option("--size", min=1, help="Largest chunk: characters, or tokens for --chunker tokens.")] = 1000,
     overlap: Annotated[int, typer.Option("--overlap", min=0, help="Text repeated between neighbouring chunks (same unit as --size).")] = 100,
     id_field: Annotated[str, typer.Option("--id-field", help="JSONL/dataset field holding the document id.")] = "_id",
@@ -179,9 +182,9 @@ def chunk(
     from .errors import InputError
     from .store import open_workspace
 
-    if chunker not in ("recursive", "sentence", "markdown", "tokens"):
-        raise InputError(f"unknown chunker {chunker!r}; use recursive, sentence, markdown or tokens")
-    if overlap >= size:
+    if chunker not in ("recursive", "sentence", "markdown", "tokens", "prechunked"):
+        raise InputError(f"unknown chunker {chunker!r}; use recursive, sentence, markdown, tokens or prechunked")
+    if chunker != "prechunked" and overlap >= size:
         raise InputError(f"--overlap ({overlap}) must be smaller than --size ({size})")
     config = ChunkerConfig(chunker, size, overlap)
     loaded = load_sources(sources, strict=strict, id_field=id_field, text_field=text_field, title_field=title_field)

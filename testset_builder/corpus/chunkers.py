@@ -9,6 +9,7 @@ inside a combining sequence, an emoji ZWJ sequence, or a variation-selected char
 * ``recursive``: split on paragraph, line, sentence, word boundaries in turn until pieces fit ``size`` characters,
   then merge neighbours up to ``size`` with ``overlap`` characters carried over.
 * ``sentence``: whole sentences merged up to ``size`` characters, with ``overlap`` characters of sentences carried.
+* ``prechunked``: the input is already chunked: each document is one chunk and keeps its id as the chunk id.
 * ``markdown``: a chunk never crosses a heading; each carries its heading path in ``metadata["headings"]``; fenced
   code blocks are never split (one longer than ``size`` becomes a chunk of its own); prose splits as ``recursive``.
 
@@ -29,7 +30,7 @@ from typing import Literal
 
 from ..records import Chunk, Document
 
-ChunkerKind = Literal["tokens", "recursive", "sentence", "markdown"]
+ChunkerKind = Literal["tokens", "recursive", "sentence", "markdown", "prechunked"]
 RECURSIVE_SEPARATORS = ("\n\n", "\n", ". ", "? ", "! ", "。", "; ", ", ", " ")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])[\"'”’)\]]*\s+|\n{2,}")
 
@@ -42,6 +43,8 @@ class ChunkerConfig:
     encoding: str = "cl100k_base"
 
     def __post_init__(self) -> None:
+        if self.kind == "prechunked":
+            return
         if self.size < 1:
             raise ValueError("chunk size must be at least 1")
         if not 0 <= self.overlap < self.size:
@@ -217,8 +220,12 @@ def chunk_document(document: Document, config: ChunkerConfig) -> list[Chunk]:
     text = document.text
     if config.kind == "tokens":
         spans = token_spans(text, config.size, config.overlap, config.encoding)
+    elif config.kind == "prechunked":
+        spans = []
     else:
         spans = _SPANS[config.kind](text, config.size, config.overlap) if text else []
+    if config.kind == "prechunked":
+        return [Chunk(chunk_id=document.doc_id, doc_id=document.doc_id, text=text, start=0, end=len(text), metadata={"index": 0, "chunker": "prechunked"})] if text else []
     seen: dict[str, int] = {}
     chunks = []
     for index, span in enumerate(spans):
