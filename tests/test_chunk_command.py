@@ -103,3 +103,19 @@ def test_prechunked_input_keeps_its_ids_and_is_not_rechunked(tmp_path, capsys):
     with open_workspace(tmp_path / "ws") as ws:
         rows = {r[0]: r[1] for r in ws.db.execute("SELECT chunk_id, text FROM chunks")}
     assert rows == {"kb-17#3": long_text, "kb-18#0": "short"}
+
+
+def test_chunking_settings_come_from_a_config_and_flags_override_them(tmp_path, capsys):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\n" + "Words about recall. " * 30, encoding="utf-8")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"workspace: {tmp_path / 'from-config'}\nchunking: {{chunker: sentence, size: 120, overlap: 0}}\nllm:\n  provider: {{kind: local, model: gemma-3-270m}}\n")
+    code, _ = run_json(capsys, str(tmp_path / "docs"), "--config", str(config))
+    assert code == 0
+    with open_workspace(tmp_path / "from-config") as ws:
+        metadata = [json.loads(r[0]) for r in ws.db.execute("SELECT metadata FROM chunks")]
+    assert {(m["chunker"], m["size"], m["overlap"]) for m in metadata} == {("sentence", 120, 0)}
+    code, _ = run_json(capsys, str(tmp_path / "docs"), "--config", str(config), "--size", "300", "--workspace", str(tmp_path / "flags"))
+    with open_workspace(tmp_path / "flags") as ws:
+        sizes = {json.loads(r[0])["size"] for r in ws.db.execute("SELECT metadata FROM chunks")}
+    assert sizes == {300}

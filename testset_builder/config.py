@@ -40,8 +40,18 @@ class LLMConfig(Strict):
     prices: Path = CONFIG_DIR / "prices.yaml"
 
 
+class ChunkingConfig(Strict):
+    chunker: Literal["recursive", "sentence", "markdown", "tokens", "prechunked"] = "recursive"
+    size: int = Field(default=1000, ge=1)
+    overlap: int = Field(default=100, ge=0)
+    id_field: str = "_id"
+    text_field: str = "text"
+    title_field: str = "title"
+
+
 class Config(Strict):
     workspace: Path = Path("testset")
+    chunking: ChunkingConfig = ChunkingConfig()
     llm: LLMConfig
 
 
