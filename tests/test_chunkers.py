@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,8 +43,11 @@ def check_chunks(document: Document, config: ChunkerConfig, chunks, bounded: boo
 
 @pytest.fixture(scope="module")
 def scifact_documents(scifact_dir):
-    with (scifact_dir / "corpus.jsonl").open(encoding="utf-8") as handle:
-        return [Document(doc_id=d["_id"], title=d.get("title", ""), text=d["text"]) for d in map(json.loads, handle)]
+    from testset_builder.corpus.loaders import load_sources
+
+    loaded = load_sources([scifact_dir])  # ingested as a BEIR folder
+    assert not loaded.skipped
+    return loaded.documents
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.kind)
