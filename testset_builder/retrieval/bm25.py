@@ -1,0 +1,78 @@
+"""BM25 over chunks (bm25s: Lucene-style BM25, Snowball stemming, English stop words), cached on disk.
+
+An index is keyed by the sha256 of its chunk ids, texts and settings, so the same corpus is indexed once per
+workspace and a changed corpus gets a fresh index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ..tables import RUN_SCHEMA, Run
+
+
+def _tokenize(texts: Sequence[str], stem: bool):
+    import bm25s
+
+    stemmer = None
+    if stem:
+        import Stemmer
+
+        stemmer = Stemmer.Stemmer("english")
+    return bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer, show_progress=False)
+
+
+class BM25Index:
+    def __init__(self, chunk_ids: Sequence[str], texts: Sequence[str], stem: bool = True) -> None:
+        import bm25s
+
+        self.chunk_ids = list(chunk_ids)
+        self.stem = stem
+        self._model = bm25s.BM25()
+        self._model.index(_tokenize(texts, stem), show_progress=False)
+
+    @staticmethod
+    def key(chunk_ids: Sequence[str], texts: Sequence[str], stem: bool) -> str:
+        digest = hashlib.sha256(f"bm25s stem={stem}\n".encode())
+        for chunk_id, text in zip(chunk_ids, texts):
+            digest.update(f"{chunk_id}\x00{text}\x01".encode())
+        return digest.hexdigest()[:24]
+
+    @classmethod
+    def cached(cls, directory: Path, chunk_ids: Sequence[str], texts: Sequence[str], stem: bool = True) -> BM25Index:
+        """Load the index for exactly these chunks from ``directory``, building and saving it if absent."""
+        import bm25s
+
+        path = Path(directory) / f"bm25-{cls.key(chunk_ids, texts, stem)}"
+        if (path / "chunk_ids.json").exists():
+            index = cls.__new__(cls)
+            index.chunk_ids = json.loads((path / "chunk_ids.json").read_text(encoding="utf-8"))
+            index.stem = stem
+            index._model = bm25s.BM25.load(str(path), show_progress=False)
+            return index
+        index = cls(chunk_ids, texts, stem)
+        partial = path.with_name(path.name + ".partial")
+        index._model.save(str(partial), show_progress=False)
+        (partial / "chunk_ids.json").write_text(json.dumps(index.chunk_ids), encoding="utf-8")
+        partial.rename(path)  # a crash never leaves a half-written index under the real name
+        return index
+
+    def search(self, query_ids: Sequence[str], queries: Sequence[str], k: int = 100, name: str = "bm25") -> Run:
+        """Top ``k`` chunks per query as a Run (chunks scoring 0 are left out)."""
+        k = min(k, len(self.chunk_ids))
+        documents, scores = self._model.retrieve(_tokenize(queries, self.stem), k=k, show_progress=False)
+        rows = np.repeat(np.arange(len(query_ids)), k)
+        flat_docs, flat_scores = documents.ravel(), scores.ravel().astype(np.float64)
+        keep = flat_scores > 0
+        ids = np.asarray(self.chunk_ids, dtype=object)
+        table = pa.table(
+            [np.asarray(query_ids, dtype=object)[rows[keep]].tolist(), ids[flat_docs[keep]].tolist(), pa.array(flat_scores[keep])],
+            schema=RUN_SCHEMA,
+        )
+        return Run(table, name=name)
