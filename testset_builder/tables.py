@@ -8,7 +8,7 @@ allocation. ``Qrels`` and ``Run`` hold Arrow columns instead, validated once for
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -181,6 +181,11 @@ class Qrels:
             )
         )
 
+    def sorted_rows(self) -> Iterator[tuple[str, str, int]]:
+        """``(query_id, chunk_id, grade)`` sorted by query id, then chunk id: the order every writer uses."""
+        table = self.table.sort_by([(QUERY_ID, "ascending"), (CHUNK_ID, "ascending")])
+        return zip(*(table.column(c).to_pylist() for c in (QUERY_ID, CHUNK_ID, GRADE)))
+
     def to_dict(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
         for query_id, chunk_id, grade in zip(*(self.table.column(c).to_pylist() for c in (QUERY_ID, CHUNK_ID, GRADE))):
@@ -238,6 +243,16 @@ class Run:
     @classmethod
     def from_ranked_lists(cls, lists: Iterable[RankedList], name: str = "run") -> Run:
         return cls.from_dict({r.query_id: {s.chunk_id: s.score for s in r.results} for r in lists}, name=name)
+
+    def ranked_rows(self) -> Iterator[tuple[str, str, float, int]]:
+        """``(query_id, chunk_id, score, rank)`` by query id, then ranked as trec_eval ranks (score desc, chunk id
+        desc), ranks from 1. Writers and rank fusion read runs through this one ordering."""
+        table = self.table.sort_by([(QUERY_ID, "ascending"), (SCORE, "descending"), (CHUNK_ID, "descending")])
+        previous, rank = None, 0
+        for query_id, chunk_id, score in zip(*(table.column(c).to_pylist() for c in (QUERY_ID, CHUNK_ID, SCORE))):
+            rank = rank + 1 if query_id == previous else 1
+            previous = query_id
+            yield query_id, chunk_id, score, rank
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}

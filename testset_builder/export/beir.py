@@ -50,8 +50,7 @@ def read_beir_qrels(path: str | Path) -> Qrels:
 
 
 def write_beir_qrels(qrels: Qrels, path: str | Path) -> None:
-    table = qrels.table.sort_by([(QUERY_ID, "ascending"), (CHUNK_ID, "ascending")])
     with Path(path).open("w", encoding="utf-8") as handle:
         handle.write("\t".join(BEIR_QRELS_HEADER) + "\n")
-        for query_id, chunk_id, grade in zip(*(table.column(c).to_pylist() for c in (QUERY_ID, CHUNK_ID, GRADE))):
+        for query_id, chunk_id, grade in qrels.sorted_rows():
             handle.write(f"{query_id}\t{chunk_id}\t{grade}\n")

@@ -78,9 +78,8 @@ def read_jsonl_qrels(path: str | Path) -> Qrels:
 
 def write_jsonl_run(run: Run, path: str | Path) -> None:
     """One line per query (sorted by id), results ranked by score desc, chunk id desc."""
-    table = run.table.sort_by([(QUERY_ID, "ascending"), (SCORE, "descending"), (CHUNK_ID, "descending")])
     grouped: dict[str, list[dict[str, Any]]] = {}
-    for query_id, chunk_id, score in zip(*(table.column(c).to_pylist() for c in (QUERY_ID, CHUNK_ID, SCORE))):
+    for query_id, chunk_id, score, _ in run.ranked_rows():
         grouped.setdefault(query_id, []).append({CHUNK_ID: chunk_id, SCORE: score})
     with Path(path).open("w", encoding="utf-8") as handle:
         for query_id, results in grouped.items():
@@ -88,7 +87,6 @@ def write_jsonl_run(run: Run, path: str | Path) -> None:
 
 
 def write_jsonl_qrels(qrels: Qrels, path: str | Path) -> None:
-    table = qrels.table.sort_by([(QUERY_ID, "ascending"), (CHUNK_ID, "ascending")])
     with Path(path).open("w", encoding="utf-8") as handle:
-        for query_id, chunk_id, grade in zip(*(table.column(c).to_pylist() for c in (QUERY_ID, CHUNK_ID, GRADE))):
+        for query_id, chunk_id, grade in qrels.sorted_rows():
             handle.write(json.dumps({QUERY_ID: query_id, CHUNK_ID: chunk_id, GRADE: grade}, ensure_ascii=False) + "\n")

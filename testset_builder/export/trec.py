@@ -98,9 +98,8 @@ def read_trec_run(path: str | Path, name: str | None = None) -> Run:
 
 def write_trec_qrels(qrels: Qrels, path: str | Path) -> None:
     """Write ``qid 0 docid grade`` lines, sorted by query id then chunk id."""
-    table = qrels.table.sort_by([(QUERY_ID, "ascending"), (CHUNK_ID, "ascending")])
     with Path(path).open("w", encoding="utf-8") as handle:
-        for query_id, chunk_id, grade in zip(*(table.column(c).to_pylist() for c in (QUERY_ID, CHUNK_ID, GRADE))):
+        for query_id, chunk_id, grade in qrels.sorted_rows():
             handle.write(f"{query_id} 0 {chunk_id} {grade}\n")
 
 
@@ -109,10 +108,6 @@ def write_trec_run(run: Run, path: str | Path, tag: str | None = None) -> None:
     tag = tag or run.name
     if any(ch.isspace() for ch in tag):
         raise InputError(f"run tag {tag!r} must not contain whitespace")
-    table = run.table.sort_by([(QUERY_ID, "ascending"), (SCORE, "descending"), (CHUNK_ID, "descending")])
     with Path(path).open("w", encoding="utf-8") as handle:
-        previous, rank = None, 0
-        for query_id, chunk_id, score in zip(*(table.column(c).to_pylist() for c in (QUERY_ID, CHUNK_ID, SCORE))):
-            rank = rank + 1 if query_id == previous else 1
-            previous = query_id
+        for query_id, chunk_id, score, rank in run.ranked_rows():
             handle.write(f"{query_id} Q0 {chunk_id} {rank} {score!r} {tag}\n")

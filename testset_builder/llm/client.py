@@ -42,8 +42,7 @@ class RetryPolicy:
 
 def estimate_tokens(request: LLMRequest) -> int:
     """A cheap upper-side estimate for the tokens-per-minute bucket (4 characters a token, plus the answer)."""
-    text = request.prompt or "".join(m.content for m in request.messages)
-    return len(text) // 4 + request.max_tokens
+    return len(request.text) // 4 + request.max_tokens
 
 
 def extract_json(text: str) -> str:
@@ -147,8 +146,7 @@ class LLMClient:
         price = self.prices.price(request.model)
         if price is None:
             raise InputError(f"no price for model {request.model!r} in the price table, so a cost limit cannot be honoured")
-        text = request.prompt or "".join(m.content for m in request.messages)
-        worst_case = (len(text) * price.input + request.max_tokens * price.output) / 1e6  # a token is at least a character
+        worst_case = (len(request.text) * price.input + request.max_tokens * price.output) / 1e6  # a token is at least a character
         if self.cost_usd + self._reserved_usd + worst_case > self.max_cost_usd:
             raise BudgetExceededError(self.max_cost_usd, self.cost_usd, worst_case)
         self._reserved_usd += worst_case

@@ -45,6 +45,11 @@ class LLMRequest(BaseModel):
             raise ValueError("a completion request needs a prompt")
         return self
 
+    @property
+    def text(self) -> str:
+        """Everything the model reads: the prompt, or the messages' contents joined."""
+        return self.prompt if self.prompt is not None else "".join(m.content for m in self.messages)
+
     def canonical_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 

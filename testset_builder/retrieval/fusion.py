@@ -11,11 +11,7 @@ def reciprocal_rank_fusion(runs: list[Run], k: int = 60, depth: int | None = Non
     """Fuse runs by rank (ties ranked as trec_eval ranks them: score desc, then chunk id desc)."""
     fused: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for run in runs:
-        table = run.table.sort_by([("query_id", "ascending"), ("score", "descending"), ("chunk_id", "descending")])
-        previous, rank = None, 0
-        for query_id, chunk_id in zip(table.column("query_id").to_pylist(), table.column("chunk_id").to_pylist()):
-            rank = rank + 1 if query_id == previous else 1
-            previous = query_id
+        for query_id, chunk_id, _, rank in run.ranked_rows():
             fused[query_id][chunk_id] += 1.0 / (k + rank)
     if depth is not None:
         fused = {q: dict(sorted(s.items(), key=lambda item: (-item[1], item[0]))[:depth]) for q, s in fused.items()}
