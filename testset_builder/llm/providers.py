@@ -20,10 +20,16 @@ RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 
 @runtime_checkable
 class Provider(Protocol):
-    """``identity`` names the provider and endpoint (it is part of the cache key); ``complete`` makes one call."""
+    """``identity`` names the provider and endpoint (it is part of the cache key); ``complete`` makes one call.
+
+    ``prompt_style`` is the kind of prompt its model follows ("chat" for instruction models, "completion" for base
+    models prompted few-shot); ``supports_logprobs`` says whether answers carry token log-probabilities.
+    """
 
     identity: str
     supports_completion: bool
+    prompt_style: str
+    supports_logprobs: bool
 
     async def complete(self, request: LLMRequest) -> Completion: ...
 

@@ -115,11 +115,8 @@ def add_judgments(db: sqlite3.Connection, judgments: Iterable[Judgment]) -> int:
     return len(rows)
 
 
-def iter_judgments(db: sqlite3.Connection, query_id: str | None = None) -> Iterator[Judgment]:
-    sql, args = "SELECT * FROM judgments", ()
-    if query_id is not None:
-        sql, args = sql + " WHERE query_id = ?", (query_id,)
-    for row in db.execute(sql + " ORDER BY created_at, judgment_id", args):
+def _judgments(cursor: Iterable[sqlite3.Row]) -> Iterator[Judgment]:
+    for row in cursor:
         probs = json.loads(row["grade_probs"]) if row["grade_probs"] else None
         yield Judgment(
             judgment_id=row["judgment_id"], query_id=row["query_id"], chunk_id=row["chunk_id"], grade=row["grade"],
@@ -128,3 +125,66 @@ def iter_judgments(db: sqlite3.Connection, query_id: str | None = None) -> Itera
             rationale=row["rationale"], reviewer=row["reviewer"], status=row["status"], supersedes=row["supersedes"],
             created_at=row["created_at"], lineage=_lineage(row["lineage"]),
         )
+
+
+def iter_judgments(db: sqlite3.Connection, query_id: str | None = None) -> Iterator[Judgment]:
+    sql, args = "SELECT * FROM judgments", ()
+    if query_id is not None:
+        sql, args = sql + " WHERE query_id = ?", (query_id,)
+    yield from _judgments(db.execute(sql + " ORDER BY created_at, judgment_id", args))
+
+
+def existing_judgment_ids(db: sqlite3.Connection, judgment_ids: Iterable[str]) -> set[str]:
+    ids = list(judgment_ids)
+    found: set[str] = set()
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        found.update(r[0] for r in db.execute(f"SELECT judgment_id FROM judgments WHERE judgment_id IN ({','.join('?' * len(part))})", part))
+    return found
+
+
+def live_chunk_passages(db: sqlite3.Connection) -> tuple[list[str], list[str]]:
+    """Ids and texts of the chunks not marked removed, each prefixed by its document's title when it has one (what
+    retrievers index and judges read)."""
+    rows = db.execute(
+        "SELECT c.chunk_id, d.title, c.text FROM chunks c JOIN documents d USING (doc_id) WHERE c.removed_at IS NULL ORDER BY c.chunk_id"
+    ).fetchall()
+    return [r[0] for r in rows], [f"{r[1]}\n{r[2]}" if r[1] else r[2] for r in rows]
+
+
+def put_candidates(db: sqlite3.Connection, candidates: Iterable) -> int:
+    """Store pool members with the retriever and rank that pooled them; a re-pooled pair takes its new rank."""
+    rows = [(c.query_id, c.chunk_id, c.retriever, c.rank, c.score) for c in candidates]
+    db.executemany(
+        "INSERT INTO candidates (query_id, chunk_id, retriever, rank, score) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT(query_id, chunk_id, retriever) DO UPDATE SET rank = excluded.rank, score = excluded.score",
+        rows,
+    )
+    return len(rows)
+
+
+OPEN_QUEUE = "*"  # review_assignments.reviewer for a proposal any reviewer may take
+
+
+def enqueue_for_review(db: sqlite3.Connection, items: Iterable[tuple[str, str, float]]) -> int:
+    """Put (query_id, chunk_id, priority) in the open review queue; an item already queued keeps its place."""
+    before = db.total_changes
+    db.executemany(
+        "INSERT INTO review_assignments (query_id, chunk_id, reviewer, priority, assigned_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT(query_id, chunk_id, reviewer) DO NOTHING",
+        [(q, c, OPEN_QUEUE, p, utc_timestamp()) for q, c, p in items],
+    )
+    return db.total_changes - before
+
+
+def review_queue(db: sqlite3.Connection, limit: int | None = None) -> list[sqlite3.Row]:
+    """The open queue, highest priority first (ties by query then chunk id, so the order is stable)."""
+    sql = "SELECT query_id, chunk_id, priority FROM review_assignments WHERE reviewer = ? ORDER BY priority DESC, query_id, chunk_id"
+    return db.execute(sql + (f" LIMIT {int(limit)}" if limit else ""), (OPEN_QUEUE,)).fetchall()
+
+
+def iter_judgments_by_id(db: sqlite3.Connection, judgment_ids: Iterable[str]) -> Iterator[Judgment]:
+    ids = list(judgment_ids)
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        yield from _judgments(db.execute(f"SELECT * FROM judgments WHERE judgment_id IN ({','.join('?' * len(part))}) ORDER BY judgment_id", part))

