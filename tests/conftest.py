@@ -30,3 +30,19 @@ def scifact_dir() -> Path:
             pytest.fail(f"SciFact data not found at {path}; CI must run the real-data tests")
         pytest.skip(f"SciFact data not found at {path}")
     return path
+
+
+@pytest.fixture(scope="session")
+def local_server(tmp_path_factory):
+    """One real llama-server with the packaged Gemma 3 270M for the session; CI must have it, elsewhere its absence skips."""
+    try:
+        from testset_builder.llm import local_provider as local
+
+        model = local.model_file(tmp_path_factory.mktemp("model"))
+        started = local.LocalServer(model, log_dir=tmp_path_factory.mktemp("logs"))
+    except Exception as error:  # LocalModelError, or the local extra not installed
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the local-model tests: {error}")
+        pytest.skip(str(error))
+    yield started
+    started.stop()

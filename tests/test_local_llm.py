@@ -20,16 +20,8 @@ local = pytest.importorskip("testset_builder.llm.local_provider")
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    try:
-        model = local.model_file(tmp_path_factory.mktemp("model"))
-        started = local.LocalServer(model, log_dir=tmp_path_factory.mktemp("logs"))
-    except local.LocalModelError as error:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the local-model tests: {error}")
-        pytest.skip(str(error))
-    yield started
-    started.stop()
+def server(local_server):
+    return local_server
 
 
 @pytest.fixture

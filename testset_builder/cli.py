@@ -469,7 +469,9 @@ def _renamed(evaluation, name: str):
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app and map outcomes to exit codes 0 / 1 / 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)  # without standalone mode, click returns typer.Exit's code
+        if isinstance(code, int) and code != EXIT_OK:
+            return code
     except typer.Exit as done:
         return done.exit_code
     except typer.Abort:

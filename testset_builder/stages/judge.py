@@ -36,7 +36,7 @@ TOP_LOGPROBS = 10
 class JudgeVerdict(BaseModel):
     """What the chat judge must answer: reasoning first (it scores better after stating it), then the score."""
 
-    rationale: str = Field(max_length=1000)
+    rationale: str = Field(max_length=400)  # two sentences; also bounds a grammar-constrained answer
     score: int = Field(ge=0, le=3)
 
 
@@ -66,10 +66,10 @@ def score_probabilities(alternatives: dict[str, float], scale: Sequence[int]) ->
 
 
 def score_position(logprobs: Sequence[TokenLogprob], key: str | None) -> TokenLogprob | None:
-    """The token carrying the score: the first one for a bare digit answer (``key`` None), else the first digit
-    after ``"key":`` in a JSON answer."""
+    """The token carrying the score: the first non-blank one for a bare digit answer (``key`` None; Gemma's
+    tokenizer answers " 2" as " " then "2"), else the first digit after ``"key":`` in a JSON answer."""
     if key is None:
-        return logprobs[0] if logprobs else None
+        return next((item for item in logprobs if item.token.strip()), None)
     seen, pattern = "", re.compile(rf'"{re.escape(key)}"\s*:\s*$')
     for item in logprobs:
         if item.token.strip()[:1].isdigit() and pattern.search(seen):

@@ -1,0 +1,129 @@
+"""Propose and audit through real SDKs: the packaged local model on real SciFact queries, and the OpenAI SDK
+against the fault-injecting server for retries and answers that fail validation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+import pytest
+
+from fault_server import FaultServer
+from testset_builder.cli import main
+from testset_builder.corpus.chunkers import ChunkerConfig
+from testset_builder.corpus.ingest import ingest
+from testset_builder.corpus.loaders import load_sources
+from testset_builder.export import read_qrels
+from testset_builder.llm import LLMClient
+from testset_builder.stages.judge import Judge, JudgePair
+from testset_builder.stages.propose import PoolSettings, propose
+from testset_builder.stages.queries import read_queries
+from testset_builder.store import open_workspace, rows
+
+SCIFACT_QUERIES = 3
+
+
+@pytest.fixture(scope="module")
+def scifact_sample(scifact_dir, tmp_path_factory):
+    """A BEIR folder with the first test queries, their relevant abstracts and 300 others (the real texts)."""
+    qrels = read_qrels(scifact_dir / "qrels" / "test.tsv").to_dict()
+    chosen = sorted(qrels, key=int)[:SCIFACT_QUERIES]
+    relevant = {d for q in chosen for d in qrels[q]}
+    folder = tmp_path_factory.mktemp("scifact-sample")
+    with (scifact_dir / "corpus.jsonl").open(encoding="utf-8") as source, (folder / "corpus.jsonl").open("w", encoding="utf-8") as corpus:
+        others = 0
+        for line in source:
+            doc_id = json.loads(line)["_id"]
+            if doc_id in relevant or others < 300:
+                corpus.write(line)
+                others += doc_id not in relevant
+    texts = {q["_id"]: q["text"] for q in map(json.loads, (scifact_dir / "queries.jsonl").open(encoding="utf-8"))}
+    (folder / "real-queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": texts[q]}) + "\n" for q in chosen), encoding="utf-8")
+    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q in chosen for d, g in qrels[q].items()), encoding="utf-8")
+    return folder
+
+
+def sample_workspace(folder, path):
+    workspace = open_workspace(path)
+    ingest(workspace, load_sources([folder]), ChunkerConfig("prechunked", 1, 0), [folder])
+    return workspace
+
+
+def test_the_local_model_judges_real_scifact_pools_end_to_end_and_a_rerun_calls_nothing(scifact_sample, local_server, tmp_path):
+    from testset_builder.llm.local_provider import LocalProvider
+
+    queries = read_queries(scifact_sample / "real-queries.jsonl")
+    with sample_workspace(scifact_sample, tmp_path / "ws") as ws:
+        judge = Judge(LLMClient(LocalProvider(local_server), ws, "propose", max_in_flight=2), "gemma-3-270m")
+        summary = asyncio.run(propose(ws, queries, judge, PoolSettings(retrievers=("bm25",), depth=3)))
+        judgments = list(rows.iter_judgments(ws.db))
+        assert summary.judging.judged == len(judgments) == summary.judging.pairs == SCIFACT_QUERIES * 3
+        assert summary.judging.failed == 0 and summary.judging.calls == len(judgments)
+        for judgment in judgments:  # the base model's answer is read from its log-probabilities
+            assert judgment.grade_probs is not None and math.isclose(sum(judgment.grade_probs.values()), 1.0, abs_tol=1e-4)
+            assert judgment.grade == max(judgment.grade_probs, key=judgment.grade_probs.get)
+            assert judgment.lineage.provider == "local:gemma-3-270m-q4_k_m.gguf" and judgment.lineage.prompt_name == "judge/few-shot-completion"
+        assert len(rows.review_queue(ws.db)) == len(judgments)
+        rerun = Judge(LLMClient(LocalProvider(local_server), ws, "propose"), "gemma-3-270m")
+        again = asyncio.run(propose(ws, queries, rerun, PoolSettings(retrievers=("bm25",), depth=3)))
+        assert again.judging.calls == 0 and again.judging.already_judged == len(judgments)
+
+
+def test_the_chat_judge_through_the_openai_sdk_gets_a_valid_verdict_from_llama_server(local_server, tmp_path):
+    from testset_builder.llm.local_provider import LocalProvider
+
+    with open_workspace(tmp_path / "ws") as ws:
+        judge = Judge(LLMClient(LocalProvider(local_server), ws, "propose"), "gemma-3-270m", style="chat")
+        pair = JudgePair("q", "does vitamin D lower fracture risk", "c", "Vitamin D supplements reduced fractures by 22% in older adults.")
+        judgment = asyncio.run(judge.judge(pair))
+    assert judgment.grade in (0, 1, 2) and judgment.lineage.prompt_name == "judge/umbrela-chat"
+    assert judgment.grade_probs is None or math.isclose(sum(judgment.grade_probs.values()), 1.0, abs_tol=1e-4)
+
+
+def openai_config(tmp_path, server) -> str:
+    path = tmp_path / "fault.yaml"
+    path.write_text(
+        f"llm:\n  provider:\n    kind: openai\n    model: gpt-4o-mini\n    base_url: {server.openai_url}\n    timeout_s: 5\n  limits:\n    max_attempts: 4\n",
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+def test_propose_through_the_openai_sdk_retries_faults_and_counts_answers_that_fail_validation(scifact_sample, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-PLANTED-propose-0042")
+    first_query = json.loads((scifact_sample / "real-queries.jsonl").read_text().splitlines()[0])["text"]
+
+    def answer(body):  # every pair of the first query gets prose instead of JSON, re-ask included
+        return "not json at all" if any(first_query in m["content"] for m in body["messages"]) else json.dumps({"rationale": "on topic", "score": 3})
+
+    schedule = [("status", 429, 0, "slow down"), ("status", 503, None, "unavailable")]
+    with FaultServer(schedule, answer=answer) as server, sample_workspace(scifact_sample, tmp_path / "ws") as ws:
+        ws_root = str(ws.root)
+        ws.close()
+        argv = ["propose", "--queries", str(scifact_sample / "real-queries.jsonl"), "--workspace", ws_root, "--config", openai_config(tmp_path, server), "--retrievers", "bm25", "--depth", "2", "--json"]
+        code = main(argv)
+    report = json.loads(capsys.readouterr().out)
+    judging = report["judging"]
+    assert code == 3  # finished, but two pairs failed validation after their re-asks
+    assert judging["failed"] == 2 and judging["judged"] == judging["pairs"] - 2 == SCIFACT_QUERIES * 2 - 2
+    assert judging["grades"]["2"] == judging["judged"] and "JudgeVerdict validation" in judging["failures"][0]
+    assert len(server.requests) == judging["pairs"] + 2 + 2  # two re-asks, two retried faults
+    with open_workspace(ws_root) as ws:
+        logged = "\n".join(str(tuple(r)) for r in ws.db.execute("SELECT * FROM llm_calls"))
+    assert "PLANTED" not in logged
+
+
+def test_audit_against_scifact_labels_through_the_cli(scifact_sample, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-audit")
+    verdict = lambda body: json.dumps({"rationale": "r", "score": 0 if "Fracture" in body["messages"][-1]["content"] else 3})
+    with FaultServer(answer=verdict) as server, sample_workspace(scifact_sample, tmp_path / "ws") as ws:
+        ws.close()
+        out = tmp_path / "disagreements.tsv"
+        code = main(["audit", "--qrels", str(scifact_sample / "qrels.tsv"), "--queries", str(scifact_sample / "real-queries.jsonl"), "--workspace", str(ws.root), "--config", openai_config(tmp_path, server), "--out", str(out), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    labelled = sum(1 for line in (scifact_sample / "qrels.tsv").read_text().splitlines()[1:])
+    assert code == 0 and report["pairs"] == report["judged"] == labelled
+    flagged = out.read_text().splitlines()
+    assert flagged[0].split("\t") == ["query-id", "corpus-id", "label", "judge", "confidence", "rationale"]
+    assert len(flagged) - 1 == len(report["disagreements"]) == round((1 - report["agreement"]) * labelled)
