@@ -19,13 +19,13 @@ from fault_server import FaultServer, default_answer
 
 
 class BatchServer:
-    def __init__(self, polls_until_done: int = 1) -> None:
+    def __init__(self, polls_until_done: int = 1, answer=default_answer) -> None:
         self.polls_until_done = polls_until_done
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
         self.calls: list[tuple[str, str]] = []
         shaper = FaultServer.__new__(FaultServer)
-        shaper.answer = default_answer
+        shaper.answer = answer
         server = self
 
         class Handler(BaseHTTPRequestHandler):

@@ -127,3 +127,24 @@ def test_audit_against_scifact_labels_through_the_cli(scifact_sample, tmp_path, 
     flagged = out.read_text().splitlines()
     assert flagged[0].split("\t") == ["query-id", "corpus-id", "label", "judge", "confidence", "rationale"]
     assert len(flagged) - 1 == len(report["disagreements"]) == round((1 - report["agreement"]) * labelled)
+
+
+def test_propose_with_batch_submits_once_and_a_rerun_after_resume_judges_from_the_cache(scifact_sample, tmp_path, monkeypatch, capsys):
+    from batch_server import BatchServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-batch")
+    verdict = lambda body: json.dumps({"rationale": "r", "score": 2})
+    with BatchServer(polls_until_done=1, answer=verdict) as server, sample_workspace(scifact_sample, tmp_path / "ws") as ws:
+        ws.close()
+        config = openai_config(tmp_path, server)
+        argv = ["propose", "--queries", str(scifact_sample / "real-queries.jsonl"), "--workspace", str(ws.root), "--config", config, "--retrievers", "bm25", "--depth", "2", "--json"]
+        assert main([*argv, "--batch"]) == 0
+        submitted = json.loads(capsys.readouterr().out)["judging"]
+        assert submitted["batch_id"] and submitted["judged"] == 0 and submitted["calls"] == 0
+        assert main([*argv, "--batch"]) == 0  # nothing new to submit while the batch runs
+        assert json.loads(capsys.readouterr().out)["judging"]["batch_id"] is None
+        assert main(["resume", "--workspace", str(ws.root), "--config", config, "--json"]) == 0
+        assert '"answered": 6' in capsys.readouterr().out
+        assert main(argv) == 0
+        judging = json.loads(capsys.readouterr().out)["judging"]
+    assert judging["judged"] == 6 and judging["calls"] == 0 and judging["cache_hits"] == 6 and judging["grades"]["1"] == 6
