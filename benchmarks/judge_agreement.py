@@ -39,7 +39,7 @@ from testset_builder.records import Query, QueryOrigin  # noqa: E402
 from testset_builder.retrieval import dense_available  # noqa: E402
 from testset_builder.retrieval.fusion import reciprocal_rank_fusion  # noqa: E402
 from testset_builder.retrieval.pool import pool, pool_recall  # noqa: E402
-from testset_builder.stages.judge import Judge, JudgePair, expected_grade, judgment_id  # noqa: E402
+from testset_builder.stages.judge import Judge, JudgePair, judgment_id  # noqa: E402
 from testset_builder.stages.propose import PoolSettings, Retrievers, propose  # noqa: E402
 from testset_builder.stages.queries import QueryFile  # noqa: E402
 from testset_builder.store import open_workspace, rows  # noqa: E402
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"grades 0/1/2: {summary.judging.grades[0]}/{summary.judging.grades[1]}/{summary.judging.grades[2]}; {r['calls']} calls ({r['cache_hits']} cached, {r['failed']} failed), "
               f"{r['input_tokens']} input + {r['output_tokens']} output tokens, ${r['cost_usd']:.4f}, {r['seconds']} s")
         if judgments and all(j.grade_probs for j in judgments):
-            mean_expected = sum(expected_grade(j.grade_probs) for j in judgments) / len(judgments)
+            mean_expected = sum(j.expected_grade for j in judgments) / len(judgments)
             print(f"mean expected grade {mean_expected:.3f}")
     return report
 

@@ -14,7 +14,7 @@ from testset_builder.llm import LLMClient
 from testset_builder.llm.types import Completion, TokenLogprob
 from testset_builder.prompts import PromptError, load_prompt, parse_prompt
 from testset_builder.records import JudgmentSource, JudgmentStatus
-from testset_builder.stages.judge import Judge, JudgePair, expected_grade, score_position, score_probabilities
+from testset_builder.stages.judge import Judge, JudgePair, score_position, score_probabilities
 from testset_builder.store import open_workspace
 
 PAIR = JudgePair("q1", "does vitamin D prevent fractures", "d1#abc", "Vitamin D lowered fracture risk by 22% in a trial.")
@@ -66,7 +66,7 @@ def test_a_base_model_judgment_carries_grade_probabilities_and_lineage(workspace
     judge, provider = judge_with(workspace, lambda r: digit_completion({" 2": 0.6, " 1": 0.3, " 0": 0.1}))
     judgment = asyncio.run(judge.judge(PAIR))
     assert judgment.grade == 2 and judgment.grade_probs == pytest.approx({0: 0.1, 1: 0.3, 2: 0.6})
-    assert judgment.confidence == pytest.approx(0.6) and expected_grade(judgment.grade_probs) == pytest.approx(1.5)
+    assert judgment.confidence == pytest.approx(0.6) and judgment.expected_grade == pytest.approx(1.5)
     assert judgment.source is JudgmentSource.llm and judgment.status is JudgmentStatus.pending
     lineage = judgment.lineage
     assert lineage.prompt_name == "judge/few-shot-completion" and lineage.prompt_sha256 == load_prompt("judge/few-shot-completion").sha256

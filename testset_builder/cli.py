@@ -396,6 +396,87 @@ def propose(
 
 
 @app.command()
+def synthesize(
+    workspace: WorkspaceOption = Path("testset"),
+    config: ConfigOption = None,
+    questions: Annotated[Optional[int], typer.Option("--questions", "-n", min=1, help="Questions to make: exactly this many, or a statement of why fewer (default: the config's, 100).", show_default=False)] = None,
+    per_chunk: Annotated[Optional[int], typer.Option("--per-chunk", min=1, help="Questions asked of each sampled chunk (default 1).", show_default=False)] = None,
+    styles: Annotated[Optional[str], typer.Option("--styles", help="Style shares, e.g. natural=0.4,keyword=0.2,paraphrase=0.2,multi=0.2 (multi: two related chunks, both labelled).", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed for sampling and generation (default 0); another seed makes another set.", show_default=False)] = None,
+    critic: Annotated[Optional[bool], typer.Option("--critic/--no-critic", help="The judge checks that the source chunk answers each question (default on).", show_default=False)] = None,
+    round_trip: Annotated[Optional[int], typer.Option("--round-trip", min=1, help="Keep a question only if BM25 ranks its source in the top K. Biases the set toward BM25: off by default.", show_default=False)] = None,
+    mine: Annotated[Optional[bool], typer.Option("--mine/--no-mine", help="Judge each question's top other chunks and queue the relevant ones for review (default on).", show_default=False)] = None,
+    max_cost_usd: MaxCostOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Generate questions from sampled chunks; each labels its source chunk (and the source's duplicates) grade 2.
+
+    Chunks are sampled across documents (short, boilerplate and duplicate chunks skipped), questions come in the
+    configured styles, and the filters (validation, answerability critic, optional round trip, near-duplicates)
+    each count what they removed. False-negative mining then has the judge grade each question's top other chunks,
+    and queues the relevant ones for review. The `synthesize:` section of a config holds every setting; the flags
+    override it. Rerunning the same settings pays for nothing twice and stores nothing twice.
+    """
+    import asyncio
+
+    from pydantic import ValidationError
+
+    from .config import make_client
+    from .errors import InputError
+    from .llm.progress import llm_progress
+    from .stages.synthesize import synthesize as run_synthesize
+    from .store import open_workspace
+
+    settings = _llm_settings(config, max_cost_usd)
+    overrides = {k: v for k, v in {"questions": questions, "per_chunk": per_chunk, "seed": seed, "critic": critic, "round_trip_k": round_trip, "mine": mine}.items() if v is not None}
+    if styles:
+        try:
+            overrides["styles"] = {name.strip(): float(share) for name, share in (part.split("=") for part in styles.split(","))}
+        except ValueError:
+            raise InputError(f"--styles wants name=share pairs separated by commas, not {styles!r}") from None
+    try:
+        synth = settings.synthesize.model_validate({**settings.synthesize.model_dump(), **overrides})
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise InputError(f"invalid synthesize settings: {problems}") from None
+    with open_workspace(workspace, create=False) as ws:
+
+        async def go():
+            async with make_client(settings.llm, ws, "synthesize") as client:
+                with llm_progress(err) if not json_output else nullcontext() as progress:
+                    summary = await run_synthesize(ws, client, settings.llm.provider.model, synth, progress=progress)
+                return summary, client.provider.identity.startswith("local:")
+
+        summary, local_model = asyncio.run(go())
+    if json_output:
+        print(json.dumps(summary.as_dict(), indent=2))
+    else:
+        styles_made = ", ".join(f"{n} {s} (overlap {summary.mean_overlap.get(s, 0):.2f})" for s, n in sorted(summary.styles.items()))
+        removed = ", ".join(f"{n} by {name.replace('_', ' ')}" for name, n in summary.removed.items())
+        skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(summary.chunks_skipped.items())) or "none"
+        lines = [
+            f"{summary.made + summary.already_made} of {summary.requested} questions ({summary.made} new, {summary.already_made} already made): {styles_made or 'none'}",
+            f"chunks: {summary.chunks_eligible} eligible (skipped: {skipped}); {summary.chunks_sampled} sampled from {summary.documents_covered} documents in {summary.rounds} rounds",
+            f"generated {summary.generated} ({summary.generation_failed} failed); removed {removed}; {summary.surplus} surplus dropped",
+            f"labels: {summary.source_labels} source chunks and {summary.twin_labels} duplicate twins, grade 2",
+        ]
+        if synth.mine:
+            lines.append(
+                f"mining: {summary.mining.pairs} other chunks judged ({summary.mining.already_judged} before), {summary.mining.queued} relevant ones newly queued for review; "
+                f"{summary.questions_with_extra_relevant} questions gained extra relevant chunks"
+            )
+        lines.append(f"LLM: {summary.calls} calls ({summary.cache_hits} from the cache), {summary.input_tokens} input and {summary.output_tokens} output tokens, ${summary.cost_usd:.4f}; {summary.seconds:.1f} s -> {workspace}")
+        for line in lines:
+            out.print(line, highlight=False)
+        if summary.shortfall:
+            err.print(f"[yellow]fewer than asked:[/] {escape(summary.shortfall)}")
+        if local_model:
+            err.print(LOCAL_JUDGE_WARNING)
+    if summary.shortfall or summary.generation_failed or summary.mining.failed or summary.mining.not_judged_budget:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+@app.command()
 def audit(
     qrels: QrelsOption,
     queries: QueriesOption,

@@ -52,9 +52,35 @@ class ChunkingConfig(Strict):
     title_field: str = "title"
 
 
+class SynthesizeConfig(Strict):
+    """Synthetic questions: how many, in which styles, from which chunks, through which filters."""
+
+    questions: int = Field(default=100, ge=1, description="questions to make (exactly, or a statement of why fewer)")
+    per_chunk: int = Field(default=1, ge=1, description="questions asked of each sampled chunk")
+    styles: dict[Literal["natural", "keyword", "paraphrase", "multi"], float] = Field(
+        default_factory=lambda: {"natural": 0.4, "keyword": 0.2, "paraphrase": 0.2, "multi": 0.2},
+        description="share of each question style (normalised); multi needs two related chunks, both labelled",
+    )
+    seed: int = 0
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    min_chars: int = Field(default=200, ge=1, description="shorter chunks are not worth a question")
+    per_document_cap: int | None = Field(default=None, ge=1, description="most chunks sampled from one document")
+    validate_questions: bool = Field(default=True, description="drop empty, too short or long, non-questions, copies")
+    dedupe: bool = Field(default=True, description="drop near-duplicate questions (content-word Jaccard >= 0.8)")
+    critic: bool = Field(default=True, description="the judge must grade the source chunk >= critic_min_grade")
+    critic_min_grade: int = Field(default=1, ge=1, le=2)
+    round_trip_k: int | None = Field(
+        default=None, ge=1, description="keep a question only if BM25 ranks its source in the top k; biases the set toward BM25, so off by default"
+    )
+    mine: bool = Field(default=True, description="judge other top-ranked chunks to find unlabelled relevant ones")
+    mine_depth: int = Field(default=5, ge=1)
+    max_rounds: int = Field(default=4, ge=1, description="rounds of sampling more chunks when filters removed questions")
+
+
 class Config(Strict):
     workspace: Path = Path("testset")
     chunking: ChunkingConfig = ChunkingConfig()
+    synthesize: SynthesizeConfig = SynthesizeConfig()
     llm: LLMConfig
 
 

@@ -78,6 +78,7 @@ class Query(Record):
     origin: QueryOrigin
     source_chunk_id: str | None = None
     style: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
     lineage: Lineage | None = None
 
 
@@ -111,6 +112,11 @@ class Judgment(Record):
     supersedes: str | None = None
     created_at: datetime = Field(default_factory=utc_now)
     lineage: Lineage | None = None
+
+    @property
+    def expected_grade(self) -> float | None:
+        """The mean grade under ``grade_probs`` (a graded judge's best single number); None without probabilities."""
+        return None if self.grade_probs is None else sum(g * p for g, p in self.grade_probs.items())
 
 
 class Qrel(Record):

@@ -85,10 +85,6 @@ def grade_probabilities(score_probs: dict[int, float], scale: dict[int, int]) ->
     return {grade: round(p, 6) for grade, p in grades.items()}
 
 
-def expected_grade(grade_probs: dict[int, float] | None) -> float | None:
-    return None if grade_probs is None else sum(g * p for g, p in grade_probs.items())
-
-
 def judgment_id(pair: JudgePair, identity: str) -> str:
     """Deterministic: the same pair judged by the same provider, model and prompt is the same judgment on a rerun."""
     return "llm-" + hashlib.sha256(f"{pair.query_id}\x00{pair.chunk_id}\x00{identity}".encode()).hexdigest()[:24]

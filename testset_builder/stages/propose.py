@@ -115,11 +115,14 @@ def store_queries(workspace: Workspace, queries: Sequence[Query]) -> int:
         return rows.put_queries(db, queries)
 
 
-async def judge_and_queue(workspace: Workspace, judge: Judge, pairs: list[JudgePair], *, batch: bool = False, progress=None, disagreement=None) -> tuple[JudgingCounts, dict[tuple[str, str], Judgment]]:
+async def judge_and_queue(
+    workspace: Workspace, judge: Judge, pairs: list[JudgePair], *, batch: bool = False, progress=None, disagreement=None, queue_if=None, description: str = "judging"
+) -> tuple[JudgingCounts, dict[tuple[str, str], Judgment]]:
     """Judge the pairs not yet judged by this judge, store the judgments and queue them for review.
 
     Returns the counts and every judgment of these pairs by this judge (earlier ones included).
-    ``disagreement(judgment) -> bool`` marks judgments that should head the queue (the audit's use).
+    ``disagreement(judgment) -> bool`` marks judgments that should head the queue (the audit's use);
+    ``queue_if(judgment) -> bool`` limits the queue to some judgments (false-negative mining queues the positives).
     """
     counts = JudgingCounts(pairs=len(pairs))
     client = judge.client
@@ -131,7 +134,7 @@ async def judge_and_queue(workspace: Workspace, judge: Judge, pairs: list[JudgeP
     if batch:
         counts.batch_id = await client.submit_batch(judge.request(p) for p in todo)
         return counts, {}
-    outcomes = await judge.judge_many(todo, progress=progress)
+    outcomes = await judge.judge_many(todo, progress=progress, description=description)
     made = []
     for pair, outcome in zip(todo, outcomes):
         if isinstance(outcome, Judgment):
@@ -146,7 +149,8 @@ async def judge_and_queue(workspace: Workspace, judge: Judge, pairs: list[JudgeP
         rows.add_judgments(db, made)
     every = {(j.query_id, j.chunk_id): j for j in rows.iter_judgments_by_id(workspace.db, ids.values())}
     with workspace.transaction() as db:
-        counts.queued = rows.enqueue_for_review(db, [(j.query_id, j.chunk_id, review_priority(j, bool(disagreement and disagreement(j)))) for j in every.values()])
+        queued = [j for j in every.values() if queue_if is None or queue_if(j)]
+        counts.queued = rows.enqueue_for_review(db, [(j.query_id, j.chunk_id, review_priority(j, bool(disagreement and disagreement(j)))) for j in queued])
     counts.judged = len(made)
     for judgment in every.values():
         counts.grades[judgment.grade] += 1

@@ -189,4 +189,10 @@ def m004_chunk_duplicates(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(5)
+def m005_query_metadata(db: sqlite3.Connection) -> None:
+    """Per-query facts a stage records: a synthetic question's lexical overlap with its source, its other sources."""
+    run_script(db, "ALTER TABLE queries ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';")
+
+
 LATEST = max(MIGRATIONS)

@@ -79,12 +79,12 @@ def iter_chunks(db: sqlite3.Connection) -> Iterator[Chunk]:
 def put_queries(db: sqlite3.Connection, queries: Iterable[Query]) -> int:
     """Insert queries; an existing id is kept (a rerun does not duplicate or overwrite a query)."""
     rows = [
-        (q.query_id, q.text, q.origin.value, q.source_chunk_id, q.style, q.lineage.model_dump_json() if q.lineage else None, utc_timestamp())
+        (q.query_id, q.text, q.origin.value, q.source_chunk_id, q.style, _json(q.metadata), q.lineage.model_dump_json() if q.lineage else None, utc_timestamp())
         for q in queries
     ]
     before = db.total_changes
     db.executemany(
-        "INSERT INTO queries (query_id, text, origin, source_chunk_id, style, lineage, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "INSERT INTO queries (query_id, text, origin, source_chunk_id, style, metadata, lineage, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT(query_id) DO NOTHING",
         rows,
     )
@@ -96,7 +96,8 @@ def get_query(db: sqlite3.Connection, query_id: str) -> Query:
     if row is None:
         raise UnknownIdError("query", query_id)
     return Query(
-        query_id=row["query_id"], text=row["text"], origin=row["origin"], source_chunk_id=row["source_chunk_id"], style=row["style"], lineage=_lineage(row["lineage"])
+        query_id=row["query_id"], text=row["text"], origin=row["origin"], source_chunk_id=row["source_chunk_id"], style=row["style"],
+        metadata=json.loads(row["metadata"]), lineage=_lineage(row["lineage"]),
     )
 
 
@@ -144,12 +145,9 @@ def existing_judgment_ids(db: sqlite3.Connection, judgment_ids: Iterable[str]) -
 
 
 def live_chunk_passages(db: sqlite3.Connection) -> tuple[list[str], list[str]]:
-    """Ids and texts of the chunks not marked removed, each prefixed by its document's title when it has one (what
-    retrievers index and judges read)."""
-    rows = db.execute(
-        "SELECT c.chunk_id, d.title, c.text FROM chunks c JOIN documents d USING (doc_id) WHERE c.removed_at IS NULL ORDER BY c.chunk_id"
-    ).fetchall()
-    return [r[0] for r in rows], [f"{r[1]}\n{r[2]}" if r[1] else r[2] for r in rows]
+    """Ids and passages of the live chunks (what retrievers index and judges read); see :func:`live_chunk_rows`."""
+    rows = live_chunk_rows(db)
+    return [r[0] for r in rows], [r[2] for r in rows]
 
 
 def put_candidates(db: sqlite3.Connection, candidates: Iterable) -> int:
@@ -188,3 +186,26 @@ def iter_judgments_by_id(db: sqlite3.Connection, judgment_ids: Iterable[str]) ->
     for start in range(0, len(ids), 500):
         part = ids[start : start + 500]
         yield from _judgments(db.execute(f"SELECT * FROM judgments WHERE judgment_id IN ({','.join('?' * len(part))}) ORDER BY judgment_id", part))
+
+
+def live_chunk_rows(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """(chunk_id, doc_id, passage) of the live chunks, the passage prefixed by the document's title when it has one."""
+    rows = db.execute(
+        "SELECT c.chunk_id, c.doc_id, d.title, c.text FROM chunks c JOIN documents d USING (doc_id) WHERE c.removed_at IS NULL ORDER BY c.chunk_id"
+    ).fetchall()
+    return [(r[0], r[1], f"{r[2]}\n{r[3]}" if r[2] else r[3]) for r in rows]
+
+
+def live_duplicate_groups(db: sqlite3.Connection) -> dict[str, tuple[str, str]]:
+    """chunk_id -> (group_id, kind) for live chunks that have exact or near twins."""
+    sql = "SELECT d.chunk_id, d.group_id, d.kind FROM chunk_duplicates d JOIN chunks c USING (chunk_id) WHERE c.removed_at IS NULL"
+    return {r[0]: (r[1], r[2]) for r in db.execute(sql)}
+
+
+def existing_query_ids(db: sqlite3.Connection, query_ids: Iterable[str]) -> set[str]:
+    ids = list(query_ids)
+    found: set[str] = set()
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        found.update(r[0] for r in db.execute(f"SELECT query_id FROM queries WHERE query_id IN ({','.join('?' * len(part))})", part))
+    return found

@@ -1,0 +1,237 @@
+"""Synthesize: sampling, filters and labels with a scripted provider; the real local model on SciFact chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from fake_provider import FakeProvider, digit_completion
+from testset_builder.cli import main
+from testset_builder.config import SynthesizeConfig
+from testset_builder.corpus.chunkers import ChunkerConfig
+from testset_builder.corpus.ingest import ingest
+from testset_builder.corpus.loaders import load_sources
+from testset_builder.errors import InputError
+from testset_builder.llm import LLMClient
+from testset_builder.prompts import load_prompt
+from testset_builder.stages.questions import NearDuplicates, clean, lexical_overlap, validation_problem
+from testset_builder.stages.sampling import SourceChunk, allocate_styles, eligible_chunks, skip_reason, stratified_sample
+from testset_builder.stages.synthesize import synthesize
+from testset_builder.store import open_workspace, rows
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+LONG = (
+    "Recall at k counts the relevant chunks that a retriever returns among its first k results for a query. It ignores "
+    "their order inside the cut-off, which is why teams pair it with nDCG when ranking quality matters to readers."
+)
+
+
+# sampling and filters -----------------------------------------------------------------------------------------
+def test_short_boilerplate_and_duplicate_chunks_are_not_sampled():
+    chunks = [
+        SourceChunk("a#1", "a", LONG),
+        SourceChunk("a#2", "a", "Too short."),
+        SourceChunk("b#1", "b", "| 1 | 2 | 3 |\n" * 40),
+        SourceChunk("b#2", "b", "Copyright 2024. All rights reserved.\nPrivacy policy | Terms of use | Cookie settings\n" * 5),
+        SourceChunk("c#1", "c", LONG),
+    ]
+    kept, skipped = eligible_chunks(chunks, {"a#1": "g", "c#1": "g"}, min_chars=100)
+    assert [c.chunk_id for c in kept] == ["a#1"] and skipped == {"short": 1, "boilerplate": 2, "duplicate": 1}
+    assert skip_reason(LONG, 100) is None
+
+
+def test_the_sample_spreads_over_documents_is_seeded_and_honours_the_cap():
+    chunks = [SourceChunk(f"big#{i}", "big", LONG) for i in range(20)] + [SourceChunk(f"d{j}#0", f"d{j}", LONG) for j in range(4)]
+    sample = stratified_sample(chunks, 8, seed=1)
+    assert len(sample) == 8 and {c.doc_id for c in sample} == {"big", "d0", "d1", "d2", "d3"}
+    assert [c.doc_id for c in sample].count("big") == 4 and sample == stratified_sample(chunks, 8, seed=1)
+    assert stratified_sample(chunks, 8, seed=2) != sample
+    capped = stratified_sample(chunks, 20, seed=1, per_document_cap=2)
+    assert len(capped) == 6 and [c.doc_id for c in capped].count("big") == 2
+
+
+def test_styles_are_allocated_exactly_in_proportion():
+    labels = allocate_styles(10, {"natural": 0.4, "keyword": 0.2, "paraphrase": 0.2, "multi": 0.2}, seed=0)
+    assert len(labels) == 10 and {s: labels.count(s) for s in set(labels)} == {"natural": 4, "keyword": 2, "paraphrase": 2, "multi": 2}
+    assert len(allocate_styles(7, {"natural": 1, "keyword": 1}, seed=0)) == 7
+
+
+def test_generated_questions_are_cleaned_and_validated():
+    assert clean('  1. "What is recall@k?"\nextra line') == "What is recall@k?"
+    assert clean("Relevant Query: how is ndcg computed") == "how is ndcg computed"
+    passage = "Recall at k counts the relevant chunks a retriever returns among its first k results."
+    assert validation_problem("", passage, "natural") == "empty"
+    assert validation_problem("recall?", passage, "natural") == "too short"
+    assert validation_problem("recall " * 50, passage, "keyword") == "too long"
+    assert validation_problem("the relevant chunks in results", passage, "natural") == "not a question"
+    assert validation_problem("recall at k counts the relevant chunks", passage, "keyword") == "copies the passage"
+    assert validation_problem("recall at k meaning", passage, "keyword") is None
+    assert validation_problem("how does recall at k treat order?", passage, "natural") is None
+
+
+def test_near_duplicate_questions_are_caught_and_overlap_is_measured():
+    seen = NearDuplicates()
+    assert seen.add("How is nDCG computed?") and not seen.add("how is ndcg computed") and seen.add("What does MRR measure?")
+    assert lexical_overlap("how does recall treat order", "recall ignores order") == pytest.approx(2 / 3, abs=1e-4)
+    assert lexical_overlap("what is it?", "anything") == 0.0
+
+
+# the stage with a scripted provider ---------------------------------------------------------------------------
+def scripted(bad_every: int = 0, relevant_others: bool = False):
+    """Questions built from the passage's words; the judge grades a pair 2 when they share words, else 0."""
+    count = {"n": 0}
+
+    def answer(request):
+        prompt = request.prompt
+        if prompt.rstrip().endswith("Relevance:"):
+            query = prompt.rsplit("Query: ", 1)[1].split("\n", 1)[0]
+            passage = prompt.rsplit("Passage: ", 1)[1].lower()
+            shared = sum(w in passage for w in re.findall(r"\w{5,}", query.lower()))
+            return digit_completion({"2": 0.8, "0": 0.2} if shared >= 2 or relevant_others else {"0": 0.9, "2": 0.1})
+        count["n"] += 1
+        if bad_every and count["n"] % bad_every == 0:
+            return "???"
+        passage = prompt.rsplit("Document: ", 1)[1] if "Document: " in prompt else prompt.rsplit("Document A: ", 1)[1]
+        picked = [w for w in re.findall(r"[A-Za-z]{5,}", passage)][: 3 + request.seed % 4]
+        if "Search Keywords:" in prompt:
+            return " " + " ".join(picked[:3]).lower()
+        return f" how does {' '.join(picked).lower()} work in practice number {request.seed % 97}?"
+
+    return answer
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    with open_workspace(tmp_path / "ws") as ws:
+        ingest(ws, load_sources([DOCS]), ChunkerConfig("markdown", 600, 60), [DOCS])
+        yield ws
+
+
+def run(workspace, provider, **settings):
+    client = LLMClient(provider, workspace, "synthesize")
+    return asyncio.run(synthesize(workspace, client, "fake-model", SynthesizeConfig(**settings)))
+
+
+def test_synthesize_makes_exactly_the_questions_asked_and_labels_their_sources(workspace):
+    provider = FakeProvider(scripted())
+    summary = run(workspace, provider, questions=10, mine=False)
+    assert summary.made == 10 and summary.shortfall is None and sum(summary.styles.values()) == 10
+    queries = [rows.get_query(workspace.db, q) for (q,) in workspace.db.execute("SELECT query_id FROM queries")]
+    assert len(queries) == 10 and all(q.origin.value == "synthetic" for q in queries)
+    labels = [j for j in rows.iter_judgments(workspace.db) if j.source.value == "synthetic-source"]
+    assert len(labels) == summary.source_labels == sum(len(q.metadata["source_chunk_ids"]) for q in queries)
+    assert all(j.grade == 2 and j.status.value == "final" for j in labels)
+    multi = [q for q in queries if q.style == "multi"]
+    assert multi and all(len(q.metadata["source_chunk_ids"]) == 2 for q in multi)
+    for query in queries:
+        assert 0.0 <= query.metadata["lexical_overlap"] <= 1.0
+        lineage = query.lineage
+        assert lineage.prompt_name == f"synthesize/completion-{query.style}" and lineage.prompt_sha256 == load_prompt(lineage.prompt_name).sha256
+        assert lineage.seed is not None and lineage.temperature == 0.7
+    assert summary.removed == {"validation": 0, "critic": 0, "round_trip": 0, "near_duplicate": 0}
+
+
+def test_a_rerun_of_the_same_settings_calls_nothing_and_stores_nothing_twice(workspace):
+    provider = FakeProvider(scripted())
+    first = run(workspace, provider, questions=8)
+    calls = len(provider.history)
+    judgments = workspace.db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0]
+    again = run(workspace, provider, questions=8)
+    assert len(provider.history) == calls and again.calls == 0
+    assert again.made == 0 and again.already_made == 8 and again.styles == first.styles
+    assert workspace.db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0] == judgments
+    other_seed = run(workspace, provider, questions=8, seed=5, mine=False)
+    assert other_seed.made + other_seed.already_made == 8 and other_seed.made > 0
+
+
+def test_filters_count_what_they_remove_and_more_chunks_are_sampled_to_keep_the_count(workspace):
+    summary = run(workspace, FakeProvider(scripted(bad_every=3)), questions=12, mine=False, styles={"natural": 1.0})
+    assert summary.made == 12 and summary.rounds >= 2
+    assert summary.removed["validation"] == summary.validation_reasons["empty"] > 0
+    assert summary.generated == 12 + sum(summary.removed.values()) + summary.surplus
+
+
+def test_asking_for_more_than_the_corpus_holds_says_why_fewer(workspace, tmp_path, capsys):
+    eligible = run(workspace, FakeProvider(scripted()), questions=1, mine=False, critic=False).chunks_eligible
+    summary = run(workspace, FakeProvider(scripted()), questions=500, mine=False, critic=False, seed=9)
+    assert summary.made + summary.already_made < 500 and summary.chunks_sampled == eligible
+    assert "every one of the" in summary.shortfall and "eligible chunks was used" in summary.shortfall
+
+
+def test_the_critic_removes_questions_the_source_does_not_answer(workspace):
+    def unanswerable(request):
+        if request.prompt.rstrip().endswith("Relevance:"):
+            return digit_completion({"0": 0.9, "1": 0.1})
+        return scripted()(request)
+
+    summary = run(workspace, FakeProvider(unanswerable), questions=4, mine=False, max_rounds=2)
+    assert summary.made == 0 and summary.removed["critic"] == summary.generated and "critic" in summary.shortfall
+
+
+def test_duplicate_twins_of_a_source_get_the_same_label(tmp_path):
+    (tmp_path / "corpus").mkdir()
+    for name in ("a.md", "copy-of-a.md"):
+        (tmp_path / "corpus" / name).write_text("# Recall\n\n" + LONG, encoding="utf-8")
+    with open_workspace(tmp_path / "ws") as ws:
+        ingest(ws, load_sources([tmp_path / "corpus"]), ChunkerConfig("markdown", 2000, 0), [tmp_path / "corpus"])
+        summary = run(ws, FakeProvider(scripted()), questions=1, mine=False, critic=False, styles={"natural": 1.0})
+        labels = [j for j in rows.iter_judgments(ws.db)]
+    assert summary.chunks_skipped == {"duplicate": 1} and summary.twin_labels == 1
+    assert len(labels) == 2 and {j.rationale.split(" of ")[0] for j in labels} == {"source chunk", "exact duplicate"}
+
+
+def test_mining_queues_other_relevant_chunks_for_review_and_counts_the_questions_that_gained_them(workspace):
+    summary = run(workspace, FakeProvider(scripted(relevant_others=True)), questions=4, mine_depth=2)
+    mining = summary.mining
+    assert mining.judged == mining.pairs > 0 and summary.questions_with_extra_relevant == 4
+    queue = rows.review_queue(workspace.db)
+    assert len(queue) == mining.queued == mining.grades[1] + mining.grades[2]
+    synthetic = {q for (q,) in workspace.db.execute("SELECT query_id FROM queries")}
+    sources = {(j.query_id, j.chunk_id) for j in rows.iter_judgments(workspace.db) if j.source.value == "synthetic-source"}
+    assert {r["query_id"] for r in queue} <= synthetic and not sources & {(r["query_id"], r["chunk_id"]) for r in queue}
+
+
+def test_round_trip_keeps_only_questions_whose_source_bm25_ranks_in_the_top_k(workspace):
+    summary = run(workspace, FakeProvider(scripted()), questions=6, mine=False, round_trip_k=1, max_rounds=2)
+    assert summary.removed["round_trip"] >= 0 and summary.made + summary.removed["round_trip"] <= summary.generated
+
+
+def test_synthesize_on_an_empty_workspace_says_to_chunk_first(tmp_path):
+    with open_workspace(tmp_path / "empty") as ws, pytest.raises(InputError, match="run `testset-builder chunk"):
+        run(ws, FakeProvider(scripted()), questions=1)
+
+
+def test_the_synthesize_command_overrides_the_config_and_reports_json(workspace, tmp_path, monkeypatch, capsys):
+    bad = main(["synthesize", "--workspace", str(workspace.root), "--styles", "natural:1", "--json"])
+    assert bad == 1 and "name=share" in capsys.readouterr().err
+    unknown = main(["synthesize", "--workspace", str(workspace.root), "--styles", "poetry=1", "--json"])
+    assert unknown == 1 and "styles" in capsys.readouterr().err
+
+
+# the real local model ------------------------------------------------------------------------------------------
+def test_the_local_model_synthesizes_questions_from_real_scifact_chunks_end_to_end(scifact_dir, local_server, tmp_path):
+    from testset_builder.llm.local_provider import LocalProvider
+
+    folder = tmp_path / "scifact"
+    folder.mkdir()
+    with (scifact_dir / "corpus.jsonl").open(encoding="utf-8") as source:
+        (folder / "corpus.jsonl").write_text("".join(line for _, line in zip(range(60), source)), encoding="utf-8")
+    with open_workspace(tmp_path / "ws") as ws:
+        ingest(ws, load_sources([folder]), ChunkerConfig("recursive", 1000, 100), [folder])
+        client = LLMClient(LocalProvider(local_server), ws, "synthesize", max_in_flight=2)
+        settings = SynthesizeConfig(questions=4, styles={"natural": 0.5, "keyword": 0.25, "multi": 0.25}, mine_depth=2, max_rounds=6)
+        summary = asyncio.run(synthesize(ws, client, "gemma-3-270m", settings))
+        made = summary.made + summary.already_made
+        queries = [rows.get_query(ws.db, q) for (q,) in ws.db.execute("SELECT query_id FROM queries")]
+        assert made == len(queries) and (made == 4 or summary.shortfall)
+        assert made >= 1 and summary.generated >= made and summary.calls > 0
+        for query in queries:
+            assert query.text and validation_problem(query.text, rows.get_chunk(ws.db, query.source_chunk_id).text, query.style) is None
+            assert query.lineage.provider == "local:gemma-3-270m-q4_k_m.gguf" and query.lineage.prompt_name.startswith("synthesize/completion-")
+        assert summary.mining.pairs > 0 and summary.mining.judged + summary.mining.failed == summary.mining.pairs
+        again = asyncio.run(synthesize(ws, LLMClient(LocalProvider(local_server), ws, "synthesize"), "gemma-3-270m", settings))
+        assert again.calls == 0 and again.already_made == made

@@ -1,0 +1,111 @@
+"""Which chunks get questions: filters for informative chunks, then a seeded sample stratified across documents.
+
+Pure functions over (chunk_id, doc_id, text) rows, so the same corpus, settings and seed give the same sample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+BOILERPLATE = re.compile(
+    r"all rights reserved|cookie|privacy policy|terms of (use|service)|subscribe|sign in|log in|copyright|©|"
+    r"table of contents|click here|skip to (main )?content",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class SourceChunk:
+    chunk_id: str
+    doc_id: str
+    text: str
+
+
+def skip_reason(text: str, min_chars: int) -> str | None:
+    """Why a chunk is not worth a question: too short, mostly non-letters (tables of numbers, markup), repetitive,
+    or page furniture (copyright lines, cookie banners, navigation); None when it is informative."""
+    stripped = text.strip()
+    if len(stripped) < min_chars:
+        return "short"
+    letters = sum(ch.isalpha() for ch in stripped)
+    if letters / len(stripped) < 0.5:
+        return "boilerplate"
+    words = re.findall(r"\w+", stripped.lower())
+    if len(words) >= 20 and len(set(words)) / len(words) < 0.3:
+        return "boilerplate"
+    lines = [line for line in stripped.splitlines() if line.strip()]
+    if lines and sum(bool(BOILERPLATE.search(line)) for line in lines) / len(lines) > 0.3:
+        return "boilerplate"
+    return None
+
+
+def eligible_chunks(chunks: Sequence[SourceChunk], duplicate_group: Mapping[str, str], min_chars: int) -> tuple[list[SourceChunk], Counter]:
+    """Informative chunks, one per duplicate group (the smallest id stands for its twins); and a count of the
+    skipped by reason (short, boilerplate, duplicate)."""
+    skipped: Counter = Counter()
+    kept, seen_groups = [], set()
+    for chunk in sorted(chunks, key=lambda c: c.chunk_id):
+        reason = skip_reason(chunk.text, min_chars)
+        if reason is None and chunk.chunk_id in duplicate_group:
+            group = duplicate_group[chunk.chunk_id]
+            reason = "duplicate" if group in seen_groups else None
+            seen_groups.add(group)
+        if reason:
+            skipped[reason] += 1
+        else:
+            kept.append(chunk)
+    return kept, skipped
+
+
+def allocate_styles(count: int, weights: Mapping[str, float], seed: int) -> list[str]:
+    """Exactly ``count`` style labels in proportion to ``weights`` (largest remainder), in a seeded order."""
+    total = sum(weights.values())
+    if count <= 0 or total <= 0:
+        return []
+    exact = {style: count * weight / total for style, weight in weights.items() if weight > 0}
+    counts = {style: math.floor(value) for style, value in exact.items()}
+    for style in sorted(exact, key=lambda s: (-(exact[s] - counts[s]), s))[: count - sum(counts.values())]:
+        counts[style] += 1
+    labels = [style for style in sorted(counts) for _ in range(counts[style])]
+    random.Random(seed).shuffle(labels)
+    return labels
+
+
+def stratified_sample(chunks: Sequence[SourceChunk], count: int, seed: int, per_document_cap: int | None = None, taken: Mapping[str, int] | None = None) -> list[SourceChunk]:
+    """``count`` chunks, round-robin across documents in a seeded order (each document's chunks shuffled too), so
+    questions spread over the corpus instead of piling up on its largest files. ``taken`` counts chunks already
+    drawn per document in earlier rounds, against ``per_document_cap``."""
+    by_doc: dict[str, list[SourceChunk]] = defaultdict(list)
+    for chunk in chunks:
+        by_doc[chunk.doc_id].append(chunk)
+    rng = random.Random(seed)
+    order = sorted(by_doc)
+    rng.shuffle(order)
+    queues = {doc: sorted(by_doc[doc], key=lambda c: c.chunk_id) for doc in order}
+    for doc in order:
+        rng.shuffle(queues[doc])
+    used = Counter(taken or {})
+    picked: list[SourceChunk] = []
+    while len(picked) < count:
+        progressed = False
+        for doc in order:
+            if len(picked) == count:
+                break
+            if queues[doc] and (per_document_cap is None or used[doc] < per_document_cap):
+                picked.append(queues[doc].pop())
+                used[doc] += 1
+                progressed = True
+        if not progressed:
+            break
+    return picked
+
+
+def slot_seed(seed: int, *parts: str) -> int:
+    """A stable per-question seed (sent to the model, so each question's request, and cache key, is distinct)."""
+    return int(hashlib.sha256("\x00".join([str(seed), *parts]).encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
