@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What `make demo` runs: chunk the project's own docs into a workspace, propose candidates for a few real-looking
-# queries with the embedded local model as judge, then score and compare the bundled example runs (the course's
+# What `make demo` runs: chunk the project's own docs into a workspace, synthesize questions from them and propose
+# candidates for a few real-looking queries, with the embedded local model as writer and judge, then score and compare the bundled example runs (the course's
 # five-query labelled set).
 set -euo pipefail
 cli=${1:-testset-builder}
@@ -10,6 +10,10 @@ echo "== chunk: the project's docs into $workspace (markdown-aware, 600 characte
 "$cli" chunk "$here/../docs" --workspace "$workspace" --chunker markdown --size 600 --overlap 60
 echo "   (run it again: unchanged documents are skipped)"
 "$cli" chunk "$here/../docs" --workspace "$workspace" --chunker markdown --size 600 --overlap 60
+echo
+echo "== synthesize: six questions from the docs, each labelling its source chunk; the local model writes and checks them =="
+# exit code 3 means it finished with fewer questions than asked and said why: the demo goes on
+"$cli" synthesize --workspace "$workspace" --config "$here/../configs/quickstart.yaml" --questions 6 || [ $? -eq 3 ]
 echo
 echo "== propose: pool candidates (BM25, plus dense if installed) for five real-looking queries; the local model grades them (no key, no network) =="
 "$cli" propose --queries "$here/queries.txt" --workspace "$workspace" --config "$here/../configs/quickstart.yaml" --depth 5
