@@ -196,8 +196,20 @@ def test_mining_queues_other_relevant_chunks_for_review_and_counts_the_questions
 
 
 def test_round_trip_keeps_only_questions_whose_source_bm25_ranks_in_the_top_k(workspace):
-    summary = run(workspace, FakeProvider(scripted()), questions=6, mine=False, round_trip_k=1, max_rounds=2)
-    assert summary.removed["round_trip"] >= 0 and summary.made + summary.removed["round_trip"] <= summary.generated
+    from testset_builder.retrieval import BM25Index
+
+    kept = run(workspace, FakeProvider(scripted()), questions=6, mine=False, critic=False, round_trip_k=1, styles={"natural": 1.0}, max_rounds=2)
+    ids, passages = rows.live_chunk_passages(workspace.db)
+    bm25 = BM25Index(ids, passages)
+    queries = [rows.get_query(workspace.db, q) for (q,) in workspace.db.execute("SELECT query_id FROM queries")]
+    assert queries and all(bm25.search([q.query_id], [q.text], k=1).to_dict()[q.query_id].keys() == {q.source_chunk_id} for q in queries)
+    assert kept.made + kept.removed["round_trip"] == kept.generated - kept.surplus
+
+    def off_topic(request):
+        return " how do bananas ripen in cold storage?"
+
+    removed = run(workspace, FakeProvider(off_topic), questions=3, mine=False, critic=False, round_trip_k=1, seed=3, max_rounds=1, dedupe=False)
+    assert removed.made == 0 and removed.removed["round_trip"] == removed.generated > 0
 
 
 def test_synthesize_on_an_empty_workspace_says_to_chunk_first(tmp_path):
