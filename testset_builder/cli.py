@@ -48,6 +48,27 @@ METRICS_HELP = (
 QRELS_HELP = "Relevance labels: TREC qrels (qid 0 docid grade), BEIR TSV (query-id corpus-id score header) or JSONL."
 
 QrelsOption = Annotated[Path, typer.Option("--qrels", "-q", help=QRELS_HELP, show_default=False)]
+OptionalQrelsOption = Annotated[Optional[Path], typer.Option("--qrels", "-q", help=QRELS_HELP + " Or use --release.", show_default=False)]
+ReleaseOption = Annotated[
+    Optional[str],
+    typer.Option("--release", help="Score against a release instead of --qrels: WORKSPACE@VERSION (testset@1.0.0) or a release directory.", show_default=False),
+]
+
+
+def _labels(qrels: Path | None, release: str | None):
+    """The qrels to score against: a file, or a release's (its files checked against their manifest hashes)."""
+    from .errors import InputError
+    from .export import read_qrels
+    from .stages.release import load_release, release_dir
+
+    if (qrels is None) == (release is None):
+        raise InputError("give exactly one of --qrels FILE or --release WORKSPACE@VERSION")
+    if qrels is not None:
+        return read_qrels(qrels)
+    if "@" in release and not Path(release).exists():
+        root, version = release.rsplit("@", 1)
+        return load_release(release_dir(root, version)).qrels_table()
+    return load_release(release).qrels_table()
 MetricsOption = Annotated[str, typer.Option("--metrics", "-m", help=METRICS_HELP)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")]
 PerQueryOption = Annotated[
@@ -73,11 +94,12 @@ def _main(
 
 @app.command()
 def score(
-    qrels: QrelsOption,
     run: Annotated[
         list[Path],
         typer.Option("--run", "-r", help="A run: TREC (qid Q0 docid rank score tag) or JSONL. Repeat for several.", show_default=False),
     ],
+    qrels: OptionalQrelsOption = None,
+    release: ReleaseOption = None,
     metrics: MetricsOption = DEFAULT_METRICS,
     json_output: JsonOption = False,
     per_query: PerQueryOption = None,
@@ -90,12 +112,12 @@ def score(
     Every query of the qrels counts: a query the run missed scores 0, and run queries the qrels lack are dropped;
     the summary line says how many of each.
     """
-    from .export import read_qrels, read_run
+    from .export import read_run
     from .metrics import evaluate, parse_metrics
     from .metrics.report import queries_line, score_dict, score_table, write_per_query_csv
 
     specs = parse_metrics(metrics)
-    labels = read_qrels(qrels)
+    labels = _labels(qrels, release)
     evaluations = [evaluate(labels, read_run(path), specs) for path in run]
     reports = [score_dict(e, ci=ci, resamples=resamples, seed=seed) for e in evaluations]
     if per_query:
@@ -112,11 +134,12 @@ def score(
 
 @app.command()
 def compare(
-    qrels: QrelsOption,
     runs: Annotated[
         list[Path],
         typer.Argument(help="Two or more runs; the first is the baseline each other run is compared with.", show_default=False),
     ],
+    qrels: OptionalQrelsOption = None,
+    release: ReleaseOption = None,
     metrics: MetricsOption = "ndcg@10,recall@10",
     test: Annotated[
         str, typer.Option("--test", help="Significance test that decides 'significant': randomization or t.")
@@ -133,7 +156,7 @@ def compare(
     error at --alpha.
     """
     from .errors import InputError
-    from .export import read_qrels, read_run
+    from .export import read_run
     from .metrics import evaluate, parse_metrics
     from .metrics.compare import compare as compare_runs
     from .metrics.report import comparison_table, queries_line, write_per_query_csv
@@ -141,7 +164,7 @@ def compare(
     if len(runs) < 2:
         raise InputError("compare needs at least two runs (the first is the baseline)")
     specs = parse_metrics(metrics)
-    labels = read_qrels(qrels)
+    labels = _labels(qrels, release)
     evaluations = [evaluate(labels, read_run(path), specs) for path in runs]
     names = [e.run_name for e in evaluations]
     if len(set(names)) < len(names):
@@ -541,6 +564,110 @@ def audit(
     if local_judge:
         err.print(LOCAL_JUDGE_WARNING)
     _exit_for(summary.judging)
+
+
+VersionArgument = Annotated[str, typer.Argument(help="A semantic version: MAJOR.MINOR.PATCH, e.g. 1.0.0.", show_default=False)]
+
+
+@app.command()
+def release(
+    version: Annotated[str, typer.Option("--version", "-v", help="The new version, semantic (1.0.0); an existing version is refused.", show_default=False)],
+    workspace: WorkspaceOption = Path("testset"),
+    include_unverified: Annotated[bool, typer.Option("--include-unverified", help="Also release LLM proposals no human has verified (marked llm-unverified).")] = False,
+    adjudicator: Annotated[Optional[str], typer.Option("--adjudicator", help="Reviewer whose verdict breaks a tie between reviewers.", show_default=False)] = None,
+    parent: Annotated[Optional[str], typer.Option("--parent", help="Parent version (default: the highest lower version).", show_default=False)] = None,
+    notes: Annotated[str, typer.Option("--notes", help="Release notes, kept in the manifest.")] = "",
+    name: Annotated[Optional[str], typer.Option("--name", help="The set's name in the dataset card (default: the workspace's directory name).", show_default=False)] = None,
+    license_id: Annotated[str, typer.Option("--license", help="License identifier for the dataset card (the corpus's license decides it).")] = "other",
+    json_output: JsonOption = False,
+) -> None:
+    """Resolve the judgments into qrels and write an immutable release: releases/VERSION/ with the Hugging Face
+    layout (hf/: corpus, queries, default = qrels), BEIR files, TREC qrels, manifest.json and a dataset card.
+
+    Policy: a human verdict wins (reviewers' majority; ties to --adjudicator); synthetic source chunks are grade 2;
+    unverified LLM proposals are left out unless --include-unverified. The same workspace state always gives the
+    same bytes and content hash; a release whose content equals its parent's says so.
+    """
+    from .stages.release import ReleasePolicy, write_release
+    from .store import open_workspace
+
+    policy = ReleasePolicy(include_unverified=include_unverified, adjudicator=adjudicator)
+    with open_workspace(workspace, create=False) as ws:
+        summary = write_release(ws, version, policy, notes=notes, parent=parent, name=name, license_id=license_id)
+    if json_output:
+        print(json.dumps(summary.as_dict(), indent=2))
+        return
+    counts = summary.counts
+    origins = ", ".join(f"{n} {o}" for o, n in counts["qrels_by_origin"].items() if n)
+    out.print(
+        f"released {summary.version} -> {summary.path}: {counts['corpus']} chunks, {counts['queries']} queries, {counts['qrels']} qrels ({origins}); "
+        f"content sha256 {summary.content_sha256[:16]}; parent {summary.parent_version or 'none'}",
+        highlight=False,
+    )
+    if summary.same_as_parent:
+        out.print(f"[yellow]note:[/] the content equals its parent {summary.parent_version}'s: nothing changed since then")
+
+
+@app.command()
+def diff(
+    old: VersionArgument,
+    new: VersionArgument,
+    workspace: WorkspaceOption = Path("testset"),
+    json_output: JsonOption = False,
+) -> None:
+    """What changed between two releases: queries and qrels added, removed and regraded."""
+    from .stages.release import diff_releases, load_release, release_dir
+
+    result = diff_releases(load_release(release_dir(workspace, old)), load_release(release_dir(workspace, new)))
+    if json_output:
+        print(json.dumps(result.as_dict(), indent=2))
+        return
+    if result.unchanged:
+        out.print(f"{old} -> {new}: no change")
+        return
+    out.print(
+        f"{old} -> {new}: queries +{len(result.queries_added)} -{len(result.queries_removed)} ~{len(result.queries_changed)} (text changed); "
+        f"qrels +{len(result.qrels_added)} -{len(result.qrels_removed)}, {len(result.qrels_regraded)} regraded; "
+        f"corpus +{result.corpus_added} -{result.corpus_removed}"
+    )
+    for query_id, chunk_id, before, after in result.qrels_regraded[:20]:
+        out.print(f"  regraded {query_id} {chunk_id}: {before} -> {after}", highlight=False)
+
+
+@app.command("export")
+def export_release(
+    version: Annotated[str, typer.Option("--version", "-v", help="The release to export.", show_default=False)],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory to write (created; must be empty if it exists).", show_default=False)],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="hf (parquet + dataset card), beir, trec (qrels.trec), or jsonl (qrels, queries, corpus as JSONL).")] = "hf",
+    workspace: WorkspaceOption = Path("testset"),
+) -> None:
+    """Copy a release out in one format (the release itself stays as it is)."""
+    from .errors import InputError
+    from .stages.release import export as run_export, load_release, release_dir
+
+    if fmt not in ("hf", "beir", "trec", "jsonl"):
+        raise InputError(f"unknown format {fmt!r}; use hf, beir, trec or jsonl")
+    written = run_export(load_release(release_dir(workspace, version)), fmt, out_dir)
+    out.print(f"exported {version} as {fmt}: {len(written)} files -> {out_dir}")
+
+
+@app.command()
+def push(
+    version: Annotated[str, typer.Option("--version", "-v", help="The release to push.", show_default=False)],
+    repo_id: Annotated[str, typer.Option("--repo-id", help="The dataset repository on the Hugging Face hub: ORG/NAME.", show_default=False)],
+    workspace: WorkspaceOption = Path("testset"),
+    private: Annotated[bool, typer.Option("--private", help="Create the repository private.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Upload a release to the Hugging Face hub and tag that revision vVERSION. The token comes from HF_TOKEN."""
+    from .hub import push_release
+    from .stages.release import load_release, release_dir
+
+    result = push_release(load_release(release_dir(workspace, version)), repo_id, private=private)
+    if json_output:
+        print(json.dumps(result, indent=2))
+        return
+    out.print(f"pushed {version} to {result['repo_url']} at {result['commit'][:12]}, tagged {result['tag']}", highlight=False)
 
 
 def _renamed(evaluation, name: str):

@@ -1,0 +1,237 @@
+"""Release: the policy that resolves judgments, the files a release holds, reproducibility, diff, export, push."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from fake_provider import FakeProvider
+from hub_server import HubServer
+from testset_builder import load
+from testset_builder.cli import main
+from testset_builder.config import SynthesizeConfig
+from testset_builder.corpus.chunkers import ChunkerConfig
+from testset_builder.corpus.ingest import ingest
+from testset_builder.corpus.loaders import load_sources
+from testset_builder.errors import InputError
+from testset_builder.export import read_qrels
+from testset_builder.llm import LLMClient
+from testset_builder.metrics import evaluate
+from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
+from testset_builder.retrieval import BM25Index
+from testset_builder.stages import release as release_stage
+from testset_builder.stages.release import ReleasePolicy, diff_releases, load_release, resolve, write_release
+from testset_builder.stages.synthesize import synthesize
+from testset_builder.store import open_workspace, rows
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def judgment(jid, grade, source, *, q="q", c="c", reviewer=None, status=JudgmentStatus.pending, supersedes=None, minutes=0):
+    return Judgment(judgment_id=jid, query_id=q, chunk_id=c, grade=grade, source=source, reviewer=reviewer, status=status, supersedes=supersedes, created_at=T0 + timedelta(minutes=minutes))
+
+
+# the policy ----------------------------------------------------------------------------------------------------
+def test_a_human_verdict_wins_over_synthetic_and_llm_labels():
+    log = [judgment("s", 2, JudgmentSource.synthetic_source), judgment("l", 2, JudgmentSource.llm), judgment("h", 0, JudgmentSource.human, reviewer="ann", status=JudgmentStatus.rejected, minutes=5)]
+    assert [(q.grade, q.origin) for q in resolve(log)] == [(0, "human")]
+
+
+def test_reviewers_majority_decides_and_a_tie_goes_to_the_adjudicator_else_the_latest():
+    votes = [judgment("a", 2, JudgmentSource.human, reviewer="ann"), judgment("b", 1, JudgmentSource.human, reviewer="bob", minutes=1), judgment("c", 2, JudgmentSource.human, reviewer="cy", minutes=2)]
+    assert resolve(votes)[0].grade == 2
+    tie = votes[:2]
+    assert resolve(tie)[0].grade == 1  # the latest verdict
+    assert resolve(tie, ReleasePolicy(adjudicator="ann"))[0].grade == 2
+    changed_mind = [*tie, judgment("a2", 1, JudgmentSource.human, reviewer="ann", minutes=9)]
+    assert resolve(changed_mind)[0].grade == 1  # each reviewer's latest verdict is their vote
+
+
+def test_unverified_llm_proposals_are_left_out_unless_asked_for_and_then_marked():
+    log = [judgment("l1", 1, JudgmentSource.llm), judgment("l2", 2, JudgmentSource.llm, minutes=3), judgment("x", 1, JudgmentSource.llm, c="d"), judgment("y", 2, JudgmentSource.llm, c="d", supersedes="x")]
+    assert resolve(log) == []
+    included = resolve(log, ReleasePolicy(include_unverified=True))
+    assert [(q.chunk_id, q.grade, q.origin) for q in included] == [("c", 2, "llm-unverified"), ("d", 2, "llm-unverified")]
+
+
+# a workspace with synthetic, real and reviewed labels ------------------------------------------------------------
+def answer(request):
+    import re
+
+    words = re.findall(r"[A-Za-z]{5,}", request.prompt.rsplit("Document: ", 1)[-1])[: 3 + request.seed % 3]
+    return f" how does {' '.join(words).lower()} work number {request.seed % 89}?"
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    with open_workspace(tmp_path / "ws") as ws:
+        ingest(ws, load_sources([DOCS]), ChunkerConfig("markdown", 600, 60), [DOCS])
+        settings = SynthesizeConfig(questions=6, styles={"natural": 1.0}, critic=False, mine=False)
+        asyncio.run(synthesize(ws, LLMClient(FakeProvider(answer), ws, "synthesize"), "fake-model", settings))
+        chunk_ids, _ = rows.live_chunk_passages(ws.db)
+        with ws.transaction() as db:
+            rows.put_queries(db, [Query(query_id="real-1", text="how is ndcg computed", origin=QueryOrigin.real)])
+            rows.add_judgments(db, [
+                judgment("p1", 2, JudgmentSource.llm, q="real-1", c=chunk_ids[0]),
+                judgment("h1", 1, JudgmentSource.human, q="real-1", c=chunk_ids[0], reviewer="ann", status=JudgmentStatus.regraded, supersedes="p1", minutes=1),
+                judgment("p2", 1, JudgmentSource.llm, q="real-1", c=chunk_ids[1]),
+            ])
+        yield ws
+
+
+def beir_reader(folder: Path) -> tuple[dict, dict, dict]:
+    """A BEIR-style loader, written as BEIR's GenericDataLoader reads: corpus and queries JSONL, qrels TSV."""
+    corpus = {r["_id"]: {"title": r.get("title", ""), "text": r["text"]} for r in map(json.loads, (folder / "corpus.jsonl").read_text().splitlines())}
+    queries = {r["_id"]: r["text"] for r in map(json.loads, (folder / "queries.jsonl").read_text().splitlines())}
+    qrels: dict = {}
+    for line in (folder / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        q, c, s = line.split("\t")
+        qrels.setdefault(q, {})[c] = int(s)
+    return corpus, queries, qrels
+
+
+def test_a_release_round_trips_through_datasets_beir_and_trec(workspace):
+    from datasets import load_dataset
+
+    summary = write_release(workspace, "1.0.0")
+    path = Path(summary.path)
+    counts = summary.counts
+    assert counts["qrels_by_origin"] == {"human": 1, "synthetic-source": 6, "llm-unverified": 0} and counts["queries_by_origin"] == {"real": 1, "synthetic": 6}
+    released = load_release(path)
+    qrels = load_dataset(str(path), "default", split="test")
+    assert qrels.column_names == ["query-id", "corpus-id", "score"] and qrels.features["score"].dtype == "int64"
+    assert {(r["query-id"], r["corpus-id"], r["score"]) for r in qrels} == {(q, c, g) for q, cs in released.qrels.items() for c, g in cs.items()}
+    corpus = load_dataset(str(path), "corpus", split="corpus")
+    queries = load_dataset(str(path), "queries", split="queries")
+    assert {r["_id"]: r["text"] for r in corpus} == {k: v["text"] for k, v in released.corpus.items()}
+    assert {r["_id"]: r["text"] for r in queries} == released.queries
+    assert len(corpus) == len(rows.live_chunk_passages(workspace.db)[0])
+    beir_corpus, beir_queries, beir_qrels = beir_reader(path / "beir")
+    assert beir_corpus == released.corpus and beir_queries == released.queries and beir_qrels == released.qrels
+    assert released.qrels["real-1"] == {rows.live_chunk_passages(workspace.db)[0][0]: 1}  # the reviewer's regrade, not the proposal
+
+
+def test_trec_qrels_of_a_release_score_identically_with_pytrec_eval_and_ours(workspace):
+    import pytrec_eval
+
+    path = Path(write_release(workspace, "1.0.0").path)
+    released = load_release(path)
+    ids, passages = rows.live_chunk_passages(workspace.db)
+    run = BM25Index(ids, passages).search(list(released.queries), list(released.queries.values()), k=20)
+    trec_qrels = read_qrels(path / "qrels.trec")
+    ours = evaluate(trec_qrels, run, "ndcg@10,recall@10,map").per_query_dict()
+    theirs = pytrec_eval.RelevanceEvaluator(trec_qrels.to_dict(), {"ndcg_cut", "recall", "map"}).evaluate(run.to_dict())
+    for query_id, values in theirs.items():
+        assert ours[query_id]["ndcg@10"] == pytest.approx(values["ndcg_cut_10"], abs=1e-12)
+        assert ours[query_id]["recall@10"] == pytest.approx(values["recall_10"], abs=1e-12)
+        assert ours[query_id]["map"] == pytest.approx(values["map"], abs=1e-12)
+
+
+def test_two_releases_of_the_same_state_are_byte_identical_and_a_flipped_grade_changes_hash_and_diff(workspace, capsys):
+    first, second = write_release(workspace, "1.0.0"), write_release(workspace, "1.0.1")
+    assert first.content_sha256 == second.content_sha256 and second.same_as_parent and second.parent_version == "1.0.0"
+    a, b = json.loads((Path(first.path) / "manifest.json").read_text()), json.loads((Path(second.path) / "manifest.json").read_text())
+    assert a["files"] == b["files"]  # every parquet, JSONL, TSV and TREC file: same bytes
+    synthetic_label = next(j for j in rows.iter_judgments(workspace.db) if j.source is JudgmentSource.synthetic_source)
+    with workspace.transaction() as db:
+        rows.add_judgments(db, [judgment("flip", 1, JudgmentSource.human, q=synthetic_label.query_id, c=synthetic_label.chunk_id, reviewer="bob", status=JudgmentStatus.regraded, supersedes=synthetic_label.judgment_id)])
+    third = write_release(workspace, "1.1.0")
+    assert third.content_sha256 != first.content_sha256 and not third.same_as_parent and third.parent_version == "1.0.1"
+    changes = diff_releases(load_release(first.path), load_release(third.path))
+    assert changes.qrels_regraded == [(synthetic_label.query_id, synthetic_label.chunk_id, 2, 1)]
+    assert not changes.qrels_added and not changes.qrels_removed and not changes.queries_added
+    assert main(["diff", "1.0.0", "1.1.0", "--workspace", str(workspace.root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["qrels_regraded"] == [[synthetic_label.query_id, synthetic_label.chunk_id, 2, 1]]
+    assert main(["diff", "1.0.0", "1.0.1", "--workspace", str(workspace.root)]) == 0
+    assert "no change" in capsys.readouterr().out
+
+
+def test_versions_are_semantic_and_immutable(workspace, capsys):
+    write_release(workspace, "1.0.0")
+    with pytest.raises(InputError, match="already exists and releases are immutable"):
+        write_release(workspace, "1.0.0")
+    with pytest.raises(InputError, match="not semantic"):
+        write_release(workspace, "v2")
+    assert main(["release", "--version", "1.0.0", "--workspace", str(workspace.root)]) == 1
+    assert "immutable" in capsys.readouterr().err
+
+
+def test_a_crash_while_writing_leaves_no_half_release(workspace, monkeypatch):
+    import testset_builder.export.hf as hf
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("simulated crash")
+
+    monkeypatch.setattr(hf, "write_hf", crash)
+    with pytest.raises(KeyboardInterrupt):
+        write_release(workspace, "1.0.0")
+    assert not (workspace.releases_dir / "1.0.0").exists() and not list(workspace.releases_dir.glob(".partial-*"))
+    assert release_stage.existing_versions(workspace) == []
+    monkeypatch.undo()
+    assert write_release(workspace, "1.0.0").version == "1.0.0"
+
+
+def test_a_tampered_release_is_refused_when_loaded(workspace):
+    path = Path(write_release(workspace, "1.0.0").path)
+    with (path / "beir" / "qrels" / "test.tsv").open("a") as handle:
+        handle.write("q\tc\t2\n")
+    with pytest.raises(InputError, match="does not match the sha256"):
+        load(path)
+
+
+def test_unverified_proposals_can_be_released_marked(workspace):
+    summary = write_release(workspace, "0.1.0", ReleasePolicy(include_unverified=True))
+    assert summary.counts["qrels_by_origin"]["llm-unverified"] == 1
+    manifest = json.loads((Path(summary.path) / "manifest.json").read_text())
+    assert manifest["policy"]["include_unverified"] and manifest["lineage"]["prompts"][0]["name"] == "synthesize/completion-natural"
+    card = (Path(summary.path) / "README.md").read_text()
+    assert "config_name: default" in card and "text-retrieval" in card and "1 llm-unverified" in card
+
+
+def test_score_and_export_use_a_release_directly(workspace, tmp_path, capsys):
+    main(["release", "--version", "1.0.0", "--workspace", str(workspace.root), "--json"])
+    capsys.readouterr()
+    path = workspace.releases_dir / "1.0.0"
+    released = load_release(path)
+    ids, passages = rows.live_chunk_passages(workspace.db)
+    from testset_builder.export import write_trec_run
+
+    write_trec_run(BM25Index(ids, passages).search(list(released.queries), list(released.queries.values()), k=10), tmp_path / "bm25.trec")
+    assert main(["score", "--release", f"{workspace.root}@1.0.0", "--run", str(tmp_path / "bm25.trec"), "--json", "--no-ci"]) == 0
+    by_release = json.loads(capsys.readouterr().out)
+    assert main(["score", "--qrels", str(path / "qrels.trec"), "--run", str(tmp_path / "bm25.trec"), "--json", "--no-ci"]) == 0
+    assert json.loads(capsys.readouterr().out) == by_release
+    for fmt, expected in {"hf": "hf/qrels/test.parquet", "beir": "qrels/test.tsv", "trec": "qrels.trec", "jsonl": "qrels.jsonl"}.items():
+        assert main(["export", "--version", "1.0.0", "--format", fmt, "--out", str(tmp_path / fmt), "--workspace", str(workspace.root)]) == 0
+        assert (tmp_path / fmt / expected).exists()
+    assert main(["export", "--version", "1.0.0", "--format", "hf", "--out", str(tmp_path / "hf"), "--workspace", str(workspace.root)]) == 1
+
+
+def test_push_uploads_the_release_and_tags_the_commit_on_the_hub(workspace, monkeypatch, capsys):
+    import huggingface_hub.constants
+
+    write_release(workspace, "1.0.0")
+    assert main(["push", "--version", "1.0.0", "--repo-id", "acme/docs-testset", "--workspace", str(workspace.root)]) == 1
+    assert "HF_HUB_OFFLINE is set" in capsys.readouterr().err
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # the test hub is on 127.0.0.1
+    with HubServer(token="hf_test_PLANTED_token") as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_TOKEN", "hf_test_PLANTED_token")
+        assert main(["push", "--version", "1.0.0", "--repo-id", "acme/docs-testset", "--workspace", str(workspace.root), "--private", "--json"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        monkeypatch.setenv("HF_TOKEN", "wrong")
+        assert main(["push", "--version", "1.0.0", "--repo-id", "acme/docs-testset", "--workspace", str(workspace.root)]) == 1
+        assert "401" in capsys.readouterr().err
+    assert hub.repos["acme/docs-testset"]["type"] == "dataset" and hub.repos["acme/docs-testset"]["visibility"] == "private"
+    (commit,) = hub.commits
+    manifest = json.loads((workspace.releases_dir / "1.0.0" / "manifest.json").read_text())
+    assert set(commit["files"]) == set(manifest["files"]) | {"manifest.json", "README.md"}
+    assert commit["files"]["hf/qrels/test.parquet"] == (workspace.releases_dir / "1.0.0" / "hf/qrels/test.parquet").read_bytes()
+    assert "config_name: default" in hub.validated[0]["content"]
+    assert hub.tags["v1.0.0"]["revision"] == commit["oid"] == result["commit"] and result["tag"] == "v1.0.0"
+    assert all("PLANTED" not in str(p.read_bytes()) for p in (workspace.releases_dir / "1.0.0").rglob("*") if p.is_file())
