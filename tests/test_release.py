@@ -95,7 +95,7 @@ def beir_reader(folder: Path) -> tuple[dict, dict, dict]:
     return corpus, queries, qrels
 
 
-def test_a_release_round_trips_through_datasets_beir_and_trec(workspace):
+def test_a_release_round_trips_through_datasets_beir_and_trec(workspace, tmp_path):
     from datasets import load_dataset
 
     summary = write_release(workspace, "1.0.0")
@@ -103,11 +103,11 @@ def test_a_release_round_trips_through_datasets_beir_and_trec(workspace):
     counts = summary.counts
     assert counts["qrels_by_origin"] == {"human": 1, "synthetic-source": 6, "llm-unverified": 0} and counts["queries_by_origin"] == {"real": 1, "synthetic": 6}
     released = load_release(path)
-    qrels = load_dataset(str(path), "default", split="test")
+    qrels = load_dataset(str(path), "default", split="test", cache_dir=str(tmp_path / "hf-cache"))
     assert qrels.column_names == ["query-id", "corpus-id", "score"] and qrels.features["score"].dtype == "int64"
     assert {(r["query-id"], r["corpus-id"], r["score"]) for r in qrels} == {(q, c, g) for q, cs in released.qrels.items() for c, g in cs.items()}
-    corpus = load_dataset(str(path), "corpus", split="corpus")
-    queries = load_dataset(str(path), "queries", split="queries")
+    corpus = load_dataset(str(path), "corpus", split="corpus", cache_dir=str(tmp_path / "hf-cache"))
+    queries = load_dataset(str(path), "queries", split="queries", cache_dir=str(tmp_path / "hf-cache"))
     assert {r["_id"]: r["text"] for r in corpus} == {k: v["text"] for k, v in released.corpus.items()}
     assert {r["_id"]: r["text"] for r in queries} == released.queries
     assert len(corpus) == len(rows.live_chunk_passages(workspace.db)[0])
@@ -235,3 +235,56 @@ def test_push_uploads_the_release_and_tags_the_commit_on_the_hub(workspace, monk
     assert "config_name: default" in hub.validated[0]["content"]
     assert hub.tags["v1.0.0"]["revision"] == commit["oid"] == result["commit"] and result["tag"] == "v1.0.0"
     assert all("PLANTED" not in str(p.read_bytes()) for p in (workspace.releases_dir / "1.0.0").rglob("*") if p.is_file())
+
+
+# import, baseline, bump -------------------------------------------------------------------------------------------
+def test_a_beir_folder_imports_as_human_labels_and_releases_the_same_qrels(scifact_dir, tmp_path, capsys):
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    qrels = read_qrels(scifact_dir / "qrels" / "test.tsv").to_dict()
+    chosen = sorted(qrels, key=int)[:10]
+    relevant = {d for q in chosen for d in qrels[q]}
+    with (scifact_dir / "corpus.jsonl").open(encoding="utf-8") as source:
+        lines = [line for i, line in enumerate(source) if json.loads(line)["_id"] in relevant or i < 100]
+    (folder / "corpus.jsonl").write_text("".join(lines), encoding="utf-8")
+    texts = {q["_id"]: q["text"] for q in map(json.loads, (scifact_dir / "queries.jsonl").open(encoding="utf-8"))}
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": texts[q]}) + "\n" for q in chosen), encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q in chosen for d, g in qrels[q].items()), encoding="utf-8")
+    workspace = tmp_path / "ws"
+    assert main(["import", str(folder), "--workspace", str(workspace), "--version", "1.0.0", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["documents"] == len(lines) and report["labels"] == sum(len(qrels[q]) for q in chosen) and report["release"]["counts"]["qrels_by_origin"]["human"] == report["labels"]
+    released = load_release(workspace / "releases" / "1.0.0")
+    assert released.qrels == {q: qrels[q] for q in chosen} and set(released.corpus) == {json.loads(line)["_id"] for line in lines}
+    assert main(["import", str(folder), "--workspace", str(workspace), "--json"]) == 0  # again: nothing new
+    assert json.loads(capsys.readouterr().out)["new_labels"] == 0
+    # the release itself (MTEB layout) imports into another workspace with the same labels
+    assert main(["import", str(workspace / "releases" / "1.0.0"), "--workspace", str(tmp_path / "ws2"), "--version", "1.0.0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "hf"
+    assert load_release(tmp_path / "ws2" / "releases" / "1.0.0").qrels == released.qrels
+
+
+def test_trec_qrels_import_needs_known_chunks_and_the_query_texts(workspace, tmp_path, capsys):
+    ids, _ = rows.live_chunk_passages(workspace.db)
+    (tmp_path / "q.trec").write_text(f"t1 0 {ids[0]} 3\nt1 0 {ids[1]} 0\n", encoding="utf-8")
+    (tmp_path / "q.tsv").write_text("id\ttext\nt1\twhat is recall\n", encoding="utf-8")
+    assert main(["import", str(tmp_path / "q.trec"), "--workspace", str(workspace.root)]) == 1
+    assert "--queries" in capsys.readouterr().err
+    assert main(["import", str(tmp_path / "q.trec"), "--workspace", str(workspace.root), "--queries", str(tmp_path / "q.tsv"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["clamped_grades"] == 1
+    (tmp_path / "bad.trec").write_text("t1 0 nope 1\n", encoding="utf-8")
+    assert main(["import", str(tmp_path / "bad.trec"), "--workspace", str(workspace.root), "--queries", str(tmp_path / "q.tsv")]) == 1
+    assert "unknown chunk" in capsys.readouterr().err
+
+
+def test_bump_picks_the_next_version_and_a_baseline_scores_against_latest(workspace, tmp_path, capsys):
+    assert main(["release", "--bump", "minor", "--workspace", str(workspace.root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == "0.1.0"
+    assert main(["release", "--bump", "patch", "--workspace", str(workspace.root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == "0.1.1"
+    assert main(["release", "--workspace", str(workspace.root)]) == 1
+    spec = f"{workspace.root}@latest"
+    assert main(["baseline", "--release", spec, "--out", str(tmp_path / "bm25.trec"), "--k", "10"]) == 0
+    assert main(["score", "--release", spec, "--run", str(tmp_path / "bm25.trec"), "--json", "--no-ci", "--metrics", "recall@10"]) == 0
+    scored = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    assert 0.0 < scored["metrics"]["recall@10"]["mean"] <= 1.0

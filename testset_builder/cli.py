@@ -59,16 +59,12 @@ def _labels(qrels: Path | None, release: str | None):
     """The qrels to score against: a file, or a release's (its files checked against their manifest hashes)."""
     from .errors import InputError
     from .export import read_qrels
-    from .stages.release import load_release, release_dir
 
     if (qrels is None) == (release is None):
         raise InputError("give exactly one of --qrels FILE or --release WORKSPACE@VERSION")
     if qrels is not None:
         return read_qrels(qrels)
-    if "@" in release and not Path(release).exists():
-        root, version = release.rsplit("@", 1)
-        return load_release(release_dir(root, version)).qrels_table()
-    return load_release(release).qrels_table()
+    return _release(release)[0].qrels_table()
 MetricsOption = Annotated[str, typer.Option("--metrics", "-m", help=METRICS_HELP)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")]
 PerQueryOption = Annotated[
@@ -566,12 +562,72 @@ def audit(
     _exit_for(summary.judging)
 
 
-VersionArgument = Annotated[str, typer.Argument(help="A semantic version: MAJOR.MINOR.PATCH, e.g. 1.0.0.", show_default=False)]
+VersionArgument = Annotated[str, typer.Argument(help="A released version (1.0.0), or latest.", show_default=False)]
+
+
+@app.command()
+def baseline(
+    release: Annotated[str, typer.Option("--release", help="WORKSPACE@VERSION (VERSION may be latest) or a release directory.", show_default=False)],
+    out_file: Annotated[Path, typer.Option("--out", "-o", help="Write the run here (TREC format).", show_default=False)],
+    retriever: Annotated[str, typer.Option("--retriever", help="bm25, or dense (with the dense extra).")] = "bm25",
+    k: Annotated[int, typer.Option("--k", min=1, help="Results per query.")] = 100,
+) -> None:
+    """A baseline run over a release's own corpus and queries, ready for `score --release`."""
+    from .export import write_trec_run
+    from .retrieval.baseline import baseline_run
+
+    loaded, cache = _release(release)
+    run = baseline_run(loaded.corpus, loaded.queries, retriever, k, cache)
+    write_trec_run(run, out_file)
+    out.print(f"{retriever} run over {len(loaded.corpus)} chunks for {len(loaded.queries)} queries of release {loaded.version} -> {out_file}")
+
+
+@app.command("import")
+def import_set(
+    source: Annotated[Path, typer.Argument(help="A BEIR folder, an MTEB-layout dataset directory (e.g. a release), or a TREC/BEIR qrels file.", show_default=False)],
+    workspace: WorkspaceOption = Path("testset"),
+    queries: Annotated[Optional[Path], typer.Option("--queries", "-Q", help="Query texts, for a qrels file (JSONL, CSV or one per line).", show_default=False)] = None,
+    version: Annotated[Optional[str], typer.Option("--version", "-v", help="Also release the imported state as this version.", show_default=False)] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Import an existing labelled set into a workspace (labels become human verdicts), to extend it.
+
+    Documents become one chunk each and keep their ids; a qrels file needs the chunks in the workspace already
+    (chunk the corpus with --chunker prechunked) and --queries. With --version the imported state is released.
+    """
+    from .stages.importer import import_labelled_set
+    from .stages.release import write_release
+    from .store import open_workspace
+
+    with open_workspace(workspace) as ws:
+        summary = import_labelled_set(ws, source, queries)
+        released = write_release(ws, version, notes=f"imported from {source}") if version else None
+    if json_output:
+        print(json.dumps({**summary.as_dict(), "release": released.as_dict() if released else None}, indent=2))
+        return
+    out.print(
+        f"imported {summary.kind} {source}: {summary.documents} documents, {summary.queries} queries ({summary.new_queries} new), "
+        f"{summary.labels} labels ({summary.new_labels} new, {summary.clamped_grades} grades clamped to 0-2) -> {workspace}",
+        highlight=False,
+    )
+    if released:
+        out.print(f"released {released.version} -> {released.path}", highlight=False)
+
+
+def _release(spec: str):
+    """A release from WORKSPACE@VERSION or a directory, and where its indexes may be cached."""
+    from .stages.release import load_release, release_dir
+
+    if "@" in spec and not Path(spec).exists():
+        root, version = spec.rsplit("@", 1)
+        return load_release(release_dir(root, version)), Path(root) / "indexes"
+    return load_release(spec), None
 
 
 @app.command()
 def release(
-    version: Annotated[str, typer.Option("--version", "-v", help="The new version, semantic (1.0.0); an existing version is refused.", show_default=False)],
+    version: Annotated[Optional[str], typer.Option("--version", "-v", help="The new version, semantic (1.0.0); an existing version is refused.", show_default=False)] = None,
+    bump: Annotated[Optional[str], typer.Option("--bump", help="Instead of --version: raise the latest release's major, minor or patch number.", show_default=False)] = None,
     workspace: WorkspaceOption = Path("testset"),
     include_unverified: Annotated[bool, typer.Option("--include-unverified", help="Also release LLM proposals no human has verified (marked llm-unverified).")] = False,
     adjudicator: Annotated[Optional[str], typer.Option("--adjudicator", help="Reviewer whose verdict breaks a tie between reviewers.", show_default=False)] = None,
@@ -581,18 +637,24 @@ def release(
     license_id: Annotated[str, typer.Option("--license", help="License identifier for the dataset card (the corpus's license decides it).")] = "other",
     json_output: JsonOption = False,
 ) -> None:
-    """Resolve the judgments into qrels and write an immutable release: releases/VERSION/ with the Hugging Face
-    layout (hf/: corpus, queries, default = qrels), BEIR files, TREC qrels, manifest.json and a dataset card.
+    """Resolve the judgments into qrels and write an immutable, versioned release.
+
+    releases/VERSION/ holds the Hugging Face layout (hf/: corpus, queries, default = qrels), BEIR files, TREC
+    qrels, manifest.json (file hashes, counts, lineage, policy) and a dataset card (README.md).
 
     Policy: a human verdict wins (reviewers' majority; ties to --adjudicator); synthetic source chunks are grade 2;
     unverified LLM proposals are left out unless --include-unverified. The same workspace state always gives the
     same bytes and content hash; a release whose content equals its parent's says so.
     """
-    from .stages.release import ReleasePolicy, write_release
+    from .errors import InputError
+    from .stages.release import ReleasePolicy, existing_versions, next_version, write_release
     from .store import open_workspace
 
+    if (version is None) == (bump is None):
+        raise InputError("give exactly one of --version X.Y.Z or --bump major|minor|patch")
     policy = ReleasePolicy(include_unverified=include_unverified, adjudicator=adjudicator)
     with open_workspace(workspace, create=False) as ws:
+        version = version or next_version(existing_versions(ws), bump)
         summary = write_release(ws, version, policy, notes=notes, parent=parent, name=name, license_id=license_id)
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))

@@ -345,7 +345,25 @@ def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
     return LoadedRelease(path, manifest, corpus, queries, qrels)
 
 
+def next_version(versions: list[str], bump: str) -> str:
+    """The version after the highest of ``versions`` (0.0.0 when none) with its ``bump`` part raised."""
+    major, minor, patch = parse_version(versions[-1])[:3] if versions else (0, 0, 0)
+    if bump == "major":
+        return f"{major + 1}.0.0"
+    if bump == "minor":
+        return f"{major}.{minor + 1}.0"
+    if bump == "patch":
+        return f"{major}.{minor}.{patch + 1}"
+    raise InputError(f"--bump takes major, minor or patch, not {bump!r}")
+
+
 def release_dir(workspace_root: str | Path, version: str) -> Path:
+    """``releases/<version>`` of a workspace; ``latest`` is the highest version released."""
+    if version == "latest":
+        released = sorted((p.name for p in (Path(workspace_root) / "releases").glob("*") if (p / "manifest.json").exists() and SEMVER.match(p.name)), key=parse_version)
+        if not released:
+            raise UnknownIdError("release", f"latest (no release in {workspace_root})")
+        version = released[-1]
     path = Path(workspace_root) / "releases" / version
     if not (path / "manifest.json").exists():
         raise UnknownIdError("release", f"{version} (no {path})")

@@ -1,0 +1,24 @@
+"""A baseline run over a release's own corpus and queries, to score against it (BM25, or dense with the extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import InputError
+from ..tables import Run
+from .bm25 import BM25Index
+from .dense import DenseIndex, encode
+
+
+def baseline_run(corpus: dict[str, dict], queries: dict[str, str], retriever: str = "bm25", k: int = 100, cache_dir: Path | None = None) -> Run:
+    """Top ``k`` chunks for every query; chunks are indexed as title then text, as ``propose`` indexes them."""
+    ids = sorted(corpus)
+    texts = [f"{corpus[i]['title']}\n{corpus[i]['text']}" if corpus[i].get("title") else corpus[i]["text"] for i in ids]
+    if retriever == "bm25":
+        index = BM25Index.cached(cache_dir, ids, texts) if cache_dir else BM25Index(ids, texts)
+    elif retriever == "dense":
+        index = DenseIndex.cached(cache_dir, ids, texts) if cache_dir else DenseIndex(ids, encode(texts))
+    else:
+        raise InputError(f"unknown retriever {retriever!r}; use bm25 or dense")
+    query_ids = sorted(queries)
+    return index.search(query_ids, [queries[q] for q in query_ids], k=k, name=retriever)
