@@ -8,8 +8,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import chunking_speed  # noqa: E402
+import judge_agreement  # noqa: E402
 import llm_throughput  # noqa: E402
 import metrics_speed  # noqa: E402
+import synthetic_agreement  # noqa: E402
 
 if __name__ == "__main__":
     print("== metrics: testset-builder vs pytrec_eval vs ranx ==")
@@ -18,3 +20,7 @@ if __name__ == "__main__":
     chunking_speed.main([])
     print("\n== LLM layer: throughput under a rate limit, vs sequential; local model speed ==")
     llm_throughput.main([])
+    print("\n== propose: pool recall on SciFact, and the judge (local model by default) against the human labels ==")
+    judge_agreement.main([])
+    print("\n== synthesize: does a synthetic SciFact set rank retrievers as the human labels do? ==")
+    synthetic_agreement.main([])
