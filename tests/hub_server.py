@@ -3,7 +3,8 @@ tests (the real hub cannot be reached). Every request is recorded; committed fil
 
 ``POST /api/validate-yaml`` (the dataset card's metadata); ``POST /api/repos/create``; ``POST /api/datasets/{repo}/preupload/{rev}`` (every file "regular": its content
 comes inline in the commit); ``POST /api/datasets/{repo}/commit/{rev}`` (NDJSON: a header, then one line per
-file, base64); ``POST /api/datasets/{repo}/tag/{rev}``.
+file, base64); ``POST /api/datasets/{repo}/tag/{rev}``; and for downloads, ``GET /api/datasets/{repo}/revision/{rev}``,
+``GET /api/datasets/{repo}/tree/{rev}`` and ``HEAD``/``GET /datasets/{repo}/resolve/{commit}/{path}``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class HubServer:
         self.commits: list[dict] = []
         self.tags: dict[str, dict] = {}
         self.validated: list[dict] = []
+        self.snapshots: dict[str, dict[str, bytes]] = {}  # commit oid -> every file of the repo at that commit
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -61,6 +63,7 @@ class HubServer:
                         files = {item["value"]["path"]: base64.b64decode(item["value"]["content"]) for item in lines if item["key"] == "file"}
                         oid = hashlib.sha1(raw).hexdigest()
                         hub.repos[repo_id]["files"].update(files)
+                        hub.snapshots[oid] = dict(hub.repos[repo_id]["files"])
                         hub.commits.append({"repo_id": repo_id, "revision": revision, "header": lines[0]["value"], "files": files, "oid": oid})
                         return self._json(200, {"commitUrl": f"http://127.0.0.1:{hub.port}/datasets/{repo_id}/commit/{oid}", "commitOid": oid, "pullRequestUrl": None})
                     if action == "tag":
@@ -68,13 +71,50 @@ class HubServer:
                         return self._json(200, {})
                 return self._json(404, {"error": f"no route for {self.path}"})
 
-            def _json(self, code: int, payload: dict):
+            def do_GET(self):
+                self._read(head=False)
+
+            def do_HEAD(self):
+                self._read(head=True)
+
+            def _read(self, head: bool):
+                """What snapshot_download calls: revision info, the file tree, and each file by commit."""
+                hub.requests.append({"method": "HEAD" if head else "GET", "path": self.path, "headers": dict(self.headers), "body": b""})
+                parts = self.path.split("?")[0].split("/")
+                if parts[1:3] == ["api", "datasets"] and len(parts) >= 7 and parts[5] in ("revision", "tree"):
+                    repo_id, revision = f"{parts[3]}/{parts[4]}", parts[6]
+                    oid = hub.tags[revision]["revision"] if revision in hub.tags else revision
+                    if oid not in hub.snapshots:
+                        return self._json(404, {"error": "Revision not found"}, head)
+                    files = hub.snapshots[oid]
+                    if parts[5] == "revision":
+                        return self._json(200, {"id": repo_id, "sha": oid, "siblings": [{"rfilename": p} for p in sorted(files)]}, head)
+                    tree = [{"type": "file", "path": p, "size": len(d), "oid": hashlib.sha1(d).hexdigest()} for p, d in sorted(files.items())]
+                    return self._json(200, tree, head)
+                if parts[1] == "datasets" and len(parts) >= 7 and parts[4] == "resolve":
+                    oid, path = parts[5], "/".join(parts[6:])
+                    data = hub.snapshots.get(oid, {}).get(path)
+                    if data is None:
+                        return self._json(404, {"error": "Entry not found"}, head)
+                    self.send_response(200)
+                    self.send_header("content-type", "application/octet-stream")
+                    self.send_header("content-length", str(len(data)))
+                    self.send_header("X-Repo-Commit", oid)
+                    self.send_header("ETag", f'"{hashlib.sha1(data).hexdigest()}"')
+                    self.end_headers()
+                    if not head:
+                        self.wfile.write(data)
+                    return None
+                return self._json(404, {"error": f"no route for {self.path}"}, head)
+
+            def _json(self, code: int, payload, head: bool = False):
                 data = json.dumps(payload).encode()
                 self.send_response(code)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if not head:
+                    self.wfile.write(data)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

@@ -224,6 +224,8 @@ def test_push_uploads_the_release_and_tags_the_commit_on_the_hub(workspace, monk
         monkeypatch.setenv("HF_TOKEN", "hf_test_PLANTED_token")
         assert main(["push", "--version", "1.0.0", "--repo-id", "acme/docs-testset", "--workspace", str(workspace.root), "--private", "--json"]) == 0
         result = json.loads(capsys.readouterr().out)
+        pulled = load("acme/docs-testset@v1.0.0")  # downloaded at the tag, every file checked against the manifest
+        assert pulled.qrels == load_release(workspace.releases_dir / "1.0.0").qrels and pulled.version == "1.0.0"
         monkeypatch.setenv("HF_TOKEN", "wrong")
         assert main(["push", "--version", "1.0.0", "--repo-id", "acme/docs-testset", "--workspace", str(workspace.root)]) == 1
         assert "401" in capsys.readouterr().err
