@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What `make demo` runs: chunk the project's own docs into a workspace, synthesize questions from them and propose
-# candidates for a few real-looking queries, with the embedded local model as writer and judge; release the labels
-# and score a BM25 baseline against the release; then score and compare the bundled example runs (the course's
-# five-query labelled set).
+# candidates for a few real-looking queries, with the embedded local model as writer and judge; score and compare
+# the bundled example runs (the course's five-query labelled set); and end with a release of the demo set and a
+# BM25 baseline scored against it.
 set -euo pipefail
 cli=${1:-testset-builder}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,13 +21,13 @@ echo "== propose: pool candidates (BM25, plus dense if installed) for five real-
 echo "   (run it again: every pair is already judged, nothing is paid twice)"
 "$cli" propose --queries "$here/queries.txt" --workspace "$workspace" --config "$here/../configs/quickstart.yaml" --depth 5
 echo
-echo "== release: the synthetic labels (unverified LLM proposals stay out) as the next minor version, then a BM25 baseline scored against it =="
-"$cli" release --workspace "$workspace" --bump minor --name "testset-builder docs" --notes "make demo"
-"$cli" baseline --release "$workspace@latest" --out "$workspace/bm25-baseline.trec"
-"$cli" score --release "$workspace@latest" --run "$workspace/bm25-baseline.trec" --metrics recall@5,mrr,ndcg@10
-echo
 echo "== score: one run against the example qrels (the course's five-query labelled set) =="
 "$cli" score --qrels "$here/qrels.tsv" --run "$here/bm25.trec" --metrics recall@5,recall@10,precision@5,precision@10,mrr,ndcg@5,ndcg@10,hit_rate@5,map
 echo
 echo "== compare: dense vs bm25 (paired tests, Holm-corrected) =="
 "$cli" compare --qrels "$here/qrels.tsv" "$here/bm25.trec" "$here/dense.trec" --metrics ndcg@10,recall@5,mrr
+echo
+echo "== release: the synthetic labels (unverified LLM proposals stay out) as the next minor version, then a BM25 baseline scored against it =="
+"$cli" release --workspace "$workspace" --bump minor --name "testset-builder docs" --notes "make demo"
+"$cli" baseline --release "$workspace@latest" --out "$workspace/bm25-baseline.trec"
+"$cli" score --release "$workspace@latest" --run "$workspace/bm25-baseline.trec" --metrics recall@5,mrr,ndcg@10
