@@ -28,6 +28,14 @@ def _tokenize(texts: Sequence[str], stem: bool):
     return bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer, show_progress=False)
 
 
+def corpus_key(settings: str, chunk_ids: Sequence[str], texts: Sequence[str]) -> str:
+    """The cache key of an index: sha256 of its settings and of every (chunk id, text), in order."""
+    digest = hashlib.sha256(f"{settings}\n".encode())
+    for chunk_id, text in zip(chunk_ids, texts):
+        digest.update(f"{chunk_id}\x00{text}\x01".encode())
+    return digest.hexdigest()[:24]
+
+
 class BM25Index:
     def __init__(self, chunk_ids: Sequence[str], texts: Sequence[str], stem: bool = True) -> None:
         import bm25s
@@ -39,10 +47,7 @@ class BM25Index:
 
     @staticmethod
     def key(chunk_ids: Sequence[str], texts: Sequence[str], stem: bool) -> str:
-        digest = hashlib.sha256(f"bm25s stem={stem}\n".encode())
-        for chunk_id, text in zip(chunk_ids, texts):
-            digest.update(f"{chunk_id}\x00{text}\x01".encode())
-        return digest.hexdigest()[:24]
+        return corpus_key(f"bm25s stem={stem}", chunk_ids, texts)
 
     @classmethod
     def cached(cls, directory: Path, chunk_ids: Sequence[str], texts: Sequence[str], stem: bool = True) -> BM25Index:

