@@ -14,7 +14,7 @@ import json
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -38,6 +38,20 @@ class RetryPolicy:
     max_wait: float = 60.0
     jitter: float = 1.0
     max_retry_after: float = 300.0
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What a client has spent so far; ``after - before`` is what one stage spent."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def __sub__(self, other: Spend) -> Spend:
+        return Spend(*(a - b for a, b in zip(astuple(self), astuple(other))))
 
 
 def estimate_tokens(request: LLMRequest) -> int:
@@ -86,6 +100,9 @@ class LLMClient:
 
     async def aclose(self) -> None:
         await self.provider.aclose()
+
+    def spend(self) -> Spend:
+        return Spend(self.calls_made, self.cache_hits, self.usage.input_tokens, self.usage.output_tokens, self.cost_usd)
 
     async def __aenter__(self) -> LLMClient:
         return self

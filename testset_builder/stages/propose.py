@@ -14,7 +14,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 
 from ..errors import BudgetExceededError, InputError
 from ..metrics.agreement import cohen_kappa
@@ -126,7 +126,7 @@ async def judge_and_queue(
     """
     counts = JudgingCounts(pairs=len(pairs))
     client = judge.client
-    calls_before, hits_before, usage_before, cost_before = client.calls_made, client.cache_hits, client.usage, client.cost_usd
+    before = client.spend()
     ids = {(p.query_id, p.chunk_id): judgment_id(p, judge.identity) for p in pairs}
     done = rows.existing_judgment_ids(workspace.db, ids.values())
     todo = [p for p in pairs if ids[(p.query_id, p.chunk_id)] not in done]
@@ -154,10 +154,8 @@ async def judge_and_queue(
     counts.judged = len(made)
     for judgment in every.values():
         counts.grades[judgment.grade] += 1
-    counts.calls, counts.cache_hits = client.calls_made - calls_before, client.cache_hits - hits_before
-    counts.input_tokens = client.usage.input_tokens - usage_before.input_tokens
-    counts.output_tokens = client.usage.output_tokens - usage_before.output_tokens
-    counts.cost_usd = client.cost_usd - cost_before
+    spent = client.spend() - before
+    counts.calls, counts.cache_hits, counts.input_tokens, counts.output_tokens, counts.cost_usd = astuple(spent)
     return counts, every
 
 

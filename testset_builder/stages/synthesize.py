@@ -23,7 +23,7 @@ import hashlib
 import math
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 
 from ..config import SynthesizeConfig
 from ..errors import BudgetExceededError, InputError, ProviderError
@@ -154,7 +154,7 @@ def _partner(chunk: SourceChunk, bm25, by_id: dict[str, SourceChunk], twins: dic
 async def synthesize(workspace: Workspace, client: LLMClient, model: str, settings: SynthesizeConfig = SynthesizeConfig(), *, progress=None) -> SynthesizeSummary:
     started, clock = utc_timestamp(), time.perf_counter()
     summary = SynthesizeSummary(requested=settings.questions)
-    calls_before, hits_before, usage_before, cost_before = client.calls_made, client.cache_hits, client.usage, client.cost_usd
+    before = client.spend()
     live = [SourceChunk(*row) for row in rows.live_chunk_rows(workspace.db)]
     if not live:
         raise InputError("the workspace has no chunks yet: run `testset-builder chunk SOURCE --workspace ...` first", path=workspace.root)
@@ -241,9 +241,8 @@ async def synthesize(workspace: Workspace, client: LLMClient, model: str, settin
         summary.shortfall = _shortfall(settings, summary, len(eligible), len(sampled))
     if settings.mine and accepted:
         await _mine(workspace, judge, [q for _, q in accepted], settings, summary, progress)
-    summary.calls, summary.cache_hits = client.calls_made - calls_before, client.cache_hits - hits_before
-    summary.input_tokens, summary.output_tokens = client.usage.input_tokens - usage_before.input_tokens, client.usage.output_tokens - usage_before.output_tokens
-    summary.cost_usd = client.cost_usd - cost_before
+    spent = client.spend() - before
+    summary.calls, summary.cache_hits, summary.input_tokens, summary.output_tokens, summary.cost_usd = astuple(spent)
     summary.seconds = round(time.perf_counter() - clock, 3)
     record_stage(workspace, "synthesize", {"settings": settings.model_dump(), "provider": client.provider.identity, "model": model}, summary.as_dict(), started)
     return summary
