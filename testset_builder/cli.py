@@ -481,7 +481,7 @@ def synthesize(
         ]
         if synth.mine:
             lines.append(
-                f"mining: {summary.mining.pairs} other chunks judged ({summary.mining.already_judged} before), {summary.mining.queued} relevant ones newly queued for review; "
+                f"mining: {summary.mining.pairs} other chunks judged ({summary.mining.already_judged} before), {summary.mining.queued} judged relevant and newly queued for review; "
                 f"{summary.questions_with_extra_relevant} questions gained extra relevant chunks"
             )
         lines.append(f"LLM: {summary.calls} calls ({summary.cache_hits} from the cache), {summary.input_tokens} input and {summary.output_tokens} output tokens, ${summary.cost_usd:.4f}; {summary.seconds:.1f} s -> {workspace}")
