@@ -142,7 +142,8 @@ def test_propose_with_batch_submits_once_and_a_rerun_after_resume_judges_from_th
         submitted = json.loads(capsys.readouterr().out)["judging"]
         assert submitted["batch_id"] and submitted["judged"] == 0 and submitted["calls"] == 0
         assert main([*argv, "--batch"]) == 0  # nothing new to submit while the batch runs
-        assert json.loads(capsys.readouterr().out)["judging"]["batch_id"] is None
+        assert json.loads(capsys.readouterr().out)["judging"]["batch_id"] == "(already submitted)"
+        assert len([c for c in server.calls if c[0] == "POST"]) == 2  # one file upload, one batch: not submitted twice
         assert main(["resume", "--workspace", str(ws.root), "--config", config, "--json"]) == 0
         assert '"answered": 6' in capsys.readouterr().out
         assert main(argv) == 0

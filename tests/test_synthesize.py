@@ -247,3 +247,32 @@ def test_the_local_model_synthesizes_questions_from_real_scifact_chunks_end_to_e
         assert summary.mining.pairs > 0 and summary.mining.judged + summary.mining.failed == summary.mining.pairs
         again = asyncio.run(synthesize(ws, LLMClient(LocalProvider(local_server), ws, "synthesize"), "gemma-3-270m", settings))
         assert again.calls == 0 and again.already_made == made
+
+
+def test_synthesize_with_batch_goes_one_step_per_run_and_finishes_from_the_cache(workspace, tmp_path, monkeypatch, capsys):
+    from batch_server import BatchServer
+
+    def answer(body):
+        content = body["messages"][-1]["content"]
+        if "Rate the passage" in content:
+            return json.dumps({"rationale": "answers it", "score": 3})
+        words = re.findall(r"[A-Za-z]{5,}", content.rsplit("Passage", 1)[-1])[:4]
+        return f"how does {' '.join(words).lower()} work?"
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-batch")
+    with BatchServer(polls_until_done=1, answer=answer) as server:
+        config = tmp_path / "openai.yaml"
+        config.write_text(f"llm:\n  provider: {{kind: openai, model: gpt-4o-mini, base_url: '{server.openai_url}'}}\n")
+        argv = ["synthesize", "--workspace", str(workspace.root), "--config", str(config), "--questions", "3", "--styles", "natural=1", "--batch", "--json"]
+        steps = []
+        for _ in range(6):
+            assert main(argv) in (0, 3)
+            report = json.loads(capsys.readouterr().out)
+            if report["batch_id"] is None:
+                break
+            steps.append(report["batch_step"])
+            assert main(["resume", "--workspace", str(workspace.root), "--config", str(config), "--json"]) == 0
+            capsys.readouterr()
+    assert steps == ["questions, round 1", "answerability critic", "mining other chunks"]
+    assert report["made"] + report["already_made"] == 3 and report["calls"] == 0 and report["cache_hits"] > 0  # stored before mining
+    assert report["mining"]["judged"] == report["mining"]["pairs"] > 0

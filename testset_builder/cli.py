@@ -426,6 +426,7 @@ def synthesize(
     round_trip: Annotated[Optional[int], typer.Option("--round-trip", min=1, help="Keep a question only if BM25 ranks its source in the top K. Biases the set toward BM25: off by default.", show_default=False)] = None,
     mine: Annotated[Optional[bool], typer.Option("--mine/--no-mine", help="Judge each question's top other chunks and queue the relevant ones for review (default on).", show_default=False)] = None,
     max_cost_usd: MaxCostOption = None,
+    batch: BatchOption = False,
     json_output: JsonOption = False,
 ) -> None:
     """Generate questions from sampled chunks; each labels its source chunk (and the source's duplicates) grade 2.
@@ -463,12 +464,15 @@ def synthesize(
         async def go():
             async with make_client(settings.llm, ws, "synthesize") as client:
                 with llm_progress(err) if not json_output else nullcontext() as progress:
-                    summary = await run_synthesize(ws, client, settings.llm.provider.model, synth, progress=progress)
+                    summary = await run_synthesize(ws, client, settings.llm.provider.model, synth, progress=progress, batch=batch)
                 return summary, client.provider.identity.startswith("local:")
 
         summary, local_model = asyncio.run(go())
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
+    elif summary.batch_id and summary.made + summary.already_made == 0:
+        out.print(f"waiting for batch {summary.batch_id} ({summary.batch_step}): run `testset-builder resume`, then this command again", highlight=False)
+        return
     else:
         styles_made = ", ".join(f"{n} {s} (overlap {summary.mean_overlap.get(s, 0):.2f})" for s, n in sorted(summary.styles.items()))
         removed = ", ".join(f"{n} by {name.replace('_', ' ')}" for name, n in summary.removed.items())
@@ -491,6 +495,10 @@ def synthesize(
             err.print(f"[yellow]fewer than asked:[/] {escape(summary.shortfall)}")
         if local_model:
             err.print(LOCAL_JUDGE_WARNING)
+    if summary.batch_id:
+        if not json_output:
+            out.print(f"waiting for batch {summary.batch_id} ({summary.batch_step}): run `testset-builder resume`, then this command again", highlight=False)
+        return
     if summary.shortfall or summary.generation_failed or summary.mining.failed or summary.mining.not_judged_budget:
         raise typer.Exit(EXIT_PARTIAL)
 

@@ -214,6 +214,14 @@ class LLMClient:
         return list(await asyncio.gather(*(one(r) for r in requests)))
 
     # batch APIs: half price, hours of latency; results land in the same cache, so stage code is unchanged ----------
+    async def submit_missing(self, requests: Iterable[LLMRequest]) -> str | None:
+        """For a stage run with ``--batch``: submit the requests the cache cannot answer yet (None when it can answer
+        them all, so the stage goes on). A stage that gets a batch id stops there; rerun it after ``resume``."""
+        missing = [r for r in requests if self._cached(r.cache_key(self.provider.identity)) is None]
+        if not missing:
+            return None
+        return await self.submit_batch(missing) or "(already submitted)"
+
     async def submit_batch(self, requests: Iterable[LLMRequest]) -> str | None:
         """Submit the requests not yet answered nor already in a pending batch; returns the batch id (None if none)."""
         if not hasattr(self.provider, "submit_batch"):

@@ -131,9 +131,10 @@ async def judge_and_queue(
     done = rows.existing_judgment_ids(workspace.db, ids.values())
     todo = [p for p in pairs if ids[(p.query_id, p.chunk_id)] not in done]
     counts.already_judged = len(pairs) - len(todo)
-    if batch:
-        counts.batch_id = await client.submit_batch(judge.request(p) for p in todo)
-        return counts, {}
+    if batch:  # submit what the cache cannot answer and stop; once every answer is cached, judge from the cache
+        counts.batch_id = await client.submit_missing([judge.request(p) for p in todo])
+        if counts.batch_id is not None:
+            return counts, {}
     outcomes = await judge.judge_many(todo, progress=progress, description=description)
     made = []
     for pair, outcome in zip(todo, outcomes):

@@ -81,6 +81,8 @@ class SynthesizeSummary:
     output_tokens: int = 0
     cost_usd: float = 0.0
     shortfall: str | None = None
+    batch_id: str | None = None  # with batch: the stage stopped here, waiting for this batch
+    batch_step: str | None = None
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
@@ -151,7 +153,32 @@ def _partner(chunk: SourceChunk, bm25, by_id: dict[str, SourceChunk], twins: dic
     return None
 
 
-async def synthesize(workspace: Workspace, client: LLMClient, model: str, settings: SynthesizeConfig = SynthesizeConfig(), *, progress=None) -> SynthesizeSummary:
+class _WaitingForBatch(Exception):
+    def __init__(self, batch_id: str, step: str) -> None:
+        self.batch_id, self.step = batch_id, step
+
+
+async def _batched(client: LLMClient, batch: bool, requests: list, step: str) -> None:
+    """With ``batch``, stop the stage at the first step whose answers are not all in the cache, after submitting
+    them; each rerun after ``resume`` gets one step further, and a rerun with every answer cached makes no call."""
+    if batch:
+        batch_id = await client.submit_missing(requests)
+        if batch_id is not None:
+            raise _WaitingForBatch(batch_id, step)
+
+
+async def synthesize(
+    workspace: Workspace, client: LLMClient, model: str, settings: SynthesizeConfig = SynthesizeConfig(), *, progress=None, batch: bool = False
+) -> SynthesizeSummary:
+    """See the module docstring. With ``batch``, LLM calls go through the provider's batch API, one step per run."""
+    try:
+        return await _synthesize(workspace, client, model, settings, progress, batch)
+    except _WaitingForBatch as waiting:
+        summary = SynthesizeSummary(requested=settings.questions, batch_id=waiting.batch_id, batch_step=waiting.step)
+        return summary
+
+
+async def _synthesize(workspace: Workspace, client: LLMClient, model: str, settings: SynthesizeConfig, progress, batch: bool) -> SynthesizeSummary:
     started, clock = utc_timestamp(), time.perf_counter()
     summary = SynthesizeSummary(requested=settings.questions)
     before = client.spend()
@@ -199,7 +226,9 @@ async def synthesize(workspace: Workspace, client: LLMClient, model: str, settin
                 sources, style = ((chunk, partner), style) if partner else ((chunk,), "natural")
             slots.append(Slot(len(slots), style, sources, slot_seed(settings.seed, chunk.chunk_id, style, str(position % settings.per_chunk))))
         attempted += len(slots)
-        answers = await client.complete_many([generator.request(s) for s in slots], progress=progress, description=f"questions (round {round_number + 1})")
+        requests = [generator.request(s) for s in slots]
+        await _batched(client, batch, requests, f"questions, round {round_number + 1}")
+        answers = await client.complete_many(requests, progress=progress, description=f"questions (round {round_number + 1})")
         for slot, answer in zip(slots, answers):
             if isinstance(answer, BudgetExceededError | ProviderError):
                 summary.generation_failed += 1
@@ -215,7 +244,7 @@ async def synthesize(workspace: Workspace, client: LLMClient, model: str, settin
                     summary.validation_reasons[problem] = summary.validation_reasons.get(problem, 0) + 1
         survivors = [s for s in slots if s.problem is None]
         if settings.critic and survivors:
-            survivors = await _critic(judge, survivors, settings, summary, progress)
+            survivors = await _critic(judge, survivors, settings, summary, progress, batch)
         if settings.round_trip_k and survivors:
             run = bm25.search([str(s.index) for s in survivors], [s.text for s in survivors], k=settings.round_trip_k).to_dict()
             kept = [s for s in survivors if any(src.chunk_id in run.get(str(s.index), {}) for src in s.sources)]
@@ -240,7 +269,7 @@ async def synthesize(workspace: Workspace, client: LLMClient, model: str, settin
     if len(accepted) < settings.questions:
         summary.shortfall = _shortfall(settings, summary, len(eligible), len(sampled))
     if settings.mine and accepted:
-        await _mine(workspace, judge, [q for _, q in accepted], settings, summary, progress)
+        await _mine(workspace, judge, [q for _, q in accepted], settings, summary, progress, batch)
     spent = client.spend() - before
     summary.calls, summary.cache_hits, summary.input_tokens, summary.output_tokens, summary.cost_usd = astuple(spent)
     summary.seconds = round(time.perf_counter() - clock, 3)
@@ -248,10 +277,11 @@ async def synthesize(workspace: Workspace, client: LLMClient, model: str, settin
     return summary
 
 
-async def _critic(judge: Judge, slots: list[Slot], settings: SynthesizeConfig, summary: SynthesizeSummary, progress) -> list[Slot]:
+async def _critic(judge: Judge, slots: list[Slot], settings: SynthesizeConfig, summary: SynthesizeSummary, progress, batch: bool = False) -> list[Slot]:
     """Keep the questions whose every source the judge grades at least ``critic_min_grade`` (1 for a multi
     question's sources: each answers only part of it). A failed judgment keeps nothing."""
     pairs = [JudgePair(f"slot-{s.index}", s.text, src.chunk_id, src.text) for s in slots for src in s.sources]
+    await _batched(judge.client, batch, [judge.request(p) for p in pairs], "answerability critic")
     outcomes = iter(await judge.judge_many(pairs, progress=progress, description="answerability critic"))
     kept = []
     for slot in slots:
@@ -303,7 +333,7 @@ def _store(workspace: Workspace, accepted: list[tuple[Slot, Query]], duplicates:
         rows.add_judgments(db, [j for j in labels if j.judgment_id not in done])
 
 
-async def _mine(workspace: Workspace, judge: Judge, queries: list[Query], settings: SynthesizeConfig, summary: SynthesizeSummary, progress) -> None:
+async def _mine(workspace: Workspace, judge: Judge, queries: list[Query], settings: SynthesizeConfig, summary: SynthesizeSummary, progress, batch: bool = False) -> None:
     """False-negative mining: the judge grades each question's top-ranked chunks other than its labelled ones
     (BM25, plus dense and their fusion when the dense extra is installed); positive grades are queued for review."""
     from ..retrieval.pool import pool, pooled_pairs
@@ -327,7 +357,9 @@ async def _mine(workspace: Workspace, judge: Judge, queries: list[Query], settin
     candidates = [c for c in pool(runs, depth) if (c.query_id, c.chunk_id) in pairs_wanted]
     with workspace.transaction() as db:
         rows.put_candidates(db, candidates)  # with their ranks among all chunks, labelled ones included
-    summary.mining, every = await judge_and_queue(workspace, judge, pairs, progress=progress, queue_if=lambda j: j.grade >= 1, description="mining other chunks")
+    summary.mining, every = await judge_and_queue(workspace, judge, pairs, batch=batch, progress=progress, queue_if=lambda j: j.grade >= 1, description="mining other chunks")
+    if summary.mining.batch_id:
+        summary.batch_id, summary.batch_step = summary.mining.batch_id, "mining other chunks"
     summary.questions_with_extra_relevant = len({q for (q, _), j in every.items() if j.grade >= 1})
 
 
