@@ -276,3 +276,56 @@ def test_synthesize_with_batch_goes_one_step_per_run_and_finishes_from_the_cache
     assert steps == ["questions, round 1", "answerability critic", "mining other chunks"]
     assert report["made"] + report["already_made"] == 3 and report["calls"] == 0 and report["cache_hits"] > 0  # stored before mining
     assert report["mining"]["judged"] == report["mining"]["pairs"] > 0
+
+
+def test_a_synthesize_run_killed_with_sigkill_resumes_without_paying_twice_and_gives_the_same_set(tmp_path, monkeypatch):
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from fault_server import FaultServer
+
+    def answer(body):
+        passage = body["messages"][-1]["content"].rsplit("Passage", 1)[-1]
+        return f"how does {' '.join(re.findall(r'[A-Za-z]{5,}', passage)[:4]).lower()} work?"
+
+    def answered(db_path: Path) -> set[str]:
+        try:
+            db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+            try:
+                return {r[0] for r in db.execute("SELECT request_sha256 FROM llm_calls WHERE response IS NOT NULL")}
+            finally:
+                db.close()
+        except sqlite3.OperationalError:
+            return set()
+
+    def queries(root: Path) -> set[tuple[str, str]]:
+        with open_workspace(root, create=False) as ws:
+            return {(r[0], r[1]) for r in ws.db.execute("SELECT query_id, text FROM queries")}
+
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-kill"}
+    with FaultServer(answer=answer, latency=0.15) as server:
+        config = tmp_path / "openai.yaml"
+        config.write_text(f"llm:\n  provider: {{kind: openai, model: gpt-4o-mini, base_url: '{server.openai_url}'}}\n  limits: {{max_in_flight: 2}}\n")
+        for name in ("clean", "killed"):
+            with open_workspace(tmp_path / name) as ws:
+                ingest(ws, load_sources([DOCS]), ChunkerConfig("markdown", 600, 60), [DOCS])
+        command = [sys.executable, "-m", "testset_builder", "synthesize", "--config", str(config), "--questions", "10", "--styles", "natural=1", "--no-critic", "--no-mine", "--json"]
+        subprocess.run([*command, "--workspace", str(tmp_path / "clean")], check=True, env=env, capture_output=True)
+        server.requests.clear()
+        job = subprocess.Popen([*command, "--workspace", str(tmp_path / "killed")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while len(answered(tmp_path / "killed" / "testset.db")) < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        job.kill()
+        job.wait()
+        time.sleep(0.5)
+        done_before_kill = answered(tmp_path / "killed" / "testset.db")
+        assert 4 <= len(done_before_kill) < 10 and not queries(tmp_path / "killed")
+        sent_before_kill = len(server.requests)
+        subprocess.run([*command, "--workspace", str(tmp_path / "killed")], check=True, env=env, capture_output=True)
+    resent = len(server.requests) - sent_before_kill
+    assert resent == len(answered(tmp_path / "killed" / "testset.db")) - len(done_before_kill)  # only the unanswered ones
+    assert queries(tmp_path / "killed") == queries(tmp_path / "clean") and len(queries(tmp_path / "clean")) == 10
