@@ -20,7 +20,7 @@ from ..errors import BudgetExceededError, InputError
 from ..metrics.agreement import cohen_kappa
 from ..records import Judgment, Query
 from ..retrieval import BM25Index, DenseIndex, dense_available
-from ..retrieval.pool import Candidate, pool, pooled_pairs
+from ..retrieval.pool import pool, pooled_pairs
 from ..store import rows
 from ..store.workspace import Workspace, utc_timestamp
 from ..tables import Qrels, Run

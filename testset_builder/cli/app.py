@@ -1,0 +1,186 @@
+"""The ``testset-builder`` app: shared options, helpers and the entry point; commands live beside it.
+
+Exit codes scripts can trust: 0 success, 1 bad input (a one-line message names the file, line or value),
+2 internal error (a bug: the message says how to get the traceback), 3 finished but some items failed or were
+left for lack of budget (what was done is kept; rerun to retry the rest).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from .. import __version__
+from ..errors import TestsetBuilderError
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_PARTIAL = 0, 1, 2, 3
+
+app = typer.Typer(
+    name="testset-builder",
+    help="Build retrieval test sets you can trust, and score retrievers against them.\n\n"
+    "Chunk a corpus:  testset-builder chunk docs/ --workspace testset\n\n"
+    "Label real queries:  testset-builder propose --queries queries.txt --workspace testset\n\n"
+    "Score a run:   testset-builder score --qrels qrels.tsv --run run.trec\n\n"
+    "Compare runs:  testset-builder compare --qrels qrels.tsv bm25.trec dense.trec",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+# piped output (CI logs, files) gets room for the comparison table instead of rich's 80-column default
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+DEFAULT_METRICS = "recall@10,precision@10,mrr,ndcg@10,hit_rate@5,map"
+METRICS_HELP = (
+    "Comma-separated metrics: recall@k, precision@k, mrr, ndcg@k (linear gain), ndcg_exp@k (2^g-1 gain), "
+    "hit_rate@k, map, r_precision. A bare name (recall, mrr, ndcg, map) means the whole ranked list; "
+    "trec_eval spellings (P_10, ndcg_cut_10) are accepted."
+)
+QRELS_HELP = "Relevance labels: TREC qrels (qid 0 docid grade), BEIR TSV (query-id corpus-id score header) or JSONL."
+
+QrelsOption = Annotated[Path, typer.Option("--qrels", "-q", help=QRELS_HELP, show_default=False)]
+OptionalQrelsOption = Annotated[Optional[Path], typer.Option("--qrels", "-q", help=QRELS_HELP + " Or use --release.", show_default=False)]
+ReleaseOption = Annotated[
+    Optional[str],
+    typer.Option("--release", help="Score against a release instead of --qrels: WORKSPACE@VERSION (testset@1.0.0) or a release directory.", show_default=False),
+]
+
+
+def _labels(qrels: Path | None, release: str | None):
+    """The qrels to score against: a file, or a release's (its files checked against their manifest hashes)."""
+    from ..errors import InputError
+    from ..export import read_qrels
+
+    if (qrels is None) == (release is None):
+        raise InputError("give exactly one of --qrels FILE or --release WORKSPACE@VERSION")
+    if qrels is not None:
+        return read_qrels(qrels)
+    return _release(release)[0].qrels_table()
+MetricsOption = Annotated[str, typer.Option("--metrics", "-m", help=METRICS_HELP)]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")]
+PerQueryOption = Annotated[
+    Optional[Path], typer.Option("--per-query", help="Also write per-query values to this CSV file.", show_default=False)
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed for bootstrap and randomization resampling.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"testset-builder {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Build retrieval test sets you can trust, and score retrievers against them."""
+
+
+WorkspaceOption = Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory (made by `chunk`).")]
+ConfigOption = Annotated[
+    Optional[Path],
+    typer.Option("--config", "-c", help="Config naming the LLM provider and limits (default: OpenAI if OPENAI_API_KEY is set, else Anthropic if ANTHROPIC_API_KEY is, else the embedded local model).", show_default=False),
+]
+MaxCostOption = Annotated[
+    Optional[float], typer.Option("--max-cost-usd", min=0.0, help="Stop before LLM spending could pass this (overrides the config).", show_default=False)
+]
+BatchOption = Annotated[
+    bool, typer.Option("--batch", help="Submit the LLM calls through the provider's batch API (half price, hours); `resume` collects them, then rerun this command.")
+]
+QueriesOption = Annotated[Path, typer.Option("--queries", "-Q", help="Real queries: JSONL, CSV/TSV with a header, or one query per line.", show_default=False)]
+IdFieldOption = Annotated[Optional[str], typer.Option("--id-field", help="Field or column holding the query id (default: _id, id, query_id or qid; else derived from the text).", show_default=False)]
+TextFieldOption = Annotated[Optional[str], typer.Option("--text-field", help="Field or column holding the query text (default: text, query or question).", show_default=False)]
+LOCAL_JUDGE_WARNING = (
+    "[yellow]note:[/] the embedded local model (Gemma 3 270M, a base model) is a placeholder judge: its grades are "
+    "barely better than chance (benchmarks/judge_agreement.py measures it). Use a frontier model (configs/openai.yaml, "
+    "configs/anthropic.yaml) for labels you will trust."
+)
+
+
+def _llm_settings(config: Path | None, max_cost_usd: float | None):
+    from ..config import default_config, load_config
+
+    settings = load_config(config) if config else default_config()
+    if max_cost_usd is not None:
+        limits = settings.llm.limits.model_copy(update={"max_cost_usd": max_cost_usd})
+        settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"limits": limits})})
+    return settings
+
+
+def _judging_lines(judging) -> list[str]:
+    grades = judging.grades
+    lines = [
+        f"judgments: {judging.judged} new, {judging.already_judged} already made, {judging.failed} failed"
+        + (f", {judging.not_judged_budget} left for lack of budget" if judging.not_judged_budget else "")
+        + f"; grades 0: {grades[0]}, 1: {grades[1]}, 2: {grades[2]}; {judging.queued} newly queued for review",
+        f"LLM: {judging.calls} calls ({judging.cache_hits} from the cache), {judging.input_tokens} input and "
+        f"{judging.output_tokens} output tokens, ${judging.cost_usd:.4f}",
+    ]
+    if judging.batch_id:
+        lines.append(f"batch {judging.batch_id} submitted: run `testset-builder resume` until it ends, then rerun this command")
+    lines.extend(f"[yellow]failed[/] {escape(f)}" for f in judging.failures[:5])
+    return lines
+
+
+def _exit_for(judging) -> None:
+    if judging.failed or judging.not_judged_budget:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+VersionArgument = Annotated[str, typer.Argument(help="A released version (1.0.0), or latest.", show_default=False)]
+
+
+def _release(spec: str):
+    """A release from WORKSPACE@VERSION or a directory, and where its indexes may be cached."""
+    from ..stages.release import load_release, release_dir
+
+    if "@" in spec and not Path(spec).exists():
+        root, version = spec.rsplit("@", 1)
+        return load_release(release_dir(root, version)), Path(root) / "indexes"
+    return load_release(spec), None
+
+
+def _renamed(evaluation, name: str):
+    from dataclasses import replace
+
+    return replace(evaluation, run_name=name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app and map outcomes to exit codes 0 / 1 / 2."""
+    try:
+        code = app(args=argv, standalone_mode=False)  # without standalone mode, click returns typer.Exit's code
+        if isinstance(code, int) and code != EXIT_OK:
+            return code
+    except typer.Exit as done:
+        return done.exit_code
+    except typer.Abort:
+        err.print("aborted")
+        return EXIT_BAD_INPUT
+    except typer.TyperException as error:  # usage errors: unknown option, missing argument, bad value
+        error.show(file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except TestsetBuilderError as error:
+        err.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
+        return EXIT_BAD_INPUT
+    except Exception as error:  # anything else is our bug: say so, show the traceback only on request
+        if os.environ.get("TESTSET_BUILDER_DEBUG"):
+            raise
+        err.print(
+            f"[bold red]internal error:[/] {type(error).__name__}: {escape(str(error))}\n"
+            "This is a bug in testset-builder; rerun with TESTSET_BUILDER_DEBUG=1 for the traceback.",
+            highlight=False,
+        )
+        return EXIT_INTERNAL
+    return EXIT_OK
+

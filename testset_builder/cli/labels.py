@@ -1,0 +1,297 @@
+"""Labelling commands: synthesize, propose, audit, and the LLM ledger (costs, resume)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from .app import EXIT_PARTIAL, BatchOption, ConfigOption, IdFieldOption, JsonOption, LOCAL_JUDGE_WARNING, MaxCostOption, QrelsOption, QueriesOption, TextFieldOption, WorkspaceOption, _exit_for, _judging_lines, _llm_settings, app, err, out
+
+
+@app.command()
+def synthesize(
+    workspace: WorkspaceOption = Path("testset"),
+    config: ConfigOption = None,
+    questions: Annotated[Optional[int], typer.Option("--questions", "-n", min=1, help="Questions to make: exactly this many, or a statement of why fewer (default: the config's, 100).", show_default=False)] = None,
+    per_chunk: Annotated[Optional[int], typer.Option("--per-chunk", min=1, help="Questions asked of each sampled chunk (default 1).", show_default=False)] = None,
+    styles: Annotated[Optional[str], typer.Option("--styles", help="Style shares, e.g. natural=0.4,keyword=0.2,paraphrase=0.2,multi=0.2 (multi: two related chunks, both labelled).", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed for sampling and generation (default 0); another seed makes another set.", show_default=False)] = None,
+    critic: Annotated[Optional[bool], typer.Option("--critic/--no-critic", help="The judge checks that the source chunk answers each question (default on).", show_default=False)] = None,
+    round_trip: Annotated[Optional[int], typer.Option("--round-trip", min=1, help="Keep a question only if BM25 ranks its source in the top K. Biases the set toward BM25: off by default.", show_default=False)] = None,
+    mine: Annotated[Optional[bool], typer.Option("--mine/--no-mine", help="Judge each question's top other chunks and queue the relevant ones for review (default on).", show_default=False)] = None,
+    max_cost_usd: MaxCostOption = None,
+    batch: BatchOption = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Generate questions from sampled chunks; each labels its source chunk (and the source's duplicates) grade 2.
+
+    Chunks are sampled across documents (short, boilerplate and duplicate chunks skipped), questions come in the
+    configured styles, and the filters (validation, answerability critic, optional round trip, near-duplicates)
+    each count what they removed. False-negative mining then has the judge grade each question's top other chunks,
+    and queues the relevant ones for review. The `synthesize:` section of a config holds every setting; the flags
+    override it. Rerunning the same settings pays for nothing twice and stores nothing twice.
+    """
+    import asyncio
+
+    from pydantic import ValidationError
+
+    from ..config import make_client
+    from ..errors import InputError
+    from ..llm.progress import llm_progress
+    from ..stages.synthesize import synthesize as run_synthesize
+    from ..store import open_workspace
+
+    settings = _llm_settings(config, max_cost_usd)
+    overrides = {k: v for k, v in {"questions": questions, "per_chunk": per_chunk, "seed": seed, "critic": critic, "round_trip_k": round_trip, "mine": mine}.items() if v is not None}
+    if styles:
+        try:
+            overrides["styles"] = {name.strip(): float(share) for name, share in (part.split("=") for part in styles.split(","))}
+        except ValueError:
+            raise InputError(f"--styles wants name=share pairs separated by commas, not {styles!r}") from None
+    try:
+        synth = settings.synthesize.model_validate({**settings.synthesize.model_dump(), **overrides})
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise InputError(f"invalid synthesize settings: {problems}") from None
+    with open_workspace(workspace, create=False) as ws:
+
+        async def go():
+            async with make_client(settings.llm, ws, "synthesize") as client:
+                with llm_progress(err) if not json_output else nullcontext() as progress:
+                    summary = await run_synthesize(ws, client, settings.llm.provider.model, synth, progress=progress, batch=batch)
+                return summary, client.provider.identity.startswith("local:")
+
+        summary, local_model = asyncio.run(go())
+    if json_output:
+        print(json.dumps(summary.as_dict(), indent=2))
+    elif summary.batch_id and summary.made + summary.already_made == 0:
+        out.print(f"waiting for batch {summary.batch_id} ({summary.batch_step}): run `testset-builder resume`, then this command again", highlight=False)
+        return
+    else:
+        styles_made = ", ".join(f"{n} {s} (overlap {summary.mean_overlap.get(s, 0):.2f})" for s, n in sorted(summary.styles.items()))
+        removed = ", ".join(f"{n} by {name.replace('_', ' ')}" for name, n in summary.removed.items())
+        skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(summary.chunks_skipped.items())) or "none"
+        lines = [
+            f"{summary.made + summary.already_made} of {summary.requested} questions ({summary.made} new, {summary.already_made} already made): {styles_made or 'none'}",
+            f"chunks: {summary.chunks_eligible} eligible (skipped: {skipped}); {summary.chunks_sampled} sampled from {summary.documents_covered} documents in {summary.rounds} rounds",
+            f"generated {summary.generated} ({summary.generation_failed} failed); removed {removed}; {summary.surplus} surplus dropped",
+            f"labels: {summary.source_labels} source chunks and {summary.twin_labels} duplicate twins, grade 2",
+        ]
+        if synth.mine:
+            lines.append(
+                f"mining: {summary.mining.pairs} other chunks judged ({summary.mining.already_judged} before), {summary.mining.queued} judged relevant and newly queued for review; "
+                f"{summary.questions_with_extra_relevant} questions gained extra relevant chunks"
+            )
+        lines.append(f"LLM: {summary.calls} calls ({summary.cache_hits} from the cache), {summary.input_tokens} input and {summary.output_tokens} output tokens, ${summary.cost_usd:.4f}; {summary.seconds:.1f} s -> {workspace}")
+        for line in lines:
+            out.print(line, highlight=False)
+        if summary.shortfall:
+            err.print(f"[yellow]fewer than asked:[/] {escape(summary.shortfall)}")
+        if local_model:
+            err.print(LOCAL_JUDGE_WARNING)
+    if summary.batch_id:
+        if not json_output:
+            out.print(f"waiting for batch {summary.batch_id} ({summary.batch_step}): run `testset-builder resume`, then this command again", highlight=False)
+        return
+    if summary.shortfall or summary.generation_failed or summary.mining.failed or summary.mining.not_judged_budget:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+@app.command()
+def propose(
+    queries: QueriesOption,
+    workspace: WorkspaceOption = Path("testset"),
+    config: ConfigOption = None,
+    id_field: IdFieldOption = None,
+    text_field: TextFieldOption = None,
+    retrievers: Annotated[str, typer.Option("--retrievers", help="auto (BM25, plus dense when the dense extra is installed), bm25, dense, or bm25,dense.")] = "auto",
+    depth: Annotated[int, typer.Option("--depth", min=1, help="Each retriever's top k in the pool.")] = 20,
+    fused_depth: Annotated[Optional[int], typer.Option("--fused-depth", min=1, help="The RRF fusion's top k in the pool, with two or more retrievers (default: --depth).", show_default=False)] = None,
+    judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Grade the pool with the LLM judge, or only pool.")] = True,
+    max_cost_usd: MaxCostOption = None,
+    batch: BatchOption = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first unreadable line of the queries file instead of skipping it.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Pool candidate chunks for real queries and have the LLM judge grade them (0, 1, 2).
+
+    Each query's pool is the union of every retriever's top --depth and the RRF fusion's top --fused-depth; each
+    candidate keeps the retriever and rank that found it. Each pair is judged once per judge (provider, model,
+    prompt): the grade, its probabilities where the provider gives log-probabilities, and a rationale become a
+    pending `llm` proposal in the review queue, the most uncertain and most likely relevant first. A rerun after a
+    crash pays for nothing twice.
+    """
+    import asyncio
+
+    from ..config import make_client
+    from ..llm.progress import llm_progress
+    from ..stages.judge import Judge
+    from ..stages.propose import PoolSettings, propose as run_propose
+    from ..stages.queries import read_queries
+    from ..store import open_workspace
+
+    query_file = read_queries(queries, id_field=id_field, text_field=text_field, strict=strict)
+    names = retrievers if retrievers == "auto" else tuple(n.strip() for n in retrievers.split(",") if n.strip())
+    pool_settings = PoolSettings(retrievers=names, depth=depth, fused_depth=fused_depth)
+    settings = _llm_settings(config, max_cost_usd) if judge else None
+    with open_workspace(workspace, create=False) as ws:
+
+        async def go():
+            if settings is None:
+                return await run_propose(ws, query_file, None, pool_settings), False
+            async with make_client(settings.llm, ws, "propose") as client:
+                the_judge = Judge(client, settings.llm.provider.model)
+                with llm_progress(err) if not json_output else nullcontext() as progress:
+                    return await run_propose(ws, query_file, the_judge, pool_settings, batch=batch, progress=progress), the_judge.is_local
+
+        summary, local_judge = asyncio.run(go())
+    if json_output:
+        print(json.dumps({**summary.as_dict(), "skipped": [str(s) for s in query_file.skipped]}, indent=2))
+        _exit_for(summary.judging)
+        return
+    for skipped in query_file.skipped[:10]:
+        err.print(f"[yellow]skipped[/] {escape(str(skipped))}", highlight=False)
+    out.print(
+        f"{summary.queries} queries ({summary.new_queries} new, {summary.merged_duplicates} duplicates merged, "
+        f"{summary.skipped_lines} lines skipped); pool from {' + '.join(summary.retrievers)}"
+        f"{' + rrf' if len(summary.retrievers) > 1 else ''}: {summary.pool_min}-{summary.pool_max} chunks per query "
+        f"(mean {summary.pool_mean}), {summary.candidates} candidate rows"
+    )
+    if judge:
+        for line in _judging_lines(summary.judging):
+            out.print(line, highlight=False)
+        if local_judge:
+            err.print(LOCAL_JUDGE_WARNING)
+    out.print(f"{summary.seconds:.1f} s -> {workspace}")
+    _exit_for(summary.judging)
+
+
+@app.command()
+def audit(
+    qrels: QrelsOption,
+    queries: QueriesOption,
+    workspace: WorkspaceOption = Path("testset"),
+    config: ConfigOption = None,
+    id_field: IdFieldOption = None,
+    text_field: TextFieldOption = None,
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="Write the disagreements to this TSV file.", show_default=False)] = None,
+    max_cost_usd: MaxCostOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Audit an existing labelled set: the LLM judge grades every labelled pair and the disagreements are listed.
+
+    The qrels' document ids must be chunk ids of the workspace (chunk a BEIR corpus with --chunker prechunked to
+    keep its ids). A disagreement is a pair the labels call relevant (grade >= 1) and the judge does not, or the
+    reverse; they head the review queue. Reports agreement and Cohen's kappa.
+    """
+    import asyncio
+    import csv
+
+    from ..config import make_client
+    from ..export import read_qrels
+    from ..llm.progress import llm_progress
+    from ..stages.judge import Judge
+    from ..stages.propose import audit as run_audit
+    from ..stages.queries import read_queries
+
+    from ..store import open_workspace
+
+    labels = read_qrels(qrels)
+    query_file = read_queries(queries, id_field=id_field, text_field=text_field)
+    settings = _llm_settings(config, max_cost_usd)
+    with open_workspace(workspace, create=False) as ws:
+
+        async def go():
+            async with make_client(settings.llm, ws, "audit") as client:
+                the_judge = Judge(client, settings.llm.provider.model)
+                with llm_progress(err) if not json_output else nullcontext() as progress:
+                    return await run_audit(ws, labels, query_file, the_judge, progress=progress), the_judge.is_local
+
+        summary, local_judge = asyncio.run(go())
+    if out_file:
+        with out_file.open("w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
+            writer.writerow(["query-id", "corpus-id", "label", "judge", "confidence", "rationale"])
+            for d in summary.disagreements:
+                writer.writerow([d["query_id"], d["chunk_id"], d["label"], d["judge"], "" if d["confidence"] is None else f"{d['confidence']:.3f}", d["rationale"] or ""])
+    if json_output:
+        print(json.dumps(summary.as_dict(), indent=2))
+        _exit_for(summary.judging)
+        return
+    fmt = lambda v: "n/a" if v is None else f"{v:.3f}"
+    out.print(
+        f"{summary.pairs} labelled pairs ({summary.labelled_relevant} labelled relevant), {summary.judged} judged: "
+        f"agreement on relevant/not {fmt(summary.agreement)}, same grade {fmt(summary.exact_agreement)}, "
+        f"Cohen's kappa {fmt(summary.kappa)}; {len(summary.disagreements)} disagreements queued first for review"
+        + (f", written to {out_file}" if out_file else ""),
+        highlight=False,
+    )
+    for line in _judging_lines(summary.judging):
+        out.print(line, highlight=False)
+    if local_judge:
+        err.print(LOCAL_JUDGE_WARNING)
+    _exit_for(summary.judging)
+
+
+@app.command()
+def costs(
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory.")] = Path("testset"),
+    json_output: JsonOption = False,
+) -> None:
+    """What the LLM calls recorded in a workspace cost, by stage and model (from the llm_calls ledger)."""
+    from rich.table import Table
+
+    from ..llm.ledger import cost_summary
+    from ..store import open_workspace
+
+    with open_workspace(workspace, create=False) as ws:
+        rows = cost_summary(ws.db)
+    if json_output:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"LLM costs in {workspace}", title_justify="left")
+    for column in ("stage", "model", "calls", "failed", "attempts", "input tok", "output tok", "cost USD"):
+        table.add_column(column, justify="left" if column in ("stage", "model") else "right")
+    for row in rows:
+        cost = f"{row['cost_usd']:.4f}" + (f" (+{row['unpriced_calls']} unpriced)" if row["unpriced_calls"] else "")
+        table.add_row(row["stage"], row["model"], str(row["calls"]), str(row["failed"]), str(row["attempts"]), str(row["input_tokens"]), str(row["output_tokens"]), cost)
+    out.print(table)
+    total = sum(r["cost_usd"] for r in rows)
+    out.print(f"total ${total:.4f} over {sum(r['calls'] for r in rows)} answered calls")
+
+
+@app.command()
+def resume(
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory.")] = Path("testset"),
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Config naming the provider (default: from the environment).")] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Poll the batches submitted with --batch and cache the answers of those that ended.
+
+    Then rerun the command that submitted them: it goes on from the cache without new calls.
+    """
+    import asyncio
+
+    from ..config import default_config, load_config, make_client
+    from ..store import open_workspace
+
+    settings = load_config(config) if config else default_config()
+    with open_workspace(workspace, create=False) as ws:
+
+        async def poll() -> dict[str, int]:
+            async with make_client(settings.llm, ws, "resume") as client:
+                return await client.resume_batches()
+
+        counts = asyncio.run(poll())
+    if json_output:
+        print(json.dumps(counts))
+        return
+    out.print(
+        f"{counts['ended']} batches ended ({counts['answered']} answers cached, {counts['failed']} failed); "
+        f"{counts['running']} still running"
+    )

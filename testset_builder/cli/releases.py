@@ -1,0 +1,151 @@
+"""Release commands: release, diff, export, push, import."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .app import JsonOption, VersionArgument, WorkspaceOption, app, out
+
+
+@app.command()
+def release(
+    version: Annotated[Optional[str], typer.Option("--version", "-v", help="The new version, semantic (1.0.0); an existing version is refused.", show_default=False)] = None,
+    bump: Annotated[Optional[str], typer.Option("--bump", help="Instead of --version: raise the latest release's major, minor or patch number.", show_default=False)] = None,
+    workspace: WorkspaceOption = Path("testset"),
+    include_unverified: Annotated[bool, typer.Option("--include-unverified", help="Also release LLM proposals no human has verified (marked llm-unverified).")] = False,
+    adjudicator: Annotated[Optional[str], typer.Option("--adjudicator", help="Reviewer whose verdict breaks a tie between reviewers.", show_default=False)] = None,
+    parent: Annotated[Optional[str], typer.Option("--parent", help="Parent version (default: the highest lower version).", show_default=False)] = None,
+    notes: Annotated[str, typer.Option("--notes", help="Release notes, kept in the manifest.")] = "",
+    name: Annotated[Optional[str], typer.Option("--name", help="The set's name in the dataset card (default: the workspace's directory name).", show_default=False)] = None,
+    license_id: Annotated[str, typer.Option("--license", help="License identifier for the dataset card (the corpus's license decides it).")] = "other",
+    json_output: JsonOption = False,
+) -> None:
+    """Resolve the judgments into qrels and write an immutable, versioned release.
+
+    releases/VERSION/ holds the Hugging Face layout (hf/: corpus, queries, default = qrels), BEIR files, TREC
+    qrels, manifest.json (file hashes, counts, lineage, policy) and a dataset card (README.md).
+
+    Policy: a human verdict wins (reviewers' majority; ties to --adjudicator); synthetic source chunks are grade 2;
+    unverified LLM proposals are left out unless --include-unverified. The same workspace state always gives the
+    same bytes and content hash; a release whose content equals its parent's says so.
+    """
+    from ..errors import InputError
+    from ..stages.release import ReleasePolicy, existing_versions, next_version, write_release
+    from ..store import open_workspace
+
+    if (version is None) == (bump is None):
+        raise InputError("give exactly one of --version X.Y.Z or --bump major|minor|patch")
+    policy = ReleasePolicy(include_unverified=include_unverified, adjudicator=adjudicator)
+    with open_workspace(workspace, create=False) as ws:
+        version = version or next_version(existing_versions(ws), bump)
+        summary = write_release(ws, version, policy, notes=notes, parent=parent, name=name, license_id=license_id)
+    if json_output:
+        print(json.dumps(summary.as_dict(), indent=2))
+        return
+    counts = summary.counts
+    origins = ", ".join(f"{n} {o}" for o, n in counts["qrels_by_origin"].items() if n)
+    out.print(
+        f"released {summary.version} -> {summary.path}: {counts['corpus']} chunks, {counts['queries']} queries, {counts['qrels']} qrels ({origins}); "
+        f"content sha256 {summary.content_sha256[:16]}; parent {summary.parent_version or 'none'}",
+        highlight=False,
+    )
+    if summary.same_as_parent:
+        out.print(f"[yellow]note:[/] the content equals its parent {summary.parent_version}'s: nothing changed since then")
+
+
+@app.command()
+def diff(
+    old: VersionArgument,
+    new: VersionArgument,
+    workspace: WorkspaceOption = Path("testset"),
+    json_output: JsonOption = False,
+) -> None:
+    """What changed between two releases: queries and qrels added, removed and regraded."""
+    from ..stages.release import diff_releases, load_release, release_dir
+
+    result = diff_releases(load_release(release_dir(workspace, old)), load_release(release_dir(workspace, new)))
+    if json_output:
+        print(json.dumps(result.as_dict(), indent=2))
+        return
+    if result.unchanged:
+        out.print(f"{old} -> {new}: no change")
+        return
+    out.print(
+        f"{old} -> {new}: queries +{len(result.queries_added)} -{len(result.queries_removed)} ~{len(result.queries_changed)} (text changed); "
+        f"qrels +{len(result.qrels_added)} -{len(result.qrels_removed)}, {len(result.qrels_regraded)} regraded; "
+        f"corpus +{result.corpus_added} -{result.corpus_removed}"
+    )
+    for query_id, chunk_id, before, after in result.qrels_regraded[:20]:
+        out.print(f"  regraded {query_id} {chunk_id}: {before} -> {after}", highlight=False)
+
+
+@app.command("export")
+def export_release(
+    version: Annotated[str, typer.Option("--version", "-v", help="The release to export.", show_default=False)],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory to write (created; must be empty if it exists).", show_default=False)],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="hf (parquet + dataset card), beir, trec (qrels.trec), or jsonl (qrels, queries, corpus as JSONL).")] = "hf",
+    workspace: WorkspaceOption = Path("testset"),
+) -> None:
+    """Copy a release out in one format (the release itself stays as it is)."""
+    from ..errors import InputError
+    from ..stages.release import export as run_export, load_release, release_dir
+
+    if fmt not in ("hf", "beir", "trec", "jsonl"):
+        raise InputError(f"unknown format {fmt!r}; use hf, beir, trec or jsonl")
+    written = run_export(load_release(release_dir(workspace, version)), fmt, out_dir)
+    out.print(f"exported {version} as {fmt}: {len(written)} files -> {out_dir}")
+
+
+@app.command()
+def push(
+    version: Annotated[str, typer.Option("--version", "-v", help="The release to push.", show_default=False)],
+    repo_id: Annotated[str, typer.Option("--repo-id", help="The dataset repository on the Hugging Face hub: ORG/NAME.", show_default=False)],
+    workspace: WorkspaceOption = Path("testset"),
+    private: Annotated[bool, typer.Option("--private", help="Create the repository private.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Upload a release to the Hugging Face hub and tag that revision vVERSION. The token comes from HF_TOKEN."""
+    from ..hub import push_release
+    from ..stages.release import load_release, release_dir
+
+    result = push_release(load_release(release_dir(workspace, version)), repo_id, private=private)
+    if json_output:
+        print(json.dumps(result, indent=2))
+        return
+    out.print(f"pushed {version} to {result['repo_url']} at {result['commit'][:12]}, tagged {result['tag']}", highlight=False)
+
+
+@app.command("import")
+def import_set(
+    source: Annotated[Path, typer.Argument(help="A BEIR folder, an MTEB-layout dataset directory (e.g. a release), or a TREC/BEIR qrels file.", show_default=False)],
+    workspace: WorkspaceOption = Path("testset"),
+    queries: Annotated[Optional[Path], typer.Option("--queries", "-Q", help="Query texts, for a qrels file (JSONL, CSV or one per line).", show_default=False)] = None,
+    version: Annotated[Optional[str], typer.Option("--version", "-v", help="Also release the imported state as this version.", show_default=False)] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Import an existing labelled set into a workspace (labels become human verdicts), to extend it.
+
+    Documents become one chunk each and keep their ids; a qrels file needs the chunks in the workspace already
+    (chunk the corpus with --chunker prechunked) and --queries. With --version the imported state is released.
+    """
+    from ..stages.importer import import_labelled_set
+    from ..stages.release import write_release
+    from ..store import open_workspace
+
+    with open_workspace(workspace) as ws:
+        summary = import_labelled_set(ws, source, queries)
+        released = write_release(ws, version, notes=f"imported from {source}") if version else None
+    if json_output:
+        print(json.dumps({**summary.as_dict(), "release": released.as_dict() if released else None}, indent=2))
+        return
+    out.print(
+        f"imported {summary.kind} {source}: {summary.documents} documents, {summary.queries} queries ({summary.new_queries} new), "
+        f"{summary.labels} labels ({summary.new_labels} new, {summary.clamped_grades} grades clamped to 0-2) -> {workspace}",
+        highlight=False,
+    )
+    if released:
+        out.print(f"released {released.version} -> {released.path}", highlight=False)

@@ -1,0 +1,115 @@
+"""Scoring commands: score, compare, baseline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .app import DEFAULT_METRICS, JsonOption, MetricsOption, OptionalQrelsOption, PerQueryOption, ReleaseOption, SeedOption, _labels, _release, _renamed, app, out
+
+
+@app.command()
+def score(
+    run: Annotated[
+        list[Path],
+        typer.Option("--run", "-r", help="A run: TREC (qid Q0 docid rank score tag) or JSONL. Repeat for several.", show_default=False),
+    ],
+    qrels: OptionalQrelsOption = None,
+    release: ReleaseOption = None,
+    metrics: MetricsOption = DEFAULT_METRICS,
+    json_output: JsonOption = False,
+    per_query: PerQueryOption = None,
+    ci: Annotated[bool, typer.Option("--ci/--no-ci", help="Bootstrap 95% confidence intervals over queries.")] = True,
+    resamples: Annotated[int, typer.Option("--resamples", min=100, help="Bootstrap resamples for the intervals.")] = 1000,
+    seed: SeedOption = 0,
+) -> None:
+    """Score runs against qrels with trec_eval's conventions.
+
+    Every query of the qrels counts: a query the run missed scores 0, and run queries the qrels lack are dropped;
+    the summary line says how many of each.
+    """
+    from ..export import read_run
+    from ..metrics import evaluate, parse_metrics
+    from ..metrics.report import queries_line, score_dict, score_table, write_per_query_csv
+
+    specs = parse_metrics(metrics)
+    labels = _labels(qrels, release)
+    evaluations = [evaluate(labels, read_run(path), specs) for path in run]
+    reports = [score_dict(e, ci=ci, resamples=resamples, seed=seed) for e in evaluations]
+    if per_query:
+        write_per_query_csv(evaluations, per_query)
+    if json_output:
+        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+        return
+    for report in reports:
+        out.print(score_table(report))
+    out.print(queries_line(reports[0]["queries"]))
+    if per_query:
+        out.print(f"per-query values written to {per_query}")
+
+
+@app.command()
+def compare(
+    runs: Annotated[
+        list[Path],
+        typer.Argument(help="Two or more runs; the first is the baseline each other run is compared with.", show_default=False),
+    ],
+    qrels: OptionalQrelsOption = None,
+    release: ReleaseOption = None,
+    metrics: MetricsOption = "ndcg@10,recall@10",
+    test: Annotated[
+        str, typer.Option("--test", help="Significance test that decides 'significant': randomization or t.")
+    ] = "randomization",
+    alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Family-wise significance level.")] = 0.05,
+    resamples: Annotated[int, typer.Option("--resamples", min=100, help="Randomization-test permutations.")] = 10_000,
+    json_output: JsonOption = False,
+    per_query: PerQueryOption = None,
+    seed: SeedOption = 0,
+) -> None:
+    """Compare runs on the same qrels: paired differences, 95% bootstrap intervals, t and randomization tests.
+
+    p-values are Holm-corrected over every (run, metric) test shown, so 'significant' controls the family-wise
+    error at --alpha.
+    """
+    from ..errors import InputError
+    from ..export import read_run
+    from ..metrics import evaluate, parse_metrics
+    from ..metrics.compare import compare as compare_runs
+    from ..metrics.report import comparison_table, queries_line, write_per_query_csv
+
+    if len(runs) < 2:
+        raise InputError("compare needs at least two runs (the first is the baseline)")
+    specs = parse_metrics(metrics)
+    labels = _labels(qrels, release)
+    evaluations = [evaluate(labels, read_run(path), specs) for path in runs]
+    names = [e.run_name for e in evaluations]
+    if len(set(names)) < len(names):
+        evaluations = [_renamed(e, path.stem) for e, path in zip(evaluations, runs)]
+    result = compare_runs(evaluations[0], evaluations[1:], test=test, alpha=alpha, resamples=resamples, seed=seed)
+    if per_query:
+        write_per_query_csv(evaluations, per_query)
+    if json_output:
+        print(json.dumps(result.as_dict(), indent=2))
+        return
+    out.print(comparison_table(result))
+    out.print(queries_line(evaluations[0].summary.as_dict()))
+
+
+@app.command()
+def baseline(
+    release: Annotated[str, typer.Option("--release", help="WORKSPACE@VERSION (VERSION may be latest) or a release directory.", show_default=False)],
+    out_file: Annotated[Path, typer.Option("--out", "-o", help="Write the run here (TREC format).", show_default=False)],
+    retriever: Annotated[str, typer.Option("--retriever", help="bm25, or dense (with the dense extra).")] = "bm25",
+    k: Annotated[int, typer.Option("--k", min=1, help="Results per query.")] = 100,
+) -> None:
+    """A baseline run over a release's own corpus and queries, ready for `score --release`."""
+    from ..export import write_trec_run
+    from ..retrieval.baseline import baseline_run
+
+    loaded, cache = _release(release)
+    run = baseline_run(loaded.corpus, loaded.queries, retriever, k, cache)
+    write_trec_run(run, out_file)
+    out.print(f"{retriever} run over {len(loaded.corpus)} chunks for {len(loaded.queries)} queries of release {loaded.version} -> {out_file}")
