@@ -20,6 +20,8 @@ echo "== propose: pool candidates (BM25, plus dense if installed) for five real-
 "$cli" propose --queries "$here/queries.txt" --workspace "$workspace" --config "$here/../configs/quickstart.yaml" --depth 5
 echo "   (run it again: every pair is already judged, nothing is paid twice)"
 "$cli" propose --queries "$here/queries.txt" --workspace "$workspace" --config "$here/../configs/quickstart.yaml" --depth 5
+echo "   (what a reviewer would look at first)"
+"$cli" queue --workspace "$workspace" --limit 5
 echo
 echo "== score: one run against the example qrels (the course's five-query labelled set) =="
 "$cli" score --qrels "$here/qrels.tsv" --run "$here/bm25.trec" --metrics recall@5,recall@10,precision@5,precision@10,mrr,ndcg@5,ndcg@10,hit_rate@5,map

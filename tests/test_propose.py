@@ -204,3 +204,15 @@ def test_the_propose_command_refuses_a_missing_workspace_and_an_unknown_retrieve
         pass
     assert main(["propose", "--queries", str(path), "--workspace", str(tmp_path / "ws"), "--no-judge", "--retrievers", "splade"]) == 1
     assert "unknown retriever splade" in capsys.readouterr().err
+
+
+def test_the_queue_command_lists_proposals_highest_priority_first(workspace, tmp_path, capsys):
+    queries = read_queries(write(tmp_path / "q.txt", "\n".join(QUERIES)))
+    run_propose(workspace, queries, Judge(LLMClient(FakeProvider(relevance_by_overlap), workspace, "propose"), "fake-model"), depth=3)
+    assert main(["queue", "--workspace", str(workspace.root), "--limit", "4", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["total"] == workspace.db.execute("SELECT COUNT(*) FROM review_assignments").fetchone()[0] and len(listed["items"]) == 4
+    priorities = [item["priority"] for item in listed["items"]]
+    assert priorities == sorted(priorities, reverse=True) and all(item["query"] in QUERIES for item in listed["items"])
+    assert all(0.0 <= item["p_relevant"] <= 1.0 and item["grade"] in (0, 1, 2) for item in listed["items"])
+    assert main(["queue", "--workspace", str(workspace.root)]) == 0 and "review queue" in capsys.readouterr().out

@@ -295,3 +295,44 @@ def resume(
         f"{counts['ended']} batches ended ({counts['answered']} answers cached, {counts['failed']} failed); "
         f"{counts['running']} still running"
     )
+
+
+@app.command()
+def queue(
+    workspace: WorkspaceOption = Path("testset"),
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many proposals to show.")] = 20,
+    json_output: JsonOption = False,
+) -> None:
+    """The review queue, highest priority first: the LLM proposals a reviewer should look at next.
+
+    Priority is P(relevant) + uncertainty of the judge's grade (audit disagreements first), so the likely relevant
+    and uncertain come before the confidently irrelevant.
+    """
+    from rich.table import Table
+
+    from ..store import open_workspace, rows
+
+    with open_workspace(workspace, create=False) as ws:
+        items = []
+        for entry in rows.review_queue(ws.db, limit=limit):
+            proposals = [j for j in rows.iter_judgments(ws.db, entry["query_id"]) if j.chunk_id == entry["chunk_id"] and j.source.value == "llm"]
+            latest = proposals[-1] if proposals else None
+            query = rows.get_query(ws.db, entry["query_id"])
+            items.append({
+                "priority": entry["priority"], "query_id": query.query_id, "query": query.text, "chunk_id": entry["chunk_id"],
+                "grade": latest.grade if latest else None,
+                "p_relevant": None if not (latest and latest.grade_probs) else round(1.0 - latest.grade_probs.get(0, 0.0), 3),
+                "rationale": latest.rationale if latest else None,
+                "chunk": rows.get_chunk(ws.db, entry["chunk_id"]).text[:200],
+            })
+        total = ws.db.execute("SELECT COUNT(*) FROM review_assignments").fetchone()[0]
+    if json_output:
+        print(json.dumps({"total": total, "items": items}, indent=2, ensure_ascii=False))
+        return
+    table = Table(title=f"review queue: {len(items)} of {total}, highest priority first", title_justify="left")
+    for column in ("priority", "query", "chunk", "grade", "P(rel)"):
+        table.add_column(column, justify="right" if column in ("priority", "grade", "P(rel)") else "left")
+    for item in items:
+        p_rel = "?" if item["p_relevant"] is None else f"{item['p_relevant']:.2f}"
+        table.add_row(f"{item['priority']:.3f}", escape(item["query"][:60]), escape(f"{item['chunk_id']}: {' '.join(item['chunk'].split())[:60]}"), str(item["grade"]), p_rel)
+    out.print(table)
