@@ -46,3 +46,17 @@ def local_server(tmp_path_factory):
         pytest.skip(str(error))
     yield started
     started.stop()
+
+
+@pytest.fixture
+def docs_workspace(tmp_path):
+    """A workspace holding the project's docs/ chunked as the demo chunks them (markdown, 600 characters, 60 overlap)."""
+    from testset_builder.corpus.chunkers import ChunkerConfig
+    from testset_builder.corpus.ingest import ingest
+    from testset_builder.corpus.loaders import load_sources
+    from testset_builder.store import open_workspace
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    with open_workspace(tmp_path / "ws") as ws:
+        ingest(ws, load_sources([docs]), ChunkerConfig("markdown", 600, 60), [docs])
+        yield ws

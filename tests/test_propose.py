@@ -10,9 +10,6 @@ import pytest
 
 from fake_provider import FakeProvider, digit_completion
 from testset_builder.cli import main
-from testset_builder.corpus.chunkers import ChunkerConfig
-from testset_builder.corpus.ingest import ingest
-from testset_builder.corpus.loaders import load_sources
 from testset_builder.errors import InputError
 from testset_builder.llm import LLMClient, PriceTable, Usage
 from testset_builder.records import Judgment, JudgmentSource
@@ -24,7 +21,6 @@ from testset_builder.stages.queue import review_priority
 from testset_builder.store import open_workspace, rows
 from testset_builder.tables import Qrels, Run
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
 QUERIES = ["how is ndcg computed", "what does the response cache do", "how are chunk ids made stable"]
 
 
@@ -34,10 +30,8 @@ def write(path: Path, text: str) -> Path:
 
 
 @pytest.fixture
-def workspace(tmp_path):
-    with open_workspace(tmp_path / "ws") as ws:
-        ingest(ws, load_sources([DOCS]), ChunkerConfig("markdown", 600, 60), [DOCS])
-        yield ws
+def workspace(docs_workspace):
+    return docs_workspace
 
 
 def relevance_by_overlap(request) -> object:

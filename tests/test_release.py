@@ -14,9 +14,6 @@ from hub_server import HubServer
 from testset_builder import load
 from testset_builder.cli import main
 from testset_builder.config import SynthesizeConfig
-from testset_builder.corpus.chunkers import ChunkerConfig
-from testset_builder.corpus.ingest import ingest
-from testset_builder.corpus.loaders import load_sources
 from testset_builder.errors import InputError
 from testset_builder.export import read_qrels
 from testset_builder.llm import LLMClient
@@ -26,9 +23,8 @@ from testset_builder.retrieval import BM25Index
 from testset_builder.stages import release as release_stage
 from testset_builder.stages.release import ReleasePolicy, diff_releases, load_release, resolve, write_release
 from testset_builder.stages.synthesize import synthesize
-from testset_builder.store import open_workspace, rows
+from testset_builder.store import rows
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
@@ -68,20 +64,20 @@ def answer(request):
 
 
 @pytest.fixture
-def workspace(tmp_path):
-    with open_workspace(tmp_path / "ws") as ws:
-        ingest(ws, load_sources([DOCS]), ChunkerConfig("markdown", 600, 60), [DOCS])
-        settings = SynthesizeConfig(questions=6, styles={"natural": 1.0}, critic=False, mine=False)
-        asyncio.run(synthesize(ws, LLMClient(FakeProvider(answer), ws, "synthesize"), "fake-model", settings))
-        chunk_ids, _ = rows.live_chunk_passages(ws.db)
-        with ws.transaction() as db:
-            rows.put_queries(db, [Query(query_id="real-1", text="how is ndcg computed", origin=QueryOrigin.real)])
-            rows.add_judgments(db, [
-                judgment("p1", 2, JudgmentSource.llm, q="real-1", c=chunk_ids[0]),
-                judgment("h1", 1, JudgmentSource.human, q="real-1", c=chunk_ids[0], reviewer="ann", status=JudgmentStatus.regraded, supersedes="p1", minutes=1),
-                judgment("p2", 1, JudgmentSource.llm, q="real-1", c=chunk_ids[1]),
-            ])
-        yield ws
+def workspace(docs_workspace):
+    """The docs, six synthetic questions, and a real query with a reviewed and an unreviewed LLM proposal."""
+    ws = docs_workspace
+    settings = SynthesizeConfig(questions=6, styles={"natural": 1.0}, critic=False, mine=False)
+    asyncio.run(synthesize(ws, LLMClient(FakeProvider(answer), ws, "synthesize"), "fake-model", settings))
+    chunk_ids, _ = rows.live_chunk_passages(ws.db)
+    with ws.transaction() as db:
+        rows.put_queries(db, [Query(query_id="real-1", text="how is ndcg computed", origin=QueryOrigin.real)])
+        rows.add_judgments(db, [
+            judgment("p1", 2, JudgmentSource.llm, q="real-1", c=chunk_ids[0]),
+            judgment("h1", 1, JudgmentSource.human, q="real-1", c=chunk_ids[0], reviewer="ann", status=JudgmentStatus.regraded, supersedes="p1", minutes=1),
+            judgment("p2", 1, JudgmentSource.llm, q="real-1", c=chunk_ids[1]),
+        ])
+    return ws
 
 
 def beir_reader(folder: Path) -> tuple[dict, dict, dict]:

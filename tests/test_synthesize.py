@@ -105,10 +105,8 @@ def scripted(bad_every: int = 0, relevant_others: bool = False):
 
 
 @pytest.fixture
-def workspace(tmp_path):
-    with open_workspace(tmp_path / "ws") as ws:
-        ingest(ws, load_sources([DOCS]), ChunkerConfig("markdown", 600, 60), [DOCS])
-        yield ws
+def workspace(docs_workspace):
+    return docs_workspace
 
 
 def run(workspace, provider, **settings):
