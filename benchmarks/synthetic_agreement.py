@@ -32,6 +32,7 @@ from testset_builder.corpus.ingest import ingest  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
 from testset_builder.export import read_qrels  # noqa: E402
 from testset_builder.metrics import evaluate  # noqa: E402
+from testset_builder.records import passage_text  # noqa: E402
 from testset_builder.retrieval import BM25Index, DenseIndex, dense_available, reciprocal_rank_fusion  # noqa: E402
 from testset_builder.stages.synthesize import synthesize  # noqa: E402
 from testset_builder.store import open_workspace  # noqa: E402
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"  mining: {summary.mining.pairs} other pairs judged, {summary.questions_with_extra_relevant} questions gained extra relevant chunks")
 
     cache = args.workspace / "indexes"
-    full = [f"{d['title']}\n{d['text']}" for d in corpus]
+    full = [passage_text(d["title"], d["text"]) for d in corpus]  # as the workspace indexes them
     indexes = {
         "bm25": BM25Index.cached(cache, ids, full),
         "bm25-nostem": BM25Index.cached(cache, ids, full, stem=False),

@@ -64,6 +64,11 @@ class Prompt:
         return LLMRequest(kind="chat", model=model, messages=tuple(messages), **fields)
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, marked with " ..." when cut (passages put into a prompt)."""
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
 def parse_prompt(name: str, raw: bytes) -> Prompt:
     try:
         text = raw.decode("utf-8")

@@ -50,6 +50,11 @@ class Document(Record):
     source: str = ""
 
 
+def passage_text(title: str, text: str) -> str:
+    """What retrievers index and judges read for a chunk: its document's title on a line above it, when it has one."""
+    return f"{title}\n{text}" if title else text
+
+
 class Chunk(Record):
     """A span of a document: ``document.text[start:end] == chunk.text`` always holds."""
 

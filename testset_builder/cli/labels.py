@@ -42,6 +42,7 @@ def synthesize(
 
     from ..config import make_client
     from ..errors import InputError
+    from ..llm.local_provider import is_local
     from ..llm.progress import llm_progress
     from ..stages.synthesize import synthesize as run_synthesize
     from ..store import open_workspace
@@ -64,7 +65,7 @@ def synthesize(
             async with make_client(settings.llm, ws, "synthesize") as client:
                 with llm_progress(err) if not json_output else nullcontext() as progress:
                     summary = await run_synthesize(ws, client, settings.llm.provider.model, synth, progress=progress, batch=batch)
-                return summary, client.provider.identity.startswith("local:")
+                return summary, is_local(client.provider)
 
         summary, local_model = asyncio.run(go())
     if json_output:

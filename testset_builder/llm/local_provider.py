@@ -124,6 +124,11 @@ def shared_server(model_dir: str | Path | None = None) -> LocalServer:
         return _shared
 
 
+def is_local(provider) -> bool:
+    """Whether ``provider`` is the embedded local model (its identity names the model file)."""
+    return provider.identity.startswith("local:")
+
+
 class LocalProvider(OpenAIProvider):
     """OpenAI adapter pointed at the shared local server; no key needed. Its model is a base model: few-shot
     completion prompts, log-probabilities available."""

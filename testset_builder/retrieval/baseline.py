@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
+from ..records import passage_text
 from ..tables import Run
 from .bm25 import BM25Index
 from .dense import DenseIndex, encode
@@ -13,7 +14,7 @@ from .dense import DenseIndex, encode
 def baseline_run(corpus: dict[str, dict], queries: dict[str, str], retriever: str = "bm25", k: int = 100, cache_dir: Path | None = None) -> Run:
     """Top ``k`` chunks for every query; chunks are indexed as title then text, as ``propose`` indexes them."""
     ids = sorted(corpus)
-    texts = [f"{corpus[i]['title']}\n{corpus[i]['text']}" if corpus[i].get("title") else corpus[i]["text"] for i in ids]
+    texts = [passage_text(corpus[i].get("title", ""), corpus[i]["text"]) for i in ids]
     if retriever == "bm25":
         index = BM25Index.cached(cache_dir, ids, texts) if cache_dir else BM25Index(ids, texts)
     elif retriever == "dense":

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from ..errors import BudgetExceededError, ProviderError, StructuredOutputError
 from ..llm.client import LLMClient
 from ..llm.types import Completion, LLMRequest, TokenLogprob
-from ..prompts import Prompt, load_prompt
+from ..prompts import Prompt, clip, load_prompt
 from ..records import Judgment, JudgmentSource, JudgmentStatus, Lineage
 
 CHAT_PROMPT = "judge/umbrela-chat"
@@ -114,12 +114,13 @@ class Judge:
 
     @property
     def is_local(self) -> bool:
-        return self.client.provider.identity.startswith("local:")
+        from ..llm.local_provider import is_local
+
+        return is_local(self.client.provider)
 
     def request(self, pair: JudgePair) -> LLMRequest:
         """The exact request for a pair (also what ``--batch`` submits, so batch answers land in the same cache)."""
-        passage = pair.passage if len(pair.passage) <= self.max_passage_chars else pair.passage[: self.max_passage_chars] + " ..."
-        options: dict = dict(query=" ".join(pair.query.split()), passage=passage, temperature=0.0, max_tokens=int(self.prompt.meta.get("max_tokens", 300)))
+        options: dict = dict(query=" ".join(pair.query.split()), passage=clip(pair.passage, self.max_passage_chars), temperature=0.0, max_tokens=int(self.prompt.meta.get("max_tokens", 300)))
         if self.logprobs:
             options["top_logprobs"] = TOP_LOGPROBS
         if self.prompt.kind == "completion":
@@ -137,13 +138,16 @@ class Judge:
         else:
             verdict, completion = await self.client.structured(request, JudgeVerdict)
             score, rationale = verdict.score, verdict.rationale.strip() or None
-            position = score_position(completion.logprobs, "score") if completion.logprobs else None
-            probs = score_probabilities(position.top or {position.token: position.logprob}, list(self.scale)) if position else None
+            probs = self._probabilities(completion, "score")
         return self._judgment(pair, request, completion, score, probs, rationale)
 
+    def _probabilities(self, completion: Completion, key: str | None) -> dict[int, float] | None:
+        """Score probabilities at the score token (see :func:`score_position`); None without log-probabilities."""
+        position = score_position(completion.logprobs, key)
+        return score_probabilities(position.top or {position.token: position.logprob}, list(self.scale)) if position else None
+
     def _read_digit(self, completion: Completion) -> tuple[int, dict[int, float] | None]:
-        position = score_position(completion.logprobs, None)
-        probs = score_probabilities(position.top or {position.token: position.logprob}, list(self.scale)) if position else None
+        probs = self._probabilities(completion, None)
         text = completion.text.strip()[:1]
         if probs is not None:
             return max(probs, key=lambda s: (probs[s], -s)), probs

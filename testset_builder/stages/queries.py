@@ -12,20 +12,16 @@ import csv
 import hashlib
 import io
 import json
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..corpus.dedup import normalise
 from ..corpus.loaders import Skipped
 from ..errors import InputError
 from ..records import Query, QueryOrigin
 
 ID_FIELDS = ("_id", "id", "query_id", "query-id", "qid")
 TEXT_FIELDS = ("text", "query", "question")
-
-
-def normalise(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
 def derived_id(text: str) -> str:

@@ -29,7 +29,7 @@ from ..config import SynthesizeConfig
 from ..errors import BudgetExceededError, InputError, ProviderError
 from ..llm.client import LLMClient
 from ..llm.types import Completion
-from ..prompts import load_prompt
+from ..prompts import clip, load_prompt
 from ..records import Judgment, JudgmentSource, JudgmentStatus, Lineage, Query, QueryOrigin
 from ..store import rows
 from ..store.workspace import Workspace, utc_timestamp
@@ -94,10 +94,6 @@ def query_id_for(sources: tuple[SourceChunk, ...], text: str) -> str:
     return "s-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 
-def _passage(text: str) -> str:
-    return text if len(text) <= MAX_PASSAGE_CHARS else text[:MAX_PASSAGE_CHARS] + " ..."
-
-
 class Generator:
     """Builds the question request for a slot with the prompt that suits the provider."""
 
@@ -115,15 +111,15 @@ class Generator:
     def request(self, slot: Slot):
         prompt = self.prompt(slot.style)
         options = dict(temperature=self.temperature, seed=slot.seed, max_tokens=int(prompt.meta.get("max_tokens", 64)))
-        first = _passage(slot.sources[0].text)
+        first = clip(slot.sources[0].text, MAX_PASSAGE_CHARS)
         if prompt.kind == "completion":
             options["stop"] = ("\n",)
             values = {"passage": " ".join(first.split())}
             if slot.style == "multi":
-                values["second_passage"] = " ".join(_passage(slot.sources[1].text).split())
+                values["second_passage"] = " ".join(clip(slot.sources[1].text, MAX_PASSAGE_CHARS).split())
             return prompt.request(self.model, **values, **options)
         if slot.style == "multi":
-            passage = f"Passage 1: {first}\n\nPassage 2: {_passage(slot.sources[1].text)}"
+            passage = f"Passage 1: {first}\n\nPassage 2: {clip(slot.sources[1].text, MAX_PASSAGE_CHARS)}"
         else:
             passage = f"Passage: {first}"
         return prompt.request(self.model, style_instruction=prompt.meta["styles"][slot.style], passage=passage, **options)

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 
 from ..errors import UnknownIdError
-from ..records import Chunk, Document, Judgment, Lineage, Query
+from ..records import Chunk, Document, Judgment, Lineage, Query, passage_text
 from .workspace import utc_timestamp
 
 
@@ -198,7 +198,7 @@ def live_chunk_rows(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
     rows = db.execute(
         "SELECT c.chunk_id, c.doc_id, d.title, c.text FROM chunks c JOIN documents d USING (doc_id) WHERE c.removed_at IS NULL ORDER BY c.chunk_id"
     ).fetchall()
-    return [(r[0], r[1], f"{r[2]}\n{r[3]}" if r[2] else r[3]) for r in rows]
+    return [(r[0], r[1], passage_text(r[2], r[3])) for r in rows]
 
 
 def live_duplicate_groups(db: sqlite3.Connection) -> dict[str, tuple[str, str]]:
