@@ -146,10 +146,9 @@ async def judge_and_queue(
             counts.failed += 1
             if len(counts.failures) < 10:
                 counts.failures.append(f"{pair.query_id} / {pair.chunk_id}: {outcome}")
-    with workspace.transaction() as db:
+    with workspace.transaction() as db:  # judgments and their queue entries land together
         rows.add_judgments(db, made)
-    every = {(j.query_id, j.chunk_id): j for j in rows.iter_judgments_by_id(workspace.db, ids.values())}
-    with workspace.transaction() as db:
+        every = {(j.query_id, j.chunk_id): j for j in rows.iter_judgments_by_id(db, ids.values())}
         queued = [j for j in every.values() if queue_if is None or queue_if(j)]
         counts.queued = rows.enqueue_for_review(db, [(j.query_id, j.chunk_id, review_priority(j, bool(disagreement and disagreement(j)))) for j in queued])
     counts.judged = len(made)

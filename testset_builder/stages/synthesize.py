@@ -34,7 +34,7 @@ from ..records import Judgment, JudgmentSource, JudgmentStatus, Lineage, Query, 
 from ..store import rows
 from ..store.workspace import Workspace, utc_timestamp
 from .judge import Judge, JudgePair
-from .propose import JudgingCounts, Retrievers, judge_and_queue, record_stage
+from .propose import JudgingCounts, PoolSettings, Retrievers, judge_and_queue, record_stage
 from .questions import NearDuplicates, clean, lexical_overlap, validation_problem
 from .queries import normalise
 from .sampling import SourceChunk, allocate_styles, eligible_chunks, slot_seed, stratified_sample
@@ -188,7 +188,9 @@ async def _synthesize(workspace: Workspace, client: LLMClient, model: str, setti
     if not eligible:
         raise InputError(f"no chunk is informative enough for a question ({', '.join(f'{n} {r}' for r, n in skipped.items())}); lower synthesize.min_chars?")
     by_id = {c.chunk_id: c for c in eligible}
-    bm25 = Retrievers(workspace, ("bm25",)).indexes["bm25"]
+    # one index load for the whole stage: BM25 pairs multi-chunk questions and checks round trips; mining adds dense
+    retrievers = Retrievers(workspace, PoolSettings().names() if settings.mine else ("bm25",))
+    bm25 = retrievers.indexes["bm25"]
     generator = Generator(client, model, settings.temperature)
     judge = Judge(client, model) if settings.critic or settings.mine else None
 
@@ -265,7 +267,7 @@ async def _synthesize(workspace: Workspace, client: LLMClient, model: str, setti
     if len(accepted) < settings.questions:
         summary.shortfall = _shortfall(settings, summary, len(eligible), len(sampled))
     if settings.mine and accepted:
-        await _mine(workspace, judge, [q for _, q in accepted], settings, summary, progress, batch)
+        await _mine(workspace, judge, retrievers, [q for _, q in accepted], settings, summary, progress, batch)
     spent = client.spend() - before
     summary.calls, summary.cache_hits, summary.input_tokens, summary.output_tokens, summary.cost_usd = astuple(spent)
     summary.seconds = round(time.perf_counter() - clock, 3)
@@ -329,18 +331,17 @@ def _store(workspace: Workspace, accepted: list[tuple[Slot, Query]], duplicates:
         rows.add_judgments(db, [j for j in labels if j.judgment_id not in done])
 
 
-async def _mine(workspace: Workspace, judge: Judge, queries: list[Query], settings: SynthesizeConfig, summary: SynthesizeSummary, progress, batch: bool = False) -> None:
+async def _mine(
+    workspace: Workspace, judge: Judge, retrievers: Retrievers, queries: list[Query], settings: SynthesizeConfig, summary: SynthesizeSummary, progress, batch: bool = False
+) -> None:
     """False-negative mining: the judge grades each question's top-ranked chunks other than its labelled ones
     (BM25, plus dense and their fusion when the dense extra is installed); positive grades are queued for review."""
     from ..retrieval.pool import pool, pooled_pairs
     from ..tables import Run
-    from .propose import PoolSettings
 
     labelled: dict[str, set[str]] = {}
     for query in queries:
         labelled[query.query_id] = {j.chunk_id for j in rows.iter_judgments(workspace.db, query.query_id) if j.source is JudgmentSource.synthetic_source}
-    names = PoolSettings().names()
-    retrievers = Retrievers(workspace, names)
     depth = settings.mine_depth + max(len(v) for v in labelled.values())  # deep enough to hold k others
     runs = retrievers.runs(queries, k=depth)
     others = {
