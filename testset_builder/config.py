@@ -95,8 +95,19 @@ def load_config(path: str | Path) -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        raise InputError(f"invalid config: {problems}", path=path) from None
+        raise InputError(f"invalid config: {_problems(error)}", path=path) from None
+
+
+def _problems(error: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+
+
+def with_overrides(settings: SynthesizeConfig, overrides: dict) -> SynthesizeConfig:
+    """``settings`` with some fields replaced (command-line flags), validated like the config file."""
+    try:
+        return SynthesizeConfig.model_validate({**settings.model_dump(), **overrides})
+    except ValidationError as error:
+        raise InputError(f"invalid synthesize settings: {_problems(error)}") from None
 
 
 def default_config() -> Config:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -115,6 +116,23 @@ def _llm_settings(config: Path | None, max_cost_usd: float | None):
         limits = settings.llm.limits.model_copy(update={"max_cost_usd": max_cost_usd})
         settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"limits": limits})})
     return settings
+
+
+def _run_with_llm(ws, settings, stage: str, quiet: bool, work):
+    """Run ``await work(client, progress)`` with the configured client for ``stage`` and a progress bar (none when
+    ``quiet``); returns its result and whether the embedded local model answered."""
+    import asyncio
+
+    from ..config import make_client
+    from ..llm.local_provider import is_local
+    from ..llm.progress import llm_progress
+
+    async def go():
+        async with make_client(settings.llm, ws, stage) as client:
+            with llm_progress(err) if not quiet else nullcontext() as progress:
+                return await work(client, progress), is_local(client.provider)
+
+    return asyncio.run(go())
 
 
 def _judging_lines(judging) -> list[str]:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 
-from .app import EXIT_PARTIAL, BatchOption, ConfigOption, IdFieldOption, JsonOption, LOCAL_JUDGE_WARNING, MaxCostOption, QrelsOption, QueriesOption, TextFieldOption, WorkspaceOption, _exit_for, _judging_lines, _llm_settings, app, err, out
+from .app import EXIT_PARTIAL, BatchOption, ConfigOption, IdFieldOption, JsonOption, LOCAL_JUDGE_WARNING, MaxCostOption, QrelsOption, QueriesOption, TextFieldOption, WorkspaceOption, _exit_for, _judging_lines, _llm_settings, _run_with_llm, app, err, out
 
 
 @app.command()
@@ -36,14 +35,9 @@ def synthesize(
     and queues the relevant ones for review. The `synthesize:` section of a config holds every setting; the flags
     override it. Rerunning the same settings pays for nothing twice and stores nothing twice.
     """
-    import asyncio
 
-    from pydantic import ValidationError
-
-    from ..config import make_client
+    from ..config import with_overrides
     from ..errors import InputError
-    from ..llm.local_provider import is_local
-    from ..llm.progress import llm_progress
     from ..stages.synthesize import synthesize as run_synthesize
     from ..store import open_workspace
 
@@ -54,20 +48,12 @@ def synthesize(
             overrides["styles"] = {name.strip(): float(share) for name, share in (part.split("=") for part in styles.split(","))}
         except ValueError:
             raise InputError(f"--styles wants name=share pairs separated by commas, not {styles!r}") from None
-    try:
-        synth = settings.synthesize.model_validate({**settings.synthesize.model_dump(), **overrides})
-    except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        raise InputError(f"invalid synthesize settings: {problems}") from None
+    synth = with_overrides(settings.synthesize, overrides)
     with open_workspace(workspace, create=False) as ws:
-
-        async def go():
-            async with make_client(settings.llm, ws, "synthesize") as client:
-                with llm_progress(err) if not json_output else nullcontext() as progress:
-                    summary = await run_synthesize(ws, client, settings.llm.provider.model, synth, progress=progress, batch=batch)
-                return summary, is_local(client.provider)
-
-        summary, local_model = asyncio.run(go())
+        summary, local_model = _run_with_llm(
+            ws, settings, "synthesize", json_output,
+            lambda client, progress: run_synthesize(ws, client, settings.llm.provider.model, synth, progress=progress, batch=batch),
+        )
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
     elif summary.batch_id and summary.made + summary.already_made == 0:
@@ -129,8 +115,6 @@ def propose(
     """
     import asyncio
 
-    from ..config import make_client
-    from ..llm.progress import llm_progress
     from ..stages.judge import Judge
     from ..stages.propose import PoolSettings, propose as run_propose
     from ..stages.queries import read_queries
@@ -141,16 +125,13 @@ def propose(
     pool_settings = PoolSettings(retrievers=names, depth=depth, fused_depth=fused_depth)
     settings = _llm_settings(config, max_cost_usd) if judge else None
     with open_workspace(workspace, create=False) as ws:
-
-        async def go():
-            if settings is None:
-                return await run_propose(ws, query_file, None, pool_settings), False
-            async with make_client(settings.llm, ws, "propose") as client:
-                the_judge = Judge(client, settings.llm.provider.model)
-                with llm_progress(err) if not json_output else nullcontext() as progress:
-                    return await run_propose(ws, query_file, the_judge, pool_settings, batch=batch, progress=progress), the_judge.is_local
-
-        summary, local_judge = asyncio.run(go())
+        if settings is None:
+            summary, local_judge = asyncio.run(run_propose(ws, query_file, None, pool_settings)), False
+        else:
+            summary, local_judge = _run_with_llm(
+                ws, settings, "propose", json_output,
+                lambda client, progress: run_propose(ws, query_file, Judge(client, settings.llm.provider.model), pool_settings, batch=batch, progress=progress),
+            )
     if json_output:
         print(json.dumps({**summary.as_dict(), "skipped": [str(s) for s in query_file.skipped]}, indent=2))
         _exit_for(summary.judging)
@@ -190,12 +171,9 @@ def audit(
     keep its ids). A disagreement is a pair the labels call relevant (grade >= 1) and the judge does not, or the
     reverse; they head the review queue. Reports agreement and Cohen's kappa.
     """
-    import asyncio
     import csv
 
-    from ..config import make_client
     from ..export import read_qrels
-    from ..llm.progress import llm_progress
     from ..stages.judge import Judge
     from ..stages.propose import audit as run_audit
     from ..stages.queries import read_queries
@@ -206,14 +184,10 @@ def audit(
     query_file = read_queries(queries, id_field=id_field, text_field=text_field)
     settings = _llm_settings(config, max_cost_usd)
     with open_workspace(workspace, create=False) as ws:
-
-        async def go():
-            async with make_client(settings.llm, ws, "audit") as client:
-                the_judge = Judge(client, settings.llm.provider.model)
-                with llm_progress(err) if not json_output else nullcontext() as progress:
-                    return await run_audit(ws, labels, query_file, the_judge, progress=progress), the_judge.is_local
-
-        summary, local_judge = asyncio.run(go())
+        summary, local_judge = _run_with_llm(
+            ws, settings, "audit", json_output,
+            lambda client, progress: run_audit(ws, labels, query_file, Judge(client, settings.llm.provider.model), progress=progress),
+        )
     if out_file:
         with out_file.open("w", encoding="utf-8", newline="") as handle:
             writer = csv.writer(handle, delimiter="\t", lineterminator="\n")

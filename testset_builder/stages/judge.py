@@ -112,12 +112,6 @@ class Judge:
         self.max_passage_chars = max_passage_chars or int(self.prompt.meta.get("max_passage_chars", 4000))
         self.identity = f"{client.provider.identity}\x00{model}\x00{self.prompt.name}\x00{self.prompt.sha256}"
 
-    @property
-    def is_local(self) -> bool:
-        from ..llm.local_provider import is_local
-
-        return is_local(self.client.provider)
-
     def request(self, pair: JudgePair) -> LLMRequest:
         """The exact request for a pair (also what ``--batch`` submits, so batch answers land in the same cache)."""
         options: dict = dict(query=" ".join(pair.query.split()), passage=clip(pair.passage, self.max_passage_chars), temperature=0.0, max_tokens=int(self.prompt.meta.get("max_tokens", 300)))
