@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import InputError, UnknownIdError
-from ..records import Judgment, JudgmentSource, JudgmentStatus
+from ..records import Judgment, JudgmentSource, JudgmentStatus, Query
 from ..store import rows
 from ..store.workspace import Workspace, utc_timestamp
 
@@ -112,7 +112,7 @@ class ReleaseContent:
     corpus: list[dict]  # {_id, title, text}, sorted by id
     queries: list[dict]  # {_id, text}, sorted by id
     qrels: list[ResolvedQrel]
-    query_origin: dict[str, str] = field(default_factory=dict)
+    query_records: dict[str, Query] = field(default_factory=dict)  # the released queries, with origin and lineage
 
     def canonical_bytes(self) -> dict[str, bytes]:
         """The BEIR files, which are also what the content hash covers."""
@@ -149,13 +149,9 @@ def gather(workspace: Workspace, policy: ReleasePolicy) -> tuple[ReleaseContent,
     ):
         if removed is None or chunk_id in named:
             corpus.append({"_id": chunk_id, "title": title, "text": text})
-    wanted = sorted({q.query_id for q in qrels})
-    queries, origin = [], {}
-    for query_id in wanted:
-        query = rows.get_query(workspace.db, query_id)
-        queries.append({"_id": query.query_id, "text": query.text})
-        origin[query.query_id] = query.origin.value
-    return ReleaseContent(corpus, queries, qrels, origin), judgments
+    records = {query_id: rows.get_query(workspace.db, query_id) for query_id in sorted({q.query_id for q in qrels})}
+    queries = [{"_id": query.query_id, "text": query.text} for query in records.values()]
+    return ReleaseContent(corpus, queries, qrels, records), judgments
 
 
 @dataclass
@@ -180,7 +176,7 @@ def _lineage(workspace: Workspace, content: ReleaseContent, judgments: list[Judg
 
     released = {(q.query_id, q.chunk_id) for q in content.qrels}
     used = [j for j in judgments if (j.query_id, j.chunk_id) in released]
-    lineages = [j.lineage for j in used if j.lineage] + [rows.get_query(workspace.db, q["_id"]).lineage for q in content.queries]
+    lineages = [j.lineage for j in used if j.lineage] + [q.lineage for q in content.query_records.values()]
     lineages = [l for l in lineages if l is not None]
     models = sorted({(l.provider, l.model) for l in lineages})
     prompts = sorted({(l.prompt_name, l.prompt_sha256) for l in lineages if l.prompt_name})
@@ -194,14 +190,13 @@ def _lineage(workspace: Workspace, content: ReleaseContent, judgments: list[Judg
             kappa = cohen_kappa([by_reviewer[a][p] for p in shared], [by_reviewer[b][p] for p in shared]) if shared else None
             if kappa is not None:
                 kappas.append(kappa)
-    corpus_ids = {d["_id"] for d in content.corpus}
     configs = sorted({r[0] for r in workspace.db.execute("SELECT DISTINCT config_sha256 FROM chunks WHERE config_sha256 IS NOT NULL") } )
     documents = hashlib.sha256()
     for doc_id, sha in workspace.db.execute("SELECT doc_id, content_sha256 FROM documents WHERE doc_id IN (SELECT DISTINCT doc_id FROM chunks) ORDER BY doc_id"):
         documents.update(f"{doc_id}\x00{sha}\n".encode())
     return {
         "documents_sha256": documents.hexdigest(),
-        "chunks": len(corpus_ids),
+        "chunks": len(content.corpus),
         "chunker_configs": configs,
         "models": [{"provider": p, "model": m} for p, m in models],
         "prompts": [{"name": n, "sha256": s} for n, s in prompts],
@@ -269,7 +264,7 @@ def write_release(
             "counts": {
                 "corpus": len(content.corpus),
                 "queries": len(content.queries),
-                "queries_by_origin": dict(sorted(Counter(content.query_origin.values()).items())),
+                "queries_by_origin": dict(sorted(Counter(q.origin.value for q in content.query_records.values()).items())),
                 "qrels": len(content.qrels),
                 "qrels_by_origin": {o: sum(q.origin == o for q in content.qrels) for o in ORIGINS},
                 "qrels_by_grade": {str(g): n for g, n in sorted(Counter(q.grade for q in content.qrels).items())},
@@ -320,6 +315,8 @@ class LoadedRelease:
 
 def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
     """Read a release directory; with ``verify``, every file must match the sha256 its manifest lists."""
+    from ..export.beir import read_beir_qrels
+
     path = Path(path)
     manifest_path = path / "manifest.json"
     if not manifest_path.exists():
@@ -338,11 +335,7 @@ def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
     for line in (path / "beir" / "queries.jsonl").read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
         queries[record["_id"]] = record["text"]
-    qrels: dict[str, dict[str, int]] = {}
-    for line in (path / "beir" / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]:
-        query_id, chunk_id, grade = line.split("\t")
-        qrels.setdefault(query_id, {})[chunk_id] = int(grade)
-    return LoadedRelease(path, manifest, corpus, queries, qrels)
+    return LoadedRelease(path, manifest, corpus, queries, read_beir_qrels(path / "beir" / "qrels" / "test.tsv").to_dict())
 
 
 def next_version(versions: list[str], bump: str) -> str:
