@@ -11,8 +11,9 @@
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections import defaultdict
+
+from ..corpus.dedup import normalise
 
 QUESTION_STYLES = {"natural", "paraphrase", "multi"}
 STOPWORDS = frozenset(
@@ -32,7 +33,7 @@ def clean(answer: str) -> str:
 
 
 def words(text: str) -> list[str]:
-    return re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
+    return re.findall(r"\w+", normalise(text))
 
 
 def content_words(text: str) -> set[str]:
@@ -68,8 +69,14 @@ class NearDuplicates:
         self._sets: list[set[str]] = []
         self._by_word: dict[str, list[int]] = defaultdict(list)
 
+    @staticmethod
+    def _key(question: str) -> set[str]:
+        return content_words(question) or set(words(question))
+
     def duplicate_of(self, question: str) -> int | None:
-        mine = content_words(question) or set(words(question))
+        return self._match(self._key(question))
+
+    def _match(self, mine: set[str]) -> int | None:
         candidates = {i for w in mine for i in self._by_word.get(w, ())}
         for i in sorted(candidates):
             other = self._sets[i]
@@ -78,9 +85,9 @@ class NearDuplicates:
         return None
 
     def add(self, question: str) -> bool:
-        if self.duplicate_of(question) is not None:
+        mine = self._key(question)
+        if self._match(mine) is not None:
             return False
-        mine = content_words(question) or set(words(question))
         index = len(self._sets)
         self._sets.append(mine)
         for w in mine:
