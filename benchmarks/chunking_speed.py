@@ -80,8 +80,11 @@ def main(argv: list[str] | None = None) -> None:
         start = time.perf_counter()
         again = ingest(workspace, load_sources([args.corpus]), config, [args.corpus])
         again_time = time.perf_counter() - start
-    print(f"  ingest into a workspace: {first_time:.2f} s ({first.chunks_added:,} chunks); "
-          f"rerun on the unchanged corpus (load + compare): {again_time:.2f} s, {again.unchanged:,} unchanged, {again.chunks_added} added")
+    print(
+        f"  ingest into a workspace: {first_time:.2f} s ({first.chunks_added:,} chunks); "
+        f"rerun on the unchanged corpus (load + compare): {again_time:.2f} s, {again.unchanged:,} unchanged, "
+        f"{again.chunks_added} added"
+    )
 
 
 if __name__ == "__main__":

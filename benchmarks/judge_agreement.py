@@ -63,7 +63,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=SCIFACT)
     parser.add_argument("--workspace", type=Path, default=ROOT / "benchmarks" / ".cache" / "judge-agreement")
-    parser.add_argument("--config", type=Path, default=None, help="provider config (default: from the environment; the local model without keys)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="provider config (default: from the environment; the local model without keys)",
+    )
     parser.add_argument("--queries", type=int, default=40, help="test queries to judge (a seeded sample)")
     parser.add_argument("--judge-depth", type=int, default=10)
     parser.add_argument("--depths", default="5,10,20,50,100")
@@ -85,7 +90,10 @@ def main(argv: list[str] | None = None) -> dict:
         retrievers = Retrievers(ws, names)
         queries = [Query(query_id=q, text=texts[q], origin=QueryOrigin.real) for q in test_ids]
         runs = retrievers.runs(queries, k=max(depths))
-        print(f"SciFact: {len(retrievers.chunk_ids)} documents, {len(test_ids)} test queries; indexed and retrieved in {time.perf_counter() - started:.1f} s")
+        print(
+            f"SciFact: {len(retrievers.chunk_ids)} documents, {len(test_ids)} test queries; indexed and retrieved in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
 
         # 1. pool recall --------------------------------------------------------------------------------------
         fused = reciprocal_rank_fusion(list(runs.values())) if len(runs) > 1 else None
@@ -107,41 +115,85 @@ def main(argv: list[str] | None = None) -> dict:
 
         # 2. the judge ----------------------------------------------------------------------------------------
         settings = load_config(args.config) if args.config else default_config()
-        sample = sorted(random.Random(args.seed).sample(test_ids, min(args.queries, len(test_ids))), key=lambda q: int(q) if q.isdigit() else q)
+        sample = sorted(
+            random.Random(args.seed).sample(test_ids, min(args.queries, len(test_ids))),
+            key=lambda q: int(q) if q.isdigit() else q,
+        )
         query_file = QueryFile(queries=[q for q in queries if q.query_id in set(sample)])
 
         async def judge_sample():
             async with make_client(settings.llm, ws, "bench-judge") as client:
                 judge = Judge(client, settings.llm.provider.model)
-                summary = await propose(ws, query_file, judge, PoolSettings(retrievers=names, depth=args.judge_depth, fused_depth=args.judge_depth))
+                summary = await propose(
+                    ws,
+                    query_file,
+                    judge,
+                    PoolSettings(retrievers=names, depth=args.judge_depth, fused_depth=args.judge_depth),
+                )
                 return summary, judge.identity
 
         clock = time.perf_counter()
         summary, identity = asyncio.run(judge_sample())
         seconds = time.perf_counter() - clock
-        pairs = {(c[0], c[1]) for c in ws.db.execute("SELECT query_id, chunk_id FROM candidates WHERE query_id IN (%s)" % ",".join("?" * len(sample)), sample)}
-        judgments = list(rows.iter_judgments_by_id(ws.db, (judgment_id(JudgePair(q, "", c, ""), identity) for q, c in sorted(pairs))))
+        pairs = {
+            (c[0], c[1])
+            for c in ws.db.execute(
+                f"SELECT query_id, chunk_id FROM candidates WHERE query_id IN ({','.join('?' * len(sample))})", sample
+            )
+        }
+        judgments = list(
+            rows.iter_judgments_by_id(ws.db, (judgment_id(JudgePair(q, "", c, ""), identity) for q, c in sorted(pairs)))
+        )
         human = [j.chunk_id in relevant[j.query_id] for j in judgments]
         judged = [j.grade >= 1 for j in judgments]
         precision, recall = precision_recall(judged, human)
         probabilities = [1.0 - j.grade_probs[0] for j in judgments if j.grade_probs]
-        auc = roc_auc(probabilities, [h for h, j in zip(human, judgments) if j.grade_probs]) if len(probabilities) == len(judgments) else None
+        auc = (
+            roc_auc(probabilities, [h for h, j in zip(human, judgments) if j.grade_probs])
+            if len(probabilities) == len(judgments)
+            else None
+        )
         in_pool = sum(human)
         pool_hits = sum(len(relevant[q]) for q in sample)
         report["judge"] = {
-            "provider": settings.llm.provider.kind, "model": settings.llm.provider.model, "queries": len(sample), "depth": args.judge_depth,
-            "pairs": len(judgments), "human_relevant_in_pool": in_pool, "human_relevant_total": pool_hits,
-            "judged_relevant": sum(judged), "precision": precision, "recall": recall, "kappa": cohen_kappa(judged, human), "auc": auc,
-            "calls": summary.judging.calls, "cache_hits": summary.judging.cache_hits, "failed": summary.judging.failed,
-            "input_tokens": summary.judging.input_tokens, "output_tokens": summary.judging.output_tokens,
-            "cost_usd": summary.judging.cost_usd, "seconds": round(seconds, 1),
+            "provider": settings.llm.provider.kind,
+            "model": settings.llm.provider.model,
+            "queries": len(sample),
+            "depth": args.judge_depth,
+            "pairs": len(judgments),
+            "human_relevant_in_pool": in_pool,
+            "human_relevant_total": pool_hits,
+            "judged_relevant": sum(judged),
+            "precision": precision,
+            "recall": recall,
+            "kappa": cohen_kappa(judged, human),
+            "auc": auc,
+            "calls": summary.judging.calls,
+            "cache_hits": summary.judging.cache_hits,
+            "failed": summary.judging.failed,
+            "input_tokens": summary.judging.input_tokens,
+            "output_tokens": summary.judging.output_tokens,
+            "cost_usd": summary.judging.cost_usd,
+            "seconds": round(seconds, 1),
         }
         r = report["judge"]
-        print(f"\nJudge {r['provider']}:{r['model']} on {r['queries']} sampled test queries, pool depth {r['depth']} ({r['pairs']} pairs)")
-        print(f"human-relevant in the pool: {in_pool} of {pool_hits}; pool members without a human label count as not relevant")
-        print(f"judged relevant (grade >= 1): {r['judged_relevant']}; precision {fmt(precision)}, recall {fmt(recall)}, Cohen's kappa {fmt(r['kappa'])}, ROC AUC of P(relevant) {fmt(auc)}")
-        print(f"grades 0/1/2: {summary.judging.grades[0]}/{summary.judging.grades[1]}/{summary.judging.grades[2]}; {r['calls']} calls ({r['cache_hits']} cached, {r['failed']} failed), "
-              f"{r['input_tokens']} input + {r['output_tokens']} output tokens, ${r['cost_usd']:.4f}, {r['seconds']} s")
+        print(
+            f"\nJudge {r['provider']}:{r['model']} on {r['queries']} sampled test queries, pool depth {r['depth']} "
+            f"({r['pairs']} pairs)"
+        )
+        print(
+            f"human-relevant in the pool: {in_pool} of {pool_hits}; pool members without a human label count as not "
+            "relevant"
+        )
+        print(
+            f"judged relevant (grade >= 1): {r['judged_relevant']}; precision {fmt(precision)}, recall "
+            f"{fmt(recall)}, Cohen's kappa {fmt(r['kappa'])}, ROC AUC of P(relevant) {fmt(auc)}"
+        )
+        print(
+            f"grades 0/1/2: {summary.judging.grades[0]}/{summary.judging.grades[1]}/{summary.judging.grades[2]}; "
+            f"{r['calls']} calls ({r['cache_hits']} cached, {r['failed']} failed), "
+            f"{r['input_tokens']} input + {r['output_tokens']} output tokens, ${r['cost_usd']:.4f}, {r['seconds']} s"
+        )
         if judgments and all(j.grade_probs for j in judgments):
             mean_expected = sum(j.expected_grade for j in judgments) / len(judgments)
             print(f"mean expected grade {mean_expected:.3f}")

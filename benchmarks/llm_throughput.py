@@ -29,14 +29,21 @@ LATENCY = 0.2
 
 
 def requests(n: int, tag: str) -> list[LLMRequest]:
-    return [LLMRequest(model="gpt-4o-mini", messages=(Message(role="user", content=f"{tag} question {i}"),), max_tokens=16) for i in range(n)]
+    return [
+        LLMRequest(model="gpt-4o-mini", messages=(Message(role="user", content=f"{tag} question {i}"),), max_tokens=16)
+        for i in range(n)
+    ]
 
 
 async def run_concurrent(server: FaultServer, workspace_dir: Path, n: int) -> tuple[float, int]:
     with open_workspace(workspace_dir) as workspace:
         client = LLMClient(
-            OpenAIProvider(api_key="bench", base_url=server.openai_url), workspace, "bench",
-            max_in_flight=32, requests_per_minute=LIMIT_PER_MINUTE, retry=RetryPolicy(initial_wait=0.05, max_wait=1.0),
+            OpenAIProvider(api_key="bench", base_url=server.openai_url),
+            workspace,
+            "bench",
+            max_in_flight=32,
+            requests_per_minute=LIMIT_PER_MINUTE,
+            retry=RetryPolicy(initial_wait=0.05, max_wait=1.0),
         )
         async with client:
             start = time.perf_counter()
@@ -46,7 +53,9 @@ async def run_concurrent(server: FaultServer, workspace_dir: Path, n: int) -> tu
 
 async def run_sequential(server: FaultServer, workspace_dir: Path, n: int) -> float:
     with open_workspace(workspace_dir) as workspace:
-        client = LLMClient(OpenAIProvider(api_key="bench", base_url=server.openai_url), workspace, "bench", max_in_flight=1)
+        client = LLMClient(
+            OpenAIProvider(api_key="bench", base_url=server.openai_url), workspace, "bench", max_in_flight=1
+        )
         async with client:
             start = time.perf_counter()
             for request in requests(n, "sequential"):
@@ -69,14 +78,17 @@ def local_tokens_per_second() -> str:
             await provider.complete(request.model_copy(update={"max_tokens": 4}))  # warm-up
             start, tokens = time.perf_counter(), 0
             for seed in range(5):
-                completion = await provider.complete(request.model_copy(update={"seed": seed, "prompt": prompt + f" ({seed})"}))
+                completion = await provider.complete(
+                    request.model_copy(update={"seed": seed, "prompt": prompt + f" ({seed})"})
+                )
                 tokens += completion.usage.output_tokens
             elapsed = time.perf_counter() - start
             await provider.aclose()
             return tokens, elapsed
 
         tokens, elapsed = asyncio.run(measure())
-        return f"{tokens / elapsed:.1f} output tokens/s ({tokens} tokens in {elapsed:.2f} s, 5 completions of up to 64 tokens)"
+        rate = tokens / elapsed
+        return f"{rate:.1f} output tokens/s ({tokens} tokens in {elapsed:.2f} s, 5 completions of up to 64 tokens)"
     finally:
         server.stop()
 
@@ -88,13 +100,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-local", action="store_true")
     args = parser.parse_args(argv)
     bound = args.requests / (LIMIT_PER_MINUTE / 60)
-    with tempfile.TemporaryDirectory() as tmp, FaultServer(latency=LATENCY, requests_per_minute=LIMIT_PER_MINUTE) as server:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FaultServer(latency=LATENCY, requests_per_minute=LIMIT_PER_MINUTE) as server,
+    ):
         elapsed, failures = asyncio.run(run_concurrent(server, Path(tmp) / "concurrent", args.requests))
-        print(f"concurrent: {args.requests} requests in {elapsed:.2f} s = {elapsed / bound:.3f}x the limit-bound {bound:.0f} s; "
-              f"{failures} failures, {server.rejected} answered 429 by the server")
+        print(
+            f"concurrent: {args.requests} requests in {elapsed:.2f} s = {elapsed / bound:.3f}x the limit-bound "
+            f"{bound:.0f} s; "
+            f"{failures} failures, {server.rejected} answered 429 by the server"
+        )
         if not args.skip_sequential:
             sequential = asyncio.run(run_sequential(server, Path(tmp) / "sequential", args.requests))
-            print(f"sequential: {args.requests} requests in {sequential:.2f} s; concurrent is {sequential / elapsed:.1f}x faster")
+            print(
+                f"sequential: {args.requests} requests in {sequential:.2f} s; concurrent is "
+                f"{sequential / elapsed:.1f}x faster"
+            )
     if not args.skip_local:
         print(f"local Gemma 3 270M (llama-server, this machine): {local_tokens_per_second()}")
 

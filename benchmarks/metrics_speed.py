@@ -45,17 +45,34 @@ def generate(queries: int, depth: int, directory: Path, seed: int = 0) -> tuple[
     scores = np.round(np.sort(rng.random((queries, depth)) * 30, axis=1)[:, ::-1], 4)
     qids = np.repeat(np.char.add("q", np.arange(queries).astype(str)), depth)
     write = pacsv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none")
-    run = pa.table({
-        "q": qids, "q0": np.full(queries * depth, "Q0"), "d": np.char.add("d", docs.ravel().astype(str)),
-        "rank": np.tile(np.arange(1, depth + 1), queries), "s": scores.ravel(), "tag": np.full(queries * depth, "bench"),
-    })
+    run = pa.table(
+        {
+            "q": qids,
+            "q0": np.full(queries * depth, "Q0"),
+            "d": np.char.add("d", docs.ravel().astype(str)),
+            "rank": np.tile(np.arange(1, depth + 1), queries),
+            "s": scores.ravel(),
+            "tag": np.full(queries * depth, "bench"),
+        }
+    )
     pacsv.write_csv(run, run_path, write)
     n_rel = rng.integers(1, 10, size=queries)
     rows = np.repeat(np.arange(queries), n_rel)
     retrieved = rng.random(len(rows)) < 0.5
-    judged = np.where(retrieved, docs[rows, rng.integers(0, depth, size=len(rows))], pool + depth + rng.integers(0, pool, size=len(rows)))
+    judged = np.where(
+        retrieved,
+        docs[rows, rng.integers(0, depth, size=len(rows))],
+        pool + depth + rng.integers(0, pool, size=len(rows)),
+    )
     grades = rng.choice([0, 1, 1, 2, 2], size=len(rows))
-    qrels = pa.table({"q": np.char.add("q", rows.astype(str)), "it": np.zeros(len(rows), int), "d": np.char.add("d", judged.astype(str)), "g": grades})
+    qrels = pa.table(
+        {
+            "q": np.char.add("q", rows.astype(str)),
+            "it": np.zeros(len(rows), int),
+            "d": np.char.add("d", judged.astype(str)),
+            "g": grades,
+        }
+    )
     keys = qrels.group_by(["q", "d"]).aggregate([("g", "max")]).rename_columns(["q", "d", "g"])  # one grade per pair
     keys = keys.append_column("it", pa.array(np.zeros(keys.num_rows, int))).select(["q", "it", "d", "g"])
     pacsv.write_csv(keys, qrels_path, write)
@@ -127,13 +144,18 @@ def contender(name: str, qrels_path: str, run_path: str, warm_qrels: str, warm_r
 
 
 def measure(name: str, paths: tuple[Path, Path], warm: tuple[Path, Path]) -> dict:
+    here = str(Path(__file__).resolve().parent)
+    arguments = ", ".join(repr(str(a)) for a in (name, paths[0], paths[1], warm[0], warm[1]))
     code = (
-        "import json, sys; sys.path.insert(0, %r); from metrics_speed import contender; "
-        "print(json.dumps(contender(%r, %r, %r, %r, %r)))"
-    ) % (str(Path(__file__).resolve().parent), name, str(paths[0]), str(paths[1]), str(warm[0]), str(warm[1]))
+        f"import json, sys; sys.path.insert(0, {here!r}); from metrics_speed import contender; "
+        f"print(json.dumps(contender({arguments})))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if done.returncode != 0:
-        return {"name": name, "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+        return {
+            "name": name,
+            "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}",
+        }
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -148,7 +170,10 @@ def main(argv: list[str] | None = None) -> dict:
     warm = generate(200, 20, CACHE / "metrics-warmup", seed=1)
     results = [measure(name, paths, warm) for name in args.contenders.split(",")]
     ours = next(r for r in results if r["name"] == "testset-builder")
-    print(f"\n{'contender':<16}{'end to end s':>14}{'load s':>10}{'score s':>10}{'peak MB':>10}{'our speed-up':>14}{'our memory':>12}")
+    print(
+        f"\n{'contender':<16}{'end to end s':>14}{'load s':>10}{'score s':>10}{'peak MB':>10}"
+        f"{'our speed-up':>14}{'our memory':>12}"
+    )
     for r in results:
         if "error" in r:
             print(f"{r['name']:<16} failed: {r['error']}")

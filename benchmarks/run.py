@@ -7,11 +7,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import chunking_speed  # noqa: E402
-import judge_agreement  # noqa: E402
-import llm_throughput  # noqa: E402
-import metrics_speed  # noqa: E402
-import synthetic_agreement  # noqa: E402
+import chunking_speed
+import judge_agreement
+import llm_throughput
+import metrics_speed
+import synthetic_agreement
 
 if __name__ == "__main__":
     print("== metrics: testset-builder vs pytrec_eval vs ranx ==")

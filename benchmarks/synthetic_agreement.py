@@ -43,7 +43,8 @@ def synthetic_qrels(db, include_mined: bool) -> tuple[Qrels, dict[str, str]]:
     """Source labels (grade 2) of the synthetic queries, plus the judge's positive mined proposals if asked."""
     labels: dict[str, dict[str, int]] = {}
     for query_id, chunk_id, grade, source in db.execute(
-        "SELECT j.query_id, j.chunk_id, j.grade, j.source FROM judgments j JOIN queries q USING (query_id) WHERE q.origin = 'synthetic'"
+        "SELECT j.query_id, j.chunk_id, j.grade, j.source FROM judgments j JOIN queries q USING (query_id) WHERE "
+        "q.origin = 'synthetic'"
     ):
         if source == "synthetic-source" or (include_mined and source == "llm" and grade >= 1):
             labels.setdefault(query_id, {})[chunk_id] = max(grade, labels.get(query_id, {}).get(chunk_id, 0))
@@ -55,10 +56,19 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=SCIFACT)
     parser.add_argument("--workspace", type=Path, default=ROOT / "benchmarks" / ".cache" / "synthetic-agreement")
-    parser.add_argument("--config", type=Path, default=None, help="provider config (default: from the environment; the local model without keys)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="provider config (default: from the environment; the local model without keys)",
+    )
     parser.add_argument("--questions", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--mine", action="store_true", help="also mine other relevant chunks and score a second synthetic column with them")
+    parser.add_argument(
+        "--mine",
+        action="store_true",
+        help="also mine other relevant chunks and score a second synthetic column with them",
+    )
     args = parser.parse_args(argv)
 
     corpus = [json.loads(line) for line in (args.data / "corpus.jsonl").open(encoding="utf-8")]
@@ -83,12 +93,18 @@ def main(argv: list[str] | None = None) -> dict:
         if args.mine:
             sets["synthetic+mined"] = synthetic_qrels(ws.db, include_mined=True)
     made = summary.made + summary.already_made
-    print(f"synthetic set: {made} of {args.questions} questions with {settings.llm.provider.kind}:{settings.llm.provider.model} in {seconds:.1f} s "
-          f"({summary.calls} calls, {summary.cache_hits} cached); styles {summary.styles}; removed {summary.removed}")
+    print(
+        f"synthetic set: {made} of {args.questions} questions with "
+        f"{settings.llm.provider.kind}:{settings.llm.provider.model} in {seconds:.1f} s "
+        f"({summary.calls} calls, {summary.cache_hits} cached); styles {summary.styles}; removed {summary.removed}"
+    )
     if summary.shortfall:
         print(f"  fewer than asked: {summary.shortfall}")
     if args.mine:
-        print(f"  mining: {summary.mining.pairs} other pairs judged, {summary.questions_with_extra_relevant} questions gained extra relevant chunks")
+        print(
+            f"  mining: {summary.mining.pairs} other pairs judged, {summary.questions_with_extra_relevant} questions "
+            "gained extra relevant chunks"
+        )
 
     cache = args.workspace / "indexes"
     full = [passage_text(d["title"], d["text"]) for d in corpus]  # as the workspace indexes them
@@ -104,7 +120,10 @@ def main(argv: list[str] | None = None) -> dict:
     scores: dict[str, dict[str, float]] = {}
     for set_name, (qrels, query_texts) in query_sets.items():
         qids = list(query_texts)
-        runs = {name: index.search(qids, [query_texts[q] for q in qids], k=100, name=name) for name, index in indexes.items()}
+        runs = {
+            name: index.search(qids, [query_texts[q] for q in qids], k=100, name=name)
+            for name, index in indexes.items()
+        }
         if "dense-minilm" in runs:
             runs["rrf(bm25,dense)"] = reciprocal_rank_fusion([runs["bm25"], runs["dense-minilm"]], name="rrf")
         for name, run in runs.items():
@@ -120,7 +139,9 @@ def main(argv: list[str] | None = None) -> dict:
         names = list(scores)
         tau, p = kendalltau([scores[n]["human"] for n in names], [scores[n][column] for n in names])
         report[f"kendall_tau_{column}"] = tau
-        print(f"Kendall's tau between the human and {column} rankings of {len(names)} retrievers: {tau:.3f} (p = {p:.3f})")
+        print(
+            f"Kendall's tau between the human and {column} rankings of {len(names)} retrievers: {tau:.3f} (p = {p:.3f})"
+        )
     return report
 
 

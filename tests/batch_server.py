@@ -46,11 +46,27 @@ class BatchServer:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 server.calls.append(("POST", self.path))
                 if self.path == "/v1/files":
-                    message = email.message_from_bytes(b"Content-Type: " + self.headers["content-type"].encode() + b"\r\n\r\n" + body)
-                    parts = {part.get_param("name", header="content-disposition"): part.get_payload(decode=True) for part in message.get_payload()}
+                    message = email.message_from_bytes(
+                        b"Content-Type: " + self.headers["content-type"].encode() + b"\r\n\r\n" + body
+                    )
+                    parts = {
+                        part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
+                        for part in message.get_payload()
+                    }
                     file_id = f"file-{len(server.files) + 1}"
                     server.files[file_id] = parts["file"]
-                    return self._json(200, {"id": file_id, "object": "file", "bytes": len(parts["file"]), "created_at": 0, "filename": "batch.jsonl", "purpose": parts["purpose"].decode(), "status": "processed"})
+                    return self._json(
+                        200,
+                        {
+                            "id": file_id,
+                            "object": "file",
+                            "bytes": len(parts["file"]),
+                            "created_at": 0,
+                            "filename": "batch.jsonl",
+                            "purpose": parts["purpose"].decode(),
+                            "status": "processed",
+                        },
+                    )
                 if self.path == "/v1/messages/batches":
                     batch_id = f"msgbatch_{len(server.batches) + 1}"
                     server.batches[batch_id] = {"requests": json.loads(body)["requests"], "polls": 0}
@@ -93,10 +109,24 @@ class BatchServer:
                 item = json.loads(line)
                 content = json.dumps(item["body"])
                 if "FAIL" in content:
-                    errors.append({"id": "r", "custom_id": item["custom_id"], "response": {"status_code": 400, "body": {"error": {"message": "invalid request"}}}, "error": None})
+                    errors.append(
+                        {
+                            "id": "r",
+                            "custom_id": item["custom_id"],
+                            "response": {"status_code": 400, "body": {"error": {"message": "invalid request"}}},
+                            "error": None,
+                        }
+                    )
                 else:
                     body = self._shaper.reply(item["url"], item["body"])
-                    output.append({"id": "r", "custom_id": item["custom_id"], "response": {"status_code": 200, "body": body}, "error": None})
+                    output.append(
+                        {
+                            "id": "r",
+                            "custom_id": item["custom_id"],
+                            "response": {"status_code": 200, "body": body},
+                            "error": None,
+                        }
+                    )
             batch["output"] = f"file-out-{batch_id}"
             self.files[batch["output"]] = "".join(json.dumps(o) + "\n" for o in output).encode()
             if errors:
@@ -105,9 +135,15 @@ class BatchServer:
         if done:
             output_id, error_id = batch.get("output"), batch.get("errors")
         return {
-            "id": batch_id, "object": "batch", "endpoint": spec["endpoint"], "input_file_id": spec["input_file_id"],
-            "completion_window": spec["completion_window"], "status": "completed" if done else "in_progress",
-            "created_at": 0, "output_file_id": output_id, "error_file_id": error_id,
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": spec["endpoint"],
+            "input_file_id": spec["input_file_id"],
+            "completion_window": spec["completion_window"],
+            "status": "completed" if done else "in_progress",
+            "created_at": 0,
+            "output_file_id": output_id,
+            "error_file_id": error_id,
         }
 
     def message_batch_object(self, batch_id: str) -> dict:
@@ -115,10 +151,21 @@ class BatchServer:
         ended = batch["polls"] >= self.polls_until_done
         n = len(batch["requests"])
         return {
-            "id": batch_id, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
-            "request_counts": {"processing": 0 if ended else n, "succeeded": n if ended else 0, "errored": 0, "canceled": 0, "expired": 0},
-            "created_at": "2026-12-02T00:00:00Z", "expires_at": "2026-12-03T00:00:00Z", "ended_at": "2026-12-02T01:00:00Z" if ended else None,
-            "cancel_initiated_at": None, "archived_at": None,
+            "id": batch_id,
+            "type": "message_batch",
+            "processing_status": "ended" if ended else "in_progress",
+            "request_counts": {
+                "processing": 0 if ended else n,
+                "succeeded": n if ended else 0,
+                "errored": 0,
+                "canceled": 0,
+                "expired": 0,
+            },
+            "created_at": "2026-12-02T00:00:00Z",
+            "expires_at": "2026-12-03T00:00:00Z",
+            "ended_at": "2026-12-02T01:00:00Z" if ended else None,
+            "cancel_initiated_at": None,
+            "archived_at": None,
             "results_url": f"{self.anthropic_url}/v1/messages/batches/{batch_id}/results" if ended else None,
         }
 
@@ -126,7 +173,13 @@ class BatchServer:
         lines = []
         for item in self.batches[batch_id]["requests"]:
             if "FAIL" in json.dumps(item["params"]):
-                result = {"type": "errored", "error": {"type": "error", "error": {"type": "invalid_request_error", "message": "invalid request"}}}
+                result = {
+                    "type": "errored",
+                    "error": {
+                        "type": "error",
+                        "error": {"type": "invalid_request_error", "message": "invalid request"},
+                    },
+                }
             else:
                 result = {"type": "succeeded", "message": self._shaper.reply("/v1/messages", item["params"])}
             lines.append(json.dumps({"custom_id": item["custom_id"], "result": result}))

@@ -34,7 +34,9 @@ def scifact_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def local_server(tmp_path_factory):
-    """One real llama-server with the packaged Gemma 3 270M for the session; CI must have it, elsewhere its absence skips."""
+    """One real llama-server with the packaged Gemma 3 270M for the session.
+
+    CI must have it; elsewhere its absence skips."""
     try:
         from testset_builder.llm import local_provider as local
 
@@ -50,7 +52,7 @@ def local_server(tmp_path_factory):
 
 @pytest.fixture
 def docs_workspace(tmp_path):
-    """A workspace holding the project's docs/ chunked as the demo chunks them (markdown, 600 characters, 60 overlap)."""
+    """A workspace holding the project's docs/ chunked as the demo chunks them (markdown, 600 chars, 60 overlap)."""
     from testset_builder.corpus.chunkers import ChunkerConfig
     from testset_builder.corpus.ingest import ingest
     from testset_builder.corpus.loaders import load_sources

@@ -16,13 +16,24 @@ def digit_completion(probs: dict[str, float], text: str | None = None) -> Comple
 
     top = {token: math.log(p) for token, p in probs.items() if p > 0}
     token = text if text is not None else max(top, key=top.get)
-    return Completion(text=token, model="fake-model", usage=Usage(input_tokens=100, output_tokens=1), logprobs=(TokenLogprob(token=token, logprob=top.get(token, -9.0), top=top),))
+    return Completion(
+        text=token,
+        model="fake-model",
+        usage=Usage(input_tokens=100, output_tokens=1),
+        logprobs=(TokenLogprob(token=token, logprob=top.get(token, -9.0), top=top),),
+    )
 
 
 class FakeProvider:
     supports_completion = True
 
-    def __init__(self, answer: Callable[[LLMRequest], str | Completion], prompt_style: str = "completion", supports_logprobs: bool = True, identity: str = "fake:test") -> None:
+    def __init__(
+        self,
+        answer: Callable[[LLMRequest], str | Completion],
+        prompt_style: str = "completion",
+        supports_logprobs: bool = True,
+        identity: str = "fake:test",
+    ) -> None:
         self.answer = answer
         self.prompt_style = prompt_style
         self.supports_logprobs = supports_logprobs

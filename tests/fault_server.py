@@ -23,7 +23,11 @@ def default_answer(body: dict) -> str:
 
 class FaultServer:
     def __init__(
-        self, schedule: list[tuple] | None = None, answer: Callable[[dict], str] = default_answer, latency: float = 0.0, requests_per_minute: float | None = None
+        self,
+        schedule: list[tuple] | None = None,
+        answer: Callable[[dict], str] = default_answer,
+        latency: float = 0.0,
+        requests_per_minute: float | None = None,
     ) -> None:
         self.schedule = list(schedule or [])
         # a per-minute limit enforced as a rate with one second of burst, as providers do; excess gets 429
@@ -52,7 +56,9 @@ class FaultServer:
                     self.close_connection = True
                     return
                 with server._lock:
-                    server.requests.append({"time": time.monotonic(), "path": self.path, "headers": dict(self.headers), "body": body})
+                    server.requests.append(
+                        {"time": time.monotonic(), "path": self.path, "headers": dict(self.headers), "body": body}
+                    )
                     action = server.schedule.pop(0) if server.schedule else ("ok",)
                     if action == ("ok",) and not server._admit():
                         action = ("status", 429, 1, "rate limit exceeded")
@@ -116,23 +122,37 @@ class FaultServer:
         text = self.answer(body)
         if path.endswith("/chat/completions"):
             return {
-                "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
             }
         if path.endswith("/completions"):
             return {
-                "id": "cmpl-1", "object": "text_completion", "created": 0, "model": body["model"],
+                "id": "cmpl-1",
+                "object": "text_completion",
+                "created": 0,
+                "model": body["model"],
                 "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
                 "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
             }
         if path.endswith("/messages"):
             content = [{"type": "text", "text": text}]
             if body.get("tools"):
-                content = [{"type": "tool_use", "id": "toolu_1", "name": body["tools"][0]["name"], "input": json.loads(text)}]
+                content = [
+                    {"type": "tool_use", "id": "toolu_1", "name": body["tools"][0]["name"], "input": json.loads(text)}
+                ]
             return {
-                "id": "msg_1", "type": "message", "role": "assistant", "model": body["model"], "content": content,
-                "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 11, "output_tokens": 7},
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": content,
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 11, "output_tokens": 7},
             }
         raise ValueError(f"unknown path {path}")
 

@@ -1,8 +1,9 @@
 """A local server implementing the Hugging Face hub endpoints that ``upload_folder`` and ``create_tag`` call, for
 tests (the real hub cannot be reached). Every request is recorded; committed files and tags are kept.
 
-``POST /api/validate-yaml`` (the dataset card's metadata); ``POST /api/repos/create``; ``POST /api/datasets/{repo}/preupload/{rev}`` (every file "regular": its content
-comes inline in the commit); ``POST /api/datasets/{repo}/commit/{rev}`` (NDJSON: a header, then one line per
+``POST /api/validate-yaml`` (the dataset card's metadata); ``POST /api/repos/create``;
+``POST /api/datasets/{repo}/preupload/{rev}`` (every file "regular": its content comes inline in the commit);
+``POST /api/datasets/{repo}/commit/{rev}`` (NDJSON: a header, then one line per
 file, base64); ``POST /api/datasets/{repo}/tag/{rev}``; and for downloads, ``GET /api/datasets/{repo}/revision/{rev}``,
 ``GET /api/datasets/{repo}/tree/{rev}`` and ``HEAD``/``GET /datasets/{repo}/resolve/{commit}/{path}``.
 """
@@ -43,7 +44,9 @@ class HubServer:
                     body = json.loads(raw)
                     hub.validated.append(body)
                     ok = body.get("repoType") == "dataset" and body["content"].startswith("---\n")
-                    return self._json(200 if ok else 400, {"errors": [] if ok else [{"message": "bad card"}], "warnings": []})
+                    return self._json(
+                        200 if ok else 400, {"errors": [] if ok else [{"message": "bad card"}], "warnings": []}
+                    )
                 if path == "/api/repos/create":
                     body = json.loads(raw)
                     repo_id = f"{body['organization']}/{body['name']}" if body.get("organization") else body["name"]
@@ -57,17 +60,48 @@ class HubServer:
                         return self._json(404, {"error": "Repository not found"})
                     if action == "preupload":
                         files = json.loads(raw)["files"]
-                        return self._json(200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None} for f in files]})
+                        return self._json(
+                            200,
+                            {
+                                "files": [
+                                    {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None}
+                                    for f in files
+                                ]
+                            },
+                        )
                     if action == "commit":
                         lines = [json.loads(line) for line in raw.splitlines() if line.strip()]
-                        files = {item["value"]["path"]: base64.b64decode(item["value"]["content"]) for item in lines if item["key"] == "file"}
+                        files = {
+                            item["value"]["path"]: base64.b64decode(item["value"]["content"])
+                            for item in lines
+                            if item["key"] == "file"
+                        }
                         oid = hashlib.sha1(raw).hexdigest()
                         hub.repos[repo_id]["files"].update(files)
                         hub.snapshots[oid] = dict(hub.repos[repo_id]["files"])
-                        hub.commits.append({"repo_id": repo_id, "revision": revision, "header": lines[0]["value"], "files": files, "oid": oid})
-                        return self._json(200, {"commitUrl": f"http://127.0.0.1:{hub.port}/datasets/{repo_id}/commit/{oid}", "commitOid": oid, "pullRequestUrl": None})
+                        hub.commits.append(
+                            {
+                                "repo_id": repo_id,
+                                "revision": revision,
+                                "header": lines[0]["value"],
+                                "files": files,
+                                "oid": oid,
+                            }
+                        )
+                        return self._json(
+                            200,
+                            {
+                                "commitUrl": f"http://127.0.0.1:{hub.port}/datasets/{repo_id}/commit/{oid}",
+                                "commitOid": oid,
+                                "pullRequestUrl": None,
+                            },
+                        )
                     if action == "tag":
-                        hub.tags[json.loads(raw)["tag"]] = {"repo_id": repo_id, "revision": revision, "body": json.loads(raw)}
+                        hub.tags[json.loads(raw)["tag"]] = {
+                            "repo_id": repo_id,
+                            "revision": revision,
+                            "body": json.loads(raw),
+                        }
                         return self._json(200, {})
                 return self._json(404, {"error": f"no route for {self.path}"})
 
@@ -79,7 +113,9 @@ class HubServer:
 
             def _read(self, head: bool):
                 """What snapshot_download calls: revision info, the file tree, and each file by commit."""
-                hub.requests.append({"method": "HEAD" if head else "GET", "path": self.path, "headers": dict(self.headers), "body": b""})
+                hub.requests.append(
+                    {"method": "HEAD" if head else "GET", "path": self.path, "headers": dict(self.headers), "body": b""}
+                )
                 parts = self.path.split("?")[0].split("/")
                 if parts[1:3] == ["api", "datasets"] and len(parts) >= 7 and parts[5] in ("revision", "tree"):
                     repo_id, revision = f"{parts[3]}/{parts[4]}", parts[6]
@@ -88,8 +124,15 @@ class HubServer:
                         return self._json(404, {"error": "Revision not found"}, head)
                     files = hub.snapshots[oid]
                     if parts[5] == "revision":
-                        return self._json(200, {"id": repo_id, "sha": oid, "siblings": [{"rfilename": p} for p in sorted(files)]}, head)
-                    tree = [{"type": "file", "path": p, "size": len(d), "oid": hashlib.sha1(d).hexdigest()} for p, d in sorted(files.items())]
+                        return self._json(
+                            200,
+                            {"id": repo_id, "sha": oid, "siblings": [{"rfilename": p} for p in sorted(files)]},
+                            head,
+                        )
+                    tree = [
+                        {"type": "file", "path": p, "size": len(d), "oid": hashlib.sha1(d).hexdigest()}
+                        for p, d in sorted(files.items())
+                    ]
                     return self._json(200, tree, head)
                 if parts[1] == "datasets" and len(parts) >= 7 and parts[4] == "resolve":
                     oid, path = parts[5], "/".join(parts[6:])

@@ -1,6 +1,6 @@
 """A paid job in miniature, for the kill test: N chat requests through the LLM layer, answers written to OUT.
 
-    python tests/llm_job.py WORKSPACE BASE_URL OUT N
+python tests/llm_job.py WORKSPACE BASE_URL OUT N
 """
 
 import asyncio
@@ -13,8 +13,16 @@ from testset_builder.store import open_workspace
 
 async def main(workspace_dir: str, base_url: str, out: str, n: int) -> None:
     with open_workspace(workspace_dir) as workspace:
-        client = LLMClient(OpenAIProvider(api_key="sk-job", base_url=base_url), workspace, "job", max_in_flight=4, retry=RetryPolicy(initial_wait=0.01, max_wait=0.05))
-        requests = [LLMRequest(model="gpt-4o-mini", messages=(Message(role="user", content=f"question {i}"),)) for i in range(n)]
+        client = LLMClient(
+            OpenAIProvider(api_key="sk-job", base_url=base_url),
+            workspace,
+            "job",
+            max_in_flight=4,
+            retry=RetryPolicy(initial_wait=0.01, max_wait=0.05),
+        )
+        requests = [
+            LLMRequest(model="gpt-4o-mini", messages=(Message(role="user", content=f"question {i}"),)) for i in range(n)
+        ]
         async with client:
             answers = await client.complete_many(requests)
         with open(out, "w") as handle:

@@ -32,7 +32,13 @@ def test_rechunking_an_unchanged_corpus_does_nothing_and_changes_touch_only_thei
     ids = live_chunks(workspace)
 
     code, again = run_json(capsys, *args)
-    assert (again["unchanged"], again["new"], again["changed"], again["chunks_added"], again["chunks_removed"]) == (5, 0, 0, 0, 0)
+    assert (again["unchanged"], again["new"], again["changed"], again["chunks_added"], again["chunks_removed"]) == (
+        5,
+        0,
+        0,
+        0,
+        0,
+    )
     assert live_chunks(workspace) == ids
 
     (corpus / "doc1.md").write_text("# Doc 1\n\nRewritten entirely.", encoding="utf-8")
@@ -81,23 +87,35 @@ def test_exact_and_near_duplicate_chunks_are_grouped(tmp_path, capsys):
         {"_id": "e", "text": "Another unrelated chunk on reviewing proposals with several annotators and kappa."},
     ]
     corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    code, summary = run_json(capsys, str(corpus), "--workspace", str(tmp_path / "ws"), "--size", "2000", "--overlap", "0")
+    code, summary = run_json(
+        capsys, str(corpus), "--workspace", str(tmp_path / "ws"), "--size", "2000", "--overlap", "0"
+    )
     assert code == 0 and (summary["duplicate_groups"], summary["duplicate_chunks"]) == (1, 3)
     with open_workspace(tmp_path / "ws") as ws:
-        rows = ws.db.execute("SELECT c.doc_id, d.kind FROM chunk_duplicates d JOIN chunks c USING (chunk_id) ORDER BY c.doc_id").fetchall()
+        rows = ws.db.execute(
+            "SELECT c.doc_id, d.kind FROM chunk_duplicates d JOIN chunks c USING (chunk_id) ORDER BY c.doc_id"
+        ).fetchall()
     assert [tuple(r) for r in rows] == [("a", "near"), ("b", "near"), ("c", "near")]
 
 
 def test_exact_copies_form_an_exact_group():
     from testset_builder.corpus.dedup import duplicate_groups
 
-    assert duplicate_groups(["x", "y", "z"], [BASE, BASE.upper() + "  ", "different text entirely here"]) == [("exact", ["x", "y"])]
+    assert duplicate_groups(["x", "y", "z"], [BASE, BASE.upper() + "  ", "different text entirely here"]) == [
+        ("exact", ["x", "y"])
+    ]
 
 
 def test_prechunked_input_keeps_its_ids_and_is_not_rechunked(tmp_path, capsys):
     corpus = tmp_path / "chunks.jsonl"
     long_text = "A chunk that the user already cut, longer than any default size. " * 40
-    corpus.write_text(json.dumps({"_id": "kb-17#3", "text": long_text}) + "\n" + json.dumps({"_id": "kb-18#0", "text": "short"}) + "\n", encoding="utf-8")
+    corpus.write_text(
+        json.dumps({"_id": "kb-17#3", "text": long_text})
+        + "\n"
+        + json.dumps({"_id": "kb-18#0", "text": "short"})
+        + "\n",
+        encoding="utf-8",
+    )
     code, summary = run_json(capsys, str(corpus), "--workspace", str(tmp_path / "ws"), "--chunker", "prechunked")
     assert code == 0 and summary["chunks_added"] == 2
     with open_workspace(tmp_path / "ws") as ws:
@@ -109,13 +127,18 @@ def test_chunking_settings_come_from_a_config_and_flags_override_them(tmp_path, 
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("# A\n\n" + "Words about recall. " * 30, encoding="utf-8")
     config = tmp_path / "c.yaml"
-    config.write_text(f"workspace: {tmp_path / 'from-config'}\nchunking: {{chunker: sentence, size: 120, overlap: 0}}\nllm:\n  provider: {{kind: local, model: gemma-3-270m}}\n")
+    config.write_text(
+        f"workspace: {tmp_path / 'from-config'}\nchunking: {{chunker: sentence, size: 120, overlap: 0}}\nllm:\n  "
+        f"provider: {{kind: local, model: gemma-3-270m}}\n"
+    )
     code, _ = run_json(capsys, str(tmp_path / "docs"), "--config", str(config))
     assert code == 0
     with open_workspace(tmp_path / "from-config") as ws:
         metadata = [json.loads(r[0]) for r in ws.db.execute("SELECT metadata FROM chunks")]
     assert {(m["chunker"], m["size"], m["overlap"]) for m in metadata} == {("sentence", 120, 0)}
-    code, _ = run_json(capsys, str(tmp_path / "docs"), "--config", str(config), "--size", "300", "--workspace", str(tmp_path / "flags"))
+    code, _ = run_json(
+        capsys, str(tmp_path / "docs"), "--config", str(config), "--size", "300", "--workspace", str(tmp_path / "flags")
+    )
     with open_workspace(tmp_path / "flags") as ws:
         sizes = {json.loads(r[0])["size"] for r in ws.db.execute("SELECT metadata FROM chunks")}
     assert sizes == {300}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,7 +29,7 @@ def check_chunks(document: Document, config: ChunkerConfig, chunks, bounded: boo
         assert chunks == []
         return
     assert chunks[0].start == 0 and chunks[-1].end == len(text), "spans must cover the document"
-    for before, after in zip(chunks, chunks[1:]):
+    for before, after in pairwise(chunks):
         assert before.start < after.start <= before.end, "no gap and forward progress"
         if config.kind != "tokens":
             assert before.end - after.start <= config.overlap
@@ -84,7 +86,13 @@ UNICODE_TEXT = (
 
 @pytest.mark.parametrize(
     "config",
-    [ChunkerConfig("recursive", 7, 3), ChunkerConfig("sentence", 11, 4), ChunkerConfig("tokens", 3, 1), ChunkerConfig("tokens", 1, 0), ChunkerConfig("recursive", 1, 0)],
+    [
+        ChunkerConfig("recursive", 7, 3),
+        ChunkerConfig("sentence", 11, 4),
+        ChunkerConfig("tokens", 3, 1),
+        ChunkerConfig("tokens", 1, 0),
+        ChunkerConfig("recursive", 1, 0),
+    ],
     ids=str,
 )
 def test_cjk_arabic_emoji_and_combining_marks_are_never_cut_inside_a_character(config):
@@ -100,14 +108,22 @@ def test_cjk_arabic_emoji_and_combining_marks_are_never_cut_inside_a_character(c
 def _non_overlapping(chunks):
     out, covered = [], 0
     for c in chunks:
-        out.append(c.model_copy(update={"start": covered, "text": UNICODE_TEXT[covered : c.end]}) if c.start < covered else c)
+        out.append(
+            c.model_copy(update={"start": covered, "text": UNICODE_TEXT[covered : c.end]}) if c.start < covered else c
+        )
         covered = c.end
     return out
 
 
 @settings(max_examples=150, deadline=None)
 @given(
-    st.lists(st.one_of(st.text(st.characters(blacklist_categories=("Cs",)), max_size=8), st.sampled_from(["\n", "# ", "```", " ", ". ", "\u200d", "\u0301"])), max_size=60).map("".join),
+    st.lists(
+        st.one_of(
+            st.text(st.characters(blacklist_categories=("Cs",)), max_size=8),
+            st.sampled_from(["\n", "# ", "```", " ", ". ", "\u200d", "\u0301"]),
+        ),
+        max_size=60,
+    ).map("".join),
     st.sampled_from(["recursive", "sentence", "tokens", "markdown"]),
     st.integers(2, 40),
     st.data(),
@@ -120,7 +136,7 @@ def test_any_text_chunks_into_exact_covering_spans(text, kind, size, data):
     assert all(text[c.start : c.end] == c.text for c in chunks)
     if text:
         assert chunks[0].start == 0 and chunks[-1].end == len(text)
-        assert all(a.start < b.start <= a.end for a, b in zip(chunks, chunks[1:]))
+        assert all(a.start < b.start <= a.end for a, b in pairwise(chunks))
 
 
 def test_an_empty_document_has_no_chunks():

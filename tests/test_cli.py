@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import EXAMPLES
+
 from testset_builder.cli import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, main
 from testset_builder.export import write_beir_qrels, write_trec_run
 from testset_builder.tables import Qrels, Run
@@ -33,13 +33,20 @@ def test_score_prints_a_table_with_the_means_and_a_query_summary(capsys):
 
 
 def test_score_json_is_machine_readable_with_intervals(capsys):
-    code, out, _ = run_cli(capsys, "score", "--qrels", QRELS, "--run", BM25, "--metrics", "precision@10,hit_rate@5", "--json")
+    code, out, _ = run_cli(
+        capsys, "score", "--qrels", QRELS, "--run", BM25, "--metrics", "precision@10,hit_rate@5", "--json"
+    )
     assert code == EXIT_OK
     report = json.loads(out)
     assert report["run"] == "bm25"
     assert report["metrics"]["precision@10"]["mean"] == pytest.approx(0.26)
     assert report["metrics"]["precision@10"]["ci_low"] <= 0.26 <= report["metrics"]["precision@10"]["ci_high"]
-    assert report["queries"] == {"evaluated_queries": 5, "qrels_queries_without_run": 0, "dropped_run_queries": 0, "queries_without_relevant": 0}
+    assert report["queries"] == {
+        "evaluated_queries": 5,
+        "qrels_queries_without_run": 0,
+        "dropped_run_queries": 0,
+        "queries_without_relevant": 0,
+    }
 
 
 def test_score_writes_per_query_values_to_csv(capsys, tmp_path):
@@ -68,8 +75,17 @@ def test_compare_flags_a_clearly_better_run_as_significant(capsys, tmp_path):
     write_trec_run(Run.from_dict(bad, name="bad"), tmp_path / "bad.trec")
     write_trec_run(Run.from_dict(good, name="good"), tmp_path / "good.trec")
     code, out, _ = run_cli(
-        capsys, "compare", "--qrels", str(tmp_path / "qrels.tsv"), str(tmp_path / "bad.trec"), str(tmp_path / "good.trec"),
-        "--metrics", "ndcg@10,mrr", "--json", "--resamples", "2000",
+        capsys,
+        "compare",
+        "--qrels",
+        str(tmp_path / "qrels.tsv"),
+        str(tmp_path / "bad.trec"),
+        str(tmp_path / "good.trec"),
+        "--metrics",
+        "ndcg@10,mrr",
+        "--json",
+        "--resamples",
+        "2000",
     )
     assert code == EXIT_OK
     result = json.loads(out)
@@ -88,7 +104,10 @@ def test_compare_on_the_bundled_example_is_not_significant_with_five_queries(cap
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["score", "--qrels", QRELS, "--run", BM25, "--metrics", "ndcg@ten"], "unknown metric 'ndcg@ten'; valid metrics: recall[@k]"),
+        (
+            ["score", "--qrels", QRELS, "--run", BM25, "--metrics", "ndcg@ten"],
+            "unknown metric 'ndcg@ten'; valid metrics: recall[@k]",
+        ),
         (["score", "--qrels", "no-such-file.tsv", "--run", BM25], "no-such-file.tsv: no such file"),
         (["score", "--qrels", QRELS, "--run", BM25, "--metrics", "precision"], "needs a cutoff"),
         (["compare", "--qrels", QRELS, BM25], "at least two runs"),
@@ -115,8 +134,14 @@ def test_an_internal_error_exits_2_and_says_it_is_a_bug(capsys, monkeypatch):
 
 
 def test_the_installed_command_sets_the_process_exit_code():
-    done = subprocess.run([sys.executable, "-m", "testset_builder", "score", "--qrels", QRELS, "--run", "missing.trec"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "testset_builder", "score", "--qrels", QRELS, "--run", "missing.trec"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == EXIT_BAD_INPUT
     assert "missing.trec: no such file" in done.stderr
-    help_text = subprocess.run([sys.executable, "-m", "testset_builder", "compare", "--help"], capture_output=True, text=True)
+    help_text = subprocess.run(
+        [sys.executable, "-m", "testset_builder", "compare", "--help"], capture_output=True, text=True
+    )
     assert help_text.returncode == EXIT_OK and "baseline" in help_text.stdout

@@ -17,7 +17,9 @@ def test_every_bundled_config_loads(name):
 def test_an_unknown_key_names_itself_and_the_file(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("llm:\n  provider: {kind: openai, model: m, temprature: 0}\n")
-    with pytest.raises(InputError, match=r"c.yaml: invalid config: llm.provider.temprature: Extra inputs are not permitted"):
+    with pytest.raises(
+        InputError, match=r"c.yaml: invalid config: llm.provider.temprature: Extra inputs are not permitted"
+    ):
         load_config(path)
 
 

@@ -7,8 +7,8 @@ import json
 import math
 
 import pytest
-
 from fake_provider import FakeProvider, digit_completion
+
 from testset_builder.errors import StructuredOutputError
 from testset_builder.llm import LLMClient
 from testset_builder.llm.types import Completion, TokenLogprob
@@ -17,7 +17,9 @@ from testset_builder.records import JudgmentSource, JudgmentStatus
 from testset_builder.stages.judge import Judge, JudgePair, score_position, score_probabilities
 from testset_builder.store import open_workspace
 
-PAIR = JudgePair("q1", "does vitamin D prevent fractures", "d1#abc", "Vitamin D lowered fracture risk by 22% in a trial.")
+PAIR = JudgePair(
+    "q1", "does vitamin D prevent fractures", "d1#abc", "Vitamin D lowered fracture risk by 22% in a trial."
+)
 
 
 @pytest.fixture
@@ -51,13 +53,18 @@ def test_a_prompt_hash_changes_with_its_wording():
 
 
 def test_grade_probabilities_merge_spaced_digit_tokens_and_ignore_other_tokens():
-    probs = score_probabilities({" 2": math.log(0.5), "2": math.log(0.1), "1": math.log(0.2), "The": math.log(0.2)}, [0, 1, 2])
+    probs = score_probabilities(
+        {" 2": math.log(0.5), "2": math.log(0.1), "1": math.log(0.2), "The": math.log(0.2)}, [0, 1, 2]
+    )
     assert probs == pytest.approx({0: 0.0, 1: 0.25, 2: 0.75})
     assert score_probabilities({"The": -0.1}, [0, 1, 2]) is None
 
 
 def test_the_score_token_is_found_after_the_score_key_of_a_json_answer():
-    tokens = [TokenLogprob(token=t, logprob=-0.1) for t in ['{"', "rationale", '":"', "3", " studies", '","', "score", '":', " 2", "}"]]
+    tokens = [
+        TokenLogprob(token=t, logprob=-0.1)
+        for t in ['{"', "rationale", '":"', "3", " studies", '","', "score", '":', " 2", "}"]
+    ]
     assert score_position(tokens, "score").token == " 2"  # not the "3" inside the rationale
     assert score_position(tokens[:8], "score") is None
 
@@ -69,7 +76,10 @@ def test_a_base_model_judgment_carries_grade_probabilities_and_lineage(workspace
     assert judgment.confidence == pytest.approx(0.6) and judgment.expected_grade == pytest.approx(1.5)
     assert judgment.source is JudgmentSource.llm and judgment.status is JudgmentStatus.pending
     lineage = judgment.lineage
-    assert lineage.prompt_name == "judge/few-shot-completion" and lineage.prompt_sha256 == load_prompt("judge/few-shot-completion").sha256
+    assert (
+        lineage.prompt_name == "judge/few-shot-completion"
+        and lineage.prompt_sha256 == load_prompt("judge/few-shot-completion").sha256
+    )
     assert lineage.provider == "fake:test" and lineage.temperature == 0.0
     request = provider.history[0]
     assert request.kind == "completion" and request.top_logprobs == 10 and request.stop == ("\n",)
@@ -78,7 +88,12 @@ def test_a_base_model_judgment_carries_grade_probabilities_and_lineage(workspace
 
 def test_the_chat_judge_maps_umbrela_scores_to_our_three_grades(workspace):
     scores = iter([3, 2, 1, 0])
-    judge, provider = judge_with(workspace, lambda r: json.dumps({"rationale": "because", "score": next(scores)}), prompt_style="chat", supports_logprobs=False)
+    judge, provider = judge_with(
+        workspace,
+        lambda r: json.dumps({"rationale": "because", "score": next(scores)}),
+        prompt_style="chat",
+        supports_logprobs=False,
+    )
     pairs = [JudgePair("q1", "query", f"c{i}", f"passage {i}") for i in range(4)]
     grades = [asyncio.run(judge.judge(pair)).grade for pair in pairs]
     assert grades == [2, 1, 0, 0]
@@ -89,8 +104,13 @@ def test_the_chat_judge_maps_umbrela_scores_to_our_three_grades(workspace):
 
 def test_chat_grade_probabilities_come_from_the_score_token(workspace):
     tokens = ['{"', "rationale", '":"', "on topic", '","', "score", '":', "3", "}"]
-    logprobs = tuple(TokenLogprob(token=t, logprob=-0.05, top={"3": math.log(0.7), "2": math.log(0.2), "1": math.log(0.1)} if t == "3" else {}) for t in tokens)
-    completion = Completion(text="".join(tokens).replace('on topic', 'on topic'), model="fake-model", logprobs=logprobs)
+    logprobs = tuple(
+        TokenLogprob(
+            token=t, logprob=-0.05, top={"3": math.log(0.7), "2": math.log(0.2), "1": math.log(0.1)} if t == "3" else {}
+        )
+        for t in tokens
+    )
+    completion = Completion(text="".join(tokens).replace("on topic", "on topic"), model="fake-model", logprobs=logprobs)
     judge, _ = judge_with(workspace, lambda r: completion, prompt_style="chat")
     judgment = asyncio.run(judge.judge(PAIR))
     assert judgment.grade == 2 and judgment.rationale == "on topic"
@@ -109,5 +129,11 @@ def test_judgment_ids_are_the_same_on_a_rerun_and_differ_by_prompt(workspace):
     judge, _ = judge_with(workspace, lambda r: digit_completion({"2": 0.9, "0": 0.1}))
     first, again = asyncio.run(judge.judge(PAIR)), asyncio.run(judge.judge(PAIR))
     assert first.judgment_id == again.judgment_id
-    other = Judge(judge.client, "fake-model", prompt=parse_prompt("judge/custom", b"---\nkind: completion\nscale: {0: 0, 1: 1, 2: 2}\n---\nQ {query} P {passage} R:"))
+    other = Judge(
+        judge.client,
+        "fake-model",
+        prompt=parse_prompt(
+            "judge/custom", b"---\nkind: completion\nscale: {0: 0, 1: 1, 2: 2}\n---\nQ {query} P {passage} R:"
+        ),
+    )
     assert asyncio.run(other.judge(PAIR)).judgment_id != first.judgment_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from batch_server import BatchServer
+
 from testset_builder.llm import LLMClient, LLMRequest, Message, OpenAIProvider, PriceTable
 from testset_builder.store import open_workspace
 
@@ -19,7 +20,12 @@ def test_a_batch_is_submitted_once_resumed_later_and_lands_in_the_cache(tmp_path
         with open_workspace(tmp_path / "ws") as workspace:
 
             def client():
-                return LLMClient(OpenAIProvider(api_key="sk-batch", base_url=server.openai_url), workspace, "synthesize", prices=PriceTable.load())
+                return LLMClient(
+                    OpenAIProvider(api_key="sk-batch", base_url=server.openai_url),
+                    workspace,
+                    "synthesize",
+                    prices=PriceTable.load(),
+                )
 
             async def submit():
                 async with client() as c:
@@ -68,11 +74,16 @@ def test_resume_command_ingests_ended_batches(tmp_path, monkeypatch, capsys):
 def test_anthropic_message_batches_land_in_the_same_cache(tmp_path):
     from testset_builder.llm import AnthropicProvider
 
-    requests = [LLMRequest(model="claude-3-5-haiku-latest", messages=(Message(role="user", content=t),), temperature=0.0) for t in ("a", "b", "FAIL c")]
+    requests = [
+        LLMRequest(model="claude-3-5-haiku-latest", messages=(Message(role="user", content=t),), temperature=0.0)
+        for t in ("a", "b", "FAIL c")
+    ]
     with BatchServer(polls_until_done=2) as server, open_workspace(tmp_path / "ws") as workspace:
 
         def client():
-            return LLMClient(AnthropicProvider(api_key="sk-ant-batch", base_url=server.anthropic_url), workspace, "judge")
+            return LLMClient(
+                AnthropicProvider(api_key="sk-ant-batch", base_url=server.anthropic_url), workspace, "judge"
+            )
 
         async def first_session():
             async with client() as c:

@@ -6,11 +6,19 @@ import asyncio
 import json
 
 import pytest
+from fault_server import FaultServer
 from pydantic import BaseModel
 
-from fault_server import FaultServer
 from testset_builder.errors import MissingApiKeyError, ProviderError, StructuredOutputError
-from testset_builder.llm import AnthropicProvider, LLMClient, LLMRequest, Message, OpenAIProvider, PriceTable, RetryPolicy
+from testset_builder.llm import (
+    AnthropicProvider,
+    LLMClient,
+    LLMRequest,
+    Message,
+    OpenAIProvider,
+    PriceTable,
+    RetryPolicy,
+)
 from testset_builder.store import open_workspace
 
 PLANTED_KEY = "sk-test-PLANTED-9f8e7d6c5b4a"
@@ -88,7 +96,9 @@ def test_permanent_errors_are_not_retried_and_carry_the_providers_message(worksp
 
 def test_a_fault_that_outlasts_the_attempts_is_reported_not_swallowed(workspace):
     with FaultServer([("status", 500, None, "down")] * 3) as server:
-        client = openai_client(server, workspace, retry=RetryPolicy(max_attempts=3, initial_wait=0.01, max_wait=0.01, jitter=0))
+        client = openai_client(
+            server, workspace, retry=RetryPolicy(max_attempts=3, initial_wait=0.01, max_wait=0.01, jitter=0)
+        )
         with pytest.raises(ProviderError, match="500: down"):
             asyncio.run(client.complete(chat()))
     assert len(server.requests) == 3 and ledger(workspace)[0]["attempts"] == 3
@@ -104,7 +114,9 @@ def test_an_answered_request_is_never_sent_again(workspace):
 
 
 def test_completions_and_concurrent_batches_go_through_one_client(workspace):
-    requests = [LLMRequest(kind="completion", model="gemma-3-270m", prompt=f"Document: {i}\nRelevant Query:") for i in range(20)]
+    requests = [
+        LLMRequest(kind="completion", model="gemma-3-270m", prompt=f"Document: {i}\nRelevant Query:") for i in range(20)
+    ]
     with FaultServer(latency=0.05) as server:
         client = openai_client(server, workspace, max_in_flight=4)
         results = asyncio.run(client.complete_many(requests))
@@ -139,10 +151,15 @@ def test_structured_output_that_fails_twice_is_a_recorded_failure_with_what_was_
 def test_anthropic_structured_output_goes_through_a_forced_tool(workspace):
     with FaultServer(answer=lambda body: '{"grade": 1, "rationale": "partly"}') as server:
         provider = AnthropicProvider(api_key=PLANTED_KEY, base_url=server.anthropic_url)
-        verdict, _ = asyncio.run(LLMClient(provider, workspace, "judge").structured(chat(model="claude-sonnet-4-0"), Verdict))
+        verdict, _ = asyncio.run(
+            LLMClient(provider, workspace, "judge").structured(chat(model="claude-sonnet-4-0"), Verdict)
+        )
     assert verdict.grade == 1
     body = server.requests[0]["body"]
-    assert body["tool_choice"] == {"type": "tool", "name": "Verdict"} and body["tools"][0]["input_schema"]["title"] == "Verdict"
+    assert (
+        body["tool_choice"] == {"type": "tool", "name": "Verdict"}
+        and body["tools"][0]["input_schema"]["title"] == "Verdict"
+    )
 
 
 def test_a_missing_key_names_the_variable_before_any_call(monkeypatch):
@@ -165,7 +182,9 @@ def test_the_api_key_never_reaches_the_database_or_errors(workspace, monkeypatch
             return error
 
         error = asyncio.run(calls())
-    assert {k.lower(): v for k, v in server.requests[0]["headers"].items()}["authorization"] == f"Bearer {PLANTED_KEY}"  # it was sent, to the server only
+    assert {k.lower(): v for k, v in server.requests[0]["headers"].items()}[
+        "authorization"
+    ] == f"Bearer {PLANTED_KEY}"  # it was sent, to the server only
     assert PLANTED_KEY not in str(error.value) and "[redacted]" in str(error.value)
     workspace.db.execute("PRAGMA wal_checkpoint(FULL)")
     for path in workspace.root.rglob("*"):
@@ -228,7 +247,9 @@ def test_the_progress_bar_shows_the_running_cost_and_cache_hits(workspace):
         async def run():
             await client.complete(chat("question 0"))  # answered once already: a cache hit below
             with llm_progress(Console(file=buffer, width=150, force_terminal=False)) as progress:
-                await client.complete_many([chat(f"question {i}") for i in range(10)], progress=progress, description="judging")
+                await client.complete_many(
+                    [chat(f"question {i}") for i in range(10)], progress=progress, description="judging"
+                )
 
         asyncio.run(run())
     final = buffer.getvalue().strip().splitlines()[-1]

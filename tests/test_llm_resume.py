@@ -33,7 +33,10 @@ def completed_prompts(db_path: Path) -> set[str]:
 def test_a_rerun_after_kill_9_repeats_no_completed_request_and_gives_the_same_answers(tmp_path):
     with FaultServer(latency=0.02) as server:
         uninterrupted = tmp_path / "clean.json"
-        subprocess.run([sys.executable, str(JOB), str(tmp_path / "clean"), server.openai_url, str(uninterrupted), str(N)], check=True)
+        subprocess.run(
+            [sys.executable, str(JOB), str(tmp_path / "clean"), server.openai_url, str(uninterrupted), str(N)],
+            check=True,
+        )
         server.requests.clear()
 
         workspace, answers = tmp_path / "killed", tmp_path / "answers.json"

@@ -12,11 +12,17 @@ from testset_builder.errors import InputError
 
 def pdf_bytes(pages: list[str]) -> bytes:
     """A minimal valid PDF with one line of Helvetica text per page."""
-    objects = ["<</Type/Catalog/Pages 2 0 R>>", f"<</Type/Pages/Kids[{' '.join(f'{3 + 2 * i} 0 R' for i in range(len(pages)))}]/Count {len(pages)}>>"]
+    objects = [
+        "<</Type/Catalog/Pages 2 0 R>>",
+        f"<</Type/Pages/Kids[{' '.join(f'{3 + 2 * i} 0 R' for i in range(len(pages)))}]/Count {len(pages)}>>",
+    ]
     font = 3 + 2 * len(pages)
     for i, text in enumerate(pages):
         stream = f"BT /F1 12 Tf 20 100 Td ({text}) Tj ET"
-        objects.append(f"<</Type/Page/Parent 2 0 R/MediaBox[0 0 400 144]/Contents {4 + 2 * i} 0 R/Resources<</Font<</F1 {font} 0 R>>>>>>")
+        objects.append(
+            f"<</Type/Page/Parent 2 0 R/MediaBox[0 0 400 144]/Contents {4 + 2 * i} 0 R/Resources<</Font<</F1 {font} "
+            "0 R>>>>>>"
+        )
         objects.append(f"<</Length {len(stream)}>>stream\n{stream}\nendstream")
     objects.append("<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>")
     body, offsets = "%PDF-1.4\n", []
@@ -37,7 +43,8 @@ def messy_folder(tmp_path):
     (folder / "notes.txt").write_text("Plain notes about nDCG.", encoding="utf-8")
     (folder / "page.html").write_text(
         "<html><head><title>RAG  eval</title><script>var x=1;</script></head><body><nav>Home | About</nav>"
-        "<p>Retrieval is the first failure surface.</p><footer>(c) 2026</footer></body></html>", encoding="utf-8"
+        "<p>Retrieval is the first failure surface.</p><footer>(c) 2026</footer></body></html>",
+        encoding="utf-8",
     )
     (folder / "paper.pdf").write_bytes(pdf_bytes(["First page on recall", "Second page on precision"]))
     (folder / "empty.txt").write_bytes(b"")
@@ -52,11 +59,14 @@ def test_a_folder_loads_every_readable_file_and_reports_the_rest(messy_folder):
     result = load_sources([messy_folder])
     documents = {d.doc_id: d for d in result.documents}
     assert sorted(documents) == ["guide/metrics.md", "notes.txt", "page.html", "paper.pdf"]
-    assert documents["page.html"].text == "Retrieval is the first failure surface." and documents["page.html"].title == "RAG eval"
+    assert (
+        documents["page.html"].text == "Retrieval is the first failure surface."
+        and documents["page.html"].title == "RAG eval"
+    )
     pdf = documents["paper.pdf"]
     assert "First page on recall" in pdf.text and "Second page on precision" in pdf.text
     assert [p["page"] for p in pdf.metadata["pages"]] == [1, 2]
-    assert pdf.text[pdf.metadata["pages"][1]["start"]:].startswith("Second page")
+    assert pdf.text[pdf.metadata["pages"][1]["start"] :].startswith("Second page")
     reasons = {s.source.rsplit("/", 1)[1]: s.reason for s in result.skipped}
     assert reasons["empty.txt"] == "empty file"
     assert reasons["blob.txt"].startswith("binary file")
@@ -80,7 +90,9 @@ def test_a_jsonl_corpus_reports_bad_lines_and_repeated_ids_with_line_numbers(tmp
         {"_id": "d1", "text": "again"},
         {"id": 3, "text": "numeric id via the fallback field"},
     ]
-    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    path.write_text(
+        "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n", encoding="utf-8"
+    )
     result = load_jsonl(path)
     assert [(d.doc_id, d.title, d.metadata) for d in result.documents] == [("d1", "One", {"lang": "en"}), ("3", "", {})]
     assert [(s.line, s.reason.split(" (")[0]) for s in result.skipped] == [
@@ -100,9 +112,14 @@ def test_scifact_loads_as_a_beir_folder(scifact_dir):
 def test_hugging_face_datasets_load_from_memory_and_from_parquet(tmp_path):
     import datasets
 
-    dataset = datasets.Dataset.from_dict({"_id": ["a", "b"], "title": ["A", ""], "text": ["alpha text", "beta text"], "year": [2020, 2021]})
+    dataset = datasets.Dataset.from_dict(
+        {"_id": ["a", "b"], "title": ["A", ""], "text": ["alpha text", "beta text"], "year": [2020, 2021]}
+    )
     in_memory = load_hf(dataset)
-    assert [(d.doc_id, d.text, d.metadata) for d in in_memory.documents] == [("a", "alpha text", {"year": 2020}), ("b", "beta text", {"year": 2021})]
+    assert [(d.doc_id, d.text, d.metadata) for d in in_memory.documents] == [
+        ("a", "alpha text", {"year": 2020}),
+        ("b", "beta text", {"year": 2021}),
+    ]
     dataset.to_parquet(str(tmp_path / "corpus.parquet"))
     from_file = load_sources([tmp_path / "corpus.parquet"])
     assert [d.doc_id for d in from_file.documents] == ["a", "b"]

@@ -30,17 +30,29 @@ def client(server, tmp_path):
         yield LLMClient(local.LocalProvider(server), workspace, "integration")
 
 
-INPARS = "Document: Recall@k counts the relevant chunks found in the top k results.\nRelevant Query: what does recall@k measure\n\nDocument: {doc}\nRelevant Query:"
+INPARS = (
+    "Document: Recall@k counts the relevant chunks found in the top k results.\n"
+    "Relevant Query: what does recall@k measure\n\nDocument: {doc}\nRelevant Query:"
+)
 
 
 def test_a_chat_completion_through_the_openai_sdk(client):
-    request = LLMRequest(kind="chat", model="gemma-3-270m", messages=(Message(role="user", content="Name a color."),), max_tokens=8)
+    request = LLMRequest(
+        kind="chat", model="gemma-3-270m", messages=(Message(role="user", content="Name a color."),), max_tokens=8
+    )
     completion = asyncio.run(client.complete(request))
     assert completion.text.strip() and completion.usage.output_tokens > 0
 
 
 def test_a_legacy_completion_returns_log_probabilities(client):
-    request = LLMRequest(kind="completion", model="gemma-3-270m", prompt=INPARS.format(doc="BM25 ranks documents by term frequency."), max_tokens=12, stop=("\n",), top_logprobs=5)
+    request = LLMRequest(
+        kind="completion",
+        model="gemma-3-270m",
+        prompt=INPARS.format(doc="BM25 ranks documents by term frequency."),
+        max_tokens=12,
+        stop=("\n",),
+        top_logprobs=5,
+    )
     completion = asyncio.run(client.complete(request))
     assert completion.text.strip()
     assert completion.logprobs and all(t.logprob <= 0 for t in completion.logprobs)
@@ -54,7 +66,9 @@ def test_an_anthropic_message_through_the_anthropic_sdk(server):
 
     async def ask():
         sdk = anthropic.AsyncAnthropic(api_key="local", base_url=server.base_url, max_retries=0)
-        return await sdk.messages.create(model="gemma-3-270m", max_tokens=8, messages=[{"role": "user", "content": "Say hi."}])
+        return await sdk.messages.create(
+            model="gemma-3-270m", max_tokens=8, messages=[{"role": "user", "content": "Say hi."}]
+        )
 
     message = asyncio.run(ask())
     assert message.type == "message" and message.content and message.usage.output_tokens > 0
@@ -65,8 +79,13 @@ class Grade(BaseModel):
 
 
 def test_structured_output_from_the_local_model_validates(client):
-    request = LLMRequest(kind="chat", model="gemma-3-270m", messages=(Message(role="user", content="Grade 0, 1 or 2 as JSON."),), max_tokens=20)
-    grade, completion = asyncio.run(client.structured(request, Grade))
+    request = LLMRequest(
+        kind="chat",
+        model="gemma-3-270m",
+        messages=(Message(role="user", content="Grade 0, 1 or 2 as JSON."),),
+        max_tokens=20,
+    )
+    grade, _ = asyncio.run(client.structured(request, Grade))
     assert grade.grade in (0, 1, 2)
 
 
@@ -103,7 +122,9 @@ def test_one_server_is_shared_per_process_and_replaced_if_it_died(server):
     first = local.shared_server(server.model.parent)
     try:
         assert local.shared_server(server.model.parent) is first
-        assert local.LocalProvider().server is first and local.LocalProvider().identity == "local:gemma-3-270m-q4_k_m.gguf"
+        assert (
+            local.LocalProvider().server is first and local.LocalProvider().identity == "local:gemma-3-270m-q4_k_m.gguf"
+        )
         first.stop()
         second = local.shared_server(server.model.parent)
         assert second is not first and second.process.poll() is None

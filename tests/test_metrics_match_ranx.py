@@ -46,7 +46,14 @@ def untied_runs(draw):
         grades = [draw(st.integers(1, 3)) for _ in judged]
         qrels[f"q{q}"] = dict(zip(judged, grades))
         retrieved = draw(st.lists(st.sampled_from(docs), min_size=1, max_size=15, unique=True))
-        scores = draw(st.lists(st.floats(0, 100, allow_nan=False, width=32), min_size=len(retrieved), max_size=len(retrieved), unique=True))
+        scores = draw(
+            st.lists(
+                st.floats(0, 100, allow_nan=False, width=32),
+                min_size=len(retrieved),
+                max_size=len(retrieved),
+                unique=True,
+            )
+        )
         run[f"q{q}"] = dict(zip(retrieved, scores))
     return qrels, run
 

@@ -39,16 +39,37 @@ TREC_MEASURES = {
 } | {"recip_rank", "map", "Rprec", "ndcg"}
 
 DOC_IDS = [
-    "d1", "d2", "d10", "d11", "D1", "a", "ab", "abc", "z", "doc-000001", "doc-000002", "very-long-document-id-17",
-    "very-long-document-id-18", "é", "ünïcødé", "文档", "📄", "x" * 8, "x" * 9,
+    "d1",
+    "d2",
+    "d10",
+    "d11",
+    "D1",
+    "a",
+    "ab",
+    "abc",
+    "z",
+    "doc-000001",
+    "doc-000002",
+    "very-long-document-id-17",
+    "very-long-document-id-18",
+    "é",
+    "ünïcødé",
+    "文档",
+    "📄",
+    "x" * 8,
+    "x" * 9,
 ]
 QUERY_IDS = ["q1", "q2", "q3", "q10", "query-with-a-long-id", "问题", "Q1"]
 TIED_SCORES = st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, -1.0])
 ANY_SCORES = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 
 
+SCORES = st.one_of(TIED_SCORES, ANY_SCORES)
+GRADES = st.integers(-1, 3)
+
+
 @st.composite
-def labelled_runs(draw, scores=st.one_of(TIED_SCORES, ANY_SCORES), grades=st.integers(-1, 3)):
+def labelled_runs(draw, scores=SCORES, grades=GRADES):
     queries = draw(st.lists(st.sampled_from(QUERY_IDS), min_size=1, max_size=len(QUERY_IDS), unique=True))
     qrels: dict[str, dict[str, int]] = {}
     run: dict[str, dict[str, float]] = {}

@@ -15,7 +15,9 @@ def ranked(chunk_ids: list[str]) -> dict[str, float]:
 
 def test_recall_and_precision_at_10_with_two_of_three_relevant_in_top_10():
     run = ranked(["r1", "x1", "r2", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "r3"])
-    result = evaluate(Qrels.from_dict({"q": {"r1": 1, "r2": 1, "r3": 1}}), Run.from_dict({"q": run}), "recall@10,precision@10")
+    result = evaluate(
+        Qrels.from_dict({"q": {"r1": 1, "r2": 1, "r3": 1}}), Run.from_dict({"q": run}), "recall@10,precision@10"
+    )
     assert result.mean("recall@10") == pytest.approx(2 / 3)
     assert round(result.mean("recall@10"), 3) == 0.667
     assert result.mean("precision@10") == pytest.approx(0.2)

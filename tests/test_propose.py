@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from fake_provider import FakeProvider, digit_completion
+
 from testset_builder.cli import main
 from testset_builder.errors import InputError
 from testset_builder.llm import LLMClient, PriceTable, Usage
@@ -46,7 +46,11 @@ def relevance_by_overlap(request) -> object:
 
 # reading queries ------------------------------------------------------------------------------------------------
 def test_queries_from_jsonl_keep_their_ids_and_duplicates_are_merged_and_counted(tmp_path):
-    path = write(tmp_path / "q.jsonl", '{"_id": "a", "text": "What is BM25?"}\n\n{"_id": "b", "text": "what is  bm25?"}\n{"id": "c", "query": "dense retrieval"}\n')
+    path = write(
+        tmp_path / "q.jsonl",
+        '{"_id": "a", "text": "What is BM25?"}\n\n{"_id": "b", "text": "what is  bm25?"}\n'
+        '{"id": "c", "query": "dense retrieval"}\n',
+    )
     result = read_queries(path)
     assert [(q.query_id, q.text) for q in result.queries] == [("a", "What is BM25?"), ("c", "dense retrieval")]
     assert result.merged == 1 and not result.skipped
@@ -91,13 +95,21 @@ def test_the_pool_is_each_retrievers_top_k_plus_the_fused_top_k_with_retriever_a
     bm25 = Run.from_dict({"q": {"a": 9.0, "b": 8.0, "c": 7.0, "d": 6.0}})
     dense = Run.from_dict({"q": {"d": 0.9, "e": 0.8, "a": 0.7}})
     candidates = pool({"bm25": bm25, "dense": dense}, depth=2, fused_depth=1)
-    assert {(c.retriever, c.chunk_id, c.rank) for c in candidates} == {("bm25", "a", 1), ("bm25", "b", 2), ("dense", "d", 1), ("dense", "e", 2), ("rrf", "a", 1)}
+    assert {(c.retriever, c.chunk_id, c.rank) for c in candidates} == {
+        ("bm25", "a", 1),
+        ("bm25", "b", 2),
+        ("dense", "d", 1),
+        ("dense", "e", 2),
+        ("rrf", "a", 1),
+    }
     assert pool_recall(candidates, {"q": {"a", "c"}}) == 0.5
     assert {c.retriever for c in pool({"bm25": bm25}, depth=2)} == {"bm25"}  # one retriever: nothing to fuse
 
 
 def judgment(grade: int, probs: dict[int, float] | None) -> Judgment:
-    return Judgment(judgment_id="j", query_id="q", chunk_id="c", grade=grade, source=JudgmentSource.llm, grade_probs=probs)
+    return Judgment(
+        judgment_id="j", query_id="q", chunk_id="c", grade=grade, source=JudgmentSource.llm, grade_probs=probs
+    )
 
 
 def test_review_priority_puts_uncertain_likely_relevant_proposals_first_and_confident_irrelevant_last():
@@ -121,7 +133,9 @@ def test_propose_pools_judges_and_queues_every_pair_and_a_rerun_spends_nothing(w
     judge = Judge(LLMClient(provider, workspace, "propose"), "fake-model")
     summary = run_propose(workspace, queries, judge, depth=5)
     pairs = workspace.db.execute("SELECT COUNT(DISTINCT query_id || chunk_id) FROM candidates").fetchone()[0]
-    assert summary.new_queries == 3 and summary.pool_max <= 5 and summary.judging.judged == pairs == len(provider.history)
+    assert (
+        summary.new_queries == 3 and summary.pool_max <= 5 and summary.judging.judged == pairs == len(provider.history)
+    )
     assert sum(summary.judging.grades.values()) == pairs and summary.judging.queued == pairs
     stored = list(rows.iter_judgments(workspace.db))
     assert len(stored) == pairs and all(j.status.value == "pending" and j.source.value == "llm" for j in stored)
@@ -139,9 +153,13 @@ def test_propose_pools_judges_and_queues_every_pair_and_a_rerun_spends_nothing(w
 
 
 def test_a_query_id_reused_with_another_text_is_refused(workspace, tmp_path):
-    run_propose(workspace, read_queries(write(tmp_path / "a.jsonl", '{"_id": "q1", "text": "how is ndcg computed"}\n')), None)
+    run_propose(
+        workspace, read_queries(write(tmp_path / "a.jsonl", '{"_id": "q1", "text": "how is ndcg computed"}\n')), None
+    )
     with pytest.raises(InputError, match="already in the workspace with another text"):
-        run_propose(workspace, read_queries(write(tmp_path / "b.jsonl", '{"_id": "q1", "text": "what is mrr"}\n')), None)
+        run_propose(
+            workspace, read_queries(write(tmp_path / "b.jsonl", '{"_id": "q1", "text": "what is mrr"}\n')), None
+        )
 
 
 def test_propose_on_an_empty_workspace_says_to_chunk_first(tmp_path):
@@ -151,6 +169,7 @@ def test_propose_on_an_empty_workspace_says_to_chunk_first(tmp_path):
 
 def test_a_budget_stops_judging_keeps_what_was_done_and_a_rerun_finishes(workspace, tmp_path):
     queries = read_queries(write(tmp_path / "q.txt", "\n".join(QUERIES)))
+
     def expensive(request):  # 2,000 input tokens a call: about $0.0003 at gpt-4o-mini's price
         return relevance_by_overlap(request).model_copy(update={"usage": Usage(input_tokens=2000, output_tokens=1)})
 
@@ -162,8 +181,13 @@ def test_a_budget_stops_judging_keeps_what_was_done_and_a_rerun_finishes(workspa
     assert first.judging.not_judged_budget > 0 and first.judging.judged > 0
     assert first.judging.judged + first.judging.not_judged_budget == first.judging.pairs
     paid = len(provider.history)
-    second = run_propose(workspace, queries, Judge(LLMClient(provider, workspace, "propose", prices=prices), model), depth=5)
-    assert second.judging.already_judged == first.judging.judged and second.judging.judged == first.judging.not_judged_budget
+    second = run_propose(
+        workspace, queries, Judge(LLMClient(provider, workspace, "propose", prices=prices), model), depth=5
+    )
+    assert (
+        second.judging.already_judged == first.judging.judged
+        and second.judging.judged == first.judging.not_judged_budget
+    )
     assert len(provider.history) == paid + first.judging.not_judged_budget
 
 
@@ -184,8 +208,22 @@ def test_audit_flags_pairs_where_the_judge_and_the_labels_disagree(workspace, tm
 
 # the command ----------------------------------------------------------------------------------------------------
 def test_the_propose_command_pools_without_a_judge_and_prints_json(workspace, tmp_path, capsys):
-    path = write(tmp_path / "q.txt", "\n".join(QUERIES + [QUERIES[0].upper()]))
-    code = main(["propose", "--queries", str(path), "--workspace", str(workspace.root), "--no-judge", "--retrievers", "bm25", "--depth", "4", "--json"])
+    path = write(tmp_path / "q.txt", "\n".join([*QUERIES, QUERIES[0].upper()]))
+    code = main(
+        [
+            "propose",
+            "--queries",
+            str(path),
+            "--workspace",
+            str(workspace.root),
+            "--no-judge",
+            "--retrievers",
+            "bm25",
+            "--depth",
+            "4",
+            "--json",
+        ]
+    )
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["queries"] == 3 and report["merged_duplicates"] == 1 and report["pool_max"] == 4
     assert report["retrievers"] == ["bm25"] and report["judging"]["judged"] == 0
@@ -196,16 +234,38 @@ def test_the_propose_command_refuses_a_missing_workspace_and_an_unknown_retrieve
     assert main(["propose", "--queries", str(path), "--workspace", str(tmp_path / "none"), "--no-judge"]) == 1
     with open_workspace(tmp_path / "ws"):
         pass
-    assert main(["propose", "--queries", str(path), "--workspace", str(tmp_path / "ws"), "--no-judge", "--retrievers", "splade"]) == 1
+    assert (
+        main(
+            [
+                "propose",
+                "--queries",
+                str(path),
+                "--workspace",
+                str(tmp_path / "ws"),
+                "--no-judge",
+                "--retrievers",
+                "splade",
+            ]
+        )
+        == 1
+    )
     assert "unknown retriever splade" in capsys.readouterr().err
 
 
 def test_the_queue_command_lists_proposals_highest_priority_first(workspace, tmp_path, capsys):
     queries = read_queries(write(tmp_path / "q.txt", "\n".join(QUERIES)))
-    run_propose(workspace, queries, Judge(LLMClient(FakeProvider(relevance_by_overlap), workspace, "propose"), "fake-model"), depth=3)
+    run_propose(
+        workspace,
+        queries,
+        Judge(LLMClient(FakeProvider(relevance_by_overlap), workspace, "propose"), "fake-model"),
+        depth=3,
+    )
     assert main(["queue", "--workspace", str(workspace.root), "--limit", "4", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert listed["total"] == workspace.db.execute("SELECT COUNT(*) FROM review_assignments").fetchone()[0] and len(listed["items"]) == 4
+    assert (
+        listed["total"] == workspace.db.execute("SELECT COUNT(*) FROM review_assignments").fetchone()[0]
+        and len(listed["items"]) == 4
+    )
     priorities = [item["priority"] for item in listed["items"]]
     assert priorities == sorted(priorities, reverse=True) and all(item["query"] in QUERIES for item in listed["items"])
     assert all(0.0 <= item["p_relevant"] <= 1.0 and item["grade"] in (0, 1, 2) for item in listed["items"])

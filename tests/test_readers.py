@@ -106,12 +106,20 @@ def test_a_bad_beir_qrels_line_is_reported_with_file_and_line(tmp_path):
 @pytest.mark.parametrize(
     "content, line, message",
     [
-        ('{"query_id": "q1", "results": [{"chunk_id": "a", "score": 1}]}\n{"query_id": "q2", "results": [\n', 2, "not valid JSON"),
+        (
+            '{"query_id": "q1", "results": [{"chunk_id": "a", "score": 1}]}\n{"query_id": "q2", "results": [\n',
+            2,
+            "not valid JSON",
+        ),
         ('{"query_id": "q1"}\n', 1, "missing 'results'"),
         ('{"query_id": "q1", "results": [{"chunk_id": "a", "score": "high"}]}\n', 1, "'score' must be a number"),
         ('{"results": []}\n', 1, "missing or empty 'query_id'"),
-        ('[1, 2]\n', 1, "expected a JSON object"),
-        ('{"query_id": "q1", "results": [{"chunk_id": "a", "score": 1}, {"chunk_id": "a", "score": 2}]}\n', 1, "repeats line 1"),
+        ("[1, 2]\n", 1, "expected a JSON object"),
+        (
+            '{"query_id": "q1", "results": [{"chunk_id": "a", "score": 1}, {"chunk_id": "a", "score": 2}]}\n',
+            1,
+            "repeats line 1",
+        ),
     ],
 )
 def test_a_bad_jsonl_run_line_is_reported_with_file_and_line(tmp_path, content, line, message):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from fake_provider import FakeProvider
 from hub_server import HubServer
+
 from testset_builder import load
 from testset_builder.cli import main
 from testset_builder.config import SynthesizeConfig
@@ -25,21 +25,41 @@ from testset_builder.stages.release import ReleasePolicy, diff_releases, load_re
 from testset_builder.stages.synthesize import synthesize
 from testset_builder.store import rows
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def judgment(jid, grade, source, *, q="q", c="c", reviewer=None, status=JudgmentStatus.pending, supersedes=None, minutes=0):
-    return Judgment(judgment_id=jid, query_id=q, chunk_id=c, grade=grade, source=source, reviewer=reviewer, status=status, supersedes=supersedes, created_at=T0 + timedelta(minutes=minutes))
+def judgment(
+    jid, grade, source, *, q="q", c="c", reviewer=None, status=JudgmentStatus.pending, supersedes=None, minutes=0
+):
+    return Judgment(
+        judgment_id=jid,
+        query_id=q,
+        chunk_id=c,
+        grade=grade,
+        source=source,
+        reviewer=reviewer,
+        status=status,
+        supersedes=supersedes,
+        created_at=T0 + timedelta(minutes=minutes),
+    )
 
 
 # the policy ----------------------------------------------------------------------------------------------------
 def test_a_human_verdict_wins_over_synthetic_and_llm_labels():
-    log = [judgment("s", 2, JudgmentSource.synthetic_source), judgment("l", 2, JudgmentSource.llm), judgment("h", 0, JudgmentSource.human, reviewer="ann", status=JudgmentStatus.rejected, minutes=5)]
+    log = [
+        judgment("s", 2, JudgmentSource.synthetic_source),
+        judgment("l", 2, JudgmentSource.llm),
+        judgment("h", 0, JudgmentSource.human, reviewer="ann", status=JudgmentStatus.rejected, minutes=5),
+    ]
     assert [(q.grade, q.origin) for q in resolve(log)] == [(0, "human")]
 
 
 def test_reviewers_majority_decides_and_a_tie_goes_to_the_adjudicator_else_the_latest():
-    votes = [judgment("a", 2, JudgmentSource.human, reviewer="ann"), judgment("b", 1, JudgmentSource.human, reviewer="bob", minutes=1), judgment("c", 2, JudgmentSource.human, reviewer="cy", minutes=2)]
+    votes = [
+        judgment("a", 2, JudgmentSource.human, reviewer="ann"),
+        judgment("b", 1, JudgmentSource.human, reviewer="bob", minutes=1),
+        judgment("c", 2, JudgmentSource.human, reviewer="cy", minutes=2),
+    ]
     assert resolve(votes)[0].grade == 2
     tie = votes[:2]
     assert resolve(tie)[0].grade == 1  # the latest verdict
@@ -49,10 +69,18 @@ def test_reviewers_majority_decides_and_a_tie_goes_to_the_adjudicator_else_the_l
 
 
 def test_unverified_llm_proposals_are_left_out_unless_asked_for_and_then_marked():
-    log = [judgment("l1", 1, JudgmentSource.llm), judgment("l2", 2, JudgmentSource.llm, minutes=3), judgment("x", 1, JudgmentSource.llm, c="d"), judgment("y", 2, JudgmentSource.llm, c="d", supersedes="x")]
+    log = [
+        judgment("l1", 1, JudgmentSource.llm),
+        judgment("l2", 2, JudgmentSource.llm, minutes=3),
+        judgment("x", 1, JudgmentSource.llm, c="d"),
+        judgment("y", 2, JudgmentSource.llm, c="d", supersedes="x"),
+    ]
     assert resolve(log) == []
     included = resolve(log, ReleasePolicy(include_unverified=True))
-    assert [(q.chunk_id, q.grade, q.origin) for q in included] == [("c", 2, "llm-unverified"), ("d", 2, "llm-unverified")]
+    assert [(q.chunk_id, q.grade, q.origin) for q in included] == [
+        ("c", 2, "llm-unverified"),
+        ("d", 2, "llm-unverified"),
+    ]
 
 
 # a workspace with synthetic, real and reviewed labels ------------------------------------------------------------
@@ -72,17 +100,33 @@ def workspace(docs_workspace):
     chunk_ids, _ = rows.live_chunk_passages(ws.db)
     with ws.transaction() as db:
         rows.put_queries(db, [Query(query_id="real-1", text="how is ndcg computed", origin=QueryOrigin.real)])
-        rows.add_judgments(db, [
-            judgment("p1", 2, JudgmentSource.llm, q="real-1", c=chunk_ids[0]),
-            judgment("h1", 1, JudgmentSource.human, q="real-1", c=chunk_ids[0], reviewer="ann", status=JudgmentStatus.regraded, supersedes="p1", minutes=1),
-            judgment("p2", 1, JudgmentSource.llm, q="real-1", c=chunk_ids[1]),
-        ])
+        rows.add_judgments(
+            db,
+            [
+                judgment("p1", 2, JudgmentSource.llm, q="real-1", c=chunk_ids[0]),
+                judgment(
+                    "h1",
+                    1,
+                    JudgmentSource.human,
+                    q="real-1",
+                    c=chunk_ids[0],
+                    reviewer="ann",
+                    status=JudgmentStatus.regraded,
+                    supersedes="p1",
+                    minutes=1,
+                ),
+                judgment("p2", 1, JudgmentSource.llm, q="real-1", c=chunk_ids[1]),
+            ],
+        )
     return ws
 
 
 def beir_reader(folder: Path) -> tuple[dict, dict, dict]:
     """A BEIR-style loader, written as BEIR's GenericDataLoader reads: corpus and queries JSONL, qrels TSV."""
-    corpus = {r["_id"]: {"title": r.get("title", ""), "text": r["text"]} for r in map(json.loads, (folder / "corpus.jsonl").read_text().splitlines())}
+    corpus = {
+        r["_id"]: {"title": r.get("title", ""), "text": r["text"]}
+        for r in map(json.loads, (folder / "corpus.jsonl").read_text().splitlines())
+    }
     queries = {r["_id"]: r["text"] for r in map(json.loads, (folder / "queries.jsonl").read_text().splitlines())}
     qrels: dict = {}
     for line in (folder / "qrels" / "test.tsv").read_text().splitlines()[1:]:
@@ -97,11 +141,15 @@ def test_a_release_round_trips_through_datasets_beir_and_trec(workspace, tmp_pat
     summary = write_release(workspace, "1.0.0")
     path = Path(summary.path)
     counts = summary.counts
-    assert counts["qrels_by_origin"] == {"human": 1, "synthetic-source": 6, "llm-unverified": 0} and counts["queries_by_origin"] == {"real": 1, "synthetic": 6}
+    assert counts["qrels_by_origin"] == {"human": 1, "synthetic-source": 6, "llm-unverified": 0} and counts[
+        "queries_by_origin"
+    ] == {"real": 1, "synthetic": 6}
     released = load_release(path)
     qrels = load_dataset(str(path), "default", split="test", cache_dir=str(tmp_path / "hf-cache"))
     assert qrels.column_names == ["query-id", "corpus-id", "score"] and qrels.features["score"].dtype == "int64"
-    assert {(r["query-id"], r["corpus-id"], r["score"]) for r in qrels} == {(q, c, g) for q, cs in released.qrels.items() for c, g in cs.items()}
+    assert {(r["query-id"], r["corpus-id"], r["score"]) for r in qrels} == {
+        (q, c, g) for q, cs in released.qrels.items() for c, g in cs.items()
+    }
     corpus = load_dataset(str(path), "corpus", split="corpus", cache_dir=str(tmp_path / "hf-cache"))
     queries = load_dataset(str(path), "queries", split="queries", cache_dir=str(tmp_path / "hf-cache"))
     assert {r["_id"]: r["text"] for r in corpus} == {k: v["text"] for k, v in released.corpus.items()}
@@ -109,7 +157,9 @@ def test_a_release_round_trips_through_datasets_beir_and_trec(workspace, tmp_pat
     assert len(corpus) == len(rows.live_chunk_passages(workspace.db)[0])
     beir_corpus, beir_queries, beir_qrels = beir_reader(path / "beir")
     assert beir_corpus == released.corpus and beir_queries == released.queries and beir_qrels == released.qrels
-    assert released.qrels["real-1"] == {rows.live_chunk_passages(workspace.db)[0][0]: 1}  # the reviewer's regrade, not the proposal
+    assert released.qrels["real-1"] == {
+        rows.live_chunk_passages(workspace.db)[0][0]: 1
+    }  # the reviewer's regrade, not the proposal
 
 
 def test_trec_qrels_of_a_release_score_identically_with_pytrec_eval_and_ours(workspace):
@@ -131,18 +181,37 @@ def test_trec_qrels_of_a_release_score_identically_with_pytrec_eval_and_ours(wor
 def test_two_releases_of_the_same_state_are_byte_identical_and_a_flipped_grade_changes_hash_and_diff(workspace, capsys):
     first, second = write_release(workspace, "1.0.0"), write_release(workspace, "1.0.1")
     assert first.content_sha256 == second.content_sha256 and second.same_as_parent and second.parent_version == "1.0.0"
-    a, b = json.loads((Path(first.path) / "manifest.json").read_text()), json.loads((Path(second.path) / "manifest.json").read_text())
+    a, b = (
+        json.loads((Path(first.path) / "manifest.json").read_text()),
+        json.loads((Path(second.path) / "manifest.json").read_text()),
+    )
     assert a["files"] == b["files"]  # every parquet, JSONL, TSV and TREC file: same bytes
     synthetic_label = next(j for j in rows.iter_judgments(workspace.db) if j.source is JudgmentSource.synthetic_source)
     with workspace.transaction() as db:
-        rows.add_judgments(db, [judgment("flip", 1, JudgmentSource.human, q=synthetic_label.query_id, c=synthetic_label.chunk_id, reviewer="bob", status=JudgmentStatus.regraded, supersedes=synthetic_label.judgment_id)])
+        rows.add_judgments(
+            db,
+            [
+                judgment(
+                    "flip",
+                    1,
+                    JudgmentSource.human,
+                    q=synthetic_label.query_id,
+                    c=synthetic_label.chunk_id,
+                    reviewer="bob",
+                    status=JudgmentStatus.regraded,
+                    supersedes=synthetic_label.judgment_id,
+                )
+            ],
+        )
     third = write_release(workspace, "1.1.0")
     assert third.content_sha256 != first.content_sha256 and not third.same_as_parent and third.parent_version == "1.0.1"
     changes = diff_releases(load_release(first.path), load_release(third.path))
     assert changes.qrels_regraded == [(synthetic_label.query_id, synthetic_label.chunk_id, 2, 1)]
     assert not changes.qrels_added and not changes.qrels_removed and not changes.queries_added
     assert main(["diff", "1.0.0", "1.1.0", "--workspace", str(workspace.root), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["qrels_regraded"] == [[synthetic_label.query_id, synthetic_label.chunk_id, 2, 1]]
+    assert json.loads(capsys.readouterr().out)["qrels_regraded"] == [
+        [synthetic_label.query_id, synthetic_label.chunk_id, 2, 1]
+    ]
     assert main(["diff", "1.0.0", "1.0.1", "--workspace", str(workspace.root)]) == 0
     assert "no change" in capsys.readouterr().out
 
@@ -184,7 +253,10 @@ def test_unverified_proposals_can_be_released_marked(workspace):
     summary = write_release(workspace, "0.1.0", ReleasePolicy(include_unverified=True))
     assert summary.counts["qrels_by_origin"]["llm-unverified"] == 1
     manifest = json.loads((Path(summary.path) / "manifest.json").read_text())
-    assert manifest["policy"]["include_unverified"] and manifest["lineage"]["prompts"][0]["name"] == "synthesize/completion-natural"
+    assert (
+        manifest["policy"]["include_unverified"]
+        and manifest["lineage"]["prompts"][0]["name"] == "synthesize/completion-natural"
+    )
     card = (Path(summary.path) / "README.md").read_text()
     assert "config_name: default" in card and "text-retrieval" in card and "1 llm-unverified" in card
 
@@ -197,42 +269,116 @@ def test_score_and_export_use_a_release_directly(workspace, tmp_path, capsys):
     ids, passages = rows.live_chunk_passages(workspace.db)
     from testset_builder.export import write_trec_run
 
-    write_trec_run(BM25Index(ids, passages).search(list(released.queries), list(released.queries.values()), k=10), tmp_path / "bm25.trec")
-    assert main(["score", "--release", f"{workspace.root}@1.0.0", "--run", str(tmp_path / "bm25.trec"), "--json", "--no-ci"]) == 0
+    write_trec_run(
+        BM25Index(ids, passages).search(list(released.queries), list(released.queries.values()), k=10),
+        tmp_path / "bm25.trec",
+    )
+    assert (
+        main(
+            ["score", "--release", f"{workspace.root}@1.0.0", "--run", str(tmp_path / "bm25.trec"), "--json", "--no-ci"]
+        )
+        == 0
+    )
     by_release = json.loads(capsys.readouterr().out)
-    assert main(["score", "--qrels", str(path / "qrels.trec"), "--run", str(tmp_path / "bm25.trec"), "--json", "--no-ci"]) == 0
+    assert (
+        main(["score", "--qrels", str(path / "qrels.trec"), "--run", str(tmp_path / "bm25.trec"), "--json", "--no-ci"])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out) == by_release
-    for fmt, expected in {"hf": "hf/qrels/test.parquet", "beir": "qrels/test.tsv", "trec": "qrels.trec", "jsonl": "qrels.jsonl"}.items():
-        assert main(["export", "--version", "1.0.0", "--format", fmt, "--out", str(tmp_path / fmt), "--workspace", str(workspace.root)]) == 0
+    for fmt, expected in {
+        "hf": "hf/qrels/test.parquet",
+        "beir": "qrels/test.tsv",
+        "trec": "qrels.trec",
+        "jsonl": "qrels.jsonl",
+    }.items():
+        assert (
+            main(
+                [
+                    "export",
+                    "--version",
+                    "1.0.0",
+                    "--format",
+                    fmt,
+                    "--out",
+                    str(tmp_path / fmt),
+                    "--workspace",
+                    str(workspace.root),
+                ]
+            )
+            == 0
+        )
         assert (tmp_path / fmt / expected).exists()
-    assert main(["export", "--version", "1.0.0", "--format", "hf", "--out", str(tmp_path / "hf"), "--workspace", str(workspace.root)]) == 1
+    assert (
+        main(
+            [
+                "export",
+                "--version",
+                "1.0.0",
+                "--format",
+                "hf",
+                "--out",
+                str(tmp_path / "hf"),
+                "--workspace",
+                str(workspace.root),
+            ]
+        )
+        == 1
+    )
 
 
 def test_push_uploads_the_release_and_tags_the_commit_on_the_hub(workspace, monkeypatch, capsys):
     import huggingface_hub.constants
 
     write_release(workspace, "1.0.0")
-    assert main(["push", "--version", "1.0.0", "--repo-id", "acme/docs-testset", "--workspace", str(workspace.root)]) == 1
+    assert (
+        main(["push", "--version", "1.0.0", "--repo-id", "acme/docs-testset", "--workspace", str(workspace.root)]) == 1
+    )
     assert "HF_HUB_OFFLINE is set" in capsys.readouterr().err
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # the test hub is on 127.0.0.1
     with HubServer(token="hf_test_PLANTED_token") as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         monkeypatch.setenv("HF_TOKEN", "hf_test_PLANTED_token")
-        assert main(["push", "--version", "1.0.0", "--repo-id", "acme/docs-testset", "--workspace", str(workspace.root), "--private", "--json"]) == 0
+        assert (
+            main(
+                [
+                    "push",
+                    "--version",
+                    "1.0.0",
+                    "--repo-id",
+                    "acme/docs-testset",
+                    "--workspace",
+                    str(workspace.root),
+                    "--private",
+                    "--json",
+                ]
+            )
+            == 0
+        )
         result = json.loads(capsys.readouterr().out)
         pulled = load("acme/docs-testset@v1.0.0")  # downloaded at the tag, every file checked against the manifest
         assert pulled.qrels == load_release(workspace.releases_dir / "1.0.0").qrels and pulled.version == "1.0.0"
         monkeypatch.setenv("HF_TOKEN", "wrong")
-        assert main(["push", "--version", "1.0.0", "--repo-id", "acme/docs-testset", "--workspace", str(workspace.root)]) == 1
+        assert (
+            main(["push", "--version", "1.0.0", "--repo-id", "acme/docs-testset", "--workspace", str(workspace.root)])
+            == 1
+        )
         assert "401" in capsys.readouterr().err
-    assert hub.repos["acme/docs-testset"]["type"] == "dataset" and hub.repos["acme/docs-testset"]["visibility"] == "private"
+    assert (
+        hub.repos["acme/docs-testset"]["type"] == "dataset"
+        and hub.repos["acme/docs-testset"]["visibility"] == "private"
+    )
     (commit,) = hub.commits
     manifest = json.loads((workspace.releases_dir / "1.0.0" / "manifest.json").read_text())
     assert set(commit["files"]) == set(manifest["files"]) | {"manifest.json", "README.md"}
-    assert commit["files"]["hf/qrels/test.parquet"] == (workspace.releases_dir / "1.0.0" / "hf/qrels/test.parquet").read_bytes()
+    assert (
+        commit["files"]["hf/qrels/test.parquet"]
+        == (workspace.releases_dir / "1.0.0" / "hf/qrels/test.parquet").read_bytes()
+    )
     assert "config_name: default" in hub.validated[0]["content"]
     assert hub.tags["v1.0.0"]["revision"] == commit["oid"] == result["commit"] and result["tag"] == "v1.0.0"
-    assert all("PLANTED" not in str(p.read_bytes()) for p in (workspace.releases_dir / "1.0.0").rglob("*") if p.is_file())
+    assert all(
+        "PLANTED" not in str(p.read_bytes()) for p in (workspace.releases_dir / "1.0.0").rglob("*") if p.is_file()
+    )
 
 
 # import, baseline, bump -------------------------------------------------------------------------------------------
@@ -246,18 +392,42 @@ def test_a_beir_folder_imports_as_human_labels_and_releases_the_same_qrels(scifa
         lines = [line for i, line in enumerate(source) if json.loads(line)["_id"] in relevant or i < 100]
     (folder / "corpus.jsonl").write_text("".join(lines), encoding="utf-8")
     texts = {q["_id"]: q["text"] for q in map(json.loads, (scifact_dir / "queries.jsonl").open(encoding="utf-8"))}
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": texts[q]}) + "\n" for q in chosen), encoding="utf-8")
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q in chosen for d, g in qrels[q].items()), encoding="utf-8")
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": texts[q]}) + "\n" for q in chosen), encoding="utf-8"
+    )
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q in chosen for d, g in qrels[q].items()),
+        encoding="utf-8",
+    )
     workspace = tmp_path / "ws"
     assert main(["import", str(folder), "--workspace", str(workspace), "--version", "1.0.0", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["documents"] == len(lines) and report["labels"] == sum(len(qrels[q]) for q in chosen) and report["release"]["counts"]["qrels_by_origin"]["human"] == report["labels"]
+    assert (
+        report["documents"] == len(lines)
+        and report["labels"] == sum(len(qrels[q]) for q in chosen)
+        and report["release"]["counts"]["qrels_by_origin"]["human"] == report["labels"]
+    )
     released = load_release(workspace / "releases" / "1.0.0")
-    assert released.qrels == {q: qrels[q] for q in chosen} and set(released.corpus) == {json.loads(line)["_id"] for line in lines}
+    assert released.qrels == {q: qrels[q] for q in chosen} and set(released.corpus) == {
+        json.loads(line)["_id"] for line in lines
+    }
     assert main(["import", str(folder), "--workspace", str(workspace), "--json"]) == 0  # again: nothing new
     assert json.loads(capsys.readouterr().out)["new_labels"] == 0
     # the release itself (MTEB layout) imports into another workspace with the same labels
-    assert main(["import", str(workspace / "releases" / "1.0.0"), "--workspace", str(tmp_path / "ws2"), "--version", "1.0.0", "--json"]) == 0
+    assert (
+        main(
+            [
+                "import",
+                str(workspace / "releases" / "1.0.0"),
+                "--workspace",
+                str(tmp_path / "ws2"),
+                "--version",
+                "1.0.0",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["kind"] == "hf"
     assert load_release(tmp_path / "ws2" / "releases" / "1.0.0").qrels == released.qrels
 
@@ -268,10 +438,35 @@ def test_trec_qrels_import_needs_known_chunks_and_the_query_texts(workspace, tmp
     (tmp_path / "q.tsv").write_text("id\ttext\nt1\twhat is recall\n", encoding="utf-8")
     assert main(["import", str(tmp_path / "q.trec"), "--workspace", str(workspace.root)]) == 1
     assert "--queries" in capsys.readouterr().err
-    assert main(["import", str(tmp_path / "q.trec"), "--workspace", str(workspace.root), "--queries", str(tmp_path / "q.tsv"), "--json"]) == 0
+    assert (
+        main(
+            [
+                "import",
+                str(tmp_path / "q.trec"),
+                "--workspace",
+                str(workspace.root),
+                "--queries",
+                str(tmp_path / "q.tsv"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["clamped_grades"] == 1
     (tmp_path / "bad.trec").write_text("t1 0 nope 1\n", encoding="utf-8")
-    assert main(["import", str(tmp_path / "bad.trec"), "--workspace", str(workspace.root), "--queries", str(tmp_path / "q.tsv")]) == 1
+    assert (
+        main(
+            [
+                "import",
+                str(tmp_path / "bad.trec"),
+                "--workspace",
+                str(workspace.root),
+                "--queries",
+                str(tmp_path / "q.tsv"),
+            ]
+        )
+        == 1
+    )
     assert "unknown chunk" in capsys.readouterr().err
 
 
@@ -283,6 +478,21 @@ def test_bump_picks_the_next_version_and_a_baseline_scores_against_latest(worksp
     assert main(["release", "--workspace", str(workspace.root)]) == 1
     spec = f"{workspace.root}@latest"
     assert main(["baseline", "--release", spec, "--out", str(tmp_path / "bm25.trec"), "--k", "10"]) == 0
-    assert main(["score", "--release", spec, "--run", str(tmp_path / "bm25.trec"), "--json", "--no-ci", "--metrics", "recall@10"]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "--release",
+                spec,
+                "--run",
+                str(tmp_path / "bm25.trec"),
+                "--json",
+                "--no-ci",
+                "--metrics",
+                "recall@10",
+            ]
+        )
+        == 0
+    )
     scored = json.loads(capsys.readouterr().out.split("\n", 1)[1])
     assert 0.0 < scored["metrics"]["recall@10"]["mean"] <= 1.0

@@ -28,7 +28,10 @@ def test_bm25_on_scifact_reaches_the_published_figures_and_is_cached(scifact_dir
     mtime = cached_dir.stat().st_mtime_ns
     again = BM25Index.cached(tmp_path / "indexes", ids, texts)
     assert cached_dir.stat().st_mtime_ns == mtime and again.chunk_ids == ids
-    assert again.search(test_ids[:5], [queries[q] for q in test_ids[:5]], k=10).to_dict() == index.search(test_ids[:5], [queries[q] for q in test_ids[:5]], k=10).to_dict()
+    assert (
+        again.search(test_ids[:5], [queries[q] for q in test_ids[:5]], k=10).to_dict()
+        == index.search(test_ids[:5], [queries[q] for q in test_ids[:5]], k=10).to_dict()
+    )
 
 
 def test_rrf_adds_reciprocal_ranks_with_k_60():
@@ -50,14 +53,19 @@ def test_dense_minilm_on_scifact_beats_chance_by_far_and_caches_its_embeddings(s
     keep = set(qrels.query_ids()[:50])
     relevant = {d for q, docs in qrels.to_dict().items() if q in keep for d in docs}
     corpus = [json.loads(line) for line in (scifact_dir / "corpus.jsonl").open(encoding="utf-8")]
-    corpus = [d for i, d in enumerate(corpus) if d["_id"] in relevant or i < 400]  # the relevant abstracts among 400 others
+    corpus = [
+        d for i, d in enumerate(corpus) if d["_id"] in relevant or i < 400
+    ]  # the relevant abstracts among 400 others
     queries = {q["_id"]: q["text"] for q in map(json.loads, (scifact_dir / "queries.jsonl").open(encoding="utf-8"))}
     ids, texts = [d["_id"] for d in corpus], [f"{d['title']}\n{d['text']}" for d in corpus]
     index = DenseIndex.cached(tmp_path / "indexes", ids, texts)
     test_ids = sorted(keep)
     run = index.search(test_ids, [queries[q] for q in test_ids], k=10)
     assert evaluate(Qrels.from_dict({q: qrels.to_dict()[q] for q in test_ids}), run, "ndcg@10").mean("ndcg@10") > 0.5
-    (cached,) = (tmp_path / "indexes").glob("dense-*[0-9a-f].npy")
+    (_,) = (tmp_path / "indexes").glob("dense-*[0-9a-f].npy")
     again = DenseIndex.cached(tmp_path / "indexes", ids, texts)
     assert again.embeddings.shape == (len(ids), 384) and (again.embeddings == index.embeddings).all()
-    assert again.search(test_ids[:3], [queries[q] for q in test_ids[:3]], k=5).to_dict() == index.search(test_ids[:3], [queries[q] for q in test_ids[:3]], k=5).to_dict()
+    assert (
+        again.search(test_ids[:3], [queries[q] for q in test_ids[:3]], k=5).to_dict()
+        == index.search(test_ids[:3], [queries[q] for q in test_ids[:3]], k=5).to_dict()
+    )

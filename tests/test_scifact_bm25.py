@@ -38,11 +38,17 @@ def scifact_bm25_run(tmp_path_factory, request):
     test_ids = qrels.query_ids()
     stemmer = Stemmer.Stemmer("english")
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([f"{d['title']} {d['text']}" for d in corpus], stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    retriever.index(
+        bm25s.tokenize(
+            [f"{d['title']} {d['text']}" for d in corpus], stopwords="en", stemmer=stemmer, show_progress=False
+        ),
+        show_progress=False,
+    )
     tokens = bm25s.tokenize([queries[q] for q in test_ids], stopwords="en", stemmer=stemmer, show_progress=False)
     docs, scores = retriever.retrieve(tokens, k=100, show_progress=False)
     run = {
-        query_id: {corpus[int(d)]["_id"]: float(s) for d, s in zip(docs[i], scores[i])} for i, query_id in enumerate(test_ids)
+        query_id: {corpus[int(d)]["_id"]: float(s) for d, s in zip(docs[i], scores[i])}
+        for i, query_id in enumerate(test_ids)
     }
     path = tmp_path_factory.mktemp("scifact") / "bm25.trec"
     write_trec_run(Run.from_dict(run, name="bm25"), path)

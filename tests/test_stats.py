@@ -45,7 +45,9 @@ def test_bootstrap_interval_covers_the_mean_and_matches_scipy_percentile_bootstr
     values = rng.random(300)
     low, high = bootstrap_ci(values, resamples=4000, seed=1)
     assert low < values.mean() < high
-    reference = scipy_stats.bootstrap((values,), np.mean, n_resamples=4000, method="percentile", random_state=2).confidence_interval
+    reference = scipy_stats.bootstrap(
+        (values,), np.mean, n_resamples=4000, method="percentile", random_state=2
+    ).confidence_interval
     assert low == pytest.approx(reference.low, abs=0.01) and high == pytest.approx(reference.high, abs=0.01)
 
 

@@ -32,8 +32,18 @@ def seed(workspace):
     doc = Document(doc_id="doc-1", text="Recall measures coverage. nDCG measures order.", title="Metrics")
     chunk = Chunk(chunk_id="doc-1#0", doc_id="doc-1", text=doc.text[:25], start=0, end=25)
     query = Query(
-        query_id="q1", text="what does recall measure?", origin=QueryOrigin.synthetic, source_chunk_id=chunk.chunk_id,
-        lineage=Lineage(provider="local", model="gemma-3-270m", prompt_name="synthesize/inpars", prompt_sha256="ab" * 32, temperature=0.0, seed=7),
+        query_id="q1",
+        text="what does recall measure?",
+        origin=QueryOrigin.synthetic,
+        source_chunk_id=chunk.chunk_id,
+        lineage=Lineage(
+            provider="local",
+            model="gemma-3-270m",
+            prompt_name="synthesize/inpars",
+            prompt_sha256="ab" * 32,
+            temperature=0.0,
+            seed=7,
+        ),
     )
     with workspace.transaction() as db:
         put_documents(db, [doc])
@@ -48,7 +58,17 @@ def test_a_new_workspace_is_created_in_wal_mode_with_foreign_keys_and_every_migr
         assert workspace.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
         assert workspace.schema_version == LATEST_SCHEMA
         tables = {r[0] for r in workspace.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"documents", "chunks", "queries", "candidates", "judgments", "review_assignments", "llm_calls", "stage_runs", "releases"} <= tables
+    assert {
+        "documents",
+        "chunks",
+        "queries",
+        "candidates",
+        "judgments",
+        "review_assignments",
+        "llm_calls",
+        "stage_runs",
+        "releases",
+    } <= tables
 
 
 def test_reopening_applies_no_migration_twice(tmp_path):
@@ -91,15 +111,32 @@ def test_a_chunk_of_an_unknown_document_is_refused_by_the_foreign_key(tmp_path):
 
 def test_judgments_are_append_only_and_supersede_by_id(tmp_path):
     with open_workspace(tmp_path) as workspace:
-        _, chunk, query = seed(workspace)
-        proposal = Judgment(judgment_id="j1", query_id="q1", chunk_id=chunk.chunk_id, grade=1, source=JudgmentSource.llm, grade_probs={0: 0.2, 1: 0.5, 2: 0.3}, confidence=0.5)
-        verdict = Judgment(judgment_id="j2", query_id="q1", chunk_id=chunk.chunk_id, grade=2, source=JudgmentSource.human, reviewer="ana", status="regraded", supersedes="j1")
+        _, chunk, _ = seed(workspace)
+        proposal = Judgment(
+            judgment_id="j1",
+            query_id="q1",
+            chunk_id=chunk.chunk_id,
+            grade=1,
+            source=JudgmentSource.llm,
+            grade_probs={0: 0.2, 1: 0.5, 2: 0.3},
+            confidence=0.5,
+        )
+        verdict = Judgment(
+            judgment_id="j2",
+            query_id="q1",
+            chunk_id=chunk.chunk_id,
+            grade=2,
+            source=JudgmentSource.human,
+            reviewer="ana",
+            status="regraded",
+            supersedes="j1",
+        )
         with workspace.transaction() as db:
             add_judgments(db, [proposal])
         with workspace.transaction() as db:
             add_judgments(db, [verdict])
         assert [j.judgment_id for j in iter_judgments(workspace.db, "q1")] == ["j1", "j2"]
-        assert list(iter_judgments(workspace.db))[0] == proposal
+        assert next(iter(iter_judgments(workspace.db))) == proposal
         for statement in ("UPDATE judgments SET grade = 0", "DELETE FROM judgments"):
             with pytest.raises(sqlite3.IntegrityError, match="append-only"):
                 with workspace.transaction() as db:

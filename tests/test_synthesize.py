@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from fake_provider import FakeProvider, digit_completion
+
 from testset_builder.cli import main
 from testset_builder.config import SynthesizeConfig
 from testset_builder.corpus.chunkers import ChunkerConfig
@@ -19,7 +19,13 @@ from testset_builder.errors import InputError
 from testset_builder.llm import LLMClient
 from testset_builder.prompts import load_prompt
 from testset_builder.stages.questions import NearDuplicates, clean, lexical_overlap, validation_problem
-from testset_builder.stages.sampling import SourceChunk, allocate_styles, eligible_chunks, skip_reason, stratified_sample
+from testset_builder.stages.sampling import (
+    SourceChunk,
+    allocate_styles,
+    eligible_chunks,
+    skip_reason,
+    stratified_sample,
+)
 from testset_builder.stages.synthesize import synthesize
 from testset_builder.store import open_workspace, rows
 
@@ -36,7 +42,9 @@ def test_short_boilerplate_and_duplicate_chunks_are_not_sampled():
         SourceChunk("a#1", "a", LONG),
         SourceChunk("a#2", "a", "Too short."),
         SourceChunk("b#1", "b", "| 1 | 2 | 3 |\n" * 40),
-        SourceChunk("b#2", "b", "Copyright 2024. All rights reserved.\nPrivacy policy | Terms of use | Cookie settings\n" * 5),
+        SourceChunk(
+            "b#2", "b", "Copyright 2024. All rights reserved.\nPrivacy policy | Terms of use | Cookie settings\n" * 5
+        ),
         SourceChunk("c#1", "c", LONG),
     ]
     kept, skipped = eligible_chunks(chunks, {"a#1": "g", "c#1": "g"}, min_chars=100)
@@ -45,7 +53,9 @@ def test_short_boilerplate_and_duplicate_chunks_are_not_sampled():
 
 
 def test_the_sample_spreads_over_documents_is_seeded_and_honours_the_cap():
-    chunks = [SourceChunk(f"big#{i}", "big", LONG) for i in range(20)] + [SourceChunk(f"d{j}#0", f"d{j}", LONG) for j in range(4)]
+    chunks = [SourceChunk(f"big#{i}", "big", LONG) for i in range(20)] + [
+        SourceChunk(f"d{j}#0", f"d{j}", LONG) for j in range(4)
+    ]
     sample = stratified_sample(chunks, 8, seed=1)
     assert len(sample) == 8 and {c.doc_id for c in sample} == {"big", "d0", "d1", "d2", "d3"}
     assert [c.doc_id for c in sample].count("big") == 4 and sample == stratified_sample(chunks, 8, seed=1)
@@ -56,7 +66,12 @@ def test_the_sample_spreads_over_documents_is_seeded_and_honours_the_cap():
 
 def test_styles_are_allocated_exactly_in_proportion():
     labels = allocate_styles(10, {"natural": 0.4, "keyword": 0.2, "paraphrase": 0.2, "multi": 0.2}, seed=0)
-    assert len(labels) == 10 and {s: labels.count(s) for s in set(labels)} == {"natural": 4, "keyword": 2, "paraphrase": 2, "multi": 2}
+    assert len(labels) == 10 and {s: labels.count(s) for s in set(labels)} == {
+        "natural": 4,
+        "keyword": 2,
+        "paraphrase": 2,
+        "multi": 2,
+    }
     assert len(allocate_styles(7, {"natural": 1, "keyword": 1}, seed=0)) == 7
 
 
@@ -75,7 +90,11 @@ def test_generated_questions_are_cleaned_and_validated():
 
 def test_near_duplicate_questions_are_caught_and_overlap_is_measured():
     seen = NearDuplicates()
-    assert seen.add("How is nDCG computed?") and not seen.add("how is ndcg computed") and seen.add("What does MRR measure?")
+    assert (
+        seen.add("How is nDCG computed?")
+        and not seen.add("how is ndcg computed")
+        and seen.add("What does MRR measure?")
+    )
     assert lexical_overlap("how does recall treat order", "recall ignores order") == pytest.approx(2 / 3, abs=1e-4)
     assert lexical_overlap("what is it?", "anything") == 0.0
 
@@ -128,7 +147,10 @@ def test_synthesize_makes_exactly_the_questions_asked_and_labels_their_sources(w
     for query in queries:
         assert 0.0 <= query.metadata["lexical_overlap"] <= 1.0
         lineage = query.lineage
-        assert lineage.prompt_name == f"synthesize/completion-{query.style}" and lineage.prompt_sha256 == load_prompt(lineage.prompt_name).sha256
+        assert (
+            lineage.prompt_name == f"synthesize/completion-{query.style}"
+            and lineage.prompt_sha256 == load_prompt(lineage.prompt_name).sha256
+        )
         assert lineage.seed is not None and lineage.temperature == 0.7
     assert summary.removed == {"validation": 0, "critic": 0, "round_trip": 0, "near_duplicate": 0}
 
@@ -189,24 +211,47 @@ def test_mining_queues_other_relevant_chunks_for_review_and_counts_the_questions
     queue = rows.review_queue(workspace.db)
     assert len(queue) == mining.queued == mining.grades[1] + mining.grades[2]
     synthetic = {q for (q,) in workspace.db.execute("SELECT query_id FROM queries")}
-    sources = {(j.query_id, j.chunk_id) for j in rows.iter_judgments(workspace.db) if j.source.value == "synthetic-source"}
+    sources = {
+        (j.query_id, j.chunk_id) for j in rows.iter_judgments(workspace.db) if j.source.value == "synthetic-source"
+    }
     assert {r["query_id"] for r in queue} <= synthetic and not sources & {(r["query_id"], r["chunk_id"]) for r in queue}
 
 
 def test_round_trip_keeps_only_questions_whose_source_bm25_ranks_in_the_top_k(workspace):
     from testset_builder.retrieval import BM25Index
 
-    kept = run(workspace, FakeProvider(scripted()), questions=6, mine=False, critic=False, round_trip_k=1, styles={"natural": 1.0}, max_rounds=2)
+    kept = run(
+        workspace,
+        FakeProvider(scripted()),
+        questions=6,
+        mine=False,
+        critic=False,
+        round_trip_k=1,
+        styles={"natural": 1.0},
+        max_rounds=2,
+    )
     ids, passages = rows.live_chunk_passages(workspace.db)
     bm25 = BM25Index(ids, passages)
     queries = [rows.get_query(workspace.db, q) for (q,) in workspace.db.execute("SELECT query_id FROM queries")]
-    assert queries and all(bm25.search([q.query_id], [q.text], k=1).to_dict()[q.query_id].keys() == {q.source_chunk_id} for q in queries)
+    assert queries and all(
+        bm25.search([q.query_id], [q.text], k=1).to_dict()[q.query_id].keys() == {q.source_chunk_id} for q in queries
+    )
     assert kept.made + kept.removed["round_trip"] == kept.generated - kept.surplus
 
     def off_topic(request):
         return " how do bananas ripen in cold storage?"
 
-    removed = run(workspace, FakeProvider(off_topic), questions=3, mine=False, critic=False, round_trip_k=1, seed=3, max_rounds=1, dedupe=False)
+    removed = run(
+        workspace,
+        FakeProvider(off_topic),
+        questions=3,
+        mine=False,
+        critic=False,
+        round_trip_k=1,
+        seed=3,
+        max_rounds=1,
+        dedupe=False,
+    )
     assert removed.made == 0 and removed.removed["round_trip"] == removed.generated > 0
 
 
@@ -233,21 +278,33 @@ def test_the_local_model_synthesizes_questions_from_real_scifact_chunks_end_to_e
     with open_workspace(tmp_path / "ws") as ws:
         ingest(ws, load_sources([folder]), ChunkerConfig("recursive", 1000, 100), [folder])
         client = LLMClient(LocalProvider(local_server), ws, "synthesize", max_in_flight=2)
-        settings = SynthesizeConfig(questions=4, styles={"natural": 0.5, "keyword": 0.25, "multi": 0.25}, mine_depth=2, max_rounds=6)
+        settings = SynthesizeConfig(
+            questions=4, styles={"natural": 0.5, "keyword": 0.25, "multi": 0.25}, mine_depth=2, max_rounds=6
+        )
         summary = asyncio.run(synthesize(ws, client, "gemma-3-270m", settings))
         made = summary.made + summary.already_made
         queries = [rows.get_query(ws.db, q) for (q,) in ws.db.execute("SELECT query_id FROM queries")]
         assert made == len(queries) and (made == 4 or summary.shortfall)
         assert made >= 1 and summary.generated >= made and summary.calls > 0
         for query in queries:
-            assert query.text and validation_problem(query.text, rows.get_chunk(ws.db, query.source_chunk_id).text, query.style) is None
-            assert query.lineage.provider == "local:gemma-3-270m-q4_k_m.gguf" and query.lineage.prompt_name.startswith("synthesize/completion-")
+            assert (
+                query.text
+                and validation_problem(query.text, rows.get_chunk(ws.db, query.source_chunk_id).text, query.style)
+                is None
+            )
+            assert query.lineage.provider == "local:gemma-3-270m-q4_k_m.gguf" and query.lineage.prompt_name.startswith(
+                "synthesize/completion-"
+            )
         assert summary.mining.pairs > 0 and summary.mining.judged + summary.mining.failed == summary.mining.pairs
-        again = asyncio.run(synthesize(ws, LLMClient(LocalProvider(local_server), ws, "synthesize"), "gemma-3-270m", settings))
+        again = asyncio.run(
+            synthesize(ws, LLMClient(LocalProvider(local_server), ws, "synthesize"), "gemma-3-270m", settings)
+        )
         assert again.calls == 0 and again.already_made == made
 
 
-def test_synthesize_with_batch_goes_one_step_per_run_and_finishes_from_the_cache(workspace, tmp_path, monkeypatch, capsys):
+def test_synthesize_with_batch_goes_one_step_per_run_and_finishes_from_the_cache(
+    workspace, tmp_path, monkeypatch, capsys
+):
     from batch_server import BatchServer
 
     def answer(body):
@@ -261,7 +318,19 @@ def test_synthesize_with_batch_goes_one_step_per_run_and_finishes_from_the_cache
     with BatchServer(polls_until_done=1, answer=answer) as server:
         config = tmp_path / "openai.yaml"
         config.write_text(f"llm:\n  provider: {{kind: openai, model: gpt-4o-mini, base_url: '{server.openai_url}'}}\n")
-        argv = ["synthesize", "--workspace", str(workspace.root), "--config", str(config), "--questions", "3", "--styles", "natural=1", "--batch", "--json"]
+        argv = [
+            "synthesize",
+            "--workspace",
+            str(workspace.root),
+            "--config",
+            str(config),
+            "--questions",
+            "3",
+            "--styles",
+            "natural=1",
+            "--batch",
+            "--json",
+        ]
         steps = []
         for _ in range(6):
             assert main(argv) in (0, 3)
@@ -272,11 +341,15 @@ def test_synthesize_with_batch_goes_one_step_per_run_and_finishes_from_the_cache
             assert main(["resume", "--workspace", str(workspace.root), "--config", str(config), "--json"]) == 0
             capsys.readouterr()
     assert steps == ["questions, round 1", "answerability critic", "mining other chunks"]
-    assert report["made"] + report["already_made"] == 3 and report["calls"] == 0 and report["cache_hits"] > 0  # stored before mining
+    assert (
+        report["made"] + report["already_made"] == 3 and report["calls"] == 0 and report["cache_hits"] > 0
+    )  # stored before mining
     assert report["mining"]["judged"] == report["mining"]["pairs"] > 0
 
 
-def test_a_synthesize_run_killed_with_sigkill_resumes_without_paying_twice_and_gives_the_same_set(tmp_path, monkeypatch):
+def test_a_synthesize_run_killed_with_sigkill_resumes_without_paying_twice_and_gives_the_same_set(
+    tmp_path, monkeypatch
+):
     import os
     import sqlite3
     import subprocess
@@ -306,14 +379,36 @@ def test_a_synthesize_run_killed_with_sigkill_resumes_without_paying_twice_and_g
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-kill"}
     with FaultServer(answer=answer, latency=0.15) as server:
         config = tmp_path / "openai.yaml"
-        config.write_text(f"llm:\n  provider: {{kind: openai, model: gpt-4o-mini, base_url: '{server.openai_url}'}}\n  limits: {{max_in_flight: 2}}\n")
+        config.write_text(
+            f"llm:\n  provider: {{kind: openai, model: gpt-4o-mini, base_url: '{server.openai_url}'}}\n  limits: "
+            f"{{max_in_flight: 2}}\n"
+        )
         for name in ("clean", "killed"):
             with open_workspace(tmp_path / name) as ws:
                 ingest(ws, load_sources([DOCS]), ChunkerConfig("markdown", 600, 60), [DOCS])
-        command = [sys.executable, "-m", "testset_builder", "synthesize", "--config", str(config), "--questions", "10", "--styles", "natural=1", "--no-critic", "--no-mine", "--json"]
+        command = [
+            sys.executable,
+            "-m",
+            "testset_builder",
+            "synthesize",
+            "--config",
+            str(config),
+            "--questions",
+            "10",
+            "--styles",
+            "natural=1",
+            "--no-critic",
+            "--no-mine",
+            "--json",
+        ]
         subprocess.run([*command, "--workspace", str(tmp_path / "clean")], check=True, env=env, capture_output=True)
         server.requests.clear()
-        job = subprocess.Popen([*command, "--workspace", str(tmp_path / "killed")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        job = subprocess.Popen(
+            [*command, "--workspace", str(tmp_path / "killed")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 120
         while len(answered(tmp_path / "killed" / "testset.db")) < 4 and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -325,5 +420,7 @@ def test_a_synthesize_run_killed_with_sigkill_resumes_without_paying_twice_and_g
         sent_before_kill = len(server.requests)
         subprocess.run([*command, "--workspace", str(tmp_path / "killed")], check=True, env=env, capture_output=True)
     resent = len(server.requests) - sent_before_kill
-    assert resent == len(answered(tmp_path / "killed" / "testset.db")) - len(done_before_kill)  # only the unanswered ones
+    assert resent == len(answered(tmp_path / "killed" / "testset.db")) - len(
+        done_before_kill
+    )  # only the unanswered ones
     assert queries(tmp_path / "killed") == queries(tmp_path / "clean") and len(queries(tmp_path / "clean")) == 10

@@ -26,14 +26,19 @@ def reference_repeats(pairs):
 def test_duplicate_detection_matches_a_plain_python_check(pairs, grouped):
     if grouped:  # each query's rows contiguous, as runs are written: the grid path
         pairs = sorted(pairs, key=lambda p: p[0])
-    table = pa.table({"query_id": [p[0] for p in pairs], "chunk_id": [p[1] for p in pairs]}, schema=pa.schema([("query_id", pa.string()), ("chunk_id", pa.string())]))
+    table = pa.table(
+        {"query_id": [p[0] for p in pairs], "chunk_id": [p[1] for p in pairs]},
+        schema=pa.schema([("query_id", pa.string()), ("chunk_id", pa.string())]),
+    )
     assert duplicate_pair_rows(table).tolist() == reference_repeats(pairs)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(IDS, min_size=1, max_size=30))
 def test_query_codes_are_equal_exactly_for_equal_ids(ids):
-    codes = query_codes(pa.chunked_array([pa.array(ids[: len(ids) // 2], pa.string()), pa.array(ids[len(ids) // 2 :], pa.string())]))
+    codes = query_codes(
+        pa.chunked_array([pa.array(ids[: len(ids) // 2], pa.string()), pa.array(ids[len(ids) // 2 :], pa.string())])
+    )
     for i in range(len(ids)):
         for j in range(len(ids)):
             assert (codes.codes[i] == codes.codes[j]) == (ids[i] == ids[j])

@@ -2,8 +2,9 @@
 
 Arrow's own hashing (``dictionary_encode``, ``group_by``) takes seconds on ten million short ids; reading each
 string as little-endian 8-byte words through an unaligned numpy view and mixing them costs a few passes of numpy
-arithmetic. Strings of up to 8 bytes and equal length never collide (the mix is a bijection of the word). Hashes only *find candidates*: callers confirm every match on the strings themselves, so a collision
-can cost time but never change a result.
+arithmetic. Strings of up to 8 bytes and equal length never collide (the mix is a bijection of the word). Hashes
+only *find candidates*: callers confirm every match on the strings themselves, so a collision can cost time but
+never change a result.
 """
 
 from __future__ import annotations

@@ -22,7 +22,9 @@ class ProviderConfig(Strict):
     kind: Literal["openai", "anthropic", "local"]
     model: str
     base_url: str | None = None
-    api_key_env: str | None = Field(default=None, description="environment variable holding the key (default per provider)")
+    api_key_env: str | None = Field(
+        default=None, description="environment variable holding the key (default per provider)"
+    )
     timeout_s: float = Field(default=60.0, gt=0)
     prompt_style: Literal["auto", "chat", "completion"] = Field(
         default="auto", description="chat for instruction models, completion for base models; auto asks the adapter"
@@ -70,11 +72,15 @@ class SynthesizeConfig(Strict):
     critic: bool = Field(default=True, description="the judge must grade the source chunk >= critic_min_grade")
     critic_min_grade: int = Field(default=1, ge=1, le=2)
     round_trip_k: int | None = Field(
-        default=None, ge=1, description="keep a question only if BM25 ranks its source in the top k; biases the set toward BM25, so off by default"
+        default=None,
+        ge=1,
+        description="keep a question only if BM25 ranks its source in the top k; biases the set toward BM25, so off by default",
     )
     mine: bool = Field(default=True, description="judge other top-ranked chunks to find unlabelled relevant ones")
     mine_depth: int = Field(default=5, ge=1)
-    max_rounds: int = Field(default=4, ge=1, description="rounds of sampling more chunks when filters removed questions")
+    max_rounds: int = Field(
+        default=4, ge=1, description="rounds of sampling more chunks when filters removed questions"
+    )
 
 
 class Config(Strict):
@@ -124,11 +130,15 @@ def make_provider(config: ProviderConfig):
     if config.kind == "openai":
         from .llm import OpenAIProvider
 
-        provider = OpenAIProvider(base_url=config.base_url, timeout=config.timeout_s, key_variable=config.api_key_env or "OPENAI_API_KEY")
+        provider = OpenAIProvider(
+            base_url=config.base_url, timeout=config.timeout_s, key_variable=config.api_key_env or "OPENAI_API_KEY"
+        )
     elif config.kind == "anthropic":
         from .llm import AnthropicProvider
 
-        provider = AnthropicProvider(base_url=config.base_url, timeout=config.timeout_s, key_variable=config.api_key_env or "ANTHROPIC_API_KEY")
+        provider = AnthropicProvider(
+            base_url=config.base_url, timeout=config.timeout_s, key_variable=config.api_key_env or "ANTHROPIC_API_KEY"
+        )
     else:
         from .llm.local_provider import LocalProvider
 

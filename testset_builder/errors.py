@@ -40,7 +40,9 @@ class UnknownMetricError(TestsetBuilderError):
     def __init__(self, name: str, valid: list[str]) -> None:
         self.name = name
         self.valid = valid
-        super().__init__(f"unknown metric {name!r}; valid metrics: {', '.join(valid)} (add @k for a cutoff, e.g. ndcg@10)")
+        super().__init__(
+            f"unknown metric {name!r}; valid metrics: {', '.join(valid)} (add @k for a cutoff, e.g. ndcg@10)"
+        )
 
 
 class UnknownIdError(TestsetBuilderError):
@@ -78,9 +80,7 @@ class WorkspaceCorruptError(WorkspaceError):
 
     def __init__(self, path: str | Path, detail: str) -> None:
         self.detail = detail
-        super().__init__(
-            f"not a readable testset-builder database ({detail}); the file was left untouched", path=path
-        )
+        super().__init__(f"not a readable testset-builder database ({detail}); the file was left untouched", path=path)
 
 
 class MissingApiKeyError(TestsetBuilderError):
@@ -96,7 +96,15 @@ class ProviderError(TestsetBuilderError):
     """A provider call failed. ``retryable`` errors (429, 5xx, 529, timeouts, connection errors, malformed
     responses) are retried by the LLM layer; others (400, 401, 403, 404) are reported with the provider's message."""
 
-    def __init__(self, provider: str, message: str, *, status: int | None = None, retryable: bool = False, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        provider: str,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
         self.provider = provider
         self.status = status
         self.retryable = retryable
@@ -125,6 +133,7 @@ class BudgetExceededError(TestsetBuilderError):
         self.spent_usd = spent_usd
         self.next_call_usd = next_call_usd
         super().__init__(
-            f"stopped before exceeding the budget of ${budget_usd:.4f}: ${spent_usd:.4f} spent, the next call could cost "
+            f"stopped before exceeding the budget of ${budget_usd:.4f}: ${spent_usd:.4f} spent, the next call could "
+            "cost "
             f"${next_call_usd:.4f}; what was done is kept, rerun with a larger --max-cost-usd to continue"
         )

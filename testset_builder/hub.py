@@ -36,10 +36,19 @@ def push_release(release: LoadedRelease, repo_id: str, private: bool = False) ->
     try:
         repo = api.create_repo(repo_id, repo_type="dataset", private=True if private else None, exist_ok=True)
         commit = api.upload_folder(
-            folder_path=str(release.path), repo_id=repo_id, repo_type="dataset",
-            commit_message=f"testset-builder release {release.version}", commit_description=release.manifest.get("notes") or "",
+            folder_path=str(release.path),
+            repo_id=repo_id,
+            repo_type="dataset",
+            commit_message=f"testset-builder release {release.version}",
+            commit_description=release.manifest.get("notes") or "",
         )
-        api.create_tag(repo_id, tag=tag, revision=commit.oid, repo_type="dataset", tag_message=f"release {release.version}, content sha256 {release.manifest['content_sha256']}")
+        api.create_tag(
+            repo_id,
+            tag=tag,
+            revision=commit.oid,
+            repo_type="dataset",
+            tag_message=f"release {release.version}, content sha256 {release.manifest['content_sha256']}",
+        )
     except OfflineModeIsEnabled:
         raise HubError("HF_HUB_OFFLINE is set, so the hub cannot be reached; unset it to push") from None
     except HfHubHTTPError as error:
@@ -59,5 +68,11 @@ def load(source: str | Path, verify: bool = True) -> LoadedRelease:
     repo_id, revision = text.rsplit("@", 1)
     from huggingface_hub import snapshot_download
 
-    folder = snapshot_download(repo_id, repo_type="dataset", revision=revision, endpoint=os.environ.get("HF_ENDPOINT") or None, token=os.environ.get("HF_TOKEN") or None)
+    folder = snapshot_download(
+        repo_id,
+        repo_type="dataset",
+        revision=revision,
+        endpoint=os.environ.get("HF_ENDPOINT") or None,
+        token=os.environ.get("HF_TOKEN") or None,
+    )
     return load_release(Path(folder), verify=verify)

@@ -60,7 +60,11 @@ class Prompt:
         fields = {k: options.pop(k) for k in list(options) if k in LLMRequest.model_fields}
         if self.kind == "completion":
             return LLMRequest(kind="completion", model=model, prompt=self.render("prompt", **options), **fields)
-        messages = [Message(role=role, content=self.render(role, **options)) for role in ("system", "user") if role in self.sections]
+        messages = [
+            Message(role=role, content=self.render(role, **options))
+            for role in ("system", "user")
+            if role in self.sections
+        ]
         return LLMRequest(kind="chat", model=model, messages=tuple(messages), **fields)
 
 
@@ -84,7 +88,7 @@ def parse_prompt(name: str, raw: bytes) -> Prompt:
     kind = meta.get("kind")
     if kind not in ("chat", "completion"):
         raise PromptError(f"prompt {name!r}: front matter 'kind' must be chat or completion, not {kind!r}")
-    body = text[match.end():]
+    body = text[match.end() :]
     if kind == "completion":
         sections = {"prompt": body.rstrip("\n") + ("\n" if meta.get("trailing_newline") else "")}
     else:

@@ -9,7 +9,7 @@ validating ten million rows one pydantic object at a time would cost more than s
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -21,7 +21,7 @@ GRADE_HIGHLY_RELEVANT = 2
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Record(BaseModel):
@@ -68,7 +68,9 @@ class Chunk(Record):
     @model_validator(mode="after")
     def _span_matches_text(self) -> Chunk:
         if self.end - self.start != len(self.text):
-            raise ValueError(f"span [{self.start}, {self.end}) has length {self.end - self.start}, text has {len(self.text)}")
+            raise ValueError(
+                f"span [{self.start}, {self.end}) has length {self.end - self.start}, text has {len(self.text)}"
+            )
         return self
 
 

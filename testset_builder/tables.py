@@ -73,7 +73,9 @@ def query_codes(query_ids: pa.ChunkedArray) -> QueryCodes:
 
 def codes_and_hashes(table: pa.Table) -> tuple[QueryCodes, np.ndarray]:
     """Query codes and chunk id hashes of a qrels or run table, computed side by side."""
-    return tuple(in_parallel(lambda: query_codes(table.column(QUERY_ID)), lambda: string_hash64(table.column(CHUNK_ID))))
+    return tuple(
+        in_parallel(lambda: query_codes(table.column(QUERY_ID)), lambda: string_hash64(table.column(CHUNK_ID)))
+    )
 
 
 _PAD = np.uint64(2**64 - 1)
@@ -109,7 +111,9 @@ def _candidate_repeat_rows(codes: QueryCodes, chunk_hashes: np.ndarray) -> np.nd
     return np.flatnonzero(np.isin(keys, repeated_keys))
 
 
-def duplicate_pair_rows(table: pa.Table, codes: QueryCodes | None = None, chunk_hashes: np.ndarray | None = None) -> np.ndarray:
+def duplicate_pair_rows(
+    table: pa.Table, codes: QueryCodes | None = None, chunk_hashes: np.ndarray | None = None
+) -> np.ndarray:
     """Row indices of every repeat of a (query_id, chunk_id) pair seen on an earlier row (empty when none).
 
     Hashes find candidate repeats; the candidates are then confirmed on the strings themselves.
@@ -193,7 +197,10 @@ class Qrels:
         return out
 
     def to_records(self) -> list[Qrel]:
-        return [Qrel(query_id=q, chunk_id=c, grade=g) for q, c, g in zip(*(self.table.column(n).to_pylist() for n in (QUERY_ID, CHUNK_ID, GRADE)))]
+        return [
+            Qrel(query_id=q, chunk_id=c, grade=g)
+            for q, c, g in zip(*(self.table.column(n).to_pylist() for n in (QUERY_ID, CHUNK_ID, GRADE)))
+        ]
 
     @property
     def num_rows(self) -> int:

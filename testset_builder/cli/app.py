@@ -11,7 +11,7 @@ import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -47,10 +47,16 @@ METRICS_HELP = (
 QRELS_HELP = "Relevance labels: TREC qrels (qid 0 docid grade), BEIR TSV (query-id corpus-id score header) or JSONL."
 
 QrelsOption = Annotated[Path, typer.Option("--qrels", "-q", help=QRELS_HELP, show_default=False)]
-OptionalQrelsOption = Annotated[Optional[Path], typer.Option("--qrels", "-q", help=QRELS_HELP + " Or use --release.", show_default=False)]
+OptionalQrelsOption = Annotated[
+    Path | None, typer.Option("--qrels", "-q", help=QRELS_HELP + " Or use --release.", show_default=False)
+]
 ReleaseOption = Annotated[
-    Optional[str],
-    typer.Option("--release", help="Score against a release instead of --qrels: WORKSPACE@VERSION (testset@1.0.0) or a release directory.", show_default=False),
+    str | None,
+    typer.Option(
+        "--release",
+        help="Score against a release instead of --qrels: WORKSPACE@VERSION (testset@1.0.0) or a release directory.",
+        show_default=False,
+    ),
 ]
 
 
@@ -64,10 +70,13 @@ def _labels(qrels: Path | None, release: str | None):
     if qrels is not None:
         return read_qrels(qrels)
     return _release(release)[0].qrels_table()
+
+
 MetricsOption = Annotated[str, typer.Option("--metrics", "-m", help=METRICS_HELP)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")]
 PerQueryOption = Annotated[
-    Optional[Path], typer.Option("--per-query", help="Also write per-query values to this CSV file.", show_default=False)
+    Path | None,
+    typer.Option("--per-query", help="Also write per-query values to this CSV file.", show_default=False),
 ]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed for bootstrap and randomization resampling.")]
 
@@ -89,18 +98,52 @@ def _main(
 
 WorkspaceOption = Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory (made by `chunk`).")]
 ConfigOption = Annotated[
-    Optional[Path],
-    typer.Option("--config", "-c", help="Config naming the LLM provider and limits (default: OpenAI if OPENAI_API_KEY is set, else Anthropic if ANTHROPIC_API_KEY is, else the embedded local model).", show_default=False),
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Config naming the LLM provider and limits (default: OpenAI if OPENAI_API_KEY is set, else Anthropic if ANTHROPIC_API_KEY is, else the embedded local model).",
+        show_default=False,
+    ),
 ]
 MaxCostOption = Annotated[
-    Optional[float], typer.Option("--max-cost-usd", min=0.0, help="Stop before LLM spending could pass this (overrides the config).", show_default=False)
+    float | None,
+    typer.Option(
+        "--max-cost-usd",
+        min=0.0,
+        help="Stop before LLM spending could pass this (overrides the config).",
+        show_default=False,
+    ),
 ]
 BatchOption = Annotated[
-    bool, typer.Option("--batch", help="Submit the LLM calls through the provider's batch API (half price, hours); `resume` collects them, then rerun this command.")
+    bool,
+    typer.Option(
+        "--batch",
+        help="Submit the LLM calls through the provider's batch API (half price, hours); `resume` collects them, then rerun this command.",
+    ),
 ]
-QueriesOption = Annotated[Path, typer.Option("--queries", "-Q", help="Real queries: JSONL, CSV/TSV with a header, or one query per line.", show_default=False)]
-IdFieldOption = Annotated[Optional[str], typer.Option("--id-field", help="Field or column holding the query id (default: _id, id, query_id or qid; else derived from the text).", show_default=False)]
-TextFieldOption = Annotated[Optional[str], typer.Option("--text-field", help="Field or column holding the query text (default: text, query or question).", show_default=False)]
+QueriesOption = Annotated[
+    Path,
+    typer.Option(
+        "--queries", "-Q", help="Real queries: JSONL, CSV/TSV with a header, or one query per line.", show_default=False
+    ),
+]
+IdFieldOption = Annotated[
+    str | None,
+    typer.Option(
+        "--id-field",
+        help="Field or column holding the query id (default: _id, id, query_id or qid; else derived from the text).",
+        show_default=False,
+    ),
+]
+TextFieldOption = Annotated[
+    str | None,
+    typer.Option(
+        "--text-field",
+        help="Field or column holding the query text (default: text, query or question).",
+        show_default=False,
+    ),
+]
 LOCAL_JUDGE_WARNING = (
     "[yellow]note:[/] the embedded local model (Gemma 3 270M, a base model) is a placeholder judge: its grades are "
     "barely better than chance (benchmarks/judge_agreement.py measures it). Use a frontier model (configs/openai.yaml, "
@@ -145,7 +188,9 @@ def _judging_lines(judging) -> list[str]:
         f"{judging.output_tokens} output tokens, ${judging.cost_usd:.4f}",
     ]
     if judging.batch_id:
-        lines.append(f"batch {judging.batch_id} submitted: run `testset-builder resume` until it ends, then rerun this command")
+        lines.append(
+            f"batch {judging.batch_id} submitted: run `testset-builder resume` until it ends, then rerun this command"
+        )
     lines.extend(f"[yellow]failed[/] {escape(f)}" for f in judging.failures[:5])
     return lines
 
@@ -201,4 +246,3 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_INTERNAL
     return EXIT_OK
-

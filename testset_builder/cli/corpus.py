@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -14,19 +14,73 @@ from .app import JsonOption, app, err, out
 
 @app.command()
 def chunk(
-    sources: Annotated[list[Path], typer.Argument(help="Folders, files, globs, .jsonl or .parquet files, or BEIR folders (with corpus.jsonl).", show_default=False)],
-    workspace: Annotated[Optional[Path], typer.Option("--workspace", "-w", help="The workspace directory (created if missing; default testset).", show_default=False)] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="A config whose `chunking:` section gives the defaults below.", show_default=False)] = None,
-    chunker: Annotated[
-        Optional[str],
-        typer.Option("--chunker", help="recursive (default), sentence, markdown (sizes in characters), tokens (cl100k tokens), or prechunked (each record is a chunk and keeps its id).", show_default=False),
+    sources: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Folders, files, globs, .jsonl or .parquet files, or BEIR folders (with corpus.jsonl).",
+            show_default=False,
+        ),
+    ],
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            help="The workspace directory (created if missing; default testset).",
+            show_default=False,
+        ),
     ] = None,
-    size: Annotated[Optional[int], typer.Option("--size", min=1, help="Largest chunk: characters, or tokens for --chunker tokens (default 1000).", show_default=False)] = None,
-    overlap: Annotated[Optional[int], typer.Option("--overlap", min=0, help="Text repeated between neighbouring chunks, same unit as --size (default 100).", show_default=False)] = None,
-    id_field: Annotated[Optional[str], typer.Option("--id-field", help="JSONL/dataset field holding the document id (default _id).", show_default=False)] = None,
-    text_field: Annotated[Optional[str], typer.Option("--text-field", help="JSONL/dataset field holding the text (default text).", show_default=False)] = None,
-    title_field: Annotated[Optional[str], typer.Option("--title-field", help="JSONL/dataset field holding the title (default title).", show_default=False)] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first unreadable file or line instead of skipping it.")] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", "-c", help="A config whose `chunking:` section gives the defaults below.", show_default=False
+        ),
+    ] = None,
+    chunker: Annotated[
+        str | None,
+        typer.Option(
+            "--chunker",
+            help="recursive (default), sentence, markdown (sizes in characters), tokens (cl100k tokens), or prechunked (each record is a chunk and keeps its id).",
+            show_default=False,
+        ),
+    ] = None,
+    size: Annotated[
+        int | None,
+        typer.Option(
+            "--size",
+            min=1,
+            help="Largest chunk: characters, or tokens for --chunker tokens (default 1000).",
+            show_default=False,
+        ),
+    ] = None,
+    overlap: Annotated[
+        int | None,
+        typer.Option(
+            "--overlap",
+            min=0,
+            help="Text repeated between neighbouring chunks, same unit as --size (default 100).",
+            show_default=False,
+        ),
+    ] = None,
+    id_field: Annotated[
+        str | None,
+        typer.Option(
+            "--id-field", help="JSONL/dataset field holding the document id (default _id).", show_default=False
+        ),
+    ] = None,
+    text_field: Annotated[
+        str | None,
+        typer.Option("--text-field", help="JSONL/dataset field holding the text (default text).", show_default=False),
+    ] = None,
+    title_field: Annotated[
+        str | None,
+        typer.Option(
+            "--title-field", help="JSONL/dataset field holding the title (default title).", show_default=False
+        ),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Stop at the first unreadable file or line instead of skipping it.")
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Load a corpus and chunk it into the workspace, incrementally.
@@ -37,25 +91,32 @@ def chunk(
     """
     from rich.progress import Progress
 
+    from ..config import ChunkingConfig, load_config
     from ..corpus.chunkers import ChunkerConfig
     from ..corpus.ingest import ingest
     from ..corpus.loaders import load_sources
     from ..errors import InputError
     from ..store import open_workspace
 
-    from ..config import ChunkingConfig, load_config
-
     settings = load_config(config) if config else None
     defaults = settings.chunking if settings else ChunkingConfig()
     workspace = workspace or (settings.workspace if settings else Path("testset"))
-    chunker, size, overlap = chunker or defaults.chunker, size or defaults.size, defaults.overlap if overlap is None else overlap
+    chunker, size, overlap = (
+        chunker or defaults.chunker,
+        size or defaults.size,
+        defaults.overlap if overlap is None else overlap,
+    )
     if chunker not in ("recursive", "sentence", "markdown", "tokens", "prechunked"):
         raise InputError(f"unknown chunker {chunker!r}; use recursive, sentence, markdown, tokens or prechunked")
     if chunker != "prechunked" and overlap >= size:
         raise InputError(f"--overlap ({overlap}) must be smaller than --size ({size})")
     chunker_config = ChunkerConfig(chunker, size, overlap)
     loaded = load_sources(
-        sources, strict=strict, id_field=id_field or defaults.id_field, text_field=text_field or defaults.text_field, title_field=title_field or defaults.title_field
+        sources,
+        strict=strict,
+        id_field=id_field or defaults.id_field,
+        text_field=text_field or defaults.text_field,
+        title_field=title_field or defaults.title_field,
     )
     with open_workspace(workspace) as ws, Progress(console=err, transient=True, disable=json_output) as progress:
         summary = ingest(ws, loaded, chunker_config, sources, progress=progress)

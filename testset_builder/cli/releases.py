@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -13,15 +13,53 @@ from .app import JsonOption, VersionArgument, WorkspaceOption, app, out
 
 @app.command()
 def release(
-    version: Annotated[Optional[str], typer.Option("--version", "-v", help="The new version, semantic (1.0.0); an existing version is refused.", show_default=False)] = None,
-    bump: Annotated[Optional[str], typer.Option("--bump", help="Instead of --version: raise the latest release's major, minor or patch number.", show_default=False)] = None,
+    version: Annotated[
+        str | None,
+        typer.Option(
+            "--version",
+            "-v",
+            help="The new version, semantic (1.0.0); an existing version is refused.",
+            show_default=False,
+        ),
+    ] = None,
+    bump: Annotated[
+        str | None,
+        typer.Option(
+            "--bump",
+            help="Instead of --version: raise the latest release's major, minor or patch number.",
+            show_default=False,
+        ),
+    ] = None,
     workspace: WorkspaceOption = Path("testset"),
-    include_unverified: Annotated[bool, typer.Option("--include-unverified", help="Also release LLM proposals no human has verified (marked llm-unverified).")] = False,
-    adjudicator: Annotated[Optional[str], typer.Option("--adjudicator", help="Reviewer whose verdict breaks a tie between reviewers.", show_default=False)] = None,
-    parent: Annotated[Optional[str], typer.Option("--parent", help="Parent version (default: the highest lower version).", show_default=False)] = None,
+    include_unverified: Annotated[
+        bool,
+        typer.Option(
+            "--include-unverified", help="Also release LLM proposals no human has verified (marked llm-unverified)."
+        ),
+    ] = False,
+    adjudicator: Annotated[
+        str | None,
+        typer.Option(
+            "--adjudicator", help="Reviewer whose verdict breaks a tie between reviewers.", show_default=False
+        ),
+    ] = None,
+    parent: Annotated[
+        str | None,
+        typer.Option("--parent", help="Parent version (default: the highest lower version).", show_default=False),
+    ] = None,
     notes: Annotated[str, typer.Option("--notes", help="Release notes, kept in the manifest.")] = "",
-    name: Annotated[Optional[str], typer.Option("--name", help="The set's name in the dataset card (default: the workspace's directory name).", show_default=False)] = None,
-    license_id: Annotated[str, typer.Option("--license", help="License identifier for the dataset card (the corpus's license decides it).")] = "other",
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="The set's name in the dataset card (default: the workspace's directory name).",
+            show_default=False,
+        ),
+    ] = None,
+    license_id: Annotated[
+        str,
+        typer.Option("--license", help="License identifier for the dataset card (the corpus's license decides it)."),
+    ] = "other",
     json_output: JsonOption = False,
 ) -> None:
     """Resolve the judgments into qrels and write an immutable, versioned release.
@@ -49,12 +87,15 @@ def release(
     counts = summary.counts
     origins = ", ".join(f"{n} {o}" for o, n in counts["qrels_by_origin"].items() if n)
     out.print(
-        f"released {summary.version} -> {summary.path}: {counts['corpus']} chunks, {counts['queries']} queries, {counts['qrels']} qrels ({origins}); "
+        f"released {summary.version} -> {summary.path}: {counts['corpus']} chunks, {counts['queries']} queries, "
+        f"{counts['qrels']} qrels ({origins}); "
         f"content sha256 {summary.content_sha256[:16]}; parent {summary.parent_version or 'none'}",
         highlight=False,
     )
     if summary.same_as_parent:
-        out.print(f"[yellow]note:[/] the content equals its parent {summary.parent_version}'s: nothing changed since then")
+        out.print(
+            f"[yellow]note:[/] the content equals its parent {summary.parent_version}'s: nothing changed since then"
+        )
 
 
 @app.command()
@@ -75,7 +116,8 @@ def diff(
         out.print(f"{old} -> {new}: no change")
         return
     out.print(
-        f"{old} -> {new}: queries +{len(result.queries_added)} -{len(result.queries_removed)} ~{len(result.queries_changed)} (text changed); "
+        f"{old} -> {new}: queries +{len(result.queries_added)} -{len(result.queries_removed)} "
+        f"~{len(result.queries_changed)} (text changed); "
         f"qrels +{len(result.qrels_added)} -{len(result.qrels_removed)}, {len(result.qrels_regraded)} regraded; "
         f"corpus +{result.corpus_added} -{result.corpus_removed}"
     )
@@ -86,13 +128,26 @@ def diff(
 @app.command("export")
 def export_release(
     version: Annotated[str, typer.Option("--version", "-v", help="The release to export.", show_default=False)],
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory to write (created; must be empty if it exists).", show_default=False)],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="hf (parquet + dataset card), beir, trec (qrels.trec), or jsonl (qrels, queries, corpus as JSONL).")] = "hf",
+    out_dir: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Directory to write (created; must be empty if it exists).", show_default=False
+        ),
+    ],
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="hf (parquet + dataset card), beir, trec (qrels.trec), or jsonl (qrels, queries, corpus as JSONL).",
+        ),
+    ] = "hf",
     workspace: WorkspaceOption = Path("testset"),
 ) -> None:
     """Copy a release out in one format (the release itself stays as it is)."""
     from ..errors import InputError
-    from ..stages.release import export as run_export, load_release, release_dir
+    from ..stages.release import export as run_export
+    from ..stages.release import load_release, release_dir
 
     if fmt not in ("hf", "beir", "trec", "jsonl"):
         raise InputError(f"unknown format {fmt!r}; use hf, beir, trec or jsonl")
@@ -103,7 +158,10 @@ def export_release(
 @app.command()
 def push(
     version: Annotated[str, typer.Option("--version", "-v", help="The release to push.", show_default=False)],
-    repo_id: Annotated[str, typer.Option("--repo-id", help="The dataset repository on the Hugging Face hub: ORG/NAME.", show_default=False)],
+    repo_id: Annotated[
+        str,
+        typer.Option("--repo-id", help="The dataset repository on the Hugging Face hub: ORG/NAME.", show_default=False),
+    ],
     workspace: WorkspaceOption = Path("testset"),
     private: Annotated[bool, typer.Option("--private", help="Create the repository private.")] = False,
     json_output: JsonOption = False,
@@ -116,15 +174,31 @@ def push(
     if json_output:
         print(json.dumps(result, indent=2))
         return
-    out.print(f"pushed {version} to {result['repo_url']} at {result['commit'][:12]}, tagged {result['tag']}", highlight=False)
+    out.print(
+        f"pushed {version} to {result['repo_url']} at {result['commit'][:12]}, tagged {result['tag']}", highlight=False
+    )
 
 
 @app.command("import")
 def import_set(
-    source: Annotated[Path, typer.Argument(help="A BEIR folder, an MTEB-layout dataset directory (e.g. a release), or a TREC/BEIR qrels file.", show_default=False)],
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="A BEIR folder, an MTEB-layout dataset directory (e.g. a release), or a TREC/BEIR qrels file.",
+            show_default=False,
+        ),
+    ],
     workspace: WorkspaceOption = Path("testset"),
-    queries: Annotated[Optional[Path], typer.Option("--queries", "-Q", help="Query texts, for a qrels file (JSONL, CSV or one per line).", show_default=False)] = None,
-    version: Annotated[Optional[str], typer.Option("--version", "-v", help="Also release the imported state as this version.", show_default=False)] = None,
+    queries: Annotated[
+        Path | None,
+        typer.Option(
+            "--queries", "-Q", help="Query texts, for a qrels file (JSONL, CSV or one per line).", show_default=False
+        ),
+    ] = None,
+    version: Annotated[
+        str | None,
+        typer.Option("--version", "-v", help="Also release the imported state as this version.", show_default=False),
+    ] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Import an existing labelled set into a workspace (labels become human verdicts), to extend it.
@@ -143,8 +217,10 @@ def import_set(
         print(json.dumps({**summary.as_dict(), "release": released.as_dict() if released else None}, indent=2))
         return
     out.print(
-        f"imported {summary.kind} {source}: {summary.documents} documents, {summary.queries} queries ({summary.new_queries} new), "
-        f"{summary.labels} labels ({summary.new_labels} new, {summary.clamped_grades} grades clamped to 0-2) -> {workspace}",
+        f"imported {summary.kind} {source}: {summary.documents} documents, {summary.queries} queries "
+        f"({summary.new_queries} new), "
+        f"{summary.labels} labels ({summary.new_labels} new, {summary.clamped_grades} grades clamped to 0-2) -> "
+        f"{workspace}",
         highlight=False,
     )
     if released:

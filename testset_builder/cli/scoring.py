@@ -8,14 +8,32 @@ from typing import Annotated
 
 import typer
 
-from .app import DEFAULT_METRICS, JsonOption, MetricsOption, OptionalQrelsOption, PerQueryOption, ReleaseOption, SeedOption, _labels, _release, _renamed, app, out
+from .app import (
+    DEFAULT_METRICS,
+    JsonOption,
+    MetricsOption,
+    OptionalQrelsOption,
+    PerQueryOption,
+    ReleaseOption,
+    SeedOption,
+    _labels,
+    _release,
+    _renamed,
+    app,
+    out,
+)
 
 
 @app.command()
 def score(
     run: Annotated[
         list[Path],
-        typer.Option("--run", "-r", help="A run: TREC (qid Q0 docid rank score tag) or JSONL. Repeat for several.", show_default=False),
+        typer.Option(
+            "--run",
+            "-r",
+            help="A run: TREC (qid Q0 docid rank score tag) or JSONL. Repeat for several.",
+            show_default=False,
+        ),
     ],
     qrels: OptionalQrelsOption = None,
     release: ReleaseOption = None,
@@ -23,7 +41,9 @@ def score(
     json_output: JsonOption = False,
     per_query: PerQueryOption = None,
     ci: Annotated[bool, typer.Option("--ci/--no-ci", help="Bootstrap 95% confidence intervals over queries.")] = True,
-    resamples: Annotated[int, typer.Option("--resamples", min=100, help="Bootstrap resamples for the intervals.")] = 1000,
+    resamples: Annotated[
+        int, typer.Option("--resamples", min=100, help="Bootstrap resamples for the intervals.")
+    ] = 1000,
     seed: SeedOption = 0,
 ) -> None:
     """Score runs against qrels with trec_eval's conventions.
@@ -55,7 +75,9 @@ def score(
 def compare(
     runs: Annotated[
         list[Path],
-        typer.Argument(help="Two or more runs; the first is the baseline each other run is compared with.", show_default=False),
+        typer.Argument(
+            help="Two or more runs; the first is the baseline each other run is compared with.", show_default=False
+        ),
     ],
     qrels: OptionalQrelsOption = None,
     release: ReleaseOption = None,
@@ -100,8 +122,15 @@ def compare(
 
 @app.command()
 def baseline(
-    release: Annotated[str, typer.Option("--release", help="WORKSPACE@VERSION (VERSION may be latest) or a release directory.", show_default=False)],
-    out_file: Annotated[Path, typer.Option("--out", "-o", help="Write the run here (TREC format).", show_default=False)],
+    release: Annotated[
+        str,
+        typer.Option(
+            "--release", help="WORKSPACE@VERSION (VERSION may be latest) or a release directory.", show_default=False
+        ),
+    ],
+    out_file: Annotated[
+        Path, typer.Option("--out", "-o", help="Write the run here (TREC format).", show_default=False)
+    ],
     retriever: Annotated[str, typer.Option("--retriever", help="bm25, or dense (with the dense extra).")] = "bm25",
     k: Annotated[int, typer.Option("--k", min=1, help="Results per query.")] = 100,
 ) -> None:
@@ -112,4 +141,7 @@ def baseline(
     loaded, cache = _release(release)
     run = baseline_run(loaded.corpus, loaded.queries, retriever, k, cache)
     write_trec_run(run, out_file)
-    out.print(f"{retriever} run over {len(loaded.corpus)} chunks for {len(loaded.queries)} queries of release {loaded.version} -> {out_file}")
+    out.print(
+        f"{retriever} run over {len(loaded.corpus)} chunks for {len(loaded.queries)} queries of release "
+        f"{loaded.version} -> {out_file}"
+    )

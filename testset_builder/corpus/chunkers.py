@@ -57,7 +57,13 @@ class ChunkerConfig:
 def _joins_previous(ch: str) -> bool:
     """True for characters that belong to the character before them (no cut may fall right before one)."""
     code = ord(ch)
-    return bool(unicodedata.combining(ch)) or code == 0x200D or 0xFE00 <= code <= 0xFE0F or 0x1F3FB <= code <= 0x1F3FF or 0xE0020 <= code <= 0xE007F
+    return (
+        bool(unicodedata.combining(ch))
+        or code == 0x200D
+        or 0xFE00 <= code <= 0xFE0F
+        or 0x1F3FB <= code <= 0x1F3FF
+        or 0xE0020 <= code <= 0xE007F
+    )
 
 
 def safe_cut(text: str, position: int) -> int:
@@ -132,7 +138,11 @@ def sentence_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
     pieces, previous = [], 0
     for cut in [*cuts, len(text)]:
         if cut > previous:
-            pieces.extend(_split_recursive(text, previous, cut, size, RECURSIVE_SEPARATORS[5:]) if cut - previous > size else [(previous, cut)])
+            pieces.extend(
+                _split_recursive(text, previous, cut, size, RECURSIVE_SEPARATORS[5:])
+                if cut - previous > size
+                else [(previous, cut)]
+            )
             previous = cut
     return _merge(pieces, size, overlap)
 
@@ -155,7 +165,10 @@ def token_spans(text: str, size: int, overlap: int, encoding: str = "cl100k_base
     spans, first, step = [], 0, size - overlap
     while True:
         last = min(first + size, len(tokens))
-        start, end = safe_cut(text, boundaries[first]), safe_cut(text, boundaries[last]) if last < len(tokens) else len(text)
+        start, end = (
+            safe_cut(text, boundaries[first]),
+            safe_cut(text, boundaries[last]) if last < len(tokens) else len(text),
+        )
         if spans and start <= spans[-1][0]:  # a character wider than the step: grow the previous window instead
             spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
         elif end > start:
@@ -207,11 +220,15 @@ def markdown_spans(text: str, size: int, overlap: int) -> list[tuple[int, int, d
     return spans
 
 
-_SPANS: dict[str, Callable[..., list]] = {"recursive": recursive_spans, "sentence": sentence_spans, "markdown": markdown_spans}
+_SPANS: dict[str, Callable[..., list]] = {
+    "recursive": recursive_spans,
+    "sentence": sentence_spans,
+    "markdown": markdown_spans,
+}
 
 
 def chunk_id(doc_id: str, text: str, occurrence: int) -> str:
-    digest = hashlib.sha256(f"{doc_id}\x00{occurrence}\x00{text}".encode("utf-8")).hexdigest()[:16]
+    digest = hashlib.sha256(f"{doc_id}\x00{occurrence}\x00{text}".encode()).hexdigest()[:16]
     return f"{doc_id}#{digest}"
 
 
@@ -225,7 +242,20 @@ def chunk_document(document: Document, config: ChunkerConfig) -> list[Chunk]:
     else:
         spans = _SPANS[config.kind](text, config.size, config.overlap) if text else []
     if config.kind == "prechunked":
-        return [Chunk(chunk_id=document.doc_id, doc_id=document.doc_id, text=text, start=0, end=len(text), metadata={"index": 0, "chunker": "prechunked"})] if text else []
+        return (
+            [
+                Chunk(
+                    chunk_id=document.doc_id,
+                    doc_id=document.doc_id,
+                    text=text,
+                    start=0,
+                    end=len(text),
+                    metadata={"index": 0, "chunker": "prechunked"},
+                )
+            ]
+            if text
+            else []
+        )
     seen: dict[str, int] = {}
     chunks = []
     for index, span in enumerate(spans):
@@ -241,7 +271,13 @@ def chunk_document(document: Document, config: ChunkerConfig) -> list[Chunk]:
                 text=piece,
                 start=start,
                 end=end,
-                metadata={"index": index, "chunker": config.kind, "size": config.size, "overlap": config.overlap, **extra},
+                metadata={
+                    "index": index,
+                    "chunker": config.kind,
+                    "size": config.size,
+                    "overlap": config.overlap,
+                    **extra,
+                },
             )
         )
     return chunks

@@ -42,7 +42,9 @@ def minhash(values: set[int]) -> np.ndarray:
     return ((np.outer(_A, x) + _B[:, None]) % np.uint64(_PRIME)).min(axis=1)
 
 
-def duplicate_groups(chunk_ids: Sequence[str], texts: Sequence[str], threshold: float = 0.8) -> list[tuple[str, list[str]]]:
+def duplicate_groups(
+    chunk_ids: Sequence[str], texts: Sequence[str], threshold: float = 0.8
+) -> list[tuple[str, list[str]]]:
     """``[(kind, [chunk ids])]`` for every group of two or more; kind is "exact" when all members normalise equal."""
     parent = list(range(len(texts)))
 

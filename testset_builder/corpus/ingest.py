@@ -45,7 +45,9 @@ def _covered(source: str, roots: list[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
-def ingest(workspace: Workspace, loaded: LoadResult, config: ChunkerConfig, sources: list[str | Path], progress=None) -> IngestSummary:
+def ingest(
+    workspace: Workspace, loaded: LoadResult, config: ChunkerConfig, sources: list[str | Path], progress=None
+) -> IngestSummary:
     started = time.perf_counter()
     summary = IngestSummary(documents=len(loaded.documents), skipped=len(loaded.skipped))
     summary.skipped_by_reason = dict(Counter(s.reason.split(" (")[0] for s in loaded.skipped))
@@ -55,14 +57,22 @@ def ingest(workspace: Workspace, loaded: LoadResult, config: ChunkerConfig, sour
         row["doc_id"]: (row["content_sha256"], row["removed_at"], row["source"])
         for row in db.execute("SELECT doc_id, content_sha256, removed_at, source FROM documents")
     }
-    chunked_with = {row[0]: row[1] for row in db.execute("SELECT doc_id, MAX(config_sha256) FROM chunks WHERE removed_at IS NULL GROUP BY doc_id")}
+    chunked_with = {
+        row[0]: row[1]
+        for row in db.execute("SELECT doc_id, MAX(config_sha256) FROM chunks WHERE removed_at IS NULL GROUP BY doc_id")
+    }
     task = progress.add_task("chunking", total=len(loaded.documents)) if progress else None
     now = utc_timestamp()
     with workspace.transaction() as tx:
         for document in loaded.documents:
             previous = known.get(document.doc_id)
             digest = content_sha256(document.text)
-            if previous and previous[0] == digest and previous[1] is None and chunked_with.get(document.doc_id) == config_hash:
+            if (
+                previous
+                and previous[0] == digest
+                and previous[1] is None
+                and chunked_with.get(document.doc_id) == config_hash
+            ):
                 summary.unchanged += 1
             else:
                 if previous is None or previous[1] is not None:
@@ -77,12 +87,25 @@ def ingest(workspace: Workspace, loaded: LoadResult, config: ChunkerConfig, sour
                     'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at, config_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?) '
                     "ON CONFLICT(chunk_id) DO UPDATE SET removed_at = NULL, config_sha256 = excluded.config_sha256, "
                     'start = excluded.start, "end" = excluded."end", metadata = excluded.metadata',
-                    [(c.chunk_id, c.doc_id, c.text, c.start, c.end, json.dumps(c.metadata, sort_keys=True), now, config_hash) for c in chunks],
+                    [
+                        (
+                            c.chunk_id,
+                            c.doc_id,
+                            c.text,
+                            c.start,
+                            c.end,
+                            json.dumps(c.metadata, sort_keys=True),
+                            now,
+                            config_hash,
+                        )
+                        for c in chunks
+                    ],
                 )
                 summary.chunks_added += tx.total_changes - before
                 placeholders = ",".join("?" * len(new_ids)) or "''"
                 cursor = tx.execute(
-                    f"UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL AND chunk_id NOT IN ({placeholders})",
+                    "UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL AND chunk_id NOT IN "
+                    f"({placeholders})",
                     (now, document.doc_id, *new_ids),
                 )
                 summary.chunks_removed += cursor.rowcount
@@ -92,9 +115,16 @@ def ingest(workspace: Workspace, loaded: LoadResult, config: ChunkerConfig, sour
         loaded_ids = {d.doc_id for d in loaded.documents}
         skipped_sources = {s.source for s in loaded.skipped}
         for doc_id, (_, removed_at, source) in known.items():
-            if removed_at is None and doc_id not in loaded_ids and source not in skipped_sources and _covered(source, roots):
+            if (
+                removed_at is None
+                and doc_id not in loaded_ids
+                and source not in skipped_sources
+                and _covered(source, roots)
+            ):
                 tx.execute("UPDATE documents SET removed_at = ? WHERE doc_id = ?", (now, doc_id))
-                summary.chunks_removed += tx.execute("UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL", (now, doc_id)).rowcount
+                summary.chunks_removed += tx.execute(
+                    "UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL", (now, doc_id)
+                ).rowcount
                 summary.removed += 1
         if summary.new or summary.changed or summary.removed:  # duplicate groups only move when live chunks do
             _refresh_duplicates(tx)
@@ -103,7 +133,8 @@ def ingest(workspace: Workspace, loaded: LoadResult, config: ChunkerConfig, sour
         ).fetchone()
         summary.seconds = time.perf_counter() - started
         tx.execute(
-            "INSERT INTO stage_runs (stage, config_sha256, status, counts, started_at, finished_at) VALUES ('chunk', ?, 'done', ?, ?, ?)",
+            "INSERT INTO stage_runs (stage, config_sha256, status, counts, started_at, finished_at) VALUES ('chunk', "
+            "?, 'done', ?, ?, ?)",
             (config_hash, json.dumps(summary.as_dict()), now, utc_timestamp()),
         )
     return summary

@@ -57,7 +57,9 @@ class _Collector:
 
     def add(self, document: Document, source: str, line: int | None = None) -> None:
         if document.doc_id in self._seen:
-            self.skip(source, f"duplicate document id {document.doc_id!r} (first seen in {self._seen[document.doc_id]})", line)
+            self.skip(
+                source, f"duplicate document id {document.doc_id!r} (first seen in {self._seen[document.doc_id]})", line
+            )
             return
         self._seen[document.doc_id] = f"{source}:{line}" if line else source
         self.result.documents.append(document)
@@ -67,7 +69,25 @@ class _HTMLText(HTMLParser):
     """Visible text of an HTML page without scripts, styles and page furniture (nav, header, footer, aside)."""
 
     SKIP = {"script", "style", "noscript", "nav", "header", "footer", "aside", "template", "svg"}
-    BLOCK = {"p", "div", "section", "article", "li", "tr", "br", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "table", "ul", "ol"}
+    BLOCK = {
+        "p",
+        "div",
+        "section",
+        "article",
+        "li",
+        "tr",
+        "br",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "pre",
+        "table",
+        "ul",
+        "ol",
+    }
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -143,7 +163,13 @@ def load_file(path: Path, doc_id: str) -> Document:
     if suffix in HTML_SUFFIXES:
         parser = _HTMLText()
         parser.feed(text)
-        return Document(doc_id=doc_id, text=parser.text(), title=" ".join(parser.title.split()), source=str(path), metadata={"format": "html"})
+        return Document(
+            doc_id=doc_id,
+            text=parser.text(),
+            title=" ".join(parser.title.split()),
+            source=str(path),
+            metadata={"format": "html"},
+        )
     return Document(doc_id=doc_id, text=text, source=str(path), metadata={"format": suffix.lstrip(".") or "txt"})
 
 
@@ -173,7 +199,9 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
                 yield number, raw
 
 
-def load_jsonl(path: Path, id_field: str = "_id", text_field: str = "text", title_field: str = "title", strict: bool = False) -> LoadResult:
+def load_jsonl(
+    path: Path, id_field: str = "_id", text_field: str = "text", title_field: str = "title", strict: bool = False
+) -> LoadResult:
     """One document per line. The id falls back to ``id``; other fields go to metadata."""
     collector = _Collector(strict)
     source = str(path)
@@ -196,7 +224,9 @@ def load_jsonl(path: Path, id_field: str = "_id", text_field: str = "text", titl
             continue
         metadata = {k: v for k, v in record.items() if k not in (id_field, "id", text_field, title_field)}
         title = record.get(title_field) or ""
-        collector.add(Document(doc_id=str(doc_id), text=text, title=str(title), metadata=metadata, source=source), source, number)
+        collector.add(
+            Document(doc_id=str(doc_id), text=text, title=str(title), metadata=metadata, source=source), source, number
+        )
     return collector.result
 
 
@@ -205,7 +235,14 @@ def load_beir(folder: Path, strict: bool = False) -> LoadResult:
     return load_jsonl(folder / "corpus.jsonl", "_id", "text", "title", strict=strict)
 
 
-def load_hf(dataset: Any, id_field: str = "_id", text_field: str = "text", title_field: str = "title", split: str | None = None, strict: bool = False) -> LoadResult:
+def load_hf(
+    dataset: Any,
+    id_field: str = "_id",
+    text_field: str = "text",
+    title_field: str = "title",
+    split: str | None = None,
+    strict: bool = False,
+) -> LoadResult:
     """A ``datasets.Dataset``, or a path / parquet file / hub name for ``datasets.load_dataset`` (offline: local)."""
     import datasets
 
@@ -217,18 +254,34 @@ def load_hf(dataset: Any, id_field: str = "_id", text_field: str = "text", title
             loaded = datasets.load_dataset(source, split=split) if split else datasets.load_dataset(source)
             dataset = loaded if isinstance(loaded, datasets.Dataset) else loaded[next(iter(loaded))]
     collector = _Collector(strict)
-    source = getattr(dataset, "info", None) and dataset.info.dataset_name or "dataset"
+    source = (getattr(dataset, "info", None) and dataset.info.dataset_name) or "dataset"
     for row_number, row in enumerate(dataset, start=1):
         doc_id, text = row.get(id_field, row.get("id")), row.get(text_field)
         if doc_id is None or not isinstance(text, str) or not text.strip():
             collector.skip(str(source), f"row lacks {id_field!r} or a non-empty {text_field!r}", row_number)
             continue
         metadata = {k: v for k, v in row.items() if k not in (id_field, "id", text_field, title_field)}
-        collector.add(Document(doc_id=str(doc_id), text=text, title=str(row.get(title_field) or ""), metadata=metadata, source=str(source)), str(source), row_number)
+        collector.add(
+            Document(
+                doc_id=str(doc_id),
+                text=text,
+                title=str(row.get(title_field) or ""),
+                metadata=metadata,
+                source=str(source),
+            ),
+            str(source),
+            row_number,
+        )
     return collector.result
 
 
-def load_sources(sources: Iterable[str | Path], strict: bool = False, id_field: str = "_id", text_field: str = "text", title_field: str = "title") -> LoadResult:
+def load_sources(
+    sources: Iterable[str | Path],
+    strict: bool = False,
+    id_field: str = "_id",
+    text_field: str = "text",
+    title_field: str = "title",
+) -> LoadResult:
     """Each source by its shape: a BEIR folder (has corpus.jsonl), a folder of files, a glob, a .jsonl, a .parquet."""
     result = LoadResult()
     for source in sources:
@@ -247,7 +300,11 @@ def load_sources(sources: Iterable[str | Path], strict: bool = False, id_field: 
         elif any(ch in str(source) for ch in "*?["):
             base = Path(str(source).split("*")[0].split("?")[0].split("[")[0] or ".")
             root = base if base.is_dir() else base.parent
-            matches = [p for p in Path().glob(str(source)) if p.is_file()] if not Path(str(source)).is_absolute() else [p for p in Path("/").glob(str(source).lstrip("/")) if p.is_file()]
+            matches = (
+                [p for p in Path().glob(str(source)) if p.is_file()]
+                if not Path(str(source)).is_absolute()
+                else [p for p in Path("/").glob(str(source).lstrip("/")) if p.is_file()]
+            )
             result.extend(load_files(matches, root=root, strict=strict))
         else:
             raise InputError("no such file, folder or glob match", path=source)

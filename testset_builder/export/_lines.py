@@ -31,7 +31,9 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise InputError(f"not valid UTF-8 ({error.reason} at byte {error.start})", path=path, line=number) from None
+                raise InputError(
+                    f"not valid UTF-8 ({error.reason} at byte {error.start})", path=path, line=number
+                ) from None
             line = line.strip()
             if line:
                 yield number, line
@@ -40,7 +42,9 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
 def check_unique_pair(seen: dict[tuple[str, str], int], key: tuple[str, str], path: Path, line: int) -> None:
     """Record ``key`` as seen on ``line``; a repeat is an error naming both lines."""
     if key in seen:
-        raise InputError(f"({key[0]}, {key[1]}) repeats line {seen[key]}; each pair may appear once", path=path, line=line)
+        raise InputError(
+            f"({key[0]}, {key[1]}) repeats line {seen[key]}; each pair may appear once", path=path, line=line
+        )
     seen[key] = line
 
 
@@ -50,7 +54,9 @@ def first_line(path: Path) -> str | None:
     return None
 
 
-def fast_read(path: Path, names: list[str], types: dict[str, pa.DataType], delimiter: str, skip_rows: int = 0) -> pa.Table | None:
+def fast_read(
+    path: Path, names: list[str], types: dict[str, pa.DataType], delimiter: str, skip_rows: int = 0
+) -> pa.Table | None:
     """Arrow CSV read with a fixed column layout; None when Arrow cannot parse the file as given."""
     try:
         return pacsv.read_csv(
@@ -58,7 +64,10 @@ def fast_read(path: Path, names: list[str], types: dict[str, pa.DataType], delim
             read_options=pacsv.ReadOptions(column_names=names, skip_rows=skip_rows, block_size=1 << 24),
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, ignore_empty_lines=True),
             convert_options=pacsv.ConvertOptions(
-                column_types=types, include_columns=list(types), strings_can_be_null=False, quoted_strings_can_be_null=False
+                column_types=types,
+                include_columns=list(types),
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
             ),
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
@@ -74,7 +83,9 @@ def sniff_delimiter(line: str, fields: int) -> str | None:
     return None
 
 
-def read_with_fallback(path: Path, fast: Callable[[], pa.Table | None], slow: Callable[[], pa.Table], build: Callable[[pa.Table], object]):
+def read_with_fallback(
+    path: Path, fast: Callable[[], pa.Table | None], slow: Callable[[], pa.Table], build: Callable[[pa.Table], object]
+):
     """Build the result from the fast table; on any failure, rebuild from the exact line-by-line parse."""
     table = fast()
     if table is not None:

@@ -21,11 +21,17 @@ def read_beir_qrels(path: str | Path) -> Qrels:
     path = Path(path)
     check_readable(path)
     if not is_beir_qrels_header(first_line(path)):
-        raise InputError("expected the BEIR header 'query-id<TAB>corpus-id<TAB>score' on the first line", path=path, line=1)
+        raise InputError(
+            "expected the BEIR header 'query-id<TAB>corpus-id<TAB>score' on the first line", path=path, line=1
+        )
 
     def fast() -> pa.Table | None:
         return fast_read(
-            path, [QUERY_ID, CHUNK_ID, GRADE], {QUERY_ID: pa.string(), CHUNK_ID: pa.string(), GRADE: pa.int64()}, "\t", skip_rows=1
+            path,
+            [QUERY_ID, CHUNK_ID, GRADE],
+            {QUERY_ID: pa.string(), CHUNK_ID: pa.string(), GRADE: pa.int64()},
+            "\t",
+            skip_rows=1,
         )
 
     def slow() -> pa.Table:
@@ -35,7 +41,9 @@ def read_beir_qrels(path: str | Path) -> Qrels:
         for number, line in lines:
             parts = [part.strip() for part in line.split("\t")]
             if len(parts) != 3 or not all(parts):
-                raise InputError(f"expected 3 tab-separated fields 'query-id corpus-id score', got {line!r}", path=path, line=number)
+                raise InputError(
+                    f"expected 3 tab-separated fields 'query-id corpus-id score', got {line!r}", path=path, line=number
+                )
             try:
                 grade = int(parts[2])
             except ValueError:

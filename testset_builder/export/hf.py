@@ -28,14 +28,29 @@ def write_parquet(table: pa.Table, path: Path) -> None:
 
 
 def write_hf(root: Path, corpus: list[dict], queries: list[dict], qrels: list) -> None:
-    write_parquet(pa.table({"_id": [d["_id"] for d in corpus], "title": [d["title"] for d in corpus], "text": [d["text"] for d in corpus]}), root / HF_FILES["corpus"][1])
-    write_parquet(pa.table({"_id": [q["_id"] for q in queries], "text": [q["text"] for q in queries]}), root / HF_FILES["queries"][1])
+    write_parquet(
+        pa.table(
+            {
+                "_id": [d["_id"] for d in corpus],
+                "title": [d["title"] for d in corpus],
+                "text": [d["text"] for d in corpus],
+            }
+        ),
+        root / HF_FILES["corpus"][1],
+    )
+    write_parquet(
+        pa.table({"_id": [q["_id"] for q in queries], "text": [q["text"] for q in queries]}),
+        root / HF_FILES["queries"][1],
+    )
     ids = pa.array([q.query_id for q in qrels], pa.string())
     chunks = pa.array([q.chunk_id for q in qrels], pa.string())
     scores = pa.array([q.grade for q in qrels], pa.int64())
     write_parquet(pa.table({"query-id": ids, "corpus-id": chunks, "score": scores}), root / HF_FILES["default"][1])
     origins = pa.array([q.origin for q in qrels], pa.string())
-    write_parquet(pa.table({"query-id": ids, "corpus-id": chunks, "score": scores, "origin": origins}), root / HF_FILES["judgments"][1])
+    write_parquet(
+        pa.table({"query-id": ids, "corpus-id": chunks, "score": scores, "origin": origins}),
+        root / HF_FILES["judgments"][1],
+    )
 
 
 def size_category(n: int) -> str:
@@ -56,7 +71,8 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         "pretty_name": name,
         "tags": ["retrieval", "beir", "mteb", "testset-builder"],
         "configs": [
-            {"config_name": config, "data_files": [{"split": split, "path": path}]} for config, (split, path) in HF_FILES.items()
+            {"config_name": config, "data_files": [{"split": split, "path": path}]}
+            for config, (split, path) in HF_FILES.items()
         ],
     }
     lineage = manifest["lineage"]
@@ -67,10 +83,12 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
     return (
         "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n\n"
         f"# {name} {manifest['version']}\n\n"
-        "A retrieval test set made with [testset-builder](https://pypi.org/project/testset-builder/): queries, a corpus of "
+        "A retrieval test set made with [testset-builder](https://pypi.org/project/testset-builder/): queries, a "
+        "corpus of "
         "chunks, and graded relevance labels (0 irrelevant, 1 relevant, 2 highly relevant).\n\n"
         "## Contents\n\n"
-        f"- corpus: {counts['corpus']} chunks; queries: {counts['queries']} ({counts['queries_by_origin'].get('synthetic', 0)} synthetic, "
+        f"- corpus: {counts['corpus']} chunks; queries: {counts['queries']} "
+        f"({counts['queries_by_origin'].get('synthetic', 0)} synthetic, "
         f"{counts['queries_by_origin'].get('real', 0)} real); qrels: {counts['qrels']} ({grades})\n"
         f"- where the labels come from: {origin}\n"
         f"- content sha256: `{manifest['content_sha256']}`; parent version: {manifest['parent_version'] or 'none'}\n\n"
@@ -80,7 +98,9 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         f"- reviewers: {', '.join(lineage['reviewers']) or 'none'}\n"
         f"- chunker configs: {', '.join(c[:12] for c in lineage['chunker_configs']) or 'unknown'}\n\n"
         "## Loading\n\n"
-        "```python\nfrom datasets import load_dataset\nqrels = load_dataset(PATH, \"default\", split=\"test\")\n"
-        "corpus = load_dataset(PATH, \"corpus\", split=\"corpus\")\nqueries = load_dataset(PATH, \"queries\", split=\"queries\")\n```\n\n"
-        "BEIR files are in `beir/`, TREC qrels in `qrels.trec`, and `manifest.json` lists every file's sha256 and the lineage.\n"
+        '```python\nfrom datasets import load_dataset\nqrels = load_dataset(PATH, "default", split="test")\n'
+        'corpus = load_dataset(PATH, "corpus", split="corpus")\n'
+        'queries = load_dataset(PATH, "queries", split="queries")\n```\n\n'
+        "BEIR files are in `beir/`, TREC qrels in `qrels.trec`, and `manifest.json` lists every file's sha256 and "
+        "the lineage.\n"
     )

@@ -14,7 +14,15 @@ import pyarrow as pa
 
 from ..errors import InputError
 from ..tables import CHUNK_ID, GRADE, QRELS_SCHEMA, QUERY_ID, RUN_SCHEMA, SCORE, Qrels, Run
-from ._lines import check_readable, check_unique_pair, fast_read, first_line, numbered_lines, read_with_fallback, sniff_delimiter
+from ._lines import (
+    check_readable,
+    check_unique_pair,
+    fast_read,
+    first_line,
+    numbered_lines,
+    read_with_fallback,
+    sniff_delimiter,
+)
 
 
 def _parse_int(text: str, what: str, path: Path, line: int) -> int:
@@ -44,7 +52,12 @@ def read_trec_qrels(path: str | Path) -> Qrels:
         delimiter = sniff_delimiter(line, 4) if line else None
         if delimiter is None:
             return None
-        table = fast_read(path, [QUERY_ID, "iteration", CHUNK_ID, GRADE], {QUERY_ID: pa.string(), CHUNK_ID: pa.string(), GRADE: pa.int64()}, delimiter)
+        table = fast_read(
+            path,
+            [QUERY_ID, "iteration", CHUNK_ID, GRADE],
+            {QUERY_ID: pa.string(), CHUNK_ID: pa.string(), GRADE: pa.int64()},
+            delimiter,
+        )
         return table.select([QUERY_ID, CHUNK_ID, GRADE]) if table is not None else None
 
     def slow() -> pa.Table:
@@ -52,7 +65,9 @@ def read_trec_qrels(path: str | Path) -> Qrels:
         for number, line in numbered_lines(path):
             parts = line.split()
             if len(parts) != 4:
-                raise InputError(f"expected 4 fields 'qid iteration docid grade', got {len(parts)}", path=path, line=number)
+                raise InputError(
+                    f"expected 4 fields 'qid iteration docid grade', got {len(parts)}", path=path, line=number
+                )
             grade = _parse_int(parts[3], "grade", path, number)
             check_unique_pair(seen, (parts[0], parts[2]), path, number)
             queries.append(parts[0])
@@ -85,7 +100,9 @@ def read_trec_run(path: str | Path, name: str | None = None) -> Run:
         for number, text in numbered_lines(path):
             parts = text.split()
             if len(parts) != 6:
-                raise InputError(f"expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}", path=path, line=number)
+                raise InputError(
+                    f"expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}", path=path, line=number
+                )
             score = _parse_score(parts[4], path, number)
             check_unique_pair(seen, (parts[0], parts[2]), path, number)
             queries.append(parts[0])

@@ -17,7 +17,14 @@ class AnthropicProvider:
     prompt_style = "chat"
     supports_logprobs = False
 
-    def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: float = 60.0, key_variable: str = DEFAULT_KEY_VARIABLE, name: str = "anthropic") -> None:
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        key_variable: str = DEFAULT_KEY_VARIABLE,
+        name: str = "anthropic",
+    ) -> None:
         import anthropic
 
         self._key = api_key if api_key is not None else api_key_from_env(name, key_variable)
@@ -91,7 +98,9 @@ def message_params(request: LLMRequest) -> dict[str, Any]:
         params["stop_sequences"] = list(request.stop)
     if request.response_schema is not None:
         tool_name = request.schema_name or "answer"
-        params["tools"] = [{"name": tool_name, "description": "Record the answer.", "input_schema": request.response_schema}]
+        params["tools"] = [
+            {"name": tool_name, "description": "Record the answer.", "input_schema": request.response_schema}
+        ]
         params["tool_choice"] = {"type": "tool", "name": tool_name}
     return params
 
@@ -108,6 +117,10 @@ def parse_message(response: Any, request: LLMRequest) -> Completion:
     return Completion(
         text=text,
         model=response.model or request.model,
-        usage=Usage(input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0, cached_input_tokens=getattr(usage, "cache_read_input_tokens", 0) or 0),
+        usage=Usage(
+            input_tokens=usage.input_tokens or 0,
+            output_tokens=usage.output_tokens or 0,
+            cached_input_tokens=getattr(usage, "cache_read_input_tokens", 0) or 0,
+        ),
         finish_reason=response.stop_reason,
     )

@@ -112,23 +112,44 @@ class LLMClient:
 
     # cache and ledger ------------------------------------------------------------------------------------------
     def _cached(self, key: str) -> Completion | None:
-        row = self.workspace.db.execute("SELECT response FROM llm_calls WHERE request_sha256 = ? AND response IS NOT NULL", (key,)).fetchone()
+        row = self.workspace.db.execute(
+            "SELECT response FROM llm_calls WHERE request_sha256 = ? AND response IS NOT NULL", (key,)
+        ).fetchone()
         if row is None:
             return None
         return Completion.model_validate_json(row[0]).model_copy(update={"cached": True})
 
-    def _record(self, key: str, request: LLMRequest, completion: Completion | None, cost: float | None, latency: float, attempts: int, error: str | None) -> None:
+    def _record(
+        self,
+        key: str,
+        request: LLMRequest,
+        completion: Completion | None,
+        cost: float | None,
+        latency: float,
+        attempts: int,
+        error: str | None,
+    ) -> None:
         with self.workspace.transaction() as db:
             db.execute(
-                "INSERT INTO llm_calls (request_sha256, stage, provider, model, request, response, usage, cost_usd, latency_s, attempts, error, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(request_sha256) DO UPDATE SET response = excluded.response, "
+                "INSERT INTO llm_calls (request_sha256, stage, provider, model, request, response, usage, cost_usd, "
+                "latency_s, attempts, error, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(request_sha256) DO UPDATE SET response = "
+                "excluded.response, "
                 "usage = excluded.usage, cost_usd = excluded.cost_usd, latency_s = excluded.latency_s, "
                 "attempts = llm_calls.attempts + excluded.attempts, error = excluded.error",
                 (
-                    key, self.stage, self.provider.identity, request.model, request.canonical_json(),
+                    key,
+                    self.stage,
+                    self.provider.identity,
+                    request.model,
+                    request.canonical_json(),
                     completion.model_dump_json() if completion else None,
                     completion.usage.model_dump_json() if completion else None,
-                    cost, latency, attempts, error, utc_timestamp(),
+                    cost,
+                    latency,
+                    attempts,
+                    error,
+                    utc_timestamp(),
                 ),
             )
 
@@ -137,7 +158,9 @@ class LLMClient:
         error = retry_state.outcome.exception()
         if isinstance(error, ProviderError) and error.retry_after is not None:
             return min(error.retry_after, self.retry.max_retry_after)
-        return wait_exponential_jitter(multiplier=self.retry.initial_wait, max=self.retry.max_wait, jitter=self.retry.jitter)(retry_state)
+        return wait_exponential_jitter(
+            multiplier=self.retry.initial_wait, max=self.retry.max_wait, jitter=self.retry.jitter
+        )(retry_state)
 
     async def complete(self, request: LLMRequest) -> Completion:
         key = request.cache_key(self.provider.identity)
@@ -162,8 +185,12 @@ class LLMClient:
             return 0.0
         price = self.prices.price(request.model)
         if price is None:
-            raise InputError(f"no price for model {request.model!r} in the price table, so a cost limit cannot be honoured")
-        worst_case = (len(request.text) * price.input + request.max_tokens * price.output) / 1e6  # a token is at least a character
+            raise InputError(
+                f"no price for model {request.model!r} in the price table, so a cost limit cannot be honoured"
+            )
+        worst_case = (
+            len(request.text) * price.input + request.max_tokens * price.output
+        ) / 1e6  # a token is at least a character
         if self.cost_usd + self._reserved_usd + worst_case > self.max_cost_usd:
             raise BudgetExceededError(self.max_cost_usd, self.cost_usd, worst_case)
         self._reserved_usd += worst_case
@@ -200,7 +227,11 @@ class LLMClient:
         running cost and the cache hits.
         """
         requests = list(requests)
-        task = progress.add_task(description, total=len(requests), cost=self.cost_usd, cached=self.cache_hits) if progress else None
+        task = (
+            progress.add_task(description, total=len(requests), cost=self.cost_usd, cached=self.cache_hits)
+            if progress
+            else None
+        )
 
         async def one(request: LLMRequest) -> Completion | ProviderError:
             try:
@@ -227,7 +258,9 @@ class LLMClient:
         if not hasattr(self.provider, "submit_batch"):
             raise InputError(f"{self.provider.identity} has no batch API; run without --batch")
         pending_keys = set()
-        for (requests_json,) in self.workspace.db.execute("SELECT requests FROM llm_batches WHERE status = 'submitted'"):
+        for (requests_json,) in self.workspace.db.execute(
+            "SELECT requests FROM llm_batches WHERE status = 'submitted'"
+        ):
             pending_keys.update(json.loads(requests_json))
         items, seen = [], set()
         for request in requests:
@@ -241,8 +274,15 @@ class LLMClient:
         batch_id = await self.provider.submit_batch(items)
         with self.workspace.transaction() as db:
             db.execute(
-                "INSERT INTO llm_batches (batch_id, provider, stage, status, requests, submitted_at) VALUES (?, ?, ?, 'submitted', ?, ?)",
-                (batch_id, self.provider.identity, self.stage, json.dumps({k: r.canonical_json() for k, r in items}), utc_timestamp()),
+                "INSERT INTO llm_batches (batch_id, provider, stage, status, requests, submitted_at) VALUES (?, ?, "
+                "?, 'submitted', ?, ?)",
+                (
+                    batch_id,
+                    self.provider.identity,
+                    self.stage,
+                    json.dumps({k: r.canonical_json() for k, r in items}),
+                    utc_timestamp(),
+                ),
             )
         return batch_id
 
@@ -250,7 +290,8 @@ class LLMClient:
         """Poll this provider's pending batches; ingest the ended ones into the cache and ledger."""
         counts = {"running": 0, "ended": 0, "answered": 0, "failed": 0}
         rows = self.workspace.db.execute(
-            "SELECT batch_id, requests FROM llm_batches WHERE status = 'submitted' AND provider = ?", (self.provider.identity,)
+            "SELECT batch_id, requests FROM llm_batches WHERE status = 'submitted' AND provider = ?",
+            (self.provider.identity,),
         ).fetchall()
         for batch_id, requests_json in rows:
             requests = {key: LLMRequest.model_validate_json(text) for key, text in json.loads(requests_json).items()}
@@ -260,19 +301,26 @@ class LLMClient:
                 continue
             for key, result in results.items():
                 if isinstance(result, Completion):
-                    self._record(key, requests[key], result, self.prices.cost(requests[key].model, result.usage), None, 1, None)
+                    self._record(
+                        key, requests[key], result, self.prices.cost(requests[key].model, result.usage), None, 1, None
+                    )
                     counts["answered"] += 1
                 else:
                     self._record(key, requests[key], None, None, None, 1, result)
                     counts["failed"] += 1
             with self.workspace.transaction() as db:
-                db.execute("UPDATE llm_batches SET status = 'ended', ended_at = ? WHERE batch_id = ?", (utc_timestamp(), batch_id))
+                db.execute(
+                    "UPDATE llm_batches SET status = 'ended', ended_at = ? WHERE batch_id = ?",
+                    (utc_timestamp(), batch_id),
+                )
             counts["ended"] += 1
         return counts
 
     async def structured(self, request: LLMRequest, schema: type[Schema]) -> tuple[Schema, Completion]:
         """A validated ``schema`` instance: one re-ask carrying the validation error, then :class:`StructuredOutputError`."""
-        request = request.model_copy(update={"response_schema": schema.model_json_schema(), "schema_name": schema.__name__})
+        request = request.model_copy(
+            update={"response_schema": schema.model_json_schema(), "schema_name": schema.__name__}
+        )
         usage, attempts = Usage(), 0
         while True:
             completion = await self.complete(request)
@@ -280,7 +328,9 @@ class LLMClient:
             try:
                 return schema.model_validate_json(extract_json(completion.text)), completion
             except ValidationError as error:
-                detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in error.errors()[:5])
+                detail = "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in error.errors()[:5]
+                )
             if attempts == 2:
                 raise StructuredOutputError(schema.__name__, detail, completion.text, attempts, usage.model_dump())
             request = _reask(request, completion.text, detail)
@@ -289,6 +339,10 @@ class LLMClient:
 def _reask(request: LLMRequest, answer: str, detail: str) -> LLMRequest:
     feedback = f"That answer is not valid ({detail}). Reply again with only a JSON object that matches the schema."
     if request.kind == "chat":
-        messages = (*request.messages, Message(role="assistant", content=answer), Message(role="user", content=feedback))
+        messages = (
+            *request.messages,
+            Message(role="assistant", content=answer),
+            Message(role="user", content=feedback),
+        )
         return request.model_copy(update={"messages": messages})
     return request.model_copy(update={"prompt": f"{request.prompt}{answer}\n{feedback}\n"})

@@ -9,11 +9,23 @@ import sqlite3
 def cost_summary(db: sqlite3.Connection) -> list[dict]:
     """One row per (stage, provider, model): calls answered, failed, attempts, tokens and cost (None if unpriced)."""
     summary: dict[tuple[str, str, str], dict] = {}
-    for row in db.execute("SELECT stage, provider, model, usage, cost_usd, attempts, response IS NOT NULL AS ok FROM llm_calls"):
+    for row in db.execute(
+        "SELECT stage, provider, model, usage, cost_usd, attempts, response IS NOT NULL AS ok FROM llm_calls"
+    ):
         entry = summary.setdefault(
             (row[0], row[1], row[2]),
-            {"stage": row[0], "provider": row[1], "model": row[2], "calls": 0, "failed": 0, "attempts": 0,
-             "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0},
+            {
+                "stage": row[0],
+                "provider": row[1],
+                "model": row[2],
+                "calls": 0,
+                "failed": 0,
+                "attempts": 0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cost_usd": 0.0,
+                "unpriced_calls": 0,
+            },
         )
         entry["attempts"] += row[5]
         if not row[6]:

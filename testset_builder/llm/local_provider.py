@@ -68,17 +68,35 @@ def model_file(directory: str | Path | None = None) -> Path:
 class LocalServer:
     """A running ``llama-server``; use :func:`shared_server` to get the process-wide one."""
 
-    def __init__(self, model: Path, context: int = 4096, parallel: int = 2, startup_timeout: float = 120.0, log_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        model: Path,
+        context: int = 4096,
+        parallel: int = 2,
+        startup_timeout: float = 120.0,
+        log_dir: Path | None = None,
+    ) -> None:
         self.model = model
         self.port = free_port()
         log_dir = Path(log_dir or os.environ.get("TMPDIR", "/tmp"))
         self.log_path = log_dir / f"llama-server-{os.getpid()}-{self.port}.log"
         command = [
-            str(server_binary()), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port),
-            "-c", str(context), "--parallel", str(parallel),
+            str(server_binary()),
+            "-m",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "-c",
+            str(context),
+            "--parallel",
+            str(parallel),
         ]
         with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+            )
         atexit.register(self.stop)
         self._wait_healthy(startup_timeout)
 

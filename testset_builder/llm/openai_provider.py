@@ -36,7 +36,11 @@ def parse_completion_logprobs(logprobs: Any) -> tuple[TokenLogprob, ...]:
         return tuple(out)
     tokens, values, tops = data.get("tokens") or [], data.get("token_logprobs") or [], data.get("top_logprobs") or []
     return tuple(
-        TokenLogprob(token=token, logprob=float(value if value is not None else 0.0), top={k: float(v) for k, v in (tops[i] or {}).items()} if i < len(tops) else {})
+        TokenLogprob(
+            token=token,
+            logprob=float(value if value is not None else 0.0),
+            top={k: float(v) for k, v in (tops[i] or {}).items()} if i < len(tops) else {},
+        )
         for i, (token, value) in enumerate(zip(tokens, values))
     )
 
@@ -47,7 +51,11 @@ def _usage(usage: Any) -> Usage:
     data = _as_dict(usage)
     details = data.get("prompt_tokens_details") or {}
     cached = _as_dict(details).get("cached_tokens") if details else 0
-    return Usage(input_tokens=data.get("prompt_tokens") or 0, output_tokens=data.get("completion_tokens") or 0, cached_input_tokens=cached or 0)
+    return Usage(
+        input_tokens=data.get("prompt_tokens") or 0,
+        output_tokens=data.get("completion_tokens") or 0,
+        cached_input_tokens=cached or 0,
+    )
 
 
 class OpenAIProvider:
@@ -55,7 +63,14 @@ class OpenAIProvider:
     prompt_style = "chat"
     supports_logprobs = True
 
-    def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: float = 60.0, key_variable: str = DEFAULT_KEY_VARIABLE, name: str = "openai") -> None:
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        key_variable: str = DEFAULT_KEY_VARIABLE,
+        name: str = "openai",
+    ) -> None:
         import openai
 
         self._key = api_key if api_key is not None else api_key_from_env(name, key_variable)
@@ -89,12 +104,23 @@ class OpenAIProvider:
             raise ValueError("a batch holds requests of one kind")
         endpoint = "/v1/chat/completions" if kinds == {"chat"} else "/v1/completions"
         lines = [
-            json.dumps({"custom_id": custom_id, "method": "POST", "url": endpoint, "body": chat_params(r) if r.kind == "chat" else completion_params(r)})
+            json.dumps(
+                {
+                    "custom_id": custom_id,
+                    "method": "POST",
+                    "url": endpoint,
+                    "body": chat_params(r) if r.kind == "chat" else completion_params(r),
+                }
+            )
             for custom_id, r in items
         ]
         try:
-            uploaded = await self._client.files.create(file=("batch.jsonl", ("\n".join(lines) + "\n").encode()), purpose="batch")
-            batch = await self._client.batches.create(input_file_id=uploaded.id, endpoint=endpoint, completion_window="24h")
+            uploaded = await self._client.files.create(
+                file=("batch.jsonl", ("\n".join(lines) + "\n").encode()), purpose="batch"
+            )
+            batch = await self._client.batches.create(
+                input_file_id=uploaded.id, endpoint=endpoint, completion_window="24h"
+            )
         except Exception as error:
             raise translate_sdk_error(self.name, error, self._key) from None
         return batch.id
@@ -158,7 +184,9 @@ def chat_params(request: LLMRequest) -> dict[str, Any]:
 
 
 def completion_params(request: LLMRequest) -> dict[str, Any]:
-    params: dict[str, Any] = dict(model=request.model, prompt=request.prompt, temperature=request.temperature, max_tokens=request.max_tokens)
+    params: dict[str, Any] = dict(
+        model=request.model, prompt=request.prompt, temperature=request.temperature, max_tokens=request.max_tokens
+    )
     if request.stop:
         params["stop"] = list(request.stop)
     if request.seed is not None:
@@ -173,12 +201,21 @@ def parse_chat(response: Any, request: LLMRequest) -> Completion:
     logprobs = ()
     if choice.logprobs is not None and choice.logprobs.content:
         logprobs = parse_completion_logprobs({"content": [_as_dict(c) for c in choice.logprobs.content]})
-    return Completion(text=choice.message.content or "", model=response.model or request.model, usage=_usage(response.usage), finish_reason=choice.finish_reason, logprobs=logprobs)
+    return Completion(
+        text=choice.message.content or "",
+        model=response.model or request.model,
+        usage=_usage(response.usage),
+        finish_reason=choice.finish_reason,
+        logprobs=logprobs,
+    )
 
 
 def parse_completion(response: Any, request: LLMRequest) -> Completion:
     choice = response.choices[0]
     return Completion(
-        text=choice.text or "", model=response.model or request.model, usage=_usage(response.usage),
-        finish_reason=choice.finish_reason, logprobs=parse_completion_logprobs(choice.logprobs),
+        text=choice.text or "",
+        model=response.model or request.model,
+        usage=_usage(response.usage),
+        finish_reason=choice.finish_reason,
+        logprobs=parse_completion_logprobs(choice.logprobs),
     )

@@ -54,4 +54,6 @@ class PriceTable:
         if price is None:
             return None
         uncached = max(usage.input_tokens - usage.cached_input_tokens, 0)
-        return (uncached * price.input + usage.cached_input_tokens * price.cached_input + usage.output_tokens * price.output) / 1e6
+        return (
+            uncached * price.input + usage.cached_input_tokens * price.cached_input + usage.output_tokens * price.output
+        ) / 1e6

@@ -82,9 +82,19 @@ def translate_sdk_error(provider: str, error: Exception, secret: str | None) -> 
         response = getattr(error, "response", None)
         headers = getattr(response, "headers", {}) or {}
         retry_after = parse_retry_after(headers.get("retry-after"))
-        return ProviderError(provider, redact(_status_message(error), secret), status=status, retryable=status in RETRYABLE_STATUS or status >= 500, retry_after=retry_after)
+        return ProviderError(
+            provider,
+            redact(_status_message(error), secret),
+            status=status,
+            retryable=status in RETRYABLE_STATUS or status >= 500,
+            retry_after=retry_after,
+        )
     if name in ("APITimeoutError", "APIConnectionError"):
-        return ProviderError(provider, f"{'timed out' if 'Timeout' in name else 'connection failed'}: {redact(str(error), secret)}", retryable=True)
+        return ProviderError(
+            provider,
+            f"{'timed out' if 'Timeout' in name else 'connection failed'}: {redact(str(error), secret)}",
+            retryable=True,
+        )
     if name == "APIResponseValidationError" or isinstance(error, (json.JSONDecodeError, UnicodeDecodeError)):
         return ProviderError(provider, f"malformed response: {redact(str(error), secret)[:200]}", retryable=True)
     raise error

@@ -54,7 +54,7 @@ class LLMRequest(BaseModel):
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
     def cache_key(self, provider: str) -> str:
-        return hashlib.sha256(f"{provider}\n{self.canonical_json()}".encode("utf-8")).hexdigest()
+        return hashlib.sha256(f"{provider}\n{self.canonical_json()}".encode()).hexdigest()
 
 
 class TokenLogprob(BaseModel):

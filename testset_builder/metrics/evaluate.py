@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -63,7 +63,11 @@ def evaluate(qrels: Qrels, run: Run, metrics: str | list[str] | list[MetricSpec]
     The mean of each metric is over every query of the qrels: queries the run missed score 0, run queries the
     qrels lack are dropped (``evaluation.summary`` counts both).
     """
-    specs = metrics if metrics and isinstance(metrics, list) and isinstance(metrics[0], MetricSpec) else parse_metrics(metrics)
+    specs = (
+        metrics
+        if metrics and isinstance(metrics, list) and isinstance(metrics[0], MetricSpec)
+        else parse_metrics(metrics)
+    )
     matrix = build_grade_matrix(qrels, run, depth=required_depth(specs))
     return score_matrix(matrix, specs, run_name=run.name)
 

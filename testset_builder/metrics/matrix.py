@@ -177,7 +177,9 @@ def build_grade_matrix(qrels: Qrels, run: Run, depth: int | None = None) -> Grad
         table_rows = np.flatnonzero(query_rows >= 0)
         query_rows, scores = query_rows[table_rows], scores[table_rows]
 
-    all_grades, order = in_parallel(lambda: _run_grades(qrels_table, run_table), lambda: _rank_order(query_rows, scores))
+    all_grades, order = in_parallel(
+        lambda: _run_grades(qrels_table, run_table), lambda: _rank_order(query_rows, scores)
+    )
     if order is not None:
         table_rows = order if table_rows is None else table_rows[order]
         query_rows, scores = query_rows[order], scores[order]

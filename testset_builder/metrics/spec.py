@@ -60,7 +60,9 @@ def parse_metric(text: str) -> MetricSpec:
     if k is None and _METRICS[name][1]:
         raise UnknownMetricError(f"{raw} (needs a cutoff, e.g. {name}@10)", valid_metric_names())
     if name == "r_precision" and k is not None:
-        raise UnknownMetricError(f"{raw} (R-precision cuts at the number of relevant chunks; no @k)", valid_metric_names())
+        raise UnknownMetricError(
+            f"{raw} (R-precision cuts at the number of relevant chunks; no @k)", valid_metric_names()
+        )
     return MetricSpec(name, k)
 
 

@@ -21,7 +21,9 @@ def _blocks(total: int, n: int):
         yield min(size, total - start)
 
 
-def bootstrap_ci(values: np.ndarray, confidence: float = 0.95, resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(
+    values: np.ndarray, confidence: float = 0.95, resamples: int = 1000, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap interval of ``values.mean()``; (nan, nan) for no values."""
     values = np.asarray(values, dtype=np.float64)
     n = len(values)

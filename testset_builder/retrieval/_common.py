@@ -19,7 +19,14 @@ def corpus_key(settings: str, chunk_ids: Sequence[str], texts: Sequence[str]) ->
     return digest.hexdigest()[:24]
 
 
-def top_k_run(query_ids: Sequence[str], chunk_ids: Sequence[str], positions: np.ndarray, scores: np.ndarray, name: str, keep: np.ndarray | None = None) -> Run:
+def top_k_run(
+    query_ids: Sequence[str],
+    chunk_ids: Sequence[str],
+    positions: np.ndarray,
+    scores: np.ndarray,
+    name: str,
+    keep: np.ndarray | None = None,
+) -> Run:
     """A Run from (queries x k) arrays of chunk positions and their scores; ``keep`` drops entries (e.g. score 0)."""
     rows = np.repeat(np.arange(len(query_ids)), positions.shape[1])
     flat_positions, flat_scores = positions.ravel(), scores.ravel().astype(np.float64)
@@ -27,7 +34,11 @@ def top_k_run(query_ids: Sequence[str], chunk_ids: Sequence[str], positions: np.
         keep = keep.ravel()
         rows, flat_positions, flat_scores = rows[keep], flat_positions[keep], flat_scores[keep]
     table = pa.table(
-        [np.asarray(query_ids, dtype=object)[rows].tolist(), np.asarray(chunk_ids, dtype=object)[flat_positions].tolist(), pa.array(flat_scores)],
+        [
+            np.asarray(query_ids, dtype=object)[rows].tolist(),
+            np.asarray(chunk_ids, dtype=object)[flat_positions].tolist(),
+            pa.array(flat_scores),
+        ],
         schema=RUN_SCHEMA,
     )
     return Run(table, name=name)

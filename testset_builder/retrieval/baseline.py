@@ -11,7 +11,13 @@ from .bm25 import BM25Index
 from .dense import DenseIndex, encode
 
 
-def baseline_run(corpus: dict[str, dict], queries: dict[str, str], retriever: str = "bm25", k: int = 100, cache_dir: Path | None = None) -> Run:
+def baseline_run(
+    corpus: dict[str, dict],
+    queries: dict[str, str],
+    retriever: str = "bm25",
+    k: int = 100,
+    cache_dir: Path | None = None,
+) -> Run:
     """Top ``k`` chunks for every query; chunks are indexed as title then text, as ``propose`` indexes them."""
     ids = sorted(corpus)
     texts = [passage_text(corpus[i].get("title", ""), corpus[i]["text"]) for i in ids]

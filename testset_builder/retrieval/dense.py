@@ -52,7 +52,9 @@ def encoder(model: str = DEFAULT_MODEL):
 
 
 def encode(texts: Sequence[str], model: str = DEFAULT_MODEL, batch_size: int = 64) -> np.ndarray:
-    vectors = encoder(model).encode(list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True)
+    vectors = encoder(model).encode(
+        list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True
+    )
     return np.asarray(vectors, dtype=np.float32)
 
 
@@ -69,7 +71,9 @@ class DenseIndex:
         return corpus_key(f"dense model={model}", chunk_ids, texts)
 
     @classmethod
-    def cached(cls, directory: Path, chunk_ids: Sequence[str], texts: Sequence[str], model: str = DEFAULT_MODEL) -> DenseIndex:
+    def cached(
+        cls, directory: Path, chunk_ids: Sequence[str], texts: Sequence[str], model: str = DEFAULT_MODEL
+    ) -> DenseIndex:
         """The embeddings of exactly these chunks from ``directory``, encoding and saving them if absent."""
         path = Path(directory) / f"dense-{cls.key(chunk_ids, texts, model)}.npy"
         if path.exists():

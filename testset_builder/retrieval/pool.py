@@ -33,7 +33,9 @@ def pool(runs: Mapping[str, Run], depth: int, fused_depth: int | None = None, rr
     candidates = []
     for name, run in named.items():
         limit = (fused_depth or depth) if name == FUSED else depth
-        candidates.extend(Candidate(q, c, name, rank, score) for q, c, score, rank in run.ranked_rows() if rank <= limit)
+        candidates.extend(
+            Candidate(q, c, name, rank, score) for q, c, score, rank in run.ranked_rows() if rank <= limit
+        )
     return candidates
 
 

@@ -47,7 +47,11 @@ def detect_kind(source: Path) -> str:
         return "hf"
     if source.is_file():
         return "trec"
-    raise InputError("cannot tell what to import: expected a BEIR folder (corpus.jsonl), an MTEB-layout dataset directory, or a qrels file", path=source)
+    raise InputError(
+        "cannot tell what to import: expected a BEIR folder (corpus.jsonl), an MTEB-layout dataset directory, or a "
+        "qrels file",
+        path=source,
+    )
 
 
 def _beir_qrels(folder: Path) -> dict[str, dict[str, int]]:
@@ -74,9 +78,15 @@ def _data_files(folder: Path) -> dict[str, list[Path]]:
             front = yaml.safe_load(text.split("---\n", 2)[1]) or {}
             for config in front.get("configs", []):
                 files = config.get("data_files", [])
-                paths = [f["path"] if isinstance(f, dict) else f for f in (files if isinstance(files, list) else [files])]
+                paths = [
+                    f["path"] if isinstance(f, dict) else f for f in (files if isinstance(files, list) else [files])
+                ]
                 configs[config["config_name"]] = [p for pattern in paths for p in sorted(folder.glob(pattern))]
-    for name, fallback in (("corpus", "hf/corpus.parquet"), ("queries", "hf/queries.parquet"), ("default", "hf/qrels/test.parquet")):
+    for name, fallback in (
+        ("corpus", "hf/corpus.parquet"),
+        ("queries", "hf/queries.parquet"),
+        ("default", "hf/qrels/test.parquet"),
+    ):
         configs.setdefault(name, sorted(folder.glob(fallback)))
     return configs
 
@@ -98,8 +108,15 @@ def _hf_parts(folder: Path) -> tuple[LoadResult, dict[str, str], dict[str, dict[
     files = _data_files(folder)
     missing = [name for name in ("corpus", "queries", "default") if not files.get(name)]
     if missing:
-        raise InputError(f"not an MTEB-layout dataset: no data files for the config(s) {', '.join(missing)}", path=folder)
-    corpus = LoadResult(documents=[Document(doc_id=str(r["_id"]), text=r["text"], title=r.get("title") or "", source=str(folder)) for r in _read_rows(files["corpus"])])
+        raise InputError(
+            f"not an MTEB-layout dataset: no data files for the config(s) {', '.join(missing)}", path=folder
+        )
+    corpus = LoadResult(
+        documents=[
+            Document(doc_id=str(r["_id"]), text=r["text"], title=r.get("title") or "", source=str(folder))
+            for r in _read_rows(files["corpus"])
+        ]
+    )
     texts = {str(r["_id"]): r["text"] for r in _read_rows(files["queries"])}
     labels: dict[str, dict[str, int]] = {}
     for row in _read_rows(files["default"]):
@@ -107,7 +124,9 @@ def _hf_parts(folder: Path) -> tuple[LoadResult, dict[str, str], dict[str, dict[
     return corpus, texts, labels
 
 
-def import_labelled_set(workspace: Workspace, source: str | Path, queries_file: str | Path | None = None) -> ImportSummary:
+def import_labelled_set(
+    workspace: Workspace, source: str | Path, queries_file: str | Path | None = None
+) -> ImportSummary:
     source = Path(source)
     kind = detect_kind(source)
     summary = ImportSummary(str(source), kind)
@@ -132,7 +151,11 @@ def import_labelled_set(workspace: Workspace, source: str | Path, queries_file: 
     missing_queries = sorted(set(labels) - set(texts))
     if missing_chunks or missing_queries:
         shown = ", ".join(repr(i) for i in (missing_queries + missing_chunks)[:5])
-        raise InputError(f"the qrels name {len(missing_queries)} unknown query and {len(missing_chunks)} unknown chunk id(s): {shown}", path=source)
+        raise InputError(
+            f"the qrels name {len(missing_queries)} unknown query and {len(missing_chunks)} unknown chunk id(s): "
+            f"{shown}",
+            path=source,
+        )
     reviewer = f"import:{source.name}"
     queries = [Query(query_id=q, text=texts[q], origin=QueryOrigin.real) for q in sorted(labels)]
     judgments = []
@@ -140,11 +163,20 @@ def import_labelled_set(workspace: Workspace, source: str | Path, queries_file: 
         for chunk_id, grade in sorted(chunks.items()):
             clamped = min(2, max(0, grade))
             summary.clamped_grades += clamped != grade
-            judgments.append(Judgment(
-                judgment_id="imp-" + hashlib.sha256(json.dumps([reviewer, query_id, chunk_id]).encode()).hexdigest()[:24],
-                query_id=query_id, chunk_id=chunk_id, grade=clamped, source=JudgmentSource.human, reviewer=reviewer,
-                status=JudgmentStatus.final, rationale=f"imported from {source.name}" + (f" (grade {grade} clamped)" if clamped != grade else ""),
-            ))
+            judgments.append(
+                Judgment(
+                    judgment_id="imp-"
+                    + hashlib.sha256(json.dumps([reviewer, query_id, chunk_id]).encode()).hexdigest()[:24],
+                    query_id=query_id,
+                    chunk_id=chunk_id,
+                    grade=clamped,
+                    source=JudgmentSource.human,
+                    reviewer=reviewer,
+                    status=JudgmentStatus.final,
+                    rationale=f"imported from {source.name}"
+                    + (f" (grade {grade} clamped)" if clamped != grade else ""),
+                )
+            )
     summary.new_queries = store_queries(workspace, queries)  # an id already stored must keep its text
     with workspace.transaction() as db:
         done = rows.existing_judgment_ids(db, [j.judgment_id for j in judgments])

@@ -114,7 +114,12 @@ class Judge:
 
     def request(self, pair: JudgePair) -> LLMRequest:
         """The exact request for a pair (also what ``--batch`` submits, so batch answers land in the same cache)."""
-        options: dict = dict(query=" ".join(pair.query.split()), passage=clip(pair.passage, self.max_passage_chars), temperature=0.0, max_tokens=int(self.prompt.meta.get("max_tokens", 300)))
+        options: dict = dict(
+            query=" ".join(pair.query.split()),
+            passage=clip(pair.passage, self.max_passage_chars),
+            temperature=0.0,
+            max_tokens=int(self.prompt.meta.get("max_tokens", 300)),
+        )
         if self.logprobs:
             options["top_logprobs"] = TOP_LOGPROBS
         if self.prompt.kind == "completion":
@@ -138,7 +143,11 @@ class Judge:
     def _probabilities(self, completion: Completion, key: str | None) -> dict[int, float] | None:
         """Score probabilities at the score token (see :func:`score_position`); None without log-probabilities."""
         position = score_position(completion.logprobs, key)
-        return score_probabilities(position.top or {position.token: position.logprob}, list(self.scale)) if position else None
+        return (
+            score_probabilities(position.top or {position.token: position.logprob}, list(self.scale))
+            if position
+            else None
+        )
 
     def _read_digit(self, completion: Completion) -> tuple[int, dict[int, float] | None]:
         probs = self._probabilities(completion, None)
@@ -148,10 +157,22 @@ class Judge:
         if text.isdigit() and int(text) in self.scale:
             return int(text), None
         raise StructuredOutputError(
-            "JudgeGrade", f"expected one of {sorted(self.scale)}, got {completion.text.strip()[:40]!r}", completion.text, 1, completion.usage.model_dump()
+            "JudgeGrade",
+            f"expected one of {sorted(self.scale)}, got {completion.text.strip()[:40]!r}",
+            completion.text,
+            1,
+            completion.usage.model_dump(),
         )
 
-    def _judgment(self, pair: JudgePair, request: LLMRequest, completion: Completion, score: int, probs: dict[int, float] | None, rationale: str | None) -> Judgment:
+    def _judgment(
+        self,
+        pair: JudgePair,
+        request: LLMRequest,
+        completion: Completion,
+        score: int,
+        probs: dict[int, float] | None,
+        rationale: str | None,
+    ) -> Judgment:
         grade_probs = grade_probabilities(probs, self.scale) if probs is not None else None
         grade = self.scale[score]
         return Judgment(
@@ -176,7 +197,9 @@ class Judge:
             ),
         )
 
-    async def judge_many(self, pairs: Iterable[JudgePair], progress=None, description: str = "judging") -> list[JudgeOutcome]:
+    async def judge_many(
+        self, pairs: Iterable[JudgePair], progress=None, description: str = "judging"
+    ) -> list[JudgeOutcome]:
         """Every pair, concurrently up to the client's limit; a pair that fails yields its error, in input order.
 
         After the budget is exhausted the remaining pairs yield :class:`BudgetExceededError` (nothing is lost: what
@@ -184,7 +207,11 @@ class Judge:
         pairs = list(pairs)
         if progress is not None and not pairs:
             progress = None  # nothing to show
-        task = progress.add_task(description, total=len(pairs), cost=self.client.cost_usd, cached=self.client.cache_hits) if progress else None
+        task = (
+            progress.add_task(description, total=len(pairs), cost=self.client.cost_usd, cached=self.client.cache_hits)
+            if progress
+            else None
+        )
 
         async def one(pair: JudgePair) -> JudgeOutcome:
             try:

@@ -92,11 +92,16 @@ class Retrievers:
     def __init__(self, workspace: Workspace, names: Sequence[str]) -> None:
         self.chunk_ids, texts = rows.live_chunk_passages(workspace.db)
         if not self.chunk_ids:
-            raise InputError("the workspace has no chunks yet: run `testset-builder chunk SOURCE --workspace ...` first", path=workspace.root)
+            raise InputError(
+                "the workspace has no chunks yet: run `testset-builder chunk SOURCE --workspace ...` first",
+                path=workspace.root,
+            )
         self.passages = dict(zip(self.chunk_ids, texts))
         directory = workspace.root / "indexes"
         self.indexes = {
-            name: BM25Index.cached(directory, self.chunk_ids, texts) if name == "bm25" else DenseIndex.cached(directory, self.chunk_ids, texts)
+            name: BM25Index.cached(directory, self.chunk_ids, texts)
+            if name == "bm25"
+            else DenseIndex.cached(directory, self.chunk_ids, texts)
             for name in names
         }
 
@@ -110,13 +115,23 @@ def store_queries(workspace: Workspace, queries: Sequence[Query]) -> int:
     for query in queries:
         row = workspace.db.execute("SELECT text FROM queries WHERE query_id = ?", (query.query_id,)).fetchone()
         if row is not None and normalise(row[0]) != normalise(query.text):
-            raise InputError(f"query id {query.query_id!r} is already in the workspace with another text: {row[0][:80]!r}")
+            raise InputError(
+                f"query id {query.query_id!r} is already in the workspace with another text: {row[0][:80]!r}"
+            )
     with workspace.transaction() as db:
         return rows.put_queries(db, queries)
 
 
 async def judge_and_queue(
-    workspace: Workspace, judge: Judge, pairs: list[JudgePair], *, batch: bool = False, progress=None, disagreement=None, queue_if=None, description: str = "judging"
+    workspace: Workspace,
+    judge: Judge,
+    pairs: list[JudgePair],
+    *,
+    batch: bool = False,
+    progress=None,
+    disagreement=None,
+    queue_if=None,
+    description: str = "judging",
 ) -> tuple[JudgingCounts, dict[tuple[str, str], Judgment]]:
     """Judge the pairs not yet judged by this judge, store the judgments and queue them for review.
 
@@ -150,7 +165,9 @@ async def judge_and_queue(
         rows.add_judgments(db, made)
         every = {(j.query_id, j.chunk_id): j for j in rows.iter_judgments_by_id(db, ids.values())}
         queued = [j for j in every.values() if queue_if is None or queue_if(j)]
-        counts.queued = rows.enqueue_for_review(db, [(j.query_id, j.chunk_id, review_priority(j, bool(disagreement and disagreement(j)))) for j in queued])
+        counts.queued = rows.enqueue_for_review(
+            db, [(j.query_id, j.chunk_id, review_priority(j, bool(disagreement and disagreement(j)))) for j in queued]
+        )
     counts.judged = len(made)
     for judgment in every.values():
         counts.grades[judgment.grade] += 1
@@ -163,15 +180,26 @@ def record_stage(workspace: Workspace, stage: str, settings: dict, counts: dict,
     config_sha = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
     with workspace.transaction() as db:
         db.execute(
-            "INSERT INTO stage_runs (stage, config_sha256, status, counts, started_at, finished_at) VALUES (?, ?, 'done', ?, ?, ?)",
+            "INSERT INTO stage_runs (stage, config_sha256, status, counts, started_at, finished_at) VALUES (?, ?, "
+            "'done', ?, ?, ?)",
             (stage, config_sha, json.dumps(counts, default=str), started, utc_timestamp()),
         )
 
 
-async def propose(workspace: Workspace, query_file: QueryFile, judge: Judge | None, settings: PoolSettings = PoolSettings(), *, batch: bool = False, progress=None) -> ProposeSummary:
+async def propose(
+    workspace: Workspace,
+    query_file: QueryFile,
+    judge: Judge | None,
+    settings: PoolSettings = PoolSettings(),
+    *,
+    batch: bool = False,
+    progress=None,
+) -> ProposeSummary:
     """Pool and judge candidates for real queries; ``judge=None`` pools only."""
     started, clock = utc_timestamp(), time.perf_counter()
-    summary = ProposeSummary(queries=len(query_file.queries), merged_duplicates=query_file.merged, skipped_lines=len(query_file.skipped))
+    summary = ProposeSummary(
+        queries=len(query_file.queries), merged_duplicates=query_file.merged, skipped_lines=len(query_file.skipped)
+    )
     summary.retrievers = settings.names()
     retrievers = Retrievers(workspace, summary.retrievers)
     summary.new_queries = store_queries(workspace, query_file.queries)
@@ -189,7 +217,13 @@ async def propose(workspace: Workspace, query_file: QueryFile, judge: Judge | No
         judge_pairs = [JudgePair(q, texts[q], c, retrievers.passages[c]) for q, c in pairs]
         summary.judging, _ = await judge_and_queue(workspace, judge, judge_pairs, batch=batch, progress=progress)
     summary.seconds = round(time.perf_counter() - clock, 3)
-    record_stage(workspace, "propose", {"pool": asdict(settings), "judge": judge.identity if judge else None}, summary.as_dict(), started)
+    record_stage(
+        workspace,
+        "propose",
+        {"pool": asdict(settings), "judge": judge.identity if judge else None},
+        summary.as_dict(),
+        started,
+    )
     return summary
 
 
@@ -213,10 +247,14 @@ def _check_known(ids: set[str], known: set[str], kind: str, source: str) -> None
     unknown = sorted(ids - known)
     if unknown:
         shown = ", ".join(repr(i) for i in unknown[:5])
-        raise InputError(f"{len(unknown)} {kind} id(s) in the qrels are not in {source}: {shown}{' ...' if len(unknown) > 5 else ''}")
+        raise InputError(
+            f"{len(unknown)} {kind} id(s) in the qrels are not in {source}: {shown}{' ...' if len(unknown) > 5 else ''}"
+        )
 
 
-async def audit(workspace: Workspace, qrels: Qrels, query_file: QueryFile, judge: Judge, *, progress=None) -> AuditSummary:
+async def audit(
+    workspace: Workspace, qrels: Qrels, query_file: QueryFile, judge: Judge, *, progress=None
+) -> AuditSummary:
     """Grade every labelled pair of ``qrels`` with the judge and report where the judge and the labels disagree
     about relevance (grade >= 1). The judge's verdicts are stored as proposals; disagreements head the queue."""
     started, clock = utc_timestamp(), time.perf_counter()
@@ -225,7 +263,9 @@ async def audit(workspace: Workspace, qrels: Qrels, query_file: QueryFile, judge
     _check_known(set(labels), set(texts), "query", "the queries file")
     chunk_ids, passages = rows.live_chunk_passages(workspace.db)
     passage_of = dict(zip(chunk_ids, passages))
-    _check_known({c for chunks in labels.values() for c in chunks}, set(passage_of), "chunk", "the workspace's live chunks")
+    _check_known(
+        {c for chunks in labels.values() for c in chunks}, set(passage_of), "chunk", "the workspace's live chunks"
+    )
     store_queries(workspace, [q for q in query_file.queries if q.query_id in labels])
     pairs = [JudgePair(q, texts[q], c, passage_of[c]) for q, chunks in labels.items() for c in chunks]
 
@@ -233,7 +273,11 @@ async def audit(workspace: Workspace, qrels: Qrels, query_file: QueryFile, judge
         return (labels[judgment.query_id][judgment.chunk_id] >= 1) != (judgment.grade >= 1)
 
     counts, every = await judge_and_queue(workspace, judge, pairs, progress=progress, disagreement=disagrees)
-    summary = AuditSummary(pairs=len(pairs), labelled_relevant=sum(g >= 1 for chunks in labels.values() for g in chunks.values()), judging=counts)
+    summary = AuditSummary(
+        pairs=len(pairs),
+        labelled_relevant=sum(g >= 1 for chunks in labels.values() for g in chunks.values()),
+        judging=counts,
+    )
     judged = [(labels[q][c], j) for (q, c), j in every.items()]
     summary.judged = len(judged)
     if judged:
@@ -242,12 +286,25 @@ async def audit(workspace: Workspace, qrels: Qrels, query_file: QueryFile, judge
         summary.kappa = cohen_kappa([g >= 1 for g, _ in judged], [j.grade >= 1 for _, j in judged])
     summary.disagreements = sorted(
         (
-            {"query_id": j.query_id, "chunk_id": j.chunk_id, "label": g, "judge": j.grade, "confidence": j.confidence, "rationale": j.rationale}
+            {
+                "query_id": j.query_id,
+                "chunk_id": j.chunk_id,
+                "label": g,
+                "judge": j.grade,
+                "confidence": j.confidence,
+                "rationale": j.rationale,
+            }
             for g, j in judged
             if (g >= 1) != (j.grade >= 1)
         ),
         key=lambda d: (d["query_id"], d["chunk_id"]),
     )
     summary.seconds = round(time.perf_counter() - clock, 3)
-    record_stage(workspace, "audit", {"judge": judge.identity, "pairs": len(pairs)}, {k: v for k, v in summary.as_dict().items() if k != "disagreements"}, started)
+    record_stage(
+        workspace,
+        "audit",
+        {"judge": judge.identity, "pairs": len(pairs)},
+        {k: v for k, v in summary.as_dict().items() if k != "disagreements"},
+        started,
+    )
     return summary

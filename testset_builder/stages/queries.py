@@ -41,7 +41,9 @@ def _pick(record: dict, wanted: str | None, fallbacks: tuple[str, ...]) -> str |
     return next((name for name in fallbacks if name in record), None)
 
 
-def read_queries(path: str | Path, id_field: str | None = None, text_field: str | None = None, strict: bool = False) -> QueryFile:
+def read_queries(
+    path: str | Path, id_field: str | None = None, text_field: str | None = None, strict: bool = False
+) -> QueryFile:
     """Queries from ``path``. ``id_field``/``text_field`` default to the usual names (``_id``, ``id``, ... and
     ``text``, ``query``, ``question``)."""
     path = Path(path)

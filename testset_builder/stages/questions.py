@@ -17,18 +17,82 @@ from ..corpus.dedup import normalise
 
 QUESTION_STYLES = {"natural", "paraphrase", "multi"}
 STOPWORDS = frozenset(
-    "a an and are as at be by can do does did for from has have how i in is it its of on or that the their there this "
-    "to was were what when where which who whom whose why will with would you your about into than then these those "
-    "should could may might must not no".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "did",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "their",
+        "there",
+        "this",
+        "to",
+        "was",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "about",
+        "into",
+        "than",
+        "then",
+        "these",
+        "those",
+        "should",
+        "could",
+        "may",
+        "might",
+        "must",
+        "not",
+        "no",
+    ]
 )
-QUESTION_START = re.compile(r"^(what|why|how|when|where|which|who|whom|whose|is|are|was|were|do|does|did|can|could|should|would|will|has|have|had|in what|to what)\b", re.I)
+QUESTION_START = re.compile(
+    r"^(what|why|how|when|where|which|who|whom|whose|is|are|was|were|do|does|did|can|could|should|would|will"
+    r"|has|have|had|in what|to what)\b",
+    re.I,
+)
 MIN_WORDS, MAX_WORDS, MAX_CHARS = 2, 40, 300
 
 
 def clean(answer: str) -> str:
     line = next((part for part in answer.strip().splitlines() if part.strip()), "")
-    line = re.sub(r"^\s*(?:\d+[.)]|[-*•]|(?:relevant )?(?:query|question|search keywords)\s*:)\s*", "", line, flags=re.I)
-    line = line.strip().strip('"“”\'`').strip()
+    line = re.sub(
+        r"^\s*(?:\d+[.)]|[-*•]|(?:relevant )?(?:query|question|search keywords)\s*:)\s*", "", line, flags=re.I
+    )
+    line = line.strip().strip("\"“”'`").strip()
     return " ".join(line.split())
 
 

@@ -54,9 +54,11 @@ class ReleasePolicy:
     def describe(self) -> dict:
         return {
             "rules": [
-                "human verdict wins (majority of each reviewer's latest verdict; ties to the adjudicator, else the latest)",
+                "human verdict wins (majority of each reviewer's latest verdict; ties to the adjudicator, else the "
+                "latest)",
                 "synthetic source chunks and their duplicate twins count as grade 2",
-                "unverified LLM proposals " + ("included, marked llm-unverified" if self.include_unverified else "excluded"),
+                "unverified LLM proposals "
+                + ("included, marked llm-unverified" if self.include_unverified else "excluded"),
             ],
             "include_unverified": self.include_unverified,
             "adjudicator": self.adjudicator,
@@ -102,7 +104,9 @@ def resolve(judgments: list[Judgment], policy: ReleasePolicy = ReleasePolicy()) 
         elif any(j.source is JudgmentSource.synthetic_source for j in alive):
             resolved.append(ResolvedQrel(query_id, chunk_id, 2, "synthetic-source"))
         elif policy.include_unverified:
-            latest = max((j for j in alive if j.source is JudgmentSource.llm), key=lambda j: (j.created_at, j.judgment_id))
+            latest = max(
+                (j for j in alive if j.source is JudgmentSource.llm), key=lambda j: (j.created_at, j.judgment_id)
+            )
             resolved.append(ResolvedQrel(query_id, chunk_id, latest.grade, "llm-unverified"))
     return resolved
 
@@ -119,7 +123,9 @@ class ReleaseContent:
         return {
             "beir/corpus.jsonl": "".join(_line(d) for d in self.corpus).encode("utf-8"),
             "beir/queries.jsonl": "".join(_line(q) for q in self.queries).encode("utf-8"),
-            "beir/qrels/test.tsv": ("query-id\tcorpus-id\tscore\n" + "".join(f"{q.query_id}\t{q.chunk_id}\t{q.grade}\n" for q in self.qrels)).encode("utf-8"),
+            "beir/qrels/test.tsv": (
+                "query-id\tcorpus-id\tscore\n" + "".join(f"{q.query_id}\t{q.chunk_id}\t{q.grade}\n" for q in self.qrels)
+            ).encode("utf-8"),
         }
 
     def content_sha256(self) -> str:
@@ -140,12 +146,15 @@ def gather(workspace: Workspace, policy: ReleasePolicy) -> tuple[ReleaseContent,
     judgments = list(rows.iter_judgments(workspace.db))
     qrels = resolve(judgments, policy)
     if not qrels:
-        raise InputError("nothing to release: no judgment resolves into a qrel under this policy "
-                         "(synthesize questions, review proposals, or pass --include-unverified)")
+        raise InputError(
+            "nothing to release: no judgment resolves into a qrel under this policy "
+            "(synthesize questions, review proposals, or pass --include-unverified)"
+        )
     named = {q.chunk_id for q in qrels}
     corpus = []
     for chunk_id, title, text, removed in workspace.db.execute(
-        "SELECT c.chunk_id, d.title, c.text, c.removed_at FROM chunks c JOIN documents d USING (doc_id) ORDER BY c.chunk_id"
+        "SELECT c.chunk_id, d.title, c.text, c.removed_at FROM chunks c JOIN documents d USING (doc_id) ORDER BY "
+        "c.chunk_id"
     ):
         if removed is None or chunk_id in named:
             corpus.append({"_id": chunk_id, "title": title, "text": text})
@@ -182,17 +191,34 @@ def _lineage(workspace: Workspace, content: ReleaseContent, judgments: list[Judg
     prompts = sorted({(l.prompt_name, l.prompt_sha256) for l in lineages if l.prompt_name})
     human = [j for j in used if j.source is JudgmentSource.human]
     reviewers = sorted({j.reviewer for j in human if j.reviewer})
-    by_reviewer = {r: {(j.query_id, j.chunk_id): j.grade >= 1 for j in sorted(human, key=lambda j: j.created_at) if j.reviewer == r} for r in reviewers}
+    by_reviewer = {
+        r: {
+            (j.query_id, j.chunk_id): j.grade >= 1 for j in sorted(human, key=lambda j: j.created_at) if j.reviewer == r
+        }
+        for r in reviewers
+    }
     kappas = []
     for i, a in enumerate(reviewers):
         for b in reviewers[i + 1 :]:
             shared = sorted(by_reviewer[a].keys() & by_reviewer[b].keys())
-            kappa = cohen_kappa([by_reviewer[a][p] for p in shared], [by_reviewer[b][p] for p in shared]) if shared else None
+            kappa = (
+                cohen_kappa([by_reviewer[a][p] for p in shared], [by_reviewer[b][p] for p in shared])
+                if shared
+                else None
+            )
             if kappa is not None:
                 kappas.append(kappa)
-    configs = sorted({r[0] for r in workspace.db.execute("SELECT DISTINCT config_sha256 FROM chunks WHERE config_sha256 IS NOT NULL") } )
+    configs = sorted(
+        {
+            r[0]
+            for r in workspace.db.execute("SELECT DISTINCT config_sha256 FROM chunks WHERE config_sha256 IS NOT NULL")
+        }
+    )
     documents = hashlib.sha256()
-    for doc_id, sha in workspace.db.execute("SELECT doc_id, content_sha256 FROM documents WHERE doc_id IN (SELECT DISTINCT doc_id FROM chunks) ORDER BY doc_id"):
+    for doc_id, sha in workspace.db.execute(
+        "SELECT doc_id, content_sha256 FROM documents WHERE doc_id IN (SELECT DISTINCT doc_id FROM chunks) ORDER BY "
+        "doc_id"
+    ):
         documents.update(f"{doc_id}\x00{sha}\n".encode())
     return {
         "documents_sha256": documents.hexdigest(),
@@ -232,7 +258,10 @@ def write_release(
     target = workspace.releases_dir / version
     versions = existing_versions(workspace)
     if version in versions or target.exists():
-        raise InputError(f"release {version} already exists and releases are immutable; release a new version (e.g. a higher patch number)")
+        raise InputError(
+            f"release {version} already exists and releases are immutable; release a new version (e.g. a higher "
+            "patch number)"
+        )
     if parent is not None and parent not in versions:
         raise UnknownIdError("release", parent)
     if parent is None:
@@ -240,7 +269,11 @@ def write_release(
         parent = older[-1] if older else None
     content, judgments = gather(workspace, policy)
     content_sha = content.content_sha256()
-    parent_sha = workspace.db.execute("SELECT content_sha256 FROM releases WHERE version = ?", (parent,)).fetchone() if parent else None
+    parent_sha = (
+        workspace.db.execute("SELECT content_sha256 FROM releases WHERE version = ?", (parent,)).fetchone()
+        if parent
+        else None
+    )
     same_as_parent = bool(parent_sha and parent_sha[0] == content_sha)
 
     workspace.releases_dir.mkdir(parents=True, exist_ok=True)
@@ -264,7 +297,9 @@ def write_release(
             "counts": {
                 "corpus": len(content.corpus),
                 "queries": len(content.queries),
-                "queries_by_origin": dict(sorted(Counter(q.origin.value for q in content.query_records.values()).items())),
+                "queries_by_origin": dict(
+                    sorted(Counter(q.origin.value for q in content.query_records.values()).items())
+                ),
                 "qrels": len(content.qrels),
                 "qrels_by_origin": {o: sum(q.origin == o for q in content.qrels) for o in ORIGINS},
                 "qrels_by_grade": {str(g): n for g, n in sorted(Counter(q.grade for q in content.qrels).items())},
@@ -274,7 +309,9 @@ def write_release(
             "notes": notes,
             "testset_builder_version": __version__,
         }
-        (partial / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (partial / "manifest.json").write_text(
+            json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
         (partial / "README.md").write_text(dataset_card(manifest["name"], manifest, license_id), encoding="utf-8")
         os.rename(partial, target)  # atomic: the version appears whole or not at all
     except BaseException:
@@ -282,7 +319,8 @@ def write_release(
         raise
     with workspace.transaction() as db:
         db.execute(
-            "INSERT INTO releases (version, parent_version, content_sha256, manifest, created_at) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO releases (version, parent_version, content_sha256, manifest, created_at) VALUES (?, ?, ?, "
+            "?, ?)",
             (version, parent, content_sha, json.dumps(manifest), manifest["created_at"]),
         )
     return ReleaseSummary(version, str(target), parent, content_sha, same_as_parent, manifest["counts"])
@@ -326,7 +364,9 @@ def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
         for relative, expected in manifest["files"].items():
             file = path / relative
             if not file.exists() or _sha256_file(file) != expected:
-                raise InputError(f"{relative} does not match the sha256 in manifest.json: the release was modified", path=path)
+                raise InputError(
+                    f"{relative} does not match the sha256 in manifest.json: the release was modified", path=path
+                )
     corpus = {}
     for line in (path / "beir" / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
@@ -335,7 +375,9 @@ def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
     for line in (path / "beir" / "queries.jsonl").read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
         queries[record["_id"]] = record["text"]
-    return LoadedRelease(path, manifest, corpus, queries, read_beir_qrels(path / "beir" / "qrels" / "test.tsv").to_dict())
+    return LoadedRelease(
+        path, manifest, corpus, queries, read_beir_qrels(path / "beir" / "qrels" / "test.tsv").to_dict()
+    )
 
 
 def next_version(versions: list[str], bump: str) -> str:
@@ -353,7 +395,14 @@ def next_version(versions: list[str], bump: str) -> str:
 def release_dir(workspace_root: str | Path, version: str) -> Path:
     """``releases/<version>`` of a workspace; ``latest`` is the highest version released."""
     if version == "latest":
-        released = sorted((p.name for p in (Path(workspace_root) / "releases").glob("*") if (p / "manifest.json").exists() and SEMVER.match(p.name)), key=parse_version)
+        released = sorted(
+            (
+                p.name
+                for p in (Path(workspace_root) / "releases").glob("*")
+                if (p / "manifest.json").exists() and SEMVER.match(p.name)
+            ),
+            key=parse_version,
+        )
         if not released:
             raise UnknownIdError("release", f"latest (no release in {workspace_root})")
         version = released[-1]
@@ -378,7 +427,18 @@ class ReleaseDiff:
 
     @property
     def unchanged(self) -> bool:
-        return not any((self.queries_added, self.queries_removed, self.queries_changed, self.qrels_added, self.qrels_removed, self.qrels_regraded, self.corpus_added, self.corpus_removed))
+        return not any(
+            (
+                self.queries_added,
+                self.queries_removed,
+                self.queries_changed,
+                self.qrels_added,
+                self.qrels_removed,
+                self.qrels_regraded,
+                self.corpus_added,
+                self.corpus_removed,
+            )
+        )
 
     def as_dict(self) -> dict:
         return {**asdict(self), "unchanged": self.unchanged}
@@ -388,12 +448,18 @@ def diff_releases(old: LoadedRelease, new: LoadedRelease) -> ReleaseDiff:
     result = ReleaseDiff(old.version, new.version)
     result.queries_added = sorted(new.queries.keys() - old.queries.keys())
     result.queries_removed = sorted(old.queries.keys() - new.queries.keys())
-    result.queries_changed = sorted(q for q in old.queries.keys() & new.queries.keys() if old.queries[q] != new.queries[q])
+    result.queries_changed = sorted(
+        q for q in old.queries.keys() & new.queries.keys() if old.queries[q] != new.queries[q]
+    )
     before = {(q, c): g for q, chunks in old.qrels.items() for c, g in chunks.items()}
     after = {(q, c): g for q, chunks in new.qrels.items() for c, g in chunks.items()}
     result.qrels_added = sorted((q, c, after[(q, c)]) for q, c in after.keys() - before.keys())
     result.qrels_removed = sorted((q, c, before[(q, c)]) for q, c in before.keys() - after.keys())
-    result.qrels_regraded = sorted((q, c, before[(q, c)], after[(q, c)]) for q, c in before.keys() & after.keys() if before[(q, c)] != after[(q, c)])
+    result.qrels_regraded = sorted(
+        (q, c, before[(q, c)], after[(q, c)])
+        for q, c in before.keys() & after.keys()
+        if before[(q, c)] != after[(q, c)]
+    )
     result.corpus_added = len(new.corpus.keys() - old.corpus.keys())
     result.corpus_removed = len(old.corpus.keys() - new.corpus.keys())
     return result
@@ -417,7 +483,9 @@ def export(release: LoadedRelease, fmt: str, out_dir: str | Path) -> list[Path]:
         shutil.copytree(source / "beir", out_dir, dirs_exist_ok=True)
     elif fmt == "trec":
         shutil.copy2(source / "qrels.trec", out_dir / "qrels.trec")
-        (out_dir / "queries.tsv").write_text("".join(f"{q}\t{' '.join(t.split())}\n" for q, t in sorted(release.queries.items())), encoding="utf-8")
+        (out_dir / "queries.tsv").write_text(
+            "".join(f"{q}\t{' '.join(t.split())}\n" for q, t in sorted(release.queries.items())), encoding="utf-8"
+        )
     elif fmt == "jsonl":
         write_jsonl_qrels(release.qrels_table(), out_dir / "qrels.jsonl")
         shutil.copy2(source / "beir" / "queries.jsonl", out_dir / "queries.jsonl")

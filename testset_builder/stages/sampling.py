@@ -45,7 +45,9 @@ def skip_reason(text: str, min_chars: int) -> str | None:
     return None
 
 
-def eligible_chunks(chunks: Sequence[SourceChunk], duplicate_group: Mapping[str, str], min_chars: int) -> tuple[list[SourceChunk], Counter]:
+def eligible_chunks(
+    chunks: Sequence[SourceChunk], duplicate_group: Mapping[str, str], min_chars: int
+) -> tuple[list[SourceChunk], Counter]:
     """Informative chunks, one per duplicate group (the smallest id stands for its twins); and a count of the
     skipped by reason (short, boilerplate, duplicate)."""
     skipped: Counter = Counter()
@@ -77,7 +79,13 @@ def allocate_styles(count: int, weights: Mapping[str, float], seed: int) -> list
     return labels
 
 
-def stratified_sample(chunks: Sequence[SourceChunk], count: int, seed: int, per_document_cap: int | None = None, taken: Mapping[str, int] | None = None) -> list[SourceChunk]:
+def stratified_sample(
+    chunks: Sequence[SourceChunk],
+    count: int,
+    seed: int,
+    per_document_cap: int | None = None,
+    taken: Mapping[str, int] | None = None,
+) -> list[SourceChunk]:
     """``count`` chunks, round-robin across documents in a seeded order (each document's chunks shuffled too), so
     questions spread over the corpus instead of piling up on its largest files. ``taken`` counts chunks already
     drawn per document in earlier rounds, against ``per_document_cap``."""

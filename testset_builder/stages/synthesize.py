@@ -35,8 +35,8 @@ from ..store import rows
 from ..store.workspace import Workspace, utc_timestamp
 from .judge import Judge, JudgePair
 from .propose import JudgingCounts, PoolSettings, Retrievers, judge_and_queue, record_stage
-from .questions import NearDuplicates, clean, lexical_overlap, validation_problem
 from .queries import normalise
+from .questions import NearDuplicates, clean, lexical_overlap, validation_problem
 from .sampling import SourceChunk, allocate_styles, eligible_chunks, slot_seed, stratified_sample
 
 CHAT_PROMPT = "synthesize/chat"
@@ -66,7 +66,9 @@ class SynthesizeSummary:
     documents_covered: int = 0
     generated: int = 0
     generation_failed: int = 0
-    removed: dict[str, int] = field(default_factory=lambda: {"validation": 0, "critic": 0, "round_trip": 0, "near_duplicate": 0})
+    removed: dict[str, int] = field(
+        default_factory=lambda: {"validation": 0, "critic": 0, "round_trip": 0, "near_duplicate": 0}
+    )
     validation_reasons: dict[str, int] = field(default_factory=dict)
     surplus: int = 0
     styles: dict[str, int] = field(default_factory=dict)
@@ -122,7 +124,9 @@ class Generator:
             passage = f"Passage 1: {first}\n\nPassage 2: {clip(slot.sources[1].text, MAX_PASSAGE_CHARS)}"
         else:
             passage = f"Passage: {first}"
-        return prompt.request(self.model, style_instruction=prompt.meta["styles"][slot.style], passage=passage, **options)
+        return prompt.request(
+            self.model, style_instruction=prompt.meta["styles"][slot.style], passage=passage, **options
+        )
 
     def lineage(self, slot: Slot) -> Lineage:
         prompt, completion = self.prompt(slot.style), slot.completion
@@ -164,7 +168,13 @@ async def _batched(client: LLMClient, batch: bool, requests: list, step: str) ->
 
 
 async def synthesize(
-    workspace: Workspace, client: LLMClient, model: str, settings: SynthesizeConfig = SynthesizeConfig(), *, progress=None, batch: bool = False
+    workspace: Workspace,
+    client: LLMClient,
+    model: str,
+    settings: SynthesizeConfig = SynthesizeConfig(),
+    *,
+    progress=None,
+    batch: bool = False,
 ) -> SynthesizeSummary:
     """See the module docstring. With ``batch``, LLM calls go through the provider's batch API, one step per run."""
     try:
@@ -174,19 +184,27 @@ async def synthesize(
         return summary
 
 
-async def _synthesize(workspace: Workspace, client: LLMClient, model: str, settings: SynthesizeConfig, progress, batch: bool) -> SynthesizeSummary:
+async def _synthesize(
+    workspace: Workspace, client: LLMClient, model: str, settings: SynthesizeConfig, progress, batch: bool
+) -> SynthesizeSummary:
     started, clock = utc_timestamp(), time.perf_counter()
     summary = SynthesizeSummary(requested=settings.questions)
     before = client.spend()
     live = [SourceChunk(*row) for row in rows.live_chunk_rows(workspace.db)]
     if not live:
-        raise InputError("the workspace has no chunks yet: run `testset-builder chunk SOURCE --workspace ...` first", path=workspace.root)
+        raise InputError(
+            "the workspace has no chunks yet: run `testset-builder chunk SOURCE --workspace ...` first",
+            path=workspace.root,
+        )
     duplicates = rows.live_duplicate_groups(workspace.db)
     group_of = {chunk_id: group for chunk_id, (group, _) in duplicates.items()}
     eligible, skipped = eligible_chunks(live, group_of, settings.min_chars)
     summary.chunks_eligible, summary.chunks_skipped = len(eligible), dict(skipped)
     if not eligible:
-        raise InputError(f"no chunk is informative enough for a question ({', '.join(f'{n} {r}' for r, n in skipped.items())}); lower synthesize.min_chars?")
+        raise InputError(
+            f"no chunk is informative enough for a question ({', '.join(f'{n} {r}' for r, n in skipped.items())}); "
+            "lower synthesize.min_chars?"
+        )
     by_id = {c.chunk_id: c for c in eligible}
     # one index load for the whole stage: BM25 pairs multi-chunk questions and checks round trips; mining adds dense
     retrievers = Retrievers(workspace, PoolSettings().names() if settings.mine else ("bm25",))
@@ -208,7 +226,13 @@ async def _synthesize(workspace: Workspace, client: LLMClient, model: str, setti
         summary.rounds += 1
         factor = 1.0 if round_number == 0 else min(4.0, max(1.5, attempted / max(1, len(accepted))))
         remaining = [c for c in eligible if c.chunk_id not in sampled]
-        picked = stratified_sample(remaining, math.ceil(want * factor / settings.per_chunk), settings.seed + round_number, settings.per_document_cap, taken)
+        picked = stratified_sample(
+            remaining,
+            math.ceil(want * factor / settings.per_chunk),
+            settings.seed + round_number,
+            settings.per_document_cap,
+            taken,
+        )
         if not picked:
             break
         for chunk in picked:
@@ -222,11 +246,20 @@ async def _synthesize(workspace: Workspace, client: LLMClient, model: str, setti
             if style == "multi":
                 partner = _partner(chunk, bm25, by_id, group_of)
                 sources, style = ((chunk, partner), style) if partner else ((chunk,), "natural")
-            slots.append(Slot(len(slots), style, sources, slot_seed(settings.seed, chunk.chunk_id, style, str(position % settings.per_chunk))))
+            slots.append(
+                Slot(
+                    len(slots),
+                    style,
+                    sources,
+                    slot_seed(settings.seed, chunk.chunk_id, style, str(position % settings.per_chunk)),
+                )
+            )
         attempted += len(slots)
         requests = [generator.request(s) for s in slots]
         await _batched(client, batch, requests, f"questions, round {round_number + 1}")
-        answers = await client.complete_many(requests, progress=progress, description=f"questions (round {round_number + 1})")
+        answers = await client.complete_many(
+            requests, progress=progress, description=f"questions (round {round_number + 1})"
+        )
         for slot, answer in zip(slots, answers):
             if isinstance(answer, BudgetExceededError | ProviderError):
                 summary.generation_failed += 1
@@ -244,21 +277,34 @@ async def _synthesize(workspace: Workspace, client: LLMClient, model: str, setti
         if settings.critic and survivors:
             survivors = await _critic(judge, survivors, settings, summary, progress, batch)
         if settings.round_trip_k and survivors:
-            run = bm25.search([str(s.index) for s in survivors], [s.text for s in survivors], k=settings.round_trip_k).to_dict()
+            run = bm25.search(
+                [str(s.index) for s in survivors], [s.text for s in survivors], k=settings.round_trip_k
+            ).to_dict()
             kept = [s for s in survivors if any(src.chunk_id in run.get(str(s.index), {}) for src in s.sources)]
             summary.removed["round_trip"] += len(survivors) - len(kept)
             survivors = kept
         for slot in survivors:
             query_id = query_id_for(slot.sources, slot.text)
-            if settings.dedupe and not existing.add(slot.text) and not rows.existing_query_ids(workspace.db, [query_id]):
+            if (
+                settings.dedupe
+                and not existing.add(slot.text)
+                and not rows.existing_query_ids(workspace.db, [query_id])
+            ):
                 summary.removed["near_duplicate"] += 1
                 continue
             if len(accepted) == settings.questions:
                 summary.surplus += 1
                 continue
             query = Query(
-                query_id=query_id, text=slot.text, origin=QueryOrigin.synthetic, source_chunk_id=slot.sources[0].chunk_id, style=slot.style,
-                metadata={"lexical_overlap": lexical_overlap(slot.text, " ".join(s.text for s in slot.sources)), "source_chunk_ids": [s.chunk_id for s in slot.sources]},
+                query_id=query_id,
+                text=slot.text,
+                origin=QueryOrigin.synthetic,
+                source_chunk_id=slot.sources[0].chunk_id,
+                style=slot.style,
+                metadata={
+                    "lexical_overlap": lexical_overlap(slot.text, " ".join(s.text for s in slot.sources)),
+                    "source_chunk_ids": [s.chunk_id for s in slot.sources],
+                },
                 lineage=generator.lineage(slot),
             )
             accepted.append((slot, query))
@@ -271,11 +317,24 @@ async def _synthesize(workspace: Workspace, client: LLMClient, model: str, setti
     spent = client.spend() - before
     summary.calls, summary.cache_hits, summary.input_tokens, summary.output_tokens, summary.cost_usd = astuple(spent)
     summary.seconds = round(time.perf_counter() - clock, 3)
-    record_stage(workspace, "synthesize", {"settings": settings.model_dump(), "provider": client.provider.identity, "model": model}, summary.as_dict(), started)
+    record_stage(
+        workspace,
+        "synthesize",
+        {"settings": settings.model_dump(), "provider": client.provider.identity, "model": model},
+        summary.as_dict(),
+        started,
+    )
     return summary
 
 
-async def _critic(judge: Judge, slots: list[Slot], settings: SynthesizeConfig, summary: SynthesizeSummary, progress, batch: bool = False) -> list[Slot]:
+async def _critic(
+    judge: Judge,
+    slots: list[Slot],
+    settings: SynthesizeConfig,
+    summary: SynthesizeSummary,
+    progress,
+    batch: bool = False,
+) -> list[Slot]:
     """Keep the questions whose every source the judge grades at least ``critic_min_grade`` (1 for a multi
     question's sources: each answers only part of it). A failed judgment keeps nothing."""
     pairs = [JudgePair(f"slot-{s.index}", s.text, src.chunk_id, src.text) for s in slots for src in s.sources]
@@ -292,7 +351,12 @@ async def _critic(judge: Judge, slots: list[Slot], settings: SynthesizeConfig, s
     return kept
 
 
-def _store(workspace: Workspace, accepted: list[tuple[Slot, Query]], duplicates: dict[str, tuple[str, str]], summary: SynthesizeSummary) -> None:
+def _store(
+    workspace: Workspace,
+    accepted: list[tuple[Slot, Query]],
+    duplicates: dict[str, tuple[str, str]],
+    summary: SynthesizeSummary,
+) -> None:
     """The questions and their labels: each source chunk grade 2 (``synthetic-source``, final), and each live
     duplicate twin of a source too (an exact or near copy answers the question as well)."""
     members: dict[str, list[tuple[str, str]]] = {}
@@ -304,7 +368,11 @@ def _store(workspace: Workspace, accepted: list[tuple[Slot, Query]], duplicates:
         for source in slot.sources:
             targets = [(source.chunk_id, "source chunk")]
             group = duplicates.get(source.chunk_id, (None, None))[0]
-            targets += [(c, f"{kind} duplicate of the source chunk {source.chunk_id}") for c, kind in sorted(members.get(group, [])) if c != source.chunk_id]
+            targets += [
+                (c, f"{kind} duplicate of the source chunk {source.chunk_id}")
+                for c, kind in sorted(members.get(group, []))
+                if c != source.chunk_id
+            ]
             for chunk_id, why in targets:
                 if chunk_id in labelled:
                     continue
@@ -312,11 +380,19 @@ def _store(workspace: Workspace, accepted: list[tuple[Slot, Query]], duplicates:
                 is_twin = why != "source chunk"
                 summary.twin_labels += is_twin
                 summary.source_labels += not is_twin
-                labels.append(Judgment(
-                    judgment_id="src-" + hashlib.sha256(f"{query.query_id}\x00{chunk_id}".encode()).hexdigest()[:24],
-                    query_id=query.query_id, chunk_id=chunk_id, grade=2, source=JudgmentSource.synthetic_source,
-                    status=JudgmentStatus.final, rationale=why, lineage=query.lineage,
-                ))
+                labels.append(
+                    Judgment(
+                        judgment_id="src-"
+                        + hashlib.sha256(f"{query.query_id}\x00{chunk_id}".encode()).hexdigest()[:24],
+                        query_id=query.query_id,
+                        chunk_id=chunk_id,
+                        grade=2,
+                        source=JudgmentSource.synthetic_source,
+                        status=JudgmentStatus.final,
+                        rationale=why,
+                        lineage=query.lineage,
+                    )
+                )
         summary.styles[query.style] = summary.styles.get(query.style, 0) + 1
     overlaps: dict[str, list[float]] = {}
     for _, query in accepted:
@@ -332,7 +408,14 @@ def _store(workspace: Workspace, accepted: list[tuple[Slot, Query]], duplicates:
 
 
 async def _mine(
-    workspace: Workspace, judge: Judge, retrievers: Retrievers, queries: list[Query], settings: SynthesizeConfig, summary: SynthesizeSummary, progress, batch: bool = False
+    workspace: Workspace,
+    judge: Judge,
+    retrievers: Retrievers,
+    queries: list[Query],
+    settings: SynthesizeConfig,
+    summary: SynthesizeSummary,
+    progress,
+    batch: bool = False,
 ) -> None:
     """False-negative mining: the judge grades each question's top-ranked chunks other than its labelled ones
     (BM25, plus dense and their fusion when the dense extra is installed); positive grades are queued for review."""
@@ -341,20 +424,40 @@ async def _mine(
 
     labelled: dict[str, set[str]] = {}
     for query in queries:
-        labelled[query.query_id] = {j.chunk_id for j in rows.iter_judgments(workspace.db, query.query_id) if j.source is JudgmentSource.synthetic_source}
+        labelled[query.query_id] = {
+            j.chunk_id
+            for j in rows.iter_judgments(workspace.db, query.query_id)
+            if j.source is JudgmentSource.synthetic_source
+        }
     depth = settings.mine_depth + max(len(v) for v in labelled.values())  # deep enough to hold k others
     runs = retrievers.runs(queries, k=depth)
     others = {
-        name: Run.from_dict({q: {c: score for c, score in ranked.items() if c not in labelled[q]} for q, ranked in run.to_dict().items()}, name=name)
+        name: Run.from_dict(
+            {
+                q: {c: score for c, score in ranked.items() if c not in labelled[q]}
+                for q, ranked in run.to_dict().items()
+            },
+            name=name,
+        )
         for name, run in runs.items()
     }
-    pairs_wanted = set(pooled_pairs(pool(others, settings.mine_depth)))  # each retriever's top k other chunks, and the fused top k
+    pairs_wanted = set(
+        pooled_pairs(pool(others, settings.mine_depth))
+    )  # each retriever's top k other chunks, and the fused top k
     texts = {q.query_id: q.text for q in queries}
     pairs = [JudgePair(q, texts[q], c, retrievers.passages[c]) for q, c in sorted(pairs_wanted)]
     candidates = [c for c in pool(runs, depth) if (c.query_id, c.chunk_id) in pairs_wanted]
     with workspace.transaction() as db:
         rows.put_candidates(db, candidates)  # with their ranks among all chunks, labelled ones included
-    summary.mining, every = await judge_and_queue(workspace, judge, pairs, batch=batch, progress=progress, queue_if=lambda j: j.grade >= 1, description="mining other chunks")
+    summary.mining, every = await judge_and_queue(
+        workspace,
+        judge,
+        pairs,
+        batch=batch,
+        progress=progress,
+        queue_if=lambda j: j.grade >= 1,
+        description="mining other chunks",
+    )
     if summary.mining.batch_id:
         summary.batch_id, summary.batch_step = summary.mining.batch_id, "mining other chunks"
     summary.questions_with_extra_relevant = len({q for (q, _), j in every.items() if j.grade >= 1})

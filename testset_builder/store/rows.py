@@ -33,7 +33,8 @@ def put_documents(db: sqlite3.Connection, documents: Iterable[Document]) -> int:
     db.executemany(
         "INSERT INTO documents (doc_id, text, title, metadata, source, content_sha256, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(doc_id) DO UPDATE SET text = excluded.text, title = excluded.title, "
-        "metadata = excluded.metadata, source = excluded.source, content_sha256 = excluded.content_sha256, removed_at = NULL",
+        "metadata = excluded.metadata, source = excluded.source, content_sha256 = excluded.content_sha256, "
+        "removed_at = NULL",
         rows,
     )
     return len(rows)
@@ -43,7 +44,13 @@ def get_document(db: sqlite3.Connection, doc_id: str) -> Document:
     row = db.execute("SELECT * FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
     if row is None:
         raise UnknownIdError("document", doc_id)
-    return Document(doc_id=row["doc_id"], text=row["text"], title=row["title"], metadata=json.loads(row["metadata"]), source=row["source"])
+    return Document(
+        doc_id=row["doc_id"],
+        text=row["text"],
+        title=row["title"],
+        metadata=json.loads(row["metadata"]),
+        source=row["source"],
+    )
 
 
 def put_chunks(db: sqlite3.Connection, chunks: Iterable[Chunk]) -> int:
@@ -60,7 +67,12 @@ def put_chunks(db: sqlite3.Connection, chunks: Iterable[Chunk]) -> int:
 
 def _chunk(row: sqlite3.Row) -> Chunk:
     return Chunk(
-        chunk_id=row["chunk_id"], doc_id=row["doc_id"], text=row["text"], start=row["start"], end=row["end"], metadata=json.loads(row["metadata"])
+        chunk_id=row["chunk_id"],
+        doc_id=row["doc_id"],
+        text=row["text"],
+        start=row["start"],
+        end=row["end"],
+        metadata=json.loads(row["metadata"]),
     )
 
 
@@ -79,12 +91,22 @@ def iter_chunks(db: sqlite3.Connection) -> Iterator[Chunk]:
 def put_queries(db: sqlite3.Connection, queries: Iterable[Query]) -> int:
     """Insert queries; an existing id is kept (a rerun does not duplicate or overwrite a query)."""
     rows = [
-        (q.query_id, q.text, q.origin.value, q.source_chunk_id, q.style, _json(q.metadata), q.lineage.model_dump_json() if q.lineage else None, utc_timestamp())
+        (
+            q.query_id,
+            q.text,
+            q.origin.value,
+            q.source_chunk_id,
+            q.style,
+            _json(q.metadata),
+            q.lineage.model_dump_json() if q.lineage else None,
+            utc_timestamp(),
+        )
         for q in queries
     ]
     before = db.total_changes
     db.executemany(
-        "INSERT INTO queries (query_id, text, origin, source_chunk_id, style, metadata, lineage, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "INSERT INTO queries (query_id, text, origin, source_chunk_id, style, metadata, lineage, created_at) VALUES "
+        "(?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT(query_id) DO NOTHING",
         rows,
     )
@@ -96,8 +118,13 @@ def get_query(db: sqlite3.Connection, query_id: str) -> Query:
     if row is None:
         raise UnknownIdError("query", query_id)
     return Query(
-        query_id=row["query_id"], text=row["text"], origin=row["origin"], source_chunk_id=row["source_chunk_id"], style=row["style"],
-        metadata=json.loads(row["metadata"]), lineage=_lineage(row["lineage"]),
+        query_id=row["query_id"],
+        text=row["text"],
+        origin=row["origin"],
+        source_chunk_id=row["source_chunk_id"],
+        style=row["style"],
+        metadata=json.loads(row["metadata"]),
+        lineage=_lineage(row["lineage"]),
     )
 
 
@@ -105,10 +132,19 @@ def add_judgments(db: sqlite3.Connection, judgments: Iterable[Judgment]) -> int:
     """Append judgments. They are never updated or deleted; the schema's triggers refuse both."""
     rows = [
         (
-            j.judgment_id, j.query_id, j.chunk_id, j.grade, j.source.value, j.confidence,
+            j.judgment_id,
+            j.query_id,
+            j.chunk_id,
+            j.grade,
+            j.source.value,
+            j.confidence,
             _json({str(k): v for k, v in j.grade_probs.items()}) if j.grade_probs is not None else None,
-            j.rationale, j.reviewer, j.status.value, j.supersedes,
-            j.lineage.model_dump_json() if j.lineage else None, j.created_at.isoformat(),
+            j.rationale,
+            j.reviewer,
+            j.status.value,
+            j.supersedes,
+            j.lineage.model_dump_json() if j.lineage else None,
+            j.created_at.isoformat(),
         )
         for j in judgments
     ]
@@ -120,11 +156,19 @@ def _judgments(cursor: Iterable[sqlite3.Row]) -> Iterator[Judgment]:
     for row in cursor:
         probs = json.loads(row["grade_probs"]) if row["grade_probs"] else None
         yield Judgment(
-            judgment_id=row["judgment_id"], query_id=row["query_id"], chunk_id=row["chunk_id"], grade=row["grade"],
-            source=row["source"], confidence=row["confidence"],
+            judgment_id=row["judgment_id"],
+            query_id=row["query_id"],
+            chunk_id=row["chunk_id"],
+            grade=row["grade"],
+            source=row["source"],
+            confidence=row["confidence"],
             grade_probs={int(k): v for k, v in probs.items()} if probs is not None else None,
-            rationale=row["rationale"], reviewer=row["reviewer"], status=row["status"], supersedes=row["supersedes"],
-            created_at=row["created_at"], lineage=_lineage(row["lineage"]),
+            rationale=row["rationale"],
+            reviewer=row["reviewer"],
+            status=row["status"],
+            supersedes=row["supersedes"],
+            created_at=row["created_at"],
+            lineage=_lineage(row["lineage"]),
         )
 
 
@@ -141,7 +185,10 @@ def _existing(db: sqlite3.Connection, table: str, column: str, ids: Iterable[str
     found: set[str] = set()
     for start in range(0, len(wanted), 500):
         part = wanted[start : start + 500]
-        found.update(r[0] for r in db.execute(f"SELECT {column} FROM {table} WHERE {column} IN ({','.join('?' * len(part))})", part))
+        found.update(
+            r[0]
+            for r in db.execute(f"SELECT {column} FROM {table} WHERE {column} IN ({','.join('?' * len(part))})", part)
+        )
     return found
 
 
@@ -190,13 +237,18 @@ def iter_judgments_by_id(db: sqlite3.Connection, judgment_ids: Iterable[str]) ->
     ids = list(judgment_ids)
     for start in range(0, len(ids), 500):
         part = ids[start : start + 500]
-        yield from _judgments(db.execute(f"SELECT * FROM judgments WHERE judgment_id IN ({','.join('?' * len(part))}) ORDER BY judgment_id", part))
+        yield from _judgments(
+            db.execute(
+                f"SELECT * FROM judgments WHERE judgment_id IN ({','.join('?' * len(part))}) ORDER BY judgment_id", part
+            )
+        )
 
 
 def live_chunk_rows(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
     """(chunk_id, doc_id, passage) of the live chunks, the passage prefixed by the document's title when it has one."""
     rows = db.execute(
-        "SELECT c.chunk_id, c.doc_id, d.title, c.text FROM chunks c JOIN documents d USING (doc_id) WHERE c.removed_at IS NULL ORDER BY c.chunk_id"
+        "SELECT c.chunk_id, c.doc_id, d.title, c.text FROM chunks c JOIN documents d USING (doc_id) WHERE "
+        "c.removed_at IS NULL ORDER BY c.chunk_id"
     ).fetchall()
     return [(r[0], r[1], passage_text(r[2], r[3])) for r in rows]
 

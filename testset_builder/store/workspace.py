@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import SchemaTooNewError, WorkspaceCorruptError, WorkspaceError
@@ -21,7 +21,7 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def utc_timestamp() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def _applied_version(db: sqlite3.Connection) -> int | None:
@@ -52,7 +52,9 @@ def _inspect_existing(path: Path) -> None:
     except sqlite3.DatabaseError as error:
         raise WorkspaceCorruptError(path, str(error)) from None
     if version is None:
-        raise WorkspaceError("is an SQLite database but not a testset-builder workspace (no schema_migrations)", path=path)
+        raise WorkspaceError(
+            "is an SQLite database but not a testset-builder workspace (no schema_migrations)", path=path
+        )
     if version > LATEST:
         raise SchemaTooNewError(path, version, LATEST)
 
@@ -119,7 +121,8 @@ class Workspace:
     def migrate(self) -> list[int]:
         """Apply pending migrations, each in its own transaction; returns the numbers applied."""
         self.db.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+            "applied_at TEXT NOT NULL)"
         )
         current = self.schema_version
         if current > LATEST:
