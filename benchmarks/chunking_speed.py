@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from testset_builder.corpus.chunkers import ChunkerConfig, chunk_document
+from testset_builder.config import ChunkingConfig
+from testset_builder.corpus.chunkers import chunk_document
 from testset_builder.corpus.ingest import ingest
 from testset_builder.corpus.loaders import load_sources
 from testset_builder.records import Document
@@ -46,9 +47,9 @@ def main(argv: list[str] | None = None) -> None:
     megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
 
     contenders = {}
-    config = ChunkerConfig("recursive", SIZE, OVERLAP)
+    config = ChunkingConfig(chunker="recursive", size=SIZE, overlap=OVERLAP)
     contenders["testset-builder recursive"] = lambda: [chunk_document(d, config) for d in documents]
-    sentence = ChunkerConfig("sentence", SIZE, OVERLAP)
+    sentence = ChunkingConfig(chunker="sentence", size=SIZE, overlap=OVERLAP)
     contenders["testset-builder sentence"] = lambda: [chunk_document(d, sentence) for d in documents]
     try:
         from langchain_text_splitters import RecursiveCharacterTextSplitter

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 
 from testset_builder.config import default_config, load_config, make_client  # noqa: E402
-from testset_builder.corpus.chunkers import ChunkerConfig  # noqa: E402
+from testset_builder.config import ChunkingConfig  # noqa: E402
 from testset_builder.corpus.ingest import ingest  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
 from testset_builder.export import read_qrels  # noqa: E402
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     with open_workspace(args.workspace) as ws:
         started = time.perf_counter()
-        ingest(ws, load_sources([args.data]), ChunkerConfig("prechunked", 1, 0), [args.data])
+        ingest(ws, load_sources([args.data]), ChunkingConfig(chunker="prechunked", size=1, overlap=0), [args.data])
         retrievers = Retrievers(ws, names)
         queries = [Query(query_id=q, text=texts[q], origin=QueryOrigin.real) for q in test_ids]
         runs = retrievers.runs(queries, k=max(depths))

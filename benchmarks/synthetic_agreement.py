@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 
 from testset_builder.config import default_config, load_config, make_client  # noqa: E402
-from testset_builder.corpus.chunkers import ChunkerConfig  # noqa: E402
+from testset_builder.config import ChunkingConfig  # noqa: E402
 from testset_builder.corpus.ingest import ingest  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
 from testset_builder.export import read_qrels  # noqa: E402
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
     settings = load_config(args.config) if args.config else default_config()
     synth = settings.synthesize.model_copy(update={"questions": args.questions, "seed": args.seed, "mine": args.mine})
     with open_workspace(args.workspace) as ws:
-        ingest(ws, load_sources([args.data]), ChunkerConfig("prechunked", 1, 0), [args.data])
+        ingest(ws, load_sources([args.data]), ChunkingConfig(chunker="prechunked", size=1, overlap=0), [args.data])
 
         async def build():
             async with make_client(settings.llm, ws, "bench-synthesize") as client:

@@ -8,19 +8,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from testset_builder.corpus import ChunkerConfig, chunk_document
+from testset_builder.corpus import ChunkingConfig, chunk_document
 from testset_builder.corpus.chunkers import _encoding, _joins_previous
 from testset_builder.records import Document
 
 CONFIGS = [
-    ChunkerConfig("recursive", size=400, overlap=80),
-    ChunkerConfig("sentence", size=400, overlap=80),
-    ChunkerConfig("tokens", size=96, overlap=16),
-    ChunkerConfig("markdown", size=400, overlap=80),
+    ChunkingConfig(chunker="recursive", size=400, overlap=80),
+    ChunkingConfig(chunker="sentence", size=400, overlap=80),
+    ChunkingConfig(chunker="tokens", size=96, overlap=16),
+    ChunkingConfig(chunker="markdown", size=400, overlap=80),
 ]
 
 
-def check_chunks(document: Document, config: ChunkerConfig, chunks, bounded: bool = True) -> None:
+def check_chunks(document: Document, config: ChunkingConfig, chunks, bounded: bool = True) -> None:
     """``bounded``: every chunk fits the size (false when single characters, such as a family emoji of 17 tokens,
     are longer than the window and are kept whole)."""
     text = document.text
@@ -31,13 +31,13 @@ def check_chunks(document: Document, config: ChunkerConfig, chunks, bounded: boo
     assert chunks[0].start == 0 and chunks[-1].end == len(text), "spans must cover the document"
     for before, after in pairwise(chunks):
         assert before.start < after.start <= before.end, "no gap and forward progress"
-        if config.kind != "tokens":
+        if config.chunker != "tokens":
             assert before.end - after.start <= config.overlap
     for chunk in chunks:
         assert not _joins_previous(chunk.text[0]) and not (chunk.start and text[chunk.start - 1] == "\u200d")
         if not bounded:
             continue
-        if config.kind == "tokens":
+        if config.chunker == "tokens":
             assert len(_encoding(config.encoding).encode_ordinary(chunk.text)) <= config.size + 2
         elif " " in text:
             assert len(chunk.text) <= config.size
@@ -52,7 +52,7 @@ def scifact_documents(scifact_dir):
     return loaded.documents
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.kind)
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.chunker)
 def test_every_scifact_document_chunks_into_exact_covering_spans_with_stable_ids(scifact_documents, config):
     assert len(scifact_documents) == 5183
     first = [chunk_document(d, config) for d in scifact_documents]
@@ -87,13 +87,13 @@ UNICODE_TEXT = (
 @pytest.mark.parametrize(
     "config",
     [
-        ChunkerConfig("recursive", 7, 3),
-        ChunkerConfig("sentence", 11, 4),
-        ChunkerConfig("tokens", 3, 1),
-        ChunkerConfig("tokens", 1, 0),
-        ChunkerConfig("recursive", 1, 0),
+        ChunkingConfig(chunker="recursive", size=7, overlap=3),
+        ChunkingConfig(chunker="sentence", size=11, overlap=4),
+        ChunkingConfig(chunker="tokens", size=3, overlap=1),
+        ChunkingConfig(chunker="tokens", size=1, overlap=0),
+        ChunkingConfig(chunker="recursive", size=1, overlap=0),
     ],
-    ids=str,
+    ids=lambda c: f"{c.chunker}-{c.size}-{c.overlap}",
 )
 def test_cjk_arabic_emoji_and_combining_marks_are_never_cut_inside_a_character(config):
     document = Document(doc_id="unicode", text=UNICODE_TEXT)
@@ -130,7 +130,7 @@ def _non_overlapping(chunks):
 )
 def test_any_text_chunks_into_exact_covering_spans(text, kind, size, data):
     overlap = data.draw(st.integers(0, size - 1))
-    config = ChunkerConfig(kind, size, overlap)
+    config = ChunkingConfig(chunker=kind, size=size, overlap=overlap)
     document = Document(doc_id="d", text=text)
     chunks = chunk_document(document, config)
     assert all(text[c.start : c.end] == c.text for c in chunks)
@@ -169,7 +169,7 @@ Chunk, synthesize, propose, review, release, score.
 
 def test_markdown_chunks_keep_heading_paths_and_never_split_code_blocks():
     document = Document(doc_id="guide.md", text=MARKDOWN)
-    config = ChunkerConfig("markdown", size=60, overlap=10)
+    config = ChunkingConfig(chunker="markdown", size=60, overlap=10)
     chunks = chunk_document(document, config)
     check_chunks(document, config, chunks, bounded=False)
     code = MARKDOWN[MARKDOWN.index("```python") : MARKDOWN.index("```\n\n###") + 4]

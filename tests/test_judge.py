@@ -9,8 +9,10 @@ import math
 import pytest
 from fake_provider import FakeProvider, digit_completion
 
+from testset_builder.config import JudgingConfig
 from testset_builder.errors import StructuredOutputError
 from testset_builder.llm import LLMClient
+from testset_builder.llm.roles import Role
 from testset_builder.llm.types import Completion, TokenLogprob
 from testset_builder.prompts import PromptError, load_prompt, parse_prompt
 from testset_builder.records import JudgmentSource, JudgmentStatus
@@ -30,7 +32,7 @@ def workspace(tmp_path):
 
 def judge_with(workspace, answer, **provider_options) -> tuple[Judge, FakeProvider]:
     provider = FakeProvider(answer, **provider_options)
-    return Judge(LLMClient(provider, workspace, "test"), "fake-model"), provider
+    return Judge(Role(LLMClient(provider, workspace, "test"), "fake-model")), provider
 
 
 def test_prompt_files_render_their_variables_and_refuse_a_missing_one():
@@ -125,15 +127,11 @@ def test_an_answer_that_fails_validation_twice_is_a_recorded_failure_not_a_crash
     assert isinstance(asyncio.run(judge.judge_many([PAIR]))[0], StructuredOutputError)
 
 
-def test_judgment_ids_are_the_same_on_a_rerun_and_differ_by_prompt(workspace):
+def test_judgment_ids_are_the_same_on_a_rerun_and_differ_by_prompt(workspace, tmp_path):
     judge, _ = judge_with(workspace, lambda r: digit_completion({"2": 0.9, "0": 0.1}))
     first, again = asyncio.run(judge.judge(PAIR)), asyncio.run(judge.judge(PAIR))
     assert first.judgment_id == again.judgment_id
-    other = Judge(
-        judge.client,
-        "fake-model",
-        prompt=parse_prompt(
-            "judge/custom", b"---\nkind: completion\nscale: {0: 0, 1: 1, 2: 2}\n---\nQ {query} P {passage} R:"
-        ),
-    )
+    custom = tmp_path / "custom.md"
+    custom.write_bytes(b"---\nkind: completion\nscale: {0: 0, 1: 1, 2: 2}\n---\nQ {query} P {passage} R:")
+    other = Judge(judge.role, JudgingConfig(prompt=str(custom)))
     assert asyncio.run(other.judge(PAIR)).judgment_id != first.judgment_id

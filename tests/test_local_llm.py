@@ -122,9 +122,9 @@ def test_one_server_is_shared_per_process_and_replaced_if_it_died(server):
     first = local.shared_server(server.model.parent)
     try:
         assert local.shared_server(server.model.parent) is first
-        assert (
-            local.LocalProvider().server is first and local.LocalProvider().identity == "local:gemma-3-270m-q4_k_m.gguf"
-        )
+        provider = local.LocalProvider(model=str(server.model))
+        assert provider.server is first
+        assert provider.identity == "local:gemma-3-270m@sha256:a5fd3b62230aa5ec"  # the model and its file, no path
         first.stop()
         second = local.shared_server(server.model.parent)
         assert second is not first and second.process.poll() is None

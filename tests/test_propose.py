@@ -10,12 +10,14 @@ import pytest
 from fake_provider import FakeProvider, digit_completion
 
 from testset_builder.cli import main
+from testset_builder.config import ProposeConfig
 from testset_builder.errors import InputError
 from testset_builder.llm import LLMClient, PriceTable, Usage
+from testset_builder.llm.roles import Role
 from testset_builder.records import Judgment, JudgmentSource
 from testset_builder.retrieval.pool import pool, pool_recall
 from testset_builder.stages.judge import Judge
-from testset_builder.stages.propose import PoolSettings, audit, propose
+from testset_builder.stages.propose import audit, propose
 from testset_builder.stages.queries import derived_id, read_queries
 from testset_builder.stages.queue import review_priority
 from testset_builder.store import open_workspace, rows
@@ -124,13 +126,13 @@ def test_review_priority_puts_uncertain_likely_relevant_proposals_first_and_conf
 
 # the stage ------------------------------------------------------------------------------------------------------
 def run_propose(workspace, queries, judge, **settings):
-    return asyncio.run(propose(workspace, queries, judge, PoolSettings(retrievers=("bm25",), **settings)))
+    return asyncio.run(propose(workspace, queries, judge, ProposeConfig(retrievers=["bm25"], **settings)))
 
 
 def test_propose_pools_judges_and_queues_every_pair_and_a_rerun_spends_nothing(workspace, tmp_path):
     queries = read_queries(write(tmp_path / "q.txt", "\n".join(QUERIES)))
     provider = FakeProvider(relevance_by_overlap)
-    judge = Judge(LLMClient(provider, workspace, "propose"), "fake-model")
+    judge = Judge(Role(LLMClient(provider, workspace, "propose"), "fake-model"))
     summary = run_propose(workspace, queries, judge, depth=5)
     pairs = workspace.db.execute("SELECT COUNT(DISTINCT query_id || chunk_id) FROM candidates").fetchone()[0]
     assert (
@@ -146,7 +148,9 @@ def test_propose_pools_judges_and_queues_every_pair_and_a_rerun_spends_nothing(w
     ranks = workspace.db.execute("SELECT retriever, MIN(rank), MAX(rank) FROM candidates GROUP BY retriever").fetchall()
     assert [tuple(r) for r in ranks] == [("bm25", 1, 5)]
 
-    again = run_propose(workspace, queries, Judge(LLMClient(provider, workspace, "propose"), "fake-model"), depth=5)
+    again = run_propose(
+        workspace, queries, Judge(Role(LLMClient(provider, workspace, "propose"), "fake-model")), depth=5
+    )
     assert len(provider.history) == pairs and again.judging.judged == 0 and again.judging.already_judged == pairs
     assert again.new_queries == 0 and again.judging.queued == 0 and again.judging.grades == summary.judging.grades
     assert len(list(rows.iter_judgments(workspace.db))) == pairs
@@ -177,12 +181,12 @@ def test_a_budget_stops_judging_keeps_what_was_done_and_a_rerun_finishes(workspa
     prices = PriceTable.load()
     model = "gpt-4o-mini"  # priced, so the budget applies
     tight = LLMClient(provider, workspace, "propose", prices=prices, max_cost_usd=0.002, max_in_flight=1)
-    first = run_propose(workspace, queries, Judge(tight, model), depth=5)
+    first = run_propose(workspace, queries, Judge(Role(tight, model)), depth=5)
     assert first.judging.not_judged_budget > 0 and first.judging.judged > 0
     assert first.judging.judged + first.judging.not_judged_budget == first.judging.pairs
     paid = len(provider.history)
     second = run_propose(
-        workspace, queries, Judge(LLMClient(provider, workspace, "propose", prices=prices), model), depth=5
+        workspace, queries, Judge(Role(LLMClient(provider, workspace, "propose", prices=prices), model)), depth=5
     )
     assert (
         second.judging.already_judged == first.judging.judged
@@ -197,7 +201,7 @@ def test_audit_flags_pairs_where_the_judge_and_the_labels_disagree(workspace, tm
     unrelated = next(c for c, t in zip(chunk_ids, texts) if "ndcg" not in t.lower() and "computed" not in t.lower())
     queries = read_queries(write(tmp_path / "q.jsonl", '{"_id": "q1", "text": "how is ndcg computed"}\n'))
     qrels = Qrels.from_dict({"q1": {ndcg: 1, unrelated: 2}})
-    judge = Judge(LLMClient(FakeProvider(relevance_by_overlap), workspace, "audit"), "fake-model")
+    judge = Judge(Role(LLMClient(FakeProvider(relevance_by_overlap), workspace, "audit"), "fake-model"))
     summary = asyncio.run(audit(workspace, qrels, queries, judge))
     assert summary.pairs == 2 and summary.judged == 2 and summary.agreement == 0.5
     assert [(d["chunk_id"], d["label"], d["judge"]) for d in summary.disagreements] == [(unrelated, 2, 0)]
@@ -249,7 +253,7 @@ def test_the_propose_command_refuses_a_missing_workspace_and_an_unknown_retrieve
         )
         == 1
     )
-    assert "unknown retriever splade" in capsys.readouterr().err
+    assert "propose.retrievers: unknown retriever 'splade'; use bm25, dense or both" in capsys.readouterr().err
 
 
 def test_the_queue_command_lists_proposals_highest_priority_first(workspace, tmp_path, capsys):
@@ -257,7 +261,7 @@ def test_the_queue_command_lists_proposals_highest_priority_first(workspace, tmp
     run_propose(
         workspace,
         queries,
-        Judge(LLMClient(FakeProvider(relevance_by_overlap), workspace, "propose"), "fake-model"),
+        Judge(Role(LLMClient(FakeProvider(relevance_by_overlap), workspace, "propose"), "fake-model")),
         depth=3,
     )
     assert main(["queue", "--workspace", str(workspace.root), "--limit", "4", "--json"]) == 0

@@ -11,13 +11,14 @@ import pytest
 from fault_server import FaultServer
 
 from testset_builder.cli import main
-from testset_builder.corpus.chunkers import ChunkerConfig
+from testset_builder.config import ChunkingConfig, ProposeConfig
 from testset_builder.corpus.ingest import ingest
 from testset_builder.corpus.loaders import load_sources
 from testset_builder.export import read_qrels
 from testset_builder.llm import LLMClient
+from testset_builder.llm.roles import Role
 from testset_builder.stages.judge import Judge, JudgePair
-from testset_builder.stages.propose import PoolSettings, propose
+from testset_builder.stages.propose import propose
 from testset_builder.stages.queries import read_queries
 from testset_builder.store import open_workspace, rows
 
@@ -54,7 +55,7 @@ def scifact_sample(scifact_dir, tmp_path_factory):
 
 def sample_workspace(folder, path):
     workspace = open_workspace(path)
-    ingest(workspace, load_sources([folder]), ChunkerConfig("prechunked", 1, 0), [folder])
+    ingest(workspace, load_sources([folder]), ChunkingConfig(chunker="prechunked", size=1, overlap=0), [folder])
     return workspace
 
 
@@ -65,8 +66,8 @@ def test_the_local_model_judges_real_scifact_pools_end_to_end_and_a_rerun_calls_
 
     queries = read_queries(scifact_sample / "real-queries.jsonl")
     with sample_workspace(scifact_sample, tmp_path / "ws") as ws:
-        judge = Judge(LLMClient(LocalProvider(local_server), ws, "propose", max_in_flight=2), "gemma-3-270m")
-        summary = asyncio.run(propose(ws, queries, judge, PoolSettings(retrievers=("bm25",), depth=3)))
+        judge = Judge(Role(LLMClient(LocalProvider(local_server), ws, "propose", max_in_flight=2), "gemma-3-270m"))
+        summary = asyncio.run(propose(ws, queries, judge, ProposeConfig(retrievers=["bm25"], depth=3)))
         judgments = list(rows.iter_judgments(ws.db))
         assert summary.judging.judged == len(judgments) == summary.judging.pairs == SCIFACT_QUERIES * 3
         assert summary.judging.failed == 0 and summary.judging.calls == len(judgments)
@@ -76,12 +77,13 @@ def test_the_local_model_judges_real_scifact_pools_end_to_end_and_a_rerun_calls_
             )
             assert judgment.grade == max(judgment.grade_probs, key=judgment.grade_probs.get)
             assert (
-                judgment.lineage.provider == "local:gemma-3-270m-q4_k_m.gguf"
+                judgment.lineage.provider == "local:gemma-3-270m@sha256:a5fd3b62230aa5ec"
+                and judgment.lineage.model == "gemma-3-270m"  # its name, never the server's path to the file
                 and judgment.lineage.prompt_name == "judge/few-shot-completion"
             )
         assert len(rows.review_queue(ws.db)) == len(judgments)
-        rerun = Judge(LLMClient(LocalProvider(local_server), ws, "propose"), "gemma-3-270m")
-        again = asyncio.run(propose(ws, queries, rerun, PoolSettings(retrievers=("bm25",), depth=3)))
+        rerun = Judge(Role(LLMClient(LocalProvider(local_server), ws, "propose"), "gemma-3-270m"))
+        again = asyncio.run(propose(ws, queries, rerun, ProposeConfig(retrievers=["bm25"], depth=3)))
         assert again.judging.calls == 0 and again.judging.already_judged == len(judgments)
 
 
@@ -89,7 +91,7 @@ def test_the_chat_judge_through_the_openai_sdk_gets_a_valid_verdict_from_llama_s
     from testset_builder.llm.local_provider import LocalProvider
 
     with open_workspace(tmp_path / "ws") as ws:
-        judge = Judge(LLMClient(LocalProvider(local_server), ws, "propose"), "gemma-3-270m", style="chat")
+        judge = Judge(Role(LLMClient(LocalProvider(local_server), ws, "propose"), "gemma-3-270m", prompt_style="chat"))
         pair = JudgePair(
             "q",
             "does vitamin D lower fracture risk",

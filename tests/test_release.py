@@ -17,6 +17,7 @@ from testset_builder.config import SynthesizeConfig
 from testset_builder.errors import InputError
 from testset_builder.export import read_qrels
 from testset_builder.llm import LLMClient
+from testset_builder.llm.roles import Roles
 from testset_builder.metrics import evaluate
 from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
 from testset_builder.retrieval import BM25Index
@@ -96,7 +97,7 @@ def workspace(docs_workspace):
     """The docs, six synthetic questions, and a real query with a reviewed and an unreviewed LLM proposal."""
     ws = docs_workspace
     settings = SynthesizeConfig(questions=6, styles={"natural": 1.0}, critic=False, mine=False)
-    asyncio.run(synthesize(ws, LLMClient(FakeProvider(answer), ws, "synthesize"), "fake-model", settings))
+    asyncio.run(synthesize(ws, Roles.single(LLMClient(FakeProvider(answer), ws, "synthesize"), "fake-model"), settings))
     chunk_ids, _ = rows.live_chunk_passages(ws.db)
     with ws.transaction() as db:
         rows.put_queries(db, [Query(query_id="real-1", text="how is ndcg computed", origin=QueryOrigin.real)])
@@ -227,12 +228,12 @@ def test_versions_are_semantic_and_immutable(workspace, capsys):
 
 
 def test_a_crash_while_writing_leaves_no_half_release(workspace, monkeypatch):
-    import testset_builder.export.hf as hf
+    import testset_builder.stages.release.writer as writer
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt("simulated crash")
 
-    monkeypatch.setattr(hf, "write_hf", crash)
+    monkeypatch.setattr(writer, "write_hf", crash)
     with pytest.raises(KeyboardInterrupt):
         write_release(workspace, "1.0.0")
     assert not (workspace.releases_dir / "1.0.0").exists() and not list(workspace.releases_dir.glob(".partial-*"))

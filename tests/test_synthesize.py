@@ -11,12 +11,12 @@ import pytest
 from fake_provider import FakeProvider, digit_completion
 
 from testset_builder.cli import main
-from testset_builder.config import SynthesizeConfig
-from testset_builder.corpus.chunkers import ChunkerConfig
+from testset_builder.config import ChunkingConfig, SynthesizeConfig
 from testset_builder.corpus.ingest import ingest
 from testset_builder.corpus.loaders import load_sources
 from testset_builder.errors import InputError
 from testset_builder.llm import LLMClient
+from testset_builder.llm.roles import Roles
 from testset_builder.prompts import load_prompt
 from testset_builder.stages.questions import NearDuplicates, clean, lexical_overlap, validation_problem
 from testset_builder.stages.sampling import (
@@ -130,7 +130,7 @@ def workspace(docs_workspace):
 
 def run(workspace, provider, **settings):
     client = LLMClient(provider, workspace, "synthesize")
-    return asyncio.run(synthesize(workspace, client, "fake-model", SynthesizeConfig(**settings)))
+    return asyncio.run(synthesize(workspace, Roles.single(client, "fake-model"), SynthesizeConfig(**settings)))
 
 
 def test_synthesize_makes_exactly_the_questions_asked_and_labels_their_sources(workspace):
@@ -197,7 +197,12 @@ def test_duplicate_twins_of_a_source_get_the_same_label(tmp_path):
     for name in ("a.md", "copy-of-a.md"):
         (tmp_path / "corpus" / name).write_text("# Recall\n\n" + LONG, encoding="utf-8")
     with open_workspace(tmp_path / "ws") as ws:
-        ingest(ws, load_sources([tmp_path / "corpus"]), ChunkerConfig("markdown", 2000, 0), [tmp_path / "corpus"])
+        ingest(
+            ws,
+            load_sources([tmp_path / "corpus"]),
+            ChunkingConfig(chunker="markdown", size=2000, overlap=0),
+            [tmp_path / "corpus"],
+        )
         summary = run(ws, FakeProvider(scripted()), questions=1, mine=False, critic=False, styles={"natural": 1.0})
         labels = [j for j in rows.iter_judgments(ws.db)]
     assert summary.chunks_skipped == {"duplicate": 1} and summary.twin_labels == 1
@@ -276,12 +281,12 @@ def test_the_local_model_synthesizes_questions_from_real_scifact_chunks_end_to_e
     with (scifact_dir / "corpus.jsonl").open(encoding="utf-8") as source:
         (folder / "corpus.jsonl").write_text("".join(line for _, line in zip(range(60), source)), encoding="utf-8")
     with open_workspace(tmp_path / "ws") as ws:
-        ingest(ws, load_sources([folder]), ChunkerConfig("recursive", 1000, 100), [folder])
+        ingest(ws, load_sources([folder]), ChunkingConfig(chunker="recursive", size=1000, overlap=100), [folder])
         client = LLMClient(LocalProvider(local_server), ws, "synthesize", max_in_flight=2)
         settings = SynthesizeConfig(
             questions=4, styles={"natural": 0.5, "keyword": 0.25, "multi": 0.25}, mine_depth=2, max_rounds=6
         )
-        summary = asyncio.run(synthesize(ws, client, "gemma-3-270m", settings))
+        summary = asyncio.run(synthesize(ws, Roles.single(client, "gemma-3-270m"), settings))
         made = summary.made + summary.already_made
         queries = [rows.get_query(ws.db, q) for (q,) in ws.db.execute("SELECT query_id FROM queries")]
         assert made == len(queries) and (made == 4 or summary.shortfall)
@@ -292,12 +297,16 @@ def test_the_local_model_synthesizes_questions_from_real_scifact_chunks_end_to_e
                 and validation_problem(query.text, rows.get_chunk(ws.db, query.source_chunk_id).text, query.style)
                 is None
             )
-            assert query.lineage.provider == "local:gemma-3-270m-q4_k_m.gguf" and query.lineage.prompt_name.startswith(
-                "synthesize/completion-"
+            assert (
+                query.lineage.provider == "local:gemma-3-270m@sha256:a5fd3b62230aa5ec"
+                and query.lineage.model == "gemma-3-270m"
+                and query.lineage.prompt_name.startswith("synthesize/completion-")
             )
         assert summary.mining.pairs > 0 and summary.mining.judged + summary.mining.failed == summary.mining.pairs
         again = asyncio.run(
-            synthesize(ws, LLMClient(LocalProvider(local_server), ws, "synthesize"), "gemma-3-270m", settings)
+            synthesize(
+                ws, Roles.single(LLMClient(LocalProvider(local_server), ws, "synthesize"), "gemma-3-270m"), settings
+            )
         )
         assert again.calls == 0 and again.already_made == made
 
@@ -385,7 +394,7 @@ def test_a_synthesize_run_killed_with_sigkill_resumes_without_paying_twice_and_g
         )
         for name in ("clean", "killed"):
             with open_workspace(tmp_path / name) as ws:
-                ingest(ws, load_sources([DOCS]), ChunkerConfig("markdown", 600, 60), [DOCS])
+                ingest(ws, load_sources([DOCS]), ChunkingConfig(chunker="markdown", size=600, overlap=60), [DOCS])
         command = [
             sys.executable,
             "-m",

@@ -1,17 +1,38 @@
-"""Configuration: pydantic models of ``configs/*.yaml`` (unknown keys are errors), and what they build."""
+"""Configuration: one :class:`Config`, the single source of every stage's settings.
+
+A config is a YAML file validated by pydantic (an unknown key is an error naming itself and the file). ``--config``
+takes a path or the name of a bundled config (``quickstart``, ``openai``, ``anthropic``); without one,
+``$TESTSET_BUILDER_CONFIG`` names it, else the bundled config is chosen by the environment: OpenAI if
+``OPENAI_API_KEY`` is set, else Anthropic if ``ANTHROPIC_API_KEY`` is, else the embedded local model.
+
+Command-line flags change a config through :func:`override` only, validated like the file, so a flag and a config
+key can never disagree. Relative paths in a file (``workspace``, ``prompts_dir``, ``prices``) are relative to the
+file's folder.
+
+Roles: ``generator`` writes questions and ``judge`` grades relevance; each names a provider and a model. The judge
+defaults to the generator; a ``judge:`` without ``kind`` changes only the fields it names (``judge: {model:
+gpt-4o}``), one with ``kind`` is a whole provider of its own.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from . import bundled
 from .errors import InputError
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+DEFAULT_WORKSPACE = Path("testset")
+LOCAL_MODEL = "gemma-3-270m"
+CONFIG_ENV = "TESTSET_BUILDER_CONFIG"
+ChunkerKind = Literal["recursive", "sentence", "markdown", "tokens", "prechunked"]
+Style = Literal["natural", "keyword", "paraphrase", "multi"]
+RETRIEVERS = ("bm25", "dense")
 
 
 class Strict(BaseModel):
@@ -19,39 +40,114 @@ class Strict(BaseModel):
 
 
 class ProviderConfig(Strict):
+    """One role's model: which provider serves it, and how to reach it. Keys come from the environment only."""
+
     kind: Literal["openai", "anthropic", "local"]
-    model: str
-    base_url: str | None = None
+    model: str | None = Field(
+        default=None,
+        description="the model name; for kind local, gemma-3-270m (the packaged model, the default) or a .gguf file",
+    )
+    base_url: str | None = Field(default=None, description="an OpenAI- or Anthropic-compatible server (vLLM, Ollama)")
     api_key_env: str | None = Field(
-        default=None, description="environment variable holding the key (default per provider)"
+        default=None,
+        description="variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY; optional with base_url)",
     )
     timeout_s: float = Field(default=60.0, gt=0)
     prompt_style: Literal["auto", "chat", "completion"] = Field(
         default="auto", description="chat for instruction models, completion for base models; auto asks the adapter"
     )
 
+    @model_validator(mode="after")
+    def _model_is_named(self) -> ProviderConfig:
+        if self.kind != "local":
+            if not self.model:
+                raise ValueError(f"a {self.kind} provider needs a model name (model: ...)")
+            return self
+        if self.base_url:
+            raise ValueError("kind local starts its own server; for a server already running use kind openai with base_url")
+        if self.model is None:
+            return self.model_copy(update={"model": LOCAL_MODEL})
+        if self.model != LOCAL_MODEL and not self.model.endswith(".gguf"):
+            raise ValueError(
+                f"kind local runs the packaged {LOCAL_MODEL} or a .gguf file you name, not {self.model!r}; "
+                "for a model behind a server use kind openai with base_url"
+            )
+        return self
+
+
+    @property
+    def model_name(self) -> str:
+        """The name requests and lineage carry: the model, or a local GGUF file's name without its folder."""
+        if self.kind == "local" and self.model.endswith(".gguf"):
+            return Path(self.model).stem
+        return self.model
+
+
+class RoleOverride(Strict):
+    """A ``judge:`` section: without ``kind`` it changes the generator's fields it names; with ``kind`` it is a
+    provider of its own."""
+
+    kind: Literal["openai", "anthropic", "local"] | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float | None = Field(default=None, gt=0)
+    prompt_style: Literal["auto", "chat", "completion"] | None = None
+
+    def over(self, generator: ProviderConfig) -> ProviderConfig:
+        named = self.model_dump(exclude_none=True)
+        if self.kind is not None:
+            return ProviderConfig.model_validate(named)
+        return ProviderConfig.model_validate({**generator.model_dump(), **named})
+
 
 class LimitsConfig(Strict):
+    """Per provider client: concurrency, rate limits and retries; the cost limit is shared by every role."""
+
     max_in_flight: int = Field(default=8, ge=1)
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
     max_attempts: int = Field(default=6, ge=1)
-    max_cost_usd: float | None = Field(default=None, ge=0)
+    max_cost_usd: float | None = Field(default=None, ge=0, description="stop before spending could pass this")
 
 
-class LLMConfig(Strict):
-    provider: ProviderConfig
-    limits: LimitsConfig = LimitsConfig()
-    prices: Path = CONFIG_DIR / "prices.yaml"
+class JudgingConfig(Strict):
+    """How the judge asks. Any change here changes the judge's requests, so pairs are judged anew."""
+
+    prompt: str | None = Field(
+        default=None,
+        description="a prompt name (judge/umbrela-chat) or .md file; default by the judge's prompt style",
+    )
+    max_passage_chars: int | None = Field(
+        default=None, ge=100, description="passages are clipped to this many characters (default: the prompt's)"
+    )
+    logprobs: bool | None = Field(
+        default=None, description="read grade probabilities from log-probabilities (default: when the provider can)"
+    )
 
 
 class ChunkingConfig(Strict):
-    chunker: Literal["recursive", "sentence", "markdown", "tokens", "prechunked"] = "recursive"
+    """How ``chunk`` loads and cuts documents. Sizes are characters, or tokens for the ``tokens`` chunker."""
+
+    chunker: ChunkerKind = "recursive"
     size: int = Field(default=1000, ge=1)
     overlap: int = Field(default=100, ge=0)
+    encoding: str = Field(default="cl100k_base", description="the tokenizer of the tokens chunker")
     id_field: str = "_id"
     text_field: str = "text"
     title_field: str = "title"
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> ChunkingConfig:
+        if self.chunker != "prechunked" and self.overlap >= self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        return self
+
+    def chunker_sha256(self) -> str:
+        """Identifies how chunks were cut (stored on each chunk: a change re-chunks every document). The text
+        hashed is what earlier versions hashed, so upgrading does not re-chunk a corpus."""
+        text = f"ChunkerConfig(kind={self.chunker!r}, size={self.size!r}, overlap={self.overlap!r}, encoding={self.encoding!r})"
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 class SynthesizeConfig(Strict):
@@ -59,7 +155,7 @@ class SynthesizeConfig(Strict):
 
     questions: int = Field(default=100, ge=1, description="questions to make (exactly, or a statement of why fewer)")
     per_chunk: int = Field(default=1, ge=1, description="questions asked of each sampled chunk")
-    styles: dict[Literal["natural", "keyword", "paraphrase", "multi"], float] = Field(
+    styles: dict[Style, float] = Field(
         default_factory=lambda: {"natural": 0.4, "keyword": 0.2, "paraphrase": 0.2, "multi": 0.2},
         description="share of each question style (normalised); multi needs two related chunks, both labelled",
     )
@@ -74,91 +170,190 @@ class SynthesizeConfig(Strict):
     round_trip_k: int | None = Field(
         default=None,
         ge=1,
-        description="keep a question only if BM25 ranks its source in the top k; biases the set toward BM25, so off by default",
+        description="keep a question only if BM25 ranks its source in the top k; biases the set toward BM25",
     )
     mine: bool = Field(default=True, description="judge other top-ranked chunks to find unlabelled relevant ones")
     mine_depth: int = Field(default=5, ge=1)
-    max_rounds: int = Field(
-        default=4, ge=1, description="rounds of sampling more chunks when filters removed questions"
+    max_rounds: int = Field(default=4, ge=1, description="rounds of sampling more chunks when filters removed some")
+
+    @model_validator(mode="after")
+    def _some_style(self) -> SynthesizeConfig:
+        if not any(share > 0 for share in self.styles.values()):
+            raise ValueError("styles: at least one style needs a share above 0")
+        if any(share < 0 for share in self.styles.values()):
+            raise ValueError("styles: shares cannot be negative")
+        return self
+
+
+class ProposeConfig(Strict):
+    """Candidate pools for real queries: each retriever's top ``depth`` plus the RRF fusion's top ``fused_depth``."""
+
+    retrievers: str | list[str] = Field(
+        default="auto", description="auto is BM25, plus dense when the dense extra is installed; or [bm25, dense]"
     )
+    depth: int = Field(default=20, ge=1)
+    fused_depth: int | None = Field(default=None, ge=1, description="default: depth")
+    rrf_k: int = Field(default=60, ge=1)
+
+    @field_validator("retrievers")
+    @classmethod
+    def _known_retrievers(cls, value: str | list[str]) -> str | list[str]:
+        if value == "auto":
+            return value
+        names = [value] if isinstance(value, str) else value
+        unknown = [name for name in names if name not in RETRIEVERS]
+        if unknown or not names:
+            raise ValueError(f"unknown retriever {', '.join(map(repr, unknown)) or '(none)'}; use bm25, dense or both (or auto)")
+        return names
+
+
+class ReleaseConfig(Strict):
+    """The release policy and the dataset card's facts."""
+
+    include_unverified: bool = Field(default=False, description="release unverified LLM proposals, marked as such")
+    adjudicator: str | None = Field(default=None, description="the reviewer whose verdict breaks a tie")
+    license: str = Field(default="other", description="the dataset card's license (the corpus's license decides)")
+    name: str | None = Field(default=None, description="the set's name in the card (default: the workspace's)")
 
 
 class Config(Strict):
-    workspace: Path = Path("testset")
+    workspace: Path = DEFAULT_WORKSPACE
+    prompts_dir: Path | None = Field(default=None, description="your prompt files; the bundled ones fill the gaps")
+    prices: Path | None = Field(default=None, description="a price table (default: the bundled prices.yaml)")
+    generator: ProviderConfig | None = Field(default=None, description="default: chosen by the environment's keys")
+    judge: RoleOverride | None = Field(default=None, description="default: the generator")
+    limits: LimitsConfig = LimitsConfig()
+    judging: JudgingConfig = JudgingConfig()
     chunking: ChunkingConfig = ChunkingConfig()
     synthesize: SynthesizeConfig = SynthesizeConfig()
-    llm: LLMConfig
+    propose: ProposeConfig = ProposeConfig()
+    release: ReleaseConfig = ReleaseConfig()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_layout(cls, data: Any) -> Any:
+        """Configs written before roles had ``llm: {provider, limits, prices}``; read them as the generator."""
+        if isinstance(data, dict) and isinstance(data.get("llm"), dict):
+            data = dict(data)
+            llm = data.pop("llm")
+            for old, new in (("provider", "generator"), ("limits", "limits"), ("prices", "prices")):
+                if old in llm and new not in data:
+                    data[new] = llm[old]
+            if unknown := set(llm) - {"provider", "limits", "prices"}:
+                raise ValueError(f"llm: unknown keys {sorted(unknown)}")
+        return data
 
-def load_config(path: str | Path) -> Config:
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except OSError as error:
-        raise InputError(f"cannot read config ({error.strerror})", path=path) from None
-    except yaml.YAMLError as error:
-        raise InputError(f"not valid YAML ({error})", path=path) from None
-    try:
-        return Config.model_validate(data)
-    except ValidationError as error:
-        raise InputError(f"invalid config: {_problems(error)}", path=path) from None
+    @model_validator(mode="after")
+    def _judge_is_valid(self) -> Config:
+        if self.judge is not None and self.generator is not None:
+            try:
+                self.judge.over(self.generator)
+            except ValidationError as error:
+                raise ValueError(f"judge: {_problems(error)}") from None
+        return self
+
+    def generator_role(self) -> ProviderConfig:
+        return self.generator or default_generator()
+
+    def judge_role(self) -> ProviderConfig:
+        return self.judge.over(self.generator_role()) if self.judge else self.generator_role()
 
 
 def _problems(error: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+    def where(e: dict) -> str:
+        return ".".join(str(part) for part in e["loc"] if not str(part).startswith("function-after"))
+
+    return "; ".join(f"{where(e) or 'config'}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors())
 
 
-def with_overrides(settings: SynthesizeConfig, overrides: dict) -> SynthesizeConfig:
-    """``settings`` with some fields replaced (command-line flags), validated like the config file."""
+def _read(text: str, where: str | Path) -> dict:
     try:
-        return SynthesizeConfig.model_validate({**settings.model_dump(), **overrides})
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise InputError(f"not valid YAML ({error})", path=where) from None
+    if not isinstance(data, dict):
+        raise InputError("a config is a YAML mapping of sections (workspace:, generator:, ...)", path=where)
+    return data
+
+
+def _validate(data: dict, where: str | Path) -> Config:
+    try:
+        return Config.model_validate(data)
     except ValidationError as error:
-        raise InputError(f"invalid synthesize settings: {_problems(error)}") from None
+        raise InputError(f"invalid config: {_problems(error)}", path=where) from None
+
+
+def bundled_config(name: str) -> Config:
+    """A config the package carries: quickstart (the local model), openai or anthropic."""
+    resource = bundled.config_files() / f"{name}.yaml"
+    if not resource.is_file() or name == "prices":
+        raise InputError(f"no config {name!r}: give a file, or one of {', '.join(bundled.config_names())}")
+    return _validate(_read(resource.read_text(encoding="utf-8"), f"{name} (bundled)"), f"{name} (bundled)")
+
+
+def load_config(source: str | Path) -> Config:
+    """A config file; relative paths in it are taken from the file's folder. A bundled config's name works too."""
+    path = Path(source)
+    if not path.exists() and path.suffix == "" and str(source) in bundled.config_names():
+        return bundled_config(str(source))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"cannot read config ({error.strerror or error})", path=path) from None
+    except UnicodeDecodeError:
+        raise InputError("config is not UTF-8 text", path=path) from None
+    data = _read(text, path)
+    for key in ("workspace", "prompts_dir", "prices"):
+        if isinstance(data.get(key), str) and not Path(data[key]).expanduser().is_absolute():
+            data[key] = str(path.parent / data[key])
+    return _validate(data, path)
 
 
 def default_config() -> Config:
-    """OpenAI if OPENAI_API_KEY is set, else Anthropic if ANTHROPIC_API_KEY is, else the embedded local model."""
+    """``$TESTSET_BUILDER_CONFIG`` if set, else the bundled config the environment's keys allow: OpenAI if
+    OPENAI_API_KEY is set, else Anthropic if ANTHROPIC_API_KEY is, else the embedded local model."""
+    if os.environ.get(CONFIG_ENV):
+        return load_config(os.environ[CONFIG_ENV])
     if os.environ.get("OPENAI_API_KEY"):
-        return load_config(CONFIG_DIR / "openai.yaml")
+        return bundled_config("openai")
     if os.environ.get("ANTHROPIC_API_KEY"):
-        return load_config(CONFIG_DIR / "anthropic.yaml")
-    return load_config(CONFIG_DIR / "quickstart.yaml")
+        return bundled_config("anthropic")
+    return bundled_config("quickstart")
 
 
-def make_provider(config: ProviderConfig):
-    """The provider a config names; a missing key fails here, before any work starts."""
-    if config.kind == "openai":
-        from .llm import OpenAIProvider
-
-        provider = OpenAIProvider(
-            base_url=config.base_url, timeout=config.timeout_s, key_variable=config.api_key_env or "OPENAI_API_KEY"
-        )
-    elif config.kind == "anthropic":
-        from .llm import AnthropicProvider
-
-        provider = AnthropicProvider(
-            base_url=config.base_url, timeout=config.timeout_s, key_variable=config.api_key_env or "ANTHROPIC_API_KEY"
-        )
-    else:
-        from .llm.local_provider import LocalProvider
-
-        provider = LocalProvider(timeout=config.timeout_s)
-    if config.prompt_style != "auto":  # e.g. a base model behind an OpenAI-compatible server
-        provider.prompt_style = config.prompt_style
-    return provider
+def default_generator() -> ProviderConfig:
+    generator = default_config().generator
+    return generator if generator is not None else bundled_config("quickstart").generator_role()
 
 
-def make_client(config: LLMConfig, workspace, stage: str, provider=None):
-    from .llm import LLMClient, PriceTable, RetryPolicy
+def override(config: Config, overrides: dict[str, Any]) -> Config:
+    """``config`` with settings replaced by dotted key (``{"synthesize.questions": 5, "workspace": "ws"}``),
+    validated as the file is. ``None`` values are left out: a flag not given changes nothing."""
+    data = config.model_dump(exclude_none=False)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        *parents, leaf = key.split(".")
+        section = data
+        for part in parents:
+            if section.get(part) is None:
+                section[part] = {}
+            section = section[part]
+        section[leaf] = value
+    try:
+        return Config.model_validate(data)
+    except ValidationError as error:
+        raise InputError(f"invalid setting: {_problems(error)}") from None
 
-    return LLMClient(
-        provider or make_provider(config.provider),
-        workspace,
-        stage,
-        max_in_flight=config.limits.max_in_flight,
-        requests_per_minute=config.limits.requests_per_minute,
-        tokens_per_minute=config.limits.tokens_per_minute,
-        retry=RetryPolicy(max_attempts=config.limits.max_attempts),
-        prices=PriceTable.load(config.prices),
-        max_cost_usd=config.limits.max_cost_usd,
-    )
+
+def resolve_config(source: str | Path | None, overrides: dict[str, Any] | None = None) -> Config:
+    """What every command runs with: the named config (or the default one) with the command line's overrides."""
+    config = load_config(source) if source is not None else default_config()
+    return override(config, overrides or {})
+
+
+def as_yaml(config: Config) -> str:
+    """The config with every default filled in, as a file a user can start from."""
+    data = config.model_dump(mode="json")
+    data["generator"] = config.generator_role().model_dump(mode="json")
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

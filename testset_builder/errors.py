@@ -34,6 +34,10 @@ class InputError(TestsetBuilderError):
         super().__init__(f"{where}{message}")
 
 
+class PromptError(InputError):
+    """A prompt file that cannot be found, read or rendered."""
+
+
 class UnknownMetricError(TestsetBuilderError):
     """A metric name that the metrics module does not know; lists the names it does."""
 
@@ -81,6 +85,15 @@ class WorkspaceCorruptError(WorkspaceError):
     def __init__(self, path: str | Path, detail: str) -> None:
         self.detail = detail
         super().__init__(f"not a readable testset-builder database ({detail}); the file was left untouched", path=path)
+
+
+class WorkspaceBusyError(WorkspaceError):
+    """Another process holds the workspace for a stage and did not let go within the wait allowed."""
+
+    def __init__(self, path: str | Path, holder: str, waited_s: float) -> None:
+        self.holder = holder
+        self.waited_s = waited_s
+        super().__init__(f"in use by {holder}; gave up after waiting {waited_s:.0f} s", path=path)
 
 
 class MissingApiKeyError(TestsetBuilderError):
@@ -137,3 +150,15 @@ class BudgetExceededError(TestsetBuilderError):
             "cost "
             f"${next_call_usd:.4f}; what was done is kept, rerun with a larger --max-cost-usd to continue"
         )
+
+
+class LocalModelError(TestsetBuilderError):
+    """The embedded local model cannot be started; says what to install or where the server's log is."""
+
+
+class DenseUnavailableError(TestsetBuilderError):
+    """Dense retrieval was asked for but the dense extra is not installed; says how to install it."""
+
+
+class HubError(TestsetBuilderError):
+    """The Hugging Face hub refused or could not be reached; carries its message."""

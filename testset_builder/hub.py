@@ -9,12 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import InputError, TestsetBuilderError
+from .errors import HubError, InputError
 from .stages.release import LoadedRelease, load_release
-
-
-class HubError(TestsetBuilderError):
-    """The hub refused or could not be reached; carries its message."""
 
 
 def _api():

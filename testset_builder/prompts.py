@@ -6,7 +6,8 @@ A file starts with a YAML front matter block between ``---`` lines (``kind: chat
 literal braces. A variable the caller does not supply is an error, never an empty string.
 
 The sha256 of the file's bytes goes into every lineage record, so a label can always be traced to the exact
-wording that produced it (labels move with the prompt's wording).
+wording that produced it (labels move with the prompt's wording). A :class:`PromptLibrary` reads a user's prompt
+directory first (``prompts_dir:`` in the config) and the bundled prompts for every name it lacks.
 """
 
 from __future__ import annotations
@@ -19,16 +20,12 @@ from typing import Any, Literal
 
 import yaml
 
-from .errors import InputError
+from . import bundled
+from .errors import PromptError
 from .llm.types import LLMRequest, Message
 
-PROMPT_DIR = Path(__file__).resolve().parents[1] / "prompts"
 _VARIABLE = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SECTION = re.compile(r"^\[(system|user)\]\s*$", re.MULTILINE)
-
-
-class PromptError(InputError):
-    """A prompt file that cannot be read or rendered."""
 
 
 @dataclass(frozen=True)
@@ -99,13 +96,34 @@ def parse_prompt(name: str, raw: bytes) -> Prompt:
     return Prompt(name=name, kind=kind, sections=sections, sha256=hashlib.sha256(raw).hexdigest(), meta=meta)
 
 
-def load_prompt(name: str, directory: Path | None = None) -> Prompt:
-    """``load_prompt("judge/umbrela-chat")`` reads ``prompts/judge/umbrela-chat.md``; a path to a file works too."""
-    path = Path(name)
-    if path.suffix != ".md" or not path.exists():
-        path = (directory or PROMPT_DIR) / f"{name}.md"
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise PromptError(f"cannot read prompt {name!r} ({error.strerror})", path=path) from None
-    return parse_prompt(name, raw)
+class PromptLibrary:
+    """Prompt files by name: ``directory`` (a user's own, optional) first, then the bundled prompts."""
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        self.directory = Path(directory) if directory is not None else None
+        if self.directory is not None and not self.directory.is_dir():
+            raise PromptError(f"prompts_dir {self.directory} is not a directory")
+        self._loaded: dict[str, Prompt] = {}
+
+    def load(self, name: str) -> Prompt:
+        """``load("judge/umbrela-chat")`` reads ``judge/umbrela-chat.md``; a path to an ``.md`` file works too."""
+        if name not in self._loaded:
+            self._loaded[name] = parse_prompt(name, self._bytes(name))
+        return self._loaded[name]
+
+    def _bytes(self, name: str) -> bytes:
+        path = Path(name)
+        if path.suffix == ".md" and path.is_file():
+            return path.read_bytes()
+        if self.directory is not None and (self.directory / f"{name}.md").is_file():
+            return (self.directory / f"{name}.md").read_bytes()
+        resource = bundled.prompt_files().joinpath(f"{name}.md")
+        if resource.is_file():
+            return resource.read_bytes()
+        looked = f"{self.directory} and the bundled prompts" if self.directory else "the bundled prompts"
+        raise PromptError(f"no prompt {name!r} (looked in {looked}; a path to an .md file works too)")
+
+
+def load_prompt(name: str, directory: str | Path | None = None) -> Prompt:
+    """One prompt by name (see :class:`PromptLibrary`)."""
+    return PromptLibrary(directory).load(name)

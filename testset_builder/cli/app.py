@@ -2,7 +2,10 @@
 
 Exit codes scripts can trust: 0 success, 1 bad input (a one-line message names the file, line or value),
 2 internal error (a bug: the message says how to get the traceback), 3 finished but some items failed or were
-left for lack of budget (what was done is kept; rerun to retry the rest).
+left for lack of budget (what was done is kept; rerun to go on).
+
+Every command that reads a config takes ``--config`` (a file, or a bundled config's name) and turns its flags into
+overrides of that config through :func:`~testset_builder.config.resolve_config`; nothing else reaches a stage.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,9 +29,11 @@ app = typer.Typer(
     name="testset-builder",
     help="Build retrieval test sets you can trust, and score retrievers against them.\n\n"
     "Chunk a corpus:  testset-builder chunk docs/ --workspace testset\n\n"
+    "Write questions:  testset-builder synthesize --questions 50 --workspace testset\n\n"
     "Label real queries:  testset-builder propose --queries queries.txt --workspace testset\n\n"
+    "Release:  testset-builder release --bump minor --workspace testset\n\n"
     "Score a run:   testset-builder score --qrels qrels.tsv --run run.trec\n\n"
-    "Compare runs:  testset-builder compare --qrels qrels.tsv bm25.trec dense.trec",
+    "Settings:  testset-builder config quickstart > testset-builder.yaml, then --config testset-builder.yaml",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -58,68 +63,41 @@ ReleaseOption = Annotated[
         show_default=False,
     ),
 ]
-
-
-def _labels(qrels: Path | None, release: str | None):
-    """The qrels to score against: a file, or a release's (its files checked against their manifest hashes)."""
-    from ..errors import InputError
-    from ..export import read_qrels
-
-    if (qrels is None) == (release is None):
-        raise InputError("give exactly one of --qrels FILE or --release WORKSPACE@VERSION")
-    if qrels is not None:
-        return read_qrels(qrels)
-    return _release(release)[0].qrels_table()
-
-
 MetricsOption = Annotated[str, typer.Option("--metrics", "-m", help=METRICS_HELP)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")]
 PerQueryOption = Annotated[
-    Path | None,
-    typer.Option("--per-query", help="Also write per-query values to this CSV file.", show_default=False),
+    Path | None, typer.Option("--per-query", help="Also write per-query values to this CSV file.", show_default=False)
 ]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed for bootstrap and randomization resampling.")]
-
-
-def _version(value: bool) -> None:
-    if value:
-        out.print(f"testset-builder {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _main(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
-    ] = False,
-) -> None:
-    """Build retrieval test sets you can trust, and score retrievers against them."""
-
-
-WorkspaceOption = Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory (made by `chunk`).")]
-ConfigOption = Annotated[
+WorkspaceOption = Annotated[
     Path | None,
+    typer.Option(
+        "--workspace", "-w", help="The workspace directory (default: the config's workspace, testset).", show_default=False
+    ),
+]
+ConfigOption = Annotated[
+    str | None,
     typer.Option(
         "--config",
         "-c",
-        help="Config naming the LLM provider and limits (default: OpenAI if OPENAI_API_KEY is set, else Anthropic if ANTHROPIC_API_KEY is, else the embedded local model).",
+        help="A config file, or a bundled config: quickstart (the local model), openai, anthropic. Default: "
+        "$TESTSET_BUILDER_CONFIG, else openai if OPENAI_API_KEY is set, anthropic if ANTHROPIC_API_KEY is, "
+        "else quickstart. See `testset-builder config`.",
         show_default=False,
     ),
 ]
 MaxCostOption = Annotated[
     float | None,
     typer.Option(
-        "--max-cost-usd",
-        min=0.0,
-        help="Stop before LLM spending could pass this (overrides the config).",
-        show_default=False,
+        "--max-cost-usd", min=0.0, help="Stop before LLM spending could pass this (limits.max_cost_usd).", show_default=False
     ),
 ]
 BatchOption = Annotated[
     bool,
     typer.Option(
         "--batch",
-        help="Submit the LLM calls through the provider's batch API (half price, hours); `resume` collects them, then rerun this command.",
+        help="Submit the LLM calls through the provider's batch API (half price, hours); `resume` collects them, "
+        "then rerun this command.",
     ),
 ]
 QueriesOption = Annotated[
@@ -139,11 +117,10 @@ IdFieldOption = Annotated[
 TextFieldOption = Annotated[
     str | None,
     typer.Option(
-        "--text-field",
-        help="Field or column holding the query text (default: text, query or question).",
-        show_default=False,
+        "--text-field", help="Field or column holding the query text (default: text, query or question).", show_default=False
     ),
 ]
+VersionArgument = Annotated[str, typer.Argument(help="A released version (1.0.0), or latest.", show_default=False)]
 LOCAL_JUDGE_WARNING = (
     "[yellow]note:[/] the embedded local model (Gemma 3 270M, a base model) is a placeholder judge: its grades are "
     "barely better than chance (benchmarks/judge_agreement.py measures it). Use a frontier model (configs/openai.yaml, "
@@ -151,34 +128,69 @@ LOCAL_JUDGE_WARNING = (
 )
 
 
-def _llm_settings(config: Path | None, max_cost_usd: float | None):
-    from ..config import default_config, load_config
-
-    settings = load_config(config) if config else default_config()
-    if max_cost_usd is not None:
-        limits = settings.llm.limits.model_copy(update={"max_cost_usd": max_cost_usd})
-        settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"limits": limits})})
-    return settings
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"testset-builder {__version__}")
+        raise typer.Exit()
 
 
-def _run_with_llm(ws, settings, stage: str, quiet: bool, work):
-    """Run ``await work(client, progress)`` with the configured client for ``stage`` and a progress bar (none when
-    ``quiet``); returns its result and whether the embedded local model answered."""
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Build retrieval test sets you can trust, and score retrievers against them."""
+
+
+# settings and workspaces -----------------------------------------------------------------------------------------
+def settings(config: str | None, workspace: Path | None = None, **overrides: Any):
+    """The config every command runs with: ``--config`` (or the default) with the command line's flags as
+    overrides (dotted keys spelled with ``__``: ``synthesize__questions=5``); a flag not given is None."""
+    from ..config import resolve_config
+
+    dotted = {key.replace("__", "."): value for key, value in overrides.items()}
+    return resolve_config(config, {"workspace": workspace, **dotted})
+
+
+def _waiting(holder: str) -> None:
+    err.print(f"[yellow]waiting:[/] the workspace is in use by {escape(holder)}; this run goes on when it ends", highlight=False)
+
+
+def open_workspace_for(config, create: bool = False):
+    """The config's workspace, opened; a stage that must wait for another process says so on stderr."""
+    from ..store import open_workspace
+
+    return open_workspace(config.workspace, create=create, on_wait=_waiting)
+
+
+def run_with_roles(ws, config, stage: str, quiet: bool, work):
+    """Run ``await work(roles, progress)`` with the config's generator and judge for ``stage`` and a progress bar
+    (none when ``quiet``); returns what ``work`` returned."""
     import asyncio
 
-    from ..config import make_client
-    from ..llm.local_provider import is_local
     from ..llm.progress import llm_progress
+    from ..llm.roles import open_roles
 
     async def go():
-        async with make_client(settings.llm, ws, stage) as client:
+        async with open_roles(config, ws, stage) as roles:
             with llm_progress(err) if not quiet else nullcontext() as progress:
-                return await work(client, progress), is_local(client.provider)
+                return await work(roles, progress)
 
     return asyncio.run(go())
 
 
-def _judging_lines(judging) -> list[str]:
+def prompt_library(config):
+    from ..prompts import PromptLibrary
+
+    return PromptLibrary(config.prompts_dir)
+
+
+def judge_is_local(config) -> bool:
+    return config.judge_role().kind == "local"
+
+
+def judging_lines(judging) -> list[str]:
     grades = judging.grades
     lines = [
         f"judgments: {judging.judged} new, {judging.already_judged} already made, {judging.failed} failed"
@@ -195,15 +207,26 @@ def _judging_lines(judging) -> list[str]:
     return lines
 
 
-def _exit_for(judging) -> None:
-    if judging.failed or judging.not_judged_budget:
+def exit_for(incomplete: bool) -> None:
+    """Exit code 3 when a run finished short (failures, or the budget's stop): what was done is kept."""
+    if incomplete:
         raise typer.Exit(EXIT_PARTIAL)
 
 
-VersionArgument = Annotated[str, typer.Argument(help="A released version (1.0.0), or latest.", show_default=False)]
+# releases -------------------------------------------------------------------------------------------------------
+def labels_from(qrels: Path | None, release: str | None):
+    """The qrels to score against: a file, or a release's (its files checked against their manifest hashes)."""
+    from ..errors import InputError
+    from ..export import read_qrels
+
+    if (qrels is None) == (release is None):
+        raise InputError("give exactly one of --qrels FILE or --release WORKSPACE@VERSION")
+    if qrels is not None:
+        return read_qrels(qrels)
+    return release_from(release)[0].qrels_table()
 
 
-def _release(spec: str):
+def release_from(spec: str):
     """A release from WORKSPACE@VERSION or a directory, and where its indexes may be cached."""
     from ..stages.release import load_release, release_dir
 
@@ -213,14 +236,14 @@ def _release(spec: str):
     return load_release(spec), None
 
 
-def _renamed(evaluation, name: str):
+def renamed(evaluation, name: str):
     from dataclasses import replace
 
     return replace(evaluation, run_name=name)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app and map outcomes to exit codes 0 / 1 / 2."""
+    """Entry point: run the app and map outcomes to exit codes 0 / 1 / 2 / 3."""
     try:
         code = app(args=argv, standalone_mode=False)  # without standalone mode, click returns typer.Exit's code
         if isinstance(code, int) and code != EXIT_OK:
@@ -236,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     except TestsetBuilderError as error:
         err.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        err.print("interrupted: what was finished is kept; rerun to go on")
+        return 130
     except Exception as error:  # anything else is our bug: say so, show the traceback only on request
         if os.environ.get("TESTSET_BUILDER_DEBUG"):
             raise

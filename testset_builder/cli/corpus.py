@@ -1,4 +1,4 @@
-"""Corpus commands: chunk."""
+"""Corpus commands: config (the settings every command runs with) and chunk."""
 
 from __future__ import annotations
 
@@ -9,7 +9,37 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from .app import JsonOption, app, err, out
+from .app import ConfigOption, JsonOption, WorkspaceOption, app, err, open_workspace_for, out, settings
+
+
+@app.command("config")
+def show_config(
+    config: Annotated[
+        str | None,
+        typer.Argument(
+            help="A config file or a bundled config (quickstart, openai, anthropic); default: the one commands use.",
+            show_default=False,
+        ),
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Print a config with every setting and its default filled in: the settings commands run with.
+
+    Start your own from a bundled one: `testset-builder config openai > testset-builder.yaml`, edit it, and pass
+    `--config testset-builder.yaml` (or set TESTSET_BUILDER_CONFIG). Command-line flags override it.
+    """
+    from ..config import as_yaml
+
+    resolved = settings(config)
+    if json_output:
+        data = resolved.model_dump(mode="json")
+        data["generator"], data["judge"] = (
+            resolved.generator_role().model_dump(mode="json"),
+            resolved.judge_role().model_dump(mode="json"),
+        )
+        print(json.dumps(data, indent=2))
+        return
+    print(as_yaml(resolved), end="")
 
 
 @app.command()
@@ -17,66 +47,40 @@ def chunk(
     sources: Annotated[
         list[Path],
         typer.Argument(
-            help="Folders, files, globs, .jsonl or .parquet files, or BEIR folders (with corpus.jsonl).",
-            show_default=False,
+            help="Folders, files, globs, .jsonl or .parquet files, or BEIR folders (with corpus.jsonl).", show_default=False
         ),
     ],
-    workspace: Annotated[
-        Path | None,
-        typer.Option(
-            "--workspace",
-            "-w",
-            help="The workspace directory (created if missing; default testset).",
-            show_default=False,
-        ),
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config", "-c", help="A config whose `chunking:` section gives the defaults below.", show_default=False
-        ),
-    ] = None,
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
     chunker: Annotated[
         str | None,
         typer.Option(
             "--chunker",
-            help="recursive (default), sentence, markdown (sizes in characters), tokens (cl100k tokens), or prechunked (each record is a chunk and keeps its id).",
+            help="recursive (default), sentence, markdown (sizes in characters), tokens (cl100k tokens), or "
+            "prechunked (each record is a chunk and keeps its id). Config: chunking.chunker.",
             show_default=False,
         ),
     ] = None,
     size: Annotated[
         int | None,
         typer.Option(
-            "--size",
-            min=1,
-            help="Largest chunk: characters, or tokens for --chunker tokens (default 1000).",
-            show_default=False,
+            "--size", min=1, help="Largest chunk: characters, or tokens for --chunker tokens (default 1000).", show_default=False
         ),
     ] = None,
     overlap: Annotated[
         int | None,
         typer.Option(
-            "--overlap",
-            min=0,
-            help="Text repeated between neighbouring chunks, same unit as --size (default 100).",
-            show_default=False,
+            "--overlap", min=0, help="Text repeated between neighbouring chunks, same unit as --size (default 100).", show_default=False
         ),
     ] = None,
     id_field: Annotated[
-        str | None,
-        typer.Option(
-            "--id-field", help="JSONL/dataset field holding the document id (default _id).", show_default=False
-        ),
+        str | None, typer.Option("--id-field", help="JSONL/dataset field holding the document id (default _id).", show_default=False)
     ] = None,
     text_field: Annotated[
-        str | None,
-        typer.Option("--text-field", help="JSONL/dataset field holding the text (default text).", show_default=False),
+        str | None, typer.Option("--text-field", help="JSONL/dataset field holding the text (default text).", show_default=False)
     ] = None,
     title_field: Annotated[
-        str | None,
-        typer.Option(
-            "--title-field", help="JSONL/dataset field holding the title (default title).", show_default=False
-        ),
+        str | None, typer.Option("--title-field", help="JSONL/dataset field holding the title (default title).", show_default=False)
     ] = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Stop at the first unreadable file or line instead of skipping it.")
@@ -87,39 +91,32 @@ def chunk(
 
     Unchanged documents are skipped on a rerun; changed ones are re-chunked (their old chunks are marked removed, not
     deleted); documents gone from the sources are marked removed. Unreadable files and lines are reported with file
-    and line and skipped (or fatal with --strict).
+    and line and skipped (or fatal with --strict). The config's `chunking:` section gives the defaults.
     """
     from rich.progress import Progress
 
-    from ..config import ChunkingConfig, load_config
-    from ..corpus.chunkers import ChunkerConfig
     from ..corpus.ingest import ingest
     from ..corpus.loaders import load_sources
-    from ..errors import InputError
-    from ..store import open_workspace
 
-    settings = load_config(config) if config else None
-    defaults = settings.chunking if settings else ChunkingConfig()
-    workspace = workspace or (settings.workspace if settings else Path("testset"))
-    chunker, size, overlap = (
-        chunker or defaults.chunker,
-        size or defaults.size,
-        defaults.overlap if overlap is None else overlap,
+    resolved = settings(
+        config,
+        workspace,
+        chunking__chunker=chunker,
+        chunking__size=size,
+        chunking__overlap=overlap,
+        chunking__id_field=id_field,
+        chunking__text_field=text_field,
+        chunking__title_field=title_field,
     )
-    if chunker not in ("recursive", "sentence", "markdown", "tokens", "prechunked"):
-        raise InputError(f"unknown chunker {chunker!r}; use recursive, sentence, markdown, tokens or prechunked")
-    if chunker != "prechunked" and overlap >= size:
-        raise InputError(f"--overlap ({overlap}) must be smaller than --size ({size})")
-    chunker_config = ChunkerConfig(chunker, size, overlap)
+    chunking = resolved.chunking
     loaded = load_sources(
-        sources,
-        strict=strict,
-        id_field=id_field or defaults.id_field,
-        text_field=text_field or defaults.text_field,
-        title_field=title_field or defaults.title_field,
+        sources, strict=strict, id_field=chunking.id_field, text_field=chunking.text_field, title_field=chunking.title_field
     )
-    with open_workspace(workspace) as ws, Progress(console=err, transient=True, disable=json_output) as progress:
-        summary = ingest(ws, loaded, chunker_config, sources, progress=progress)
+    with (
+        open_workspace_for(resolved, create=True) as ws,
+        Progress(console=err, transient=True, disable=json_output) as progress,
+    ):
+        summary = ingest(ws, loaded, chunking, sources, progress=progress)
     if json_output:
         print(json.dumps({**summary.as_dict(), "skipped_files": [str(s) for s in loaded.skipped]}, indent=2))
         return
@@ -131,5 +128,5 @@ def chunk(
         f"{summary.documents} documents ({summary.new} new, {summary.changed} changed, {summary.unchanged} unchanged, "
         f"{summary.removed} removed); {summary.chunks_added} chunks added, {summary.chunks_removed} marked removed; "
         f"{summary.duplicate_chunks} chunks in {summary.duplicate_groups} duplicate groups; "
-        f"{summary.skipped} skipped; {summary.seconds:.2f} s -> {workspace}"
+        f"{summary.skipped} skipped; {summary.seconds:.2f} s -> {resolved.workspace}"
     )

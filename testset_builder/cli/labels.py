@@ -1,4 +1,4 @@
-"""Labelling commands: synthesize, propose, audit, and the LLM ledger (costs, resume)."""
+"""Labelling commands: synthesize, propose, audit, the review queue, and the LLM ledger (costs, resume)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from ..errors import InputError
 from .app import (
-    EXIT_PARTIAL,
     LOCAL_JUDGE_WARNING,
     BatchOption,
     ConfigOption,
@@ -21,35 +21,47 @@ from .app import (
     QueriesOption,
     TextFieldOption,
     WorkspaceOption,
-    _exit_for,
-    _judging_lines,
-    _llm_settings,
-    _run_with_llm,
     app,
     err,
+    exit_for,
+    judge_is_local,
+    judging_lines,
+    open_workspace_for,
     out,
+    prompt_library,
+    run_with_roles,
+    settings,
 )
+
+
+def _styles(text: str | None) -> dict[str, float] | None:
+    if text is None:
+        return None
+    try:
+        return {name.strip(): float(share) for name, share in (part.split("=") for part in text.split(","))}
+    except ValueError:
+        raise InputError(f"--styles wants name=share pairs separated by commas, not {text!r}") from None
+
+
+def _retrievers(text: str | None) -> str | list[str] | None:
+    if text is None or text == "auto":
+        return text
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 @app.command()
 def synthesize(
-    workspace: WorkspaceOption = Path("testset"),
+    workspace: WorkspaceOption = None,
     config: ConfigOption = None,
     questions: Annotated[
         int | None,
         typer.Option(
-            "--questions",
-            "-n",
-            min=1,
-            help="Questions to make: exactly this many, or a statement of why fewer (default: the config's, 100).",
+            "--questions", "-n", min=1, help="Questions to make: exactly this many, or a statement of why fewer (default 100).",
             show_default=False,
         ),
     ] = None,
     per_chunk: Annotated[
-        int | None,
-        typer.Option(
-            "--per-chunk", min=1, help="Questions asked of each sampled chunk (default 1).", show_default=False
-        ),
+        int | None, typer.Option("--per-chunk", min=1, help="Questions asked of each sampled chunk (default 1).", show_default=False)
     ] = None,
     styles: Annotated[
         str | None,
@@ -61,36 +73,22 @@ def synthesize(
     ] = None,
     seed: Annotated[
         int | None,
-        typer.Option(
-            "--seed",
-            help="Seed for sampling and generation (default 0); another seed makes another set.",
-            show_default=False,
-        ),
+        typer.Option("--seed", help="Seed for sampling and generation (default 0); another seed makes another set.", show_default=False),
     ] = None,
     critic: Annotated[
         bool | None,
-        typer.Option(
-            "--critic/--no-critic",
-            help="The judge checks that the source chunk answers each question (default on).",
-            show_default=False,
-        ),
+        typer.Option("--critic/--no-critic", help="The judge checks that the source chunk answers each question (default on).", show_default=False),
     ] = None,
     round_trip: Annotated[
         int | None,
         typer.Option(
-            "--round-trip",
-            min=1,
-            help="Keep a question only if BM25 ranks its source in the top K. Biases the set toward BM25: off by default.",
+            "--round-trip", min=1, help="Keep a question only if BM25 ranks its source in the top K. Biases the set toward BM25: off by default.",
             show_default=False,
         ),
     ] = None,
     mine: Annotated[
         bool | None,
-        typer.Option(
-            "--mine/--no-mine",
-            help="Judge each question's top other chunks and queue the relevant ones for review (default on).",
-            show_default=False,
-        ),
+        typer.Option("--mine/--no-mine", help="Judge each question's top other chunks and queue the relevant ones for review (default on).", show_default=False),
     ] = None,
     max_cost_usd: MaxCostOption = None,
     batch: BatchOption = False,
@@ -101,174 +99,171 @@ def synthesize(
     Chunks are sampled across documents (short, boilerplate and duplicate chunks skipped), questions come in the
     configured styles, and the filters (validation, answerability critic, optional round trip, near-duplicates)
     each count what they removed. False-negative mining then has the judge grade each question's top other chunks,
-    and queues the relevant ones for review. The `synthesize:` section of a config holds every setting; the flags
-    override it. Rerunning the same settings pays for nothing twice and stores nothing twice.
+    and queues the relevant ones for review. The generator role writes, the judge role criticises and mines. The
+    `synthesize:` section of a config holds every setting; the flags override it. Rerunning the same settings pays
+    for nothing twice and stores nothing twice. A cost-limit stop keeps what was made, prints the summary and exits 3.
     """
-
-    from ..config import with_overrides
-    from ..errors import InputError
     from ..stages.synthesize import synthesize as run_synthesize
-    from ..store import open_workspace
 
-    settings = _llm_settings(config, max_cost_usd)
-    overrides = {
-        k: v
-        for k, v in {
-            "questions": questions,
-            "per_chunk": per_chunk,
-            "seed": seed,
-            "critic": critic,
-            "round_trip_k": round_trip,
-            "mine": mine,
-        }.items()
-        if v is not None
-    }
-    if styles:
-        try:
-            overrides["styles"] = {
-                name.strip(): float(share) for name, share in (part.split("=") for part in styles.split(","))
-            }
-        except ValueError:
-            raise InputError(f"--styles wants name=share pairs separated by commas, not {styles!r}") from None
-    synth = with_overrides(settings.synthesize, overrides)
-    with open_workspace(workspace, create=False) as ws:
-        summary, local_model = _run_with_llm(
+    resolved = settings(
+        config,
+        workspace,
+        synthesize__questions=questions,
+        synthesize__per_chunk=per_chunk,
+        synthesize__styles=_styles(styles),
+        synthesize__seed=seed,
+        synthesize__critic=critic,
+        synthesize__round_trip_k=round_trip,
+        synthesize__mine=mine,
+        limits__max_cost_usd=max_cost_usd,
+    )
+    prompts = prompt_library(resolved)
+    with open_workspace_for(resolved) as ws:
+        summary = run_with_roles(
             ws,
-            settings,
+            resolved,
             "synthesize",
             json_output,
-            lambda client, progress: run_synthesize(
-                ws, client, settings.llm.provider.model, synth, progress=progress, batch=batch
+            lambda roles, progress: run_synthesize(
+                ws, roles, resolved.synthesize, judging=resolved.judging, prompts=prompts, progress=progress, batch=batch
             ),
         )
     if json_output:
-        print(json.dumps(summary.as_dict(), indent=2))
+        print(json.dumps({**summary.as_dict(), "incomplete": summary.incomplete}, indent=2))
     elif summary.batch_id and summary.made + summary.already_made == 0:
         out.print(
-            f"waiting for batch {summary.batch_id} ({summary.batch_step}): run `testset-builder resume`, then this "
-            "command again",
+            f"waiting for batch {summary.batch_id} ({summary.batch_step}): run `testset-builder resume`, "
+            "then this command again",
             highlight=False,
         )
         return
     else:
-        styles_made = ", ".join(
-            f"{n} {s} (overlap {summary.mean_overlap.get(s, 0):.2f})" for s, n in sorted(summary.styles.items())
-        )
-        removed = ", ".join(f"{n} by {name.replace('_', ' ')}" for name, n in summary.removed.items())
-        skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(summary.chunks_skipped.items())) or "none"
-        lines = [
-            f"{summary.made + summary.already_made} of {summary.requested} questions ({summary.made} new, "
-            f"{summary.already_made} already made): {styles_made or 'none'}",
-            f"chunks: {summary.chunks_eligible} eligible (skipped: {skipped}); {summary.chunks_sampled} sampled from "
-            f"{summary.documents_covered} documents in {summary.rounds} rounds",
-            f"generated {summary.generated} ({summary.generation_failed} failed); removed {removed}; "
-            f"{summary.surplus} surplus dropped",
-            f"labels: {summary.source_labels} source chunks and {summary.twin_labels} duplicate twins, grade 2",
-        ]
-        if synth.mine:
-            lines.append(
-                f"mining: {summary.mining.pairs} other chunks judged ({summary.mining.already_judged} before), "
-                f"{summary.mining.queued} judged relevant and newly queued for review; "
-                f"{summary.questions_with_extra_relevant} questions gained extra relevant chunks"
-            )
-        lines.append(
-            f"LLM: {summary.calls} calls ({summary.cache_hits} from the cache), {summary.input_tokens} input and "
-            f"{summary.output_tokens} output tokens, ${summary.cost_usd:.4f}; {summary.seconds:.1f} s -> {workspace}"
-        )
-        for line in lines:
-            out.print(line, highlight=False)
-        if summary.shortfall:
-            err.print(f"[yellow]fewer than asked:[/] {escape(summary.shortfall)}")
-        if local_model:
-            err.print(LOCAL_JUDGE_WARNING)
+        _print_synthesis(summary, resolved)
     if summary.batch_id:
         if not json_output:
             out.print(
-                f"waiting for batch {summary.batch_id} ({summary.batch_step}): run `testset-builder resume`, then "
-                "this command again",
+                f"waiting for batch {summary.batch_id} ({summary.batch_step}): run `testset-builder resume`, "
+                "then this command again",
                 highlight=False,
             )
         return
-    if summary.shortfall or summary.generation_failed or summary.mining.failed or summary.mining.not_judged_budget:
-        raise typer.Exit(EXIT_PARTIAL)
+    exit_for(summary.incomplete)
+
+
+def _print_synthesis(summary, resolved) -> None:
+    styles_made = ", ".join(
+        f"{n} {s} (overlap {summary.mean_overlap.get(s, 0):.2f})" for s, n in sorted(summary.styles.items())
+    )
+    removed = ", ".join(f"{n} by {name.replace('_', ' ')}" for name, n in summary.removed.items())
+    skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(summary.chunks_skipped.items())) or "none"
+    made = summary.made + summary.already_made
+    generated = f"generated {summary.generated} ({summary.generation_failed} failed"
+    generated += f", {summary.not_generated_budget} not asked for lack of budget)" if summary.not_generated_budget else ")"
+    held = f"; {summary.critic_failed} held back: their critic judgment failed" if summary.critic_failed else ""
+    lines = [
+        f"{made} of {summary.requested} questions ({summary.made} new, {summary.already_made} already made): "
+        f"{styles_made or 'none'}",
+        f"chunks: {summary.chunks_eligible} eligible (skipped: {skipped}); {summary.chunks_sampled} sampled from "
+        f"{summary.documents_covered} documents in {summary.rounds} rounds",
+        f"{generated}; removed {removed}; {summary.surplus} surplus dropped{held}",
+        f"labels: {summary.source_labels} source chunks and {summary.twin_labels} duplicate twins, grade 2",
+    ]
+    if resolved.synthesize.mine:
+        mining = summary.mining
+        lines.append(
+            f"mining: {mining.pairs} other chunks judged ({mining.already_judged} before, {mining.failed} failed"
+            + (f", {mining.not_judged_budget} left for lack of budget" if mining.not_judged_budget else "")
+            + f"), {mining.queued} judged relevant and newly queued for review; "
+            f"{summary.questions_with_extra_relevant} questions gained extra relevant chunks"
+        )
+    lines.append(
+        f"LLM: {summary.calls} calls ({summary.cache_hits} from the cache), {summary.input_tokens} input and "
+        f"{summary.output_tokens} output tokens, ${summary.cost_usd:.4f}; {summary.seconds:.1f} s -> {resolved.workspace}"
+    )
+    for line in lines:
+        out.print(line, highlight=False)
+    if summary.budget_stopped:
+        err.print(
+            f"[yellow]stopped by the cost limit[/] (${resolved.limits.max_cost_usd:.4f}): what was made is kept; "
+            "rerun with a larger --max-cost-usd to go on"
+        )
+    if summary.shortfall:
+        err.print(f"[yellow]fewer than asked:[/] {escape(summary.shortfall)}")
+    if judge_is_local(resolved) and (resolved.synthesize.critic or resolved.synthesize.mine):
+        err.print(LOCAL_JUDGE_WARNING)
 
 
 @app.command()
 def propose(
     queries: QueriesOption,
-    workspace: WorkspaceOption = Path("testset"),
+    workspace: WorkspaceOption = None,
     config: ConfigOption = None,
     id_field: IdFieldOption = None,
     text_field: TextFieldOption = None,
     retrievers: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--retrievers",
-            help="auto (BM25, plus dense when the dense extra is installed), bm25, dense, or bm25,dense.",
-        ),
-    ] = "auto",
-    depth: Annotated[int, typer.Option("--depth", min=1, help="Each retriever's top k in the pool.")] = 20,
-    fused_depth: Annotated[
-        int | None,
-        typer.Option(
-            "--fused-depth",
-            min=1,
-            help="The RRF fusion's top k in the pool, with two or more retrievers (default: --depth).",
+            "--retrievers", help="auto (BM25, plus dense when the dense extra is installed), bm25, dense, or bm25,dense.",
             show_default=False,
         ),
     ] = None,
-    judge: Annotated[
-        bool, typer.Option("--judge/--no-judge", help="Grade the pool with the LLM judge, or only pool.")
-    ] = True,
+    depth: Annotated[int | None, typer.Option("--depth", min=1, help="Each retriever's top k in the pool (default 20).", show_default=False)] = None,
+    fused_depth: Annotated[
+        int | None,
+        typer.Option(
+            "--fused-depth", min=1, help="The RRF fusion's top k in the pool, with two or more retrievers (default: --depth).",
+            show_default=False,
+        ),
+    ] = None,
+    judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Grade the pool with the LLM judge, or only pool.")] = True,
     max_cost_usd: MaxCostOption = None,
     batch: BatchOption = False,
     strict: Annotated[
-        bool,
-        typer.Option("--strict", help="Stop at the first unreadable line of the queries file instead of skipping it."),
+        bool, typer.Option("--strict", help="Stop at the first unreadable line of the queries file instead of skipping it.")
     ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Pool candidate chunks for real queries and have the LLM judge grade them (0, 1, 2).
 
     Each query's pool is the union of every retriever's top --depth and the RRF fusion's top --fused-depth; each
-    candidate keeps the retriever and rank that found it. Each pair is judged once per judge (provider, model,
-    prompt): the grade, its probabilities where the provider gives log-probabilities, and a rationale become a
-    pending `llm` proposal in the review queue, the most uncertain and most likely relevant first. A rerun after a
-    crash pays for nothing twice.
+    candidate keeps the retriever and rank that found it. Each pair is judged once per judge request (provider,
+    model, prompt, options): the grade, its probabilities where the provider gives log-probabilities, and a
+    rationale become a pending `llm` proposal in the review queue, the most uncertain and most likely relevant
+    first. The config's `propose:` and `judging:` sections give the defaults. A rerun after a crash pays for nothing
+    twice.
     """
     import asyncio
 
     from ..stages.judge import Judge
-    from ..stages.propose import PoolSettings
     from ..stages.propose import propose as run_propose
     from ..stages.queries import read_queries
-    from ..store import open_workspace
 
+    resolved = settings(
+        config,
+        workspace,
+        propose__retrievers=_retrievers(retrievers),
+        propose__depth=depth,
+        propose__fused_depth=fused_depth,
+        limits__max_cost_usd=max_cost_usd,
+    )
     query_file = read_queries(queries, id_field=id_field, text_field=text_field, strict=strict)
-    names = retrievers if retrievers == "auto" else tuple(n.strip() for n in retrievers.split(",") if n.strip())
-    pool_settings = PoolSettings(retrievers=names, depth=depth, fused_depth=fused_depth)
-    settings = _llm_settings(config, max_cost_usd) if judge else None
-    with open_workspace(workspace, create=False) as ws:
-        if settings is None:
-            summary, local_judge = asyncio.run(run_propose(ws, query_file, None, pool_settings)), False
+    with open_workspace_for(resolved) as ws:
+        if not judge:
+            summary = asyncio.run(run_propose(ws, query_file, None, resolved.propose))
         else:
-            summary, local_judge = _run_with_llm(
+            prompts = prompt_library(resolved)
+            summary = run_with_roles(
                 ws,
-                settings,
+                resolved,
                 "propose",
                 json_output,
-                lambda client, progress: run_propose(
-                    ws,
-                    query_file,
-                    Judge(client, settings.llm.provider.model),
-                    pool_settings,
-                    batch=batch,
-                    progress=progress,
+                lambda roles, progress: run_propose(
+                    ws, query_file, Judge(roles.judge, resolved.judging, prompts), resolved.propose, batch=batch, progress=progress
                 ),
             )
     if json_output:
         print(json.dumps({**summary.as_dict(), "skipped": [str(s) for s in query_file.skipped]}, indent=2))
-        _exit_for(summary.judging)
+        exit_for(summary.judging.incomplete)
         return
     for skipped in query_file.skipped[:10]:
         err.print(f"[yellow]skipped[/] {escape(str(skipped))}", highlight=False)
@@ -279,19 +274,19 @@ def propose(
         f"(mean {summary.pool_mean}), {summary.candidates} candidate rows"
     )
     if judge:
-        for line in _judging_lines(summary.judging):
+        for line in judging_lines(summary.judging):
             out.print(line, highlight=False)
-        if local_judge:
+        if judge_is_local(resolved):
             err.print(LOCAL_JUDGE_WARNING)
-    out.print(f"{summary.seconds:.1f} s -> {workspace}")
-    _exit_for(summary.judging)
+    out.print(f"{summary.seconds:.1f} s -> {resolved.workspace}")
+    exit_for(summary.judging.incomplete)
 
 
 @app.command()
 def audit(
     qrels: QrelsOption,
     queries: QueriesOption,
-    workspace: WorkspaceOption = Path("testset"),
+    workspace: WorkspaceOption = None,
     config: ConfigOption = None,
     id_field: IdFieldOption = None,
     text_field: TextFieldOption = None,
@@ -313,19 +308,21 @@ def audit(
     from ..stages.judge import Judge
     from ..stages.propose import audit as run_audit
     from ..stages.queries import read_queries
-    from ..store import open_workspace
 
+    resolved = settings(config, workspace, limits__max_cost_usd=max_cost_usd)
     labels = read_qrels(qrels)
     query_file = read_queries(queries, id_field=id_field, text_field=text_field)
-    settings = _llm_settings(config, max_cost_usd)
-    with open_workspace(workspace, create=False) as ws:
-        summary, local_judge = _run_with_llm(
+    if out_file is not None and not out_file.parent.is_dir():
+        raise InputError("--out: no such folder", path=out_file.parent)
+    prompts = prompt_library(resolved)
+    with open_workspace_for(resolved) as ws:
+        summary = run_with_roles(
             ws,
-            settings,
+            resolved,
             "audit",
             json_output,
-            lambda client, progress: run_audit(
-                ws, labels, query_file, Judge(client, settings.llm.provider.model), progress=progress
+            lambda roles, progress: run_audit(
+                ws, labels, query_file, Judge(roles.judge, resolved.judging, prompts), progress=progress
             ),
         )
     if out_file:
@@ -333,21 +330,16 @@ def audit(
             writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
             writer.writerow(["query-id", "corpus-id", "label", "judge", "confidence", "rationale"])
             for d in summary.disagreements:
-                writer.writerow(
-                    [
-                        d["query_id"],
-                        d["chunk_id"],
-                        d["label"],
-                        d["judge"],
-                        "" if d["confidence"] is None else f"{d['confidence']:.3f}",
-                        d["rationale"] or "",
-                    ]
-                )
+                confidence = "" if d["confidence"] is None else f"{d['confidence']:.3f}"
+                writer.writerow([d["query_id"], d["chunk_id"], d["label"], d["judge"], confidence, d["rationale"] or ""])
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
-        _exit_for(summary.judging)
+        exit_for(summary.judging.incomplete)
         return
-    fmt = lambda v: "n/a" if v is None else f"{v:.3f}"
+
+    def fmt(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.3f}"
+
     out.print(
         f"{summary.pairs} labelled pairs ({summary.labelled_relevant} labelled relevant), {summary.judged} judged: "
         f"agreement on relevant/not {fmt(summary.agreement)}, same grade {fmt(summary.exact_agreement)}, "
@@ -355,87 +347,17 @@ def audit(
         + (f", written to {out_file}" if out_file else ""),
         highlight=False,
     )
-    for line in _judging_lines(summary.judging):
+    for line in judging_lines(summary.judging):
         out.print(line, highlight=False)
-    if local_judge:
+    if judge_is_local(resolved):
         err.print(LOCAL_JUDGE_WARNING)
-    _exit_for(summary.judging)
-
-
-@app.command()
-def costs(
-    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory.")] = Path("testset"),
-    json_output: JsonOption = False,
-) -> None:
-    """What the LLM calls recorded in a workspace cost, by stage and model (from the llm_calls ledger)."""
-    from rich.table import Table
-
-    from ..llm.ledger import cost_summary
-    from ..store import open_workspace
-
-    with open_workspace(workspace, create=False) as ws:
-        rows = cost_summary(ws.db)
-    if json_output:
-        print(json.dumps(rows, indent=2))
-        return
-    table = Table(title=f"LLM costs in {workspace}", title_justify="left")
-    for column in ("stage", "model", "calls", "failed", "attempts", "input tok", "output tok", "cost USD"):
-        table.add_column(column, justify="left" if column in ("stage", "model") else "right")
-    for row in rows:
-        cost = f"{row['cost_usd']:.4f}" + (f" (+{row['unpriced_calls']} unpriced)" if row["unpriced_calls"] else "")
-        table.add_row(
-            row["stage"],
-            row["model"],
-            str(row["calls"]),
-            str(row["failed"]),
-            str(row["attempts"]),
-            str(row["input_tokens"]),
-            str(row["output_tokens"]),
-            cost,
-        )
-    out.print(table)
-    total = sum(r["cost_usd"] for r in rows)
-    out.print(f"total ${total:.4f} over {sum(r['calls'] for r in rows)} answered calls")
-
-
-@app.command()
-def resume(
-    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory.")] = Path("testset"),
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", help="Config naming the provider (default: from the environment)."),
-    ] = None,
-    json_output: JsonOption = False,
-) -> None:
-    """Poll the batches submitted with --batch and cache the answers of those that ended.
-
-    Then rerun the command that submitted them: it goes on from the cache without new calls.
-    """
-    import asyncio
-
-    from ..config import default_config, load_config, make_client
-    from ..store import open_workspace
-
-    settings = load_config(config) if config else default_config()
-    with open_workspace(workspace, create=False) as ws:
-
-        async def poll() -> dict[str, int]:
-            async with make_client(settings.llm, ws, "resume") as client:
-                return await client.resume_batches()
-
-        counts = asyncio.run(poll())
-    if json_output:
-        print(json.dumps(counts))
-        return
-    out.print(
-        f"{counts['ended']} batches ended ({counts['answered']} answers cached, {counts['failed']} failed); "
-        f"{counts['running']} still running"
-    )
+    exit_for(summary.judging.incomplete)
 
 
 @app.command()
 def queue(
-    workspace: WorkspaceOption = Path("testset"),
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many proposals to show.")] = 20,
     json_output: JsonOption = False,
 ) -> None:
@@ -446,18 +368,19 @@ def queue(
     """
     from rich.table import Table
 
-    from ..store import open_workspace, rows
+    from ..store import rows
 
-    with open_workspace(workspace, create=False) as ws:
+    resolved = settings(config, workspace)
+    with open_workspace_for(resolved) as ws:
         items = []
         for entry in rows.review_queue(ws.db, limit=limit):
             proposals = [
-                j
-                for j in rows.iter_judgments(ws.db, entry["query_id"])
+                j for j in rows.iter_judgments(ws.db, entry["query_id"])
                 if j.chunk_id == entry["chunk_id"] and j.source.value == "llm"
-            ]
+            ]  # fmt: skip
             latest = proposals[-1] if proposals else None
             query = rows.get_query(ws.db, entry["query_id"])
+            p_relevant = None if not (latest and latest.grade_probs) else round(1.0 - latest.grade_probs.get(0, 0.0), 3)
             items.append(
                 {
                     "priority": entry["priority"],
@@ -465,14 +388,12 @@ def queue(
                     "query": query.text,
                     "chunk_id": entry["chunk_id"],
                     "grade": latest.grade if latest else None,
-                    "p_relevant": None
-                    if not (latest and latest.grade_probs)
-                    else round(1.0 - latest.grade_probs.get(0, 0.0), 3),
+                    "p_relevant": p_relevant,
                     "rationale": latest.rationale if latest else None,
                     "chunk": rows.get_chunk(ws.db, entry["chunk_id"]).text[:200],
                 }
             )
-        total = ws.db.execute("SELECT COUNT(*) FROM review_assignments").fetchone()[0]
+        total = rows.review_queue_size(ws.db)
     if json_output:
         print(json.dumps({"total": total, "items": items}, indent=2, ensure_ascii=False))
         return
@@ -481,11 +402,67 @@ def queue(
         table.add_column(column, justify="right" if column in ("priority", "grade", "P(rel)") else "left")
     for item in items:
         p_rel = "?" if item["p_relevant"] is None else f"{item['p_relevant']:.2f}"
-        table.add_row(
-            f"{item['priority']:.3f}",
-            escape(item["query"][:60]),
-            escape(f"{item['chunk_id']}: {' '.join(item['chunk'].split())[:60]}"),
-            str(item["grade"]),
-            p_rel,
-        )
+        chunk = f"{item['chunk_id']}: {' '.join(item['chunk'].split())[:60]}"
+        table.add_row(f"{item['priority']:.3f}", escape(item["query"][:60]), escape(chunk), str(item["grade"]), p_rel)
     out.print(table)
+
+
+@app.command()
+def costs(
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """What the LLM calls recorded in a workspace cost, by stage, provider and model (from the llm_calls ledger)."""
+    from rich.table import Table
+
+    from ..store.llm import cost_summary
+
+    resolved = settings(config, workspace)
+    with open_workspace_for(resolved) as ws:
+        rows = cost_summary(ws.db)
+    if json_output:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"LLM costs in {resolved.workspace}", title_justify="left")
+    for column in ("stage", "model", "calls", "failed", "attempts", "input tok", "output tok", "cost USD"):
+        table.add_column(column, justify="left" if column in ("stage", "model") else "right")
+    for row in rows:
+        cost = f"{row['cost_usd']:.4f}" + (f" (+{row['unpriced_calls']} unpriced)" if row["unpriced_calls"] else "")
+        table.add_row(
+            row["stage"], row["model"], str(row["calls"]), str(row["failed"]), str(row["attempts"]),
+            str(row["input_tokens"]), str(row["output_tokens"]), cost,
+        )  # fmt: skip
+    out.print(table)
+    total = sum(r["cost_usd"] for r in rows)
+    out.print(f"total ${total:.4f} over {sum(r['calls'] for r in rows)} answered calls")
+
+
+@app.command()
+def resume(
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Poll the batches submitted with --batch and cache the answers of those that ended.
+
+    Then rerun the command that submitted them: it goes on from the cache without new calls.
+    """
+
+    async def poll(roles, progress) -> dict[str, int]:
+        counts = {"running": 0, "ended": 0, "answered": 0, "failed": 0}
+        for client in roles.clients:
+            for key, value in (await client.resume_batches()).items():
+                counts[key] += value
+        return counts
+
+    resolved = settings(config, workspace)
+    with open_workspace_for(resolved) as ws:
+        counts = run_with_roles(ws, resolved, "resume", True, poll)
+    if json_output:
+        print(json.dumps(counts))
+        return
+    out.print(
+        f"{counts['ended']} batches ended ({counts['answered']} answers cached, {counts['failed']} failed); "
+        f"{counts['running']} still running"
+    )

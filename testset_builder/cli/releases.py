@@ -8,58 +8,44 @@ from typing import Annotated
 
 import typer
 
-from .app import JsonOption, VersionArgument, WorkspaceOption, app, out
+from .app import ConfigOption, JsonOption, VersionArgument, WorkspaceOption, app, open_workspace_for, out, settings
 
 
 @app.command()
 def release(
     version: Annotated[
         str | None,
-        typer.Option(
-            "--version",
-            "-v",
-            help="The new version, semantic (1.0.0); an existing version is refused.",
-            show_default=False,
-        ),
+        typer.Option("--version", "-v", help="The new version, semantic (1.0.0); an existing version is refused.", show_default=False),
     ] = None,
     bump: Annotated[
         str | None,
+        typer.Option("--bump", help="Instead of --version: raise the latest release's major, minor or patch number.", show_default=False),
+    ] = None,
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    include_unverified: Annotated[
+        bool | None,
         typer.Option(
-            "--bump",
-            help="Instead of --version: raise the latest release's major, minor or patch number.",
+            "--include-unverified/--verified-only",
+            help="Also release LLM proposals no human has verified (marked llm-unverified). Config: release.include_unverified.",
             show_default=False,
         ),
     ] = None,
-    workspace: WorkspaceOption = Path("testset"),
-    include_unverified: Annotated[
-        bool,
-        typer.Option(
-            "--include-unverified", help="Also release LLM proposals no human has verified (marked llm-unverified)."
-        ),
-    ] = False,
     adjudicator: Annotated[
-        str | None,
-        typer.Option(
-            "--adjudicator", help="Reviewer whose verdict breaks a tie between reviewers.", show_default=False
-        ),
+        str | None, typer.Option("--adjudicator", help="Reviewer whose verdict breaks a tie between reviewers.", show_default=False)
     ] = None,
     parent: Annotated[
-        str | None,
-        typer.Option("--parent", help="Parent version (default: the highest lower version).", show_default=False),
+        str | None, typer.Option("--parent", help="Parent version (default: the highest lower version).", show_default=False)
     ] = None,
     notes: Annotated[str, typer.Option("--notes", help="Release notes, kept in the manifest.")] = "",
     name: Annotated[
         str | None,
-        typer.Option(
-            "--name",
-            help="The set's name in the dataset card (default: the workspace's directory name).",
-            show_default=False,
-        ),
+        typer.Option("--name", help="The set's name in the dataset card (default: the workspace's directory name).", show_default=False),
     ] = None,
     license_id: Annotated[
-        str,
-        typer.Option("--license", help="License identifier for the dataset card (the corpus's license decides it)."),
-    ] = "other",
+        str | None,
+        typer.Option("--license", help="License identifier for the dataset card (the corpus's license decides it; default other).", show_default=False),
+    ] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Resolve the judgments into qrels and write an immutable, versioned release.
@@ -67,20 +53,27 @@ def release(
     releases/VERSION/ holds the Hugging Face layout (hf/: corpus, queries, default = qrels), BEIR files, TREC
     qrels, manifest.json (file hashes, counts, lineage, policy) and a dataset card (README.md).
 
-    Policy: a human verdict wins (reviewers' majority; ties to --adjudicator); synthetic source chunks are grade 2;
-    unverified LLM proposals are left out unless --include-unverified. The same workspace state always gives the
-    same bytes and content hash; a release whose content equals its parent's says so.
+    Policy (the config's `release:` section; these flags override it): a human verdict wins (reviewers' majority;
+    ties to --adjudicator); synthetic source chunks are grade 2; unverified LLM proposals are left out unless
+    --include-unverified. The same workspace state always gives the same bytes and content hash; a release whose
+    content equals its parent's says so.
     """
     from ..errors import InputError
-    from ..stages.release import ReleasePolicy, existing_versions, next_version, write_release
-    from ..store import open_workspace
+    from ..stages.release import existing_versions, next_version, write_release
 
     if (version is None) == (bump is None):
         raise InputError("give exactly one of --version X.Y.Z or --bump major|minor|patch")
-    policy = ReleasePolicy(include_unverified=include_unverified, adjudicator=adjudicator)
-    with open_workspace(workspace, create=False) as ws:
+    resolved = settings(
+        config,
+        workspace,
+        release__include_unverified=include_unverified,
+        release__adjudicator=adjudicator,
+        release__name=name,
+        release__license=license_id,
+    )
+    with open_workspace_for(resolved) as ws:
         version = version or next_version(existing_versions(ws), bump)
-        summary = write_release(ws, version, policy, notes=notes, parent=parent, name=name, license_id=license_id)
+        summary = write_release(ws, version, resolved.release, notes=notes, parent=parent)
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return
@@ -88,27 +81,27 @@ def release(
     origins = ", ".join(f"{n} {o}" for o, n in counts["qrels_by_origin"].items() if n)
     out.print(
         f"released {summary.version} -> {summary.path}: {counts['corpus']} chunks, {counts['queries']} queries, "
-        f"{counts['qrels']} qrels ({origins}); "
-        f"content sha256 {summary.content_sha256[:16]}; parent {summary.parent_version or 'none'}",
+        f"{counts['qrels']} qrels ({origins}); content sha256 {summary.content_sha256[:16]}; "
+        f"parent {summary.parent_version or 'none'}",
         highlight=False,
     )
     if summary.same_as_parent:
-        out.print(
-            f"[yellow]note:[/] the content equals its parent {summary.parent_version}'s: nothing changed since then"
-        )
+        out.print(f"[yellow]note:[/] the content equals its parent {summary.parent_version}'s: nothing changed since then")
 
 
 @app.command()
 def diff(
     old: VersionArgument,
     new: VersionArgument,
-    workspace: WorkspaceOption = Path("testset"),
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """What changed between two releases: queries and qrels added, removed and regraded."""
     from ..stages.release import diff_releases, load_release, release_dir
 
-    result = diff_releases(load_release(release_dir(workspace, old)), load_release(release_dir(workspace, new)))
+    root = settings(config, workspace).workspace
+    result = diff_releases(load_release(release_dir(root, old)), load_release(release_dir(root, new)))
     if json_output:
         print(json.dumps(result.as_dict(), indent=2))
         return
@@ -142,7 +135,8 @@ def export_release(
             help="hf (parquet + dataset card), beir, trec (qrels.trec), or jsonl (qrels, queries, corpus as JSONL).",
         ),
     ] = "hf",
-    workspace: WorkspaceOption = Path("testset"),
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
 ) -> None:
     """Copy a release out in one format (the release itself stays as it is)."""
     from ..errors import InputError
@@ -151,7 +145,7 @@ def export_release(
 
     if fmt not in ("hf", "beir", "trec", "jsonl"):
         raise InputError(f"unknown format {fmt!r}; use hf, beir, trec or jsonl")
-    written = run_export(load_release(release_dir(workspace, version)), fmt, out_dir)
+    written = run_export(load_release(release_dir(settings(config, workspace).workspace, version)), fmt, out_dir)
     out.print(f"exported {version} as {fmt}: {len(written)} files -> {out_dir}")
 
 
@@ -162,7 +156,8 @@ def push(
         str,
         typer.Option("--repo-id", help="The dataset repository on the Hugging Face hub: ORG/NAME.", show_default=False),
     ],
-    workspace: WorkspaceOption = Path("testset"),
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
     private: Annotated[bool, typer.Option("--private", help="Create the repository private.")] = False,
     json_output: JsonOption = False,
 ) -> None:
@@ -170,7 +165,7 @@ def push(
     from ..hub import push_release
     from ..stages.release import load_release, release_dir
 
-    result = push_release(load_release(release_dir(workspace, version)), repo_id, private=private)
+    result = push_release(load_release(release_dir(settings(config, workspace).workspace, version)), repo_id, private=private)
     if json_output:
         print(json.dumps(result, indent=2))
         return
@@ -188,7 +183,8 @@ def import_set(
             show_default=False,
         ),
     ],
-    workspace: WorkspaceOption = Path("testset"),
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
     queries: Annotated[
         Path | None,
         typer.Option(
@@ -208,11 +204,11 @@ def import_set(
     """
     from ..stages.importer import import_labelled_set
     from ..stages.release import write_release
-    from ..store import open_workspace
 
-    with open_workspace(workspace) as ws:
+    resolved = settings(config, workspace)
+    with open_workspace_for(resolved, create=True) as ws:
         summary = import_labelled_set(ws, source, queries)
-        released = write_release(ws, version, notes=f"imported from {source}") if version else None
+        released = write_release(ws, version, resolved.release, notes=f"imported from {source.name}") if version else None
     if json_output:
         print(json.dumps({**summary.as_dict(), "release": released.as_dict() if released else None}, indent=2))
         return
@@ -220,7 +216,7 @@ def import_set(
         f"imported {summary.kind} {source}: {summary.documents} documents, {summary.queries} queries "
         f"({summary.new_queries} new), "
         f"{summary.labels} labels ({summary.new_labels} new, {summary.clamped_grades} grades clamped to 0-2) -> "
-        f"{workspace}",
+        f"{resolved.workspace}",
         highlight=False,
     )
     if released:

@@ -16,9 +16,9 @@ from .app import (
     PerQueryOption,
     ReleaseOption,
     SeedOption,
-    _labels,
-    _release,
-    _renamed,
+    labels_from,
+    release_from,
+    renamed,
     app,
     out,
 )
@@ -53,10 +53,12 @@ def score(
     """
     from ..export import read_run
     from ..metrics import evaluate, parse_metrics
-    from ..metrics.report import queries_line, score_dict, score_table, write_per_query_csv
+    from ..metrics.report import check_writable, queries_line, score_dict, score_table, write_per_query_csv
 
     specs = parse_metrics(metrics)
-    labels = _labels(qrels, release)
+    if per_query:
+        check_writable(per_query, "--per-query")
+    labels = labels_from(qrels, release)
     evaluations = [evaluate(labels, read_run(path), specs) for path in run]
     reports = [score_dict(e, ci=ci, resamples=resamples, seed=seed) for e in evaluations]
     if per_query:
@@ -100,16 +102,18 @@ def compare(
     from ..export import read_run
     from ..metrics import evaluate, parse_metrics
     from ..metrics.compare import compare as compare_runs
-    from ..metrics.report import comparison_table, queries_line, write_per_query_csv
+    from ..metrics.report import check_writable, comparison_table, queries_line, write_per_query_csv
 
     if len(runs) < 2:
         raise InputError("compare needs at least two runs (the first is the baseline)")
     specs = parse_metrics(metrics)
-    labels = _labels(qrels, release)
+    if per_query:
+        check_writable(per_query, "--per-query")
+    labels = labels_from(qrels, release)
     evaluations = [evaluate(labels, read_run(path), specs) for path in runs]
     names = [e.run_name for e in evaluations]
     if len(set(names)) < len(names):
-        evaluations = [_renamed(e, path.stem) for e, path in zip(evaluations, runs)]
+        evaluations = [renamed(e, path.stem) for e, path in zip(evaluations, runs)]
     result = compare_runs(evaluations[0], evaluations[1:], test=test, alpha=alpha, resamples=resamples, seed=seed)
     if per_query:
         write_per_query_csv(evaluations, per_query)
@@ -138,7 +142,7 @@ def baseline(
     from ..export import write_trec_run
     from ..retrieval.baseline import baseline_run
 
-    loaded, cache = _release(release)
+    loaded, cache = release_from(release)
     run = baseline_run(loaded.corpus, loaded.queries, retriever, k, cache)
     write_trec_run(run, out_file)
     out.print(

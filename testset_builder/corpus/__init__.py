@@ -1,5 +1,6 @@
 """Corpus ingestion and chunking."""
 
-from .chunkers import ChunkerConfig, chunk_document, chunk_id
+from ..config import ChunkingConfig
+from .chunkers import chunk_document, chunk_id
 
-__all__ = ["ChunkerConfig", "chunk_document", "chunk_id"]
+__all__ = ["ChunkingConfig", "chunk_document", "chunk_id"]

@@ -24,34 +24,13 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
 
+from ..config import ChunkingConfig
 from ..records import Chunk, Document
 
-ChunkerKind = Literal["tokens", "recursive", "sentence", "markdown", "prechunked"]
 RECURSIVE_SEPARATORS = ("\n\n", "\n", ". ", "? ", "! ", "。", "; ", ", ", " ")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])[\"'”’)\]]*\s+|\n{2,}")
-
-
-@dataclass(frozen=True)
-class ChunkerConfig:
-    kind: ChunkerKind = "recursive"
-    size: int = 1000
-    overlap: int = 100
-    encoding: str = "cl100k_base"
-
-    def __post_init__(self) -> None:
-        if self.kind == "prechunked":
-            return
-        if self.size < 1:
-            raise ValueError("chunk size must be at least 1")
-        if not 0 <= self.overlap < self.size:
-            raise ValueError("overlap must be at least 0 and smaller than the chunk size")
-
-    def sha256(self) -> str:
-        return hashlib.sha256(repr(self).encode()).hexdigest()
 
 
 def _joins_previous(ch: str) -> bool:
@@ -232,16 +211,16 @@ def chunk_id(doc_id: str, text: str, occurrence: int) -> str:
     return f"{doc_id}#{digest}"
 
 
-def chunk_document(document: Document, config: ChunkerConfig) -> list[Chunk]:
+def chunk_document(document: Document, config: ChunkingConfig) -> list[Chunk]:
     """The document's chunks, in order. An empty document has none."""
     text = document.text
-    if config.kind == "tokens":
+    if config.chunker == "tokens":
         spans = token_spans(text, config.size, config.overlap, config.encoding)
-    elif config.kind == "prechunked":
+    elif config.chunker == "prechunked":
         spans = []
     else:
-        spans = _SPANS[config.kind](text, config.size, config.overlap) if text else []
-    if config.kind == "prechunked":
+        spans = _SPANS[config.chunker](text, config.size, config.overlap) if text else []
+    if config.chunker == "prechunked":
         return (
             [
                 Chunk(
@@ -273,7 +252,7 @@ def chunk_document(document: Document, config: ChunkerConfig) -> list[Chunk]:
                 end=end,
                 metadata={
                     "index": index,
-                    "chunker": config.kind,
+                    "chunker": config.chunker,
                     "size": config.size,
                     "overlap": config.overlap,
                     **extra,

@@ -1,7 +1,11 @@
-"""BEIR qrels: a tab-separated file with the header ``query-id	corpus-id	score`` (``qrels/test.tsv``)."""
+"""The BEIR layout: ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id``, ``text``) and
+``qrels/<split>.tsv`` (header ``query-id	corpus-id	score``). One reader and one writer of each; the writers'
+bytes are canonical (keys sorted, compact JSON, rows by id), so the same content always gives the same files."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -57,8 +61,73 @@ def read_beir_qrels(path: str | Path) -> Qrels:
     return read_with_fallback(path, fast, slow, Qrels)
 
 
+def beir_qrels_text(qrels: Qrels) -> str:
+    return "\t".join(BEIR_QRELS_HEADER) + "\n" + "".join(f"{q}\t{c}\t{g}\n" for q, c, g in qrels.sorted_rows())
+
+
 def write_beir_qrels(qrels: Qrels, path: str | Path) -> None:
-    with Path(path).open("w", encoding="utf-8") as handle:
-        handle.write("\t".join(BEIR_QRELS_HEADER) + "\n")
-        for query_id, chunk_id, grade in qrels.sorted_rows():
-            handle.write(f"{query_id}\t{chunk_id}\t{grade}\n")
+    Path(path).write_text(beir_qrels_text(qrels), encoding="utf-8")
+
+
+def jsonl_line(record: dict) -> str:
+    """A record as one canonical JSON line (sorted keys, no spaces, UTF-8 as is)."""
+    return json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def beir_corpus_text(corpus: Iterable[dict]) -> str:
+    """``{"_id", "title", "text"}`` records, in the order given (callers sort by id)."""
+    return "".join(jsonl_line({"_id": d["_id"], "title": d.get("title", ""), "text": d["text"]}) for d in corpus)
+
+
+def beir_queries_text(queries: Iterable[dict]) -> str:
+    """``{"_id", "text"}`` records, in the order given (callers sort by id)."""
+    return "".join(jsonl_line({"_id": q["_id"], "text": q["text"]}) for q in queries)
+
+
+def _records(path: Path, fields: tuple[str, ...]) -> Iterable[tuple[int, dict]]:
+    check_readable(path)
+    for number, line in numbered_lines(path):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(f"not valid JSON ({error.msg})", path=path, line=number) from None
+        if not isinstance(record, dict):
+            raise InputError("expected a JSON object", path=path, line=number)
+        missing = [f for f in fields if not isinstance(record.get(f), (str, int)) or str(record.get(f)) == ""]
+        if missing:
+            raise InputError(f"missing {' and '.join(repr(f) for f in missing)}", path=path, line=number)
+        yield number, record
+
+
+def read_beir_corpus(path: str | Path) -> dict[str, dict]:
+    """``_id`` -> ``{"title", "text"}``; a repeated id or a record without ``_id`` or ``text`` names its line."""
+    path, corpus = Path(path), {}
+    for number, record in _records(path, ("_id", "text")):
+        ident = str(record["_id"])
+        if ident in corpus:
+            raise InputError(f"document id {ident!r} repeats an earlier line", path=path, line=number)
+        corpus[ident] = {"title": str(record.get("title") or ""), "text": str(record["text"])}
+    return corpus
+
+
+def read_beir_queries(path: str | Path) -> dict[str, str]:
+    """``_id`` -> text, in file order; a repeated id or a record without ``_id`` or ``text`` names its line."""
+    path, queries = Path(path), {}
+    for number, record in _records(path, ("_id", "text")):
+        ident = str(record["_id"])
+        if ident in queries:
+            raise InputError(f"query id {ident!r} repeats an earlier line", path=path, line=number)
+        queries[ident] = str(record["text"])
+    return queries
+
+
+def read_beir_split(folder: str | Path, split: str = "test") -> Qrels:
+    """A BEIR folder's ``qrels/<split>.tsv``, or its only qrels file when that split is absent."""
+    folder = Path(folder)
+    path = folder / "qrels" / f"{split}.tsv"
+    if not path.exists():
+        found = sorted((folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
+        if not found:
+            raise InputError(f"no qrels/{split}.tsv (or any qrels/*.tsv) in the BEIR folder", path=folder)
+        path = found[0]
+    return read_beir_qrels(path)

@@ -4,6 +4,7 @@ Configs: ``corpus`` (split ``corpus``: ``_id``, ``title``, ``text``), ``queries`
 ``text``), ``default`` (split ``test``: qrels ``query-id``, ``corpus-id``, ``score`` as int) — what
 ``datasets.load_dataset(DIR, "default")`` and MTEB's retrieval loader read — and ``judgments`` (the qrels with each
 one's ``origin``). Parquet is written without timestamps or pandas metadata, so the same rows give the same bytes.
+:func:`read_hf` reads such a directory back from its own files (the dataset card's ``configs``), never from a cache.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
+
+from ..errors import InputError
 
 HF_FILES = {
     "corpus": ("corpus", "hf/corpus.parquet"),
@@ -104,3 +107,56 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         "BEIR files are in `beir/`, TREC qrels in `qrels.trec`, and `manifest.json` lists every file's sha256 and "
         "the lineage.\n"
     )
+
+
+def data_files(folder: Path) -> dict[str, list[Path]]:
+    """Config name -> data files, from the dataset card's YAML ``configs`` (else the release layout's paths)."""
+    card = folder / "README.md"
+    configs: dict[str, list[Path]] = {}
+    if card.exists():
+        text = card.read_text(encoding="utf-8")
+        if text.startswith("---\n"):
+            try:
+                front = yaml.safe_load(text.split("---\n", 2)[1]) or {}
+            except yaml.YAMLError as error:
+                raise InputError(f"the dataset card's YAML header is not valid ({error})", path=card) from None
+            for config in front.get("configs", []) if isinstance(front, dict) else []:
+                files = config.get("data_files", [])
+                paths = [f["path"] if isinstance(f, dict) else f for f in (files if isinstance(files, list) else [files])]
+                configs[config["config_name"]] = [p for pattern in paths for p in sorted(folder.glob(pattern))]
+    for name, (_, fallback) in HF_FILES.items():
+        configs.setdefault(name, sorted(folder.glob(fallback)))
+    return configs
+
+
+def read_rows(files: list[Path], columns: tuple[str, ...]) -> list[dict]:
+    """Rows of parquet or JSONL data files; a file that cannot be read, or lacks a column, is named."""
+    import pyarrow.json as pajson
+
+    out: list[dict] = []
+    for file in files:
+        try:
+            table = pq.read_table(file) if file.suffix == ".parquet" else pajson.read_json(file)
+        except (pa.ArrowException, OSError) as error:
+            raise InputError(f"cannot read this data file ({str(error).splitlines()[0]})", path=file) from None
+        missing = [c for c in columns if c not in table.column_names]
+        if missing:
+            found = ", ".join(table.column_names)
+            raise InputError(f"no column {' or '.join(repr(c) for c in missing)} (it has {found})", path=file)
+        out.extend(table.select(list(columns) + [c for c in table.column_names if c not in columns]).to_pylist())
+    return out
+
+
+def read_hf(folder: str | Path) -> tuple[dict[str, dict], dict[str, str], dict[str, dict[str, int]]]:
+    """An MTEB-layout dataset directory: corpus (``_id`` -> title and text), queries (``_id`` -> text) and qrels."""
+    folder = Path(folder)
+    files = data_files(folder)
+    missing = [name for name in ("corpus", "queries", "default") if not files.get(name)]
+    if missing:
+        raise InputError(f"not an MTEB-layout dataset: no data files for the config(s) {', '.join(missing)}", path=folder)
+    corpus = {str(r["_id"]): {"title": r.get("title") or "", "text": r["text"]} for r in read_rows(files["corpus"], ("_id", "text"))}
+    queries = {str(r["_id"]): r["text"] for r in read_rows(files["queries"], ("_id", "text"))}
+    qrels: dict[str, dict[str, int]] = {}
+    for row in read_rows(files["default"], ("query-id", "corpus-id", "score")):
+        qrels.setdefault(str(row["query-id"]), {})[str(row["corpus-id"])] = int(row["score"])
+    return corpus, queries, qrels

@@ -128,3 +128,9 @@ def write_trec_run(run: Run, path: str | Path, tag: str | None = None) -> None:
     with Path(path).open("w", encoding="utf-8") as handle:
         for query_id, chunk_id, score, rank in run.ranked_rows():
             handle.write(f"{query_id} Q0 {chunk_id} {rank} {score!r} {tag}\n")
+
+
+def write_trec_topics(queries: dict[str, str], path: str | Path) -> None:
+    """Queries as ``qid<TAB>text`` lines (the topics file trec_eval users pair with qrels), by id, one line each."""
+    lines = "".join(f"{q}\t{' '.join(text.split())}\n" for q, text in sorted(queries.items()))
+    Path(path).write_text(lines, encoding="utf-8")

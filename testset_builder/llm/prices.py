@@ -7,10 +7,9 @@ from pathlib import Path
 
 import yaml
 
+from .. import bundled
 from ..errors import InputError
 from .types import Usage
-
-DEFAULT_PRICES = Path(__file__).resolve().parents[2] / "configs" / "prices.yaml"
 
 
 @dataclass(frozen=True)
@@ -32,16 +31,17 @@ class PriceTable:
         return cls()
 
     @classmethod
-    def load(cls, path: str | Path = DEFAULT_PRICES) -> PriceTable:
-        path = Path(path)
+    def load(cls, path: str | Path | None = None) -> PriceTable:
+        """The price table at ``path``, or the bundled ``prices.yaml``."""
+        source = bundled.config_files() / "prices.yaml" if path is None else Path(path)
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
             models = {
                 name: ModelPrice(float(p["input"]), float(p["output"]), float(p.get("cached_input", p["input"])))
                 for name, p in (data.get("models") or {}).items()
             }
         except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as error:
-            raise InputError(f"cannot read prices ({error})", path=path) from None
+            raise InputError(f"cannot read prices ({error})", path=path or "prices.yaml (bundled)") from None
         return cls(models=models, as_of=str(data.get("as_of")) if data.get("as_of") else None)
 
     def price(self, model: str) -> ModelPrice | None:

@@ -91,3 +91,13 @@ class Completion(BaseModel):
     finish_reason: str | None = None
     logprobs: tuple[TokenLogprob, ...] = ()
     cached: bool = False
+
+    def public_model(self, requested: str) -> str:
+        """The model to name in lineage: the one the provider reports (often a dated version of the one asked
+        for), unless it reports a file path of its machine (llama.cpp, some vLLM setups); then the one asked for."""
+        reported = self.model
+        if not reported or reported.startswith(("/", "~", "\\")) or reported[1:3] in (":\\", ":/"):
+            return requested
+        if reported.endswith((".gguf", ".bin", ".safetensors")):
+            return requested
+        return reported

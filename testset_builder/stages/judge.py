@@ -9,11 +9,14 @@ Where the provider returns log-probabilities, the probability of each grade is r
 score token and stored with the judgment (``grade_probs``; ``confidence`` is the largest of them). Otherwise the
 sampled grade is stored with ``confidence`` unknown. Labels move with a prompt's wording, so every judgment keeps
 the prompt's name and sha256, the model and the provider in its lineage.
+
+A judgment's id derives from the pair and the request's cache key, so "already judged" and "already paid for"
+are the same question: change anything the judge sends (the prompt, the model, the passage clipping,
+log-probabilities) and the pairs are judged anew; change nothing and a rerun judges nothing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import math
 import re
@@ -22,10 +25,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from ..errors import BudgetExceededError, ProviderError, StructuredOutputError
-from ..llm.client import LLMClient
+from ..config import JudgingConfig
+from ..errors import StructuredOutputError
+from ..llm.client import LLMFailure
+from ..llm.roles import Role
 from ..llm.types import Completion, LLMRequest, TokenLogprob
-from ..prompts import Prompt, clip, load_prompt
+from ..prompts import PromptLibrary, clip
 from ..records import Judgment, JudgmentSource, JudgmentStatus, Lineage
 
 CHAT_PROMPT = "judge/umbrela-chat"
@@ -48,7 +53,7 @@ class JudgePair:
     passage: str
 
 
-JudgeOutcome = Judgment | ProviderError | StructuredOutputError | BudgetExceededError
+JudgeOutcome = Judgment | LLMFailure
 
 
 def score_probabilities(alternatives: dict[str, float], scale: Sequence[int]) -> dict[int, float] | None:
@@ -85,32 +90,34 @@ def grade_probabilities(score_probs: dict[int, float], scale: dict[int, int]) ->
     return {grade: round(p, 6) for grade, p in grades.items()}
 
 
-def judgment_id(pair: JudgePair, identity: str) -> str:
-    """Deterministic: the same pair judged by the same provider, model and prompt is the same judgment on a rerun."""
-    return "llm-" + hashlib.sha256(f"{pair.query_id}\x00{pair.chunk_id}\x00{identity}".encode()).hexdigest()[:24]
+def judgment_id(pair: JudgePair, request_key: str) -> str:
+    """Deterministic: the same pair asked with the same request (provider, model, prompt, options) is the same
+    judgment on a rerun."""
+    return "llm-" + hashlib.sha256(f"{pair.query_id}\x00{pair.chunk_id}\x00{request_key}".encode()).hexdigest()[:24]
 
 
 class Judge:
-    """Grades pairs through ``client``. ``style`` and ``logprobs`` default to what the client's provider supports."""
+    """Grades pairs with the judge ``role``: its prompt style picks the prompt unless ``settings.prompt`` names one;
+    ``settings`` may also clip passages and turn log-probabilities off or on."""
 
-    def __init__(
-        self,
-        client: LLMClient,
-        model: str,
-        *,
-        style: str | None = None,
-        logprobs: bool | None = None,
-        prompt: Prompt | None = None,
-        max_passage_chars: int | None = None,
-    ) -> None:
-        self.client = client
-        self.model = model
-        self.style = style or getattr(client.provider, "prompt_style", "chat")
-        self.logprobs = getattr(client.provider, "supports_logprobs", False) if logprobs is None else logprobs
-        self.prompt = prompt or load_prompt(COMPLETION_PROMPT if self.style == "completion" else CHAT_PROMPT)
+    def __init__(self, role: Role, settings: JudgingConfig | None = None, prompts: PromptLibrary | None = None) -> None:
+        settings = settings or JudgingConfig()
+        self.role = role
+        self.client = role.client
+        self.model = role.model
+        self.style = role.prompt_style
+        self.logprobs = role.logprobs if settings.logprobs is None else settings.logprobs
+        prompts = prompts or PromptLibrary()
+        self.prompt = prompts.load(settings.prompt or (COMPLETION_PROMPT if self.style == "completion" else CHAT_PROMPT))
         self.scale: dict[int, int] = {int(k): int(v) for k, v in self.prompt.meta["scale"].items()}
-        self.max_passage_chars = max_passage_chars or int(self.prompt.meta.get("max_passage_chars", 4000))
-        self.identity = f"{client.provider.identity}\x00{model}\x00{self.prompt.name}\x00{self.prompt.sha256}"
+        self.max_passage_chars = settings.max_passage_chars or int(self.prompt.meta.get("max_passage_chars", 4000))
+
+    @property
+    def is_local(self) -> bool:
+        return self.role.is_local
+
+    def judgment_id(self, pair: JudgePair) -> str:
+        return judgment_id(pair, self.client.key(self.request(pair)))
 
     def request(self, pair: JudgePair) -> LLMRequest:
         """The exact request for a pair (also what ``--batch`` submits, so batch answers land in the same cache)."""
@@ -176,7 +183,7 @@ class Judge:
         grade_probs = grade_probabilities(probs, self.scale) if probs is not None else None
         grade = self.scale[score]
         return Judgment(
-            judgment_id=judgment_id(pair, self.identity),
+            judgment_id=judgment_id(pair, self.client.key(request)),
             query_id=pair.query_id,
             chunk_id=pair.chunk_id,
             grade=grade,
@@ -187,7 +194,7 @@ class Judge:
             status=JudgmentStatus.pending,
             lineage=Lineage(
                 provider=self.client.provider.identity,
-                model=completion.model or self.model,
+                model=completion.public_model(request.model),
                 prompt_name=self.prompt.name,
                 prompt_sha256=self.prompt.sha256,
                 temperature=request.temperature,
@@ -197,29 +204,8 @@ class Judge:
             ),
         )
 
-    async def judge_many(
-        self, pairs: Iterable[JudgePair], progress=None, description: str = "judging"
-    ) -> list[JudgeOutcome]:
-        """Every pair, concurrently up to the client's limit; a pair that fails yields its error, in input order.
-
-        After the budget is exhausted the remaining pairs yield :class:`BudgetExceededError` (nothing is lost: what
-        was answered is in the cache)."""
-        pairs = list(pairs)
-        if progress is not None and not pairs:
-            progress = None  # nothing to show
-        task = (
-            progress.add_task(description, total=len(pairs), cost=self.client.cost_usd, cached=self.client.cache_hits)
-            if progress
-            else None
-        )
-
-        async def one(pair: JudgePair) -> JudgeOutcome:
-            try:
-                return await self.judge(pair)
-            except (ProviderError, StructuredOutputError, BudgetExceededError) as error:
-                return error
-            finally:
-                if progress is not None:
-                    progress.update(task, advance=1, cost=self.client.cost_usd, cached=self.client.cache_hits)
-
-        return list(await asyncio.gather(*(one(p) for p in pairs)))
+    async def judge_many(self, pairs: Iterable[JudgePair], progress=None, description: str = "judging") -> list[JudgeOutcome]:
+        """Every pair through the client's one fan-out (:meth:`~testset_builder.llm.client.LLMClient.gather`): a
+        pair that fails yields its error, in input order; after a budget stop the rest yield the budget's error
+        (nothing is lost: what was answered is in the cache)."""
+        return await self.client.gather(self.judge, pairs, progress, description)

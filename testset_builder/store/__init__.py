@@ -12,11 +12,10 @@ from .rows import (
     put_documents,
     put_queries,
 )
-from .workspace import DB_NAME, DEFAULT_WORKSPACE, Workspace, open_workspace
+from .workspace import DB_NAME, Workspace, open_workspace
 
 __all__ = [
     "DB_NAME",
-    "DEFAULT_WORKSPACE",
     "LATEST_SCHEMA",
     "Workspace",
     "add_judgments",

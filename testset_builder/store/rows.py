@@ -7,7 +7,8 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator
 
-from ..errors import UnknownIdError
+from ..corpus.dedup import normalise
+from ..errors import InputError, UnknownIdError
 from ..records import Chunk, Document, Judgment, Lineage, Query, passage_text
 from .workspace import utc_timestamp
 
@@ -129,7 +130,8 @@ def get_query(db: sqlite3.Connection, query_id: str) -> Query:
 
 
 def add_judgments(db: sqlite3.Connection, judgments: Iterable[Judgment]) -> int:
-    """Append judgments. They are never updated or deleted; the schema's triggers refuse both."""
+    """Append judgments; returns how many were new. They are never updated or deleted (the schema's triggers refuse
+    both). Ids derive from content, so a judgment already stored is the same judgment and is not added twice."""
     rows = [
         (
             j.judgment_id,
@@ -148,8 +150,11 @@ def add_judgments(db: sqlite3.Connection, judgments: Iterable[Judgment]) -> int:
         )
         for j in judgments
     ]
-    db.executemany("INSERT INTO judgments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    return len(rows)
+    before = db.total_changes
+    db.executemany(
+        "INSERT INTO judgments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(judgment_id) DO NOTHING", rows
+    )
+    return db.total_changes - before
 
 
 def _judgments(cursor: Iterable[sqlite3.Row]) -> Iterator[Judgment]:
@@ -261,3 +266,27 @@ def live_duplicate_groups(db: sqlite3.Connection) -> dict[str, tuple[str, str]]:
 
 def existing_query_ids(db: sqlite3.Connection, query_ids: Iterable[str]) -> set[str]:
     return _existing(db, "queries", "query_id", query_ids)
+
+
+def stored_query_text(db: sqlite3.Connection, query_id: str) -> str | None:
+    row = db.execute("SELECT text FROM queries WHERE query_id = ?", (query_id,)).fetchone()
+    return row[0] if row else None
+
+
+def synthetic_query_texts(db: sqlite3.Connection) -> list[str]:
+    return [row[0] for row in db.execute("SELECT text FROM queries WHERE origin = 'synthetic' ORDER BY created_at, query_id")]
+
+
+def review_queue_size(db: sqlite3.Connection) -> int:
+    return db.execute("SELECT COUNT(*) FROM review_assignments WHERE reviewer = ?", (OPEN_QUEUE,)).fetchone()[0]
+
+
+def put_queries_checked(db: sqlite3.Connection, queries: Iterable[Query]) -> int:
+    """Insert new queries; an id already stored must carry the same text (else it is another query, an error).
+    Texts are compared normalised (case, Unicode form and spacing do not make another query)."""
+    queries = list(queries)
+    for query in queries:
+        stored = stored_query_text(db, query.query_id)
+        if stored is not None and normalise(stored) != normalise(query.text):
+            raise InputError(f"query id {query.query_id!r} is already in the workspace with another text: {stored[:80]!r}")
+    return put_queries(db, queries)

@@ -2,21 +2,29 @@
 
 Opening checks the file before writing anything: a file that is not an SQLite database, an SQLite database that
 is not a workspace, or a workspace written by a newer schema is refused with a clear error and left untouched.
+
+Each thread gets its own connection (``workspace.db``), so a server can answer requests on several threads.
+Stages that pay for LLM calls or change the corpus hold the workspace for their whole run
+(:meth:`Workspace.exclusive`): a second process asking for it waits (saying for whom) until the first lets go, then
+finds every answer in the cache, so two runs on one workspace never pay twice. Small writes such as a reviewer's
+verdict need no hold; SQLite's own locking keeps them safe.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import SchemaTooNewError, WorkspaceCorruptError, WorkspaceError
+from .lock import hold
 from .migrations import LATEST, MIGRATIONS
 
 DB_NAME = "testset.db"
-DEFAULT_WORKSPACE = Path("testset")
+LOCK_NAME = "testset.lock"
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -59,12 +67,41 @@ def _inspect_existing(path: Path) -> None:
         raise SchemaTooNewError(path, version, LATEST)
 
 
-class Workspace:
-    """An open workspace. Use as a context manager, or call :meth:`close`."""
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None, timeout=60.0, check_same_thread=False)
+    db.row_factory = sqlite3.Row
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA foreign_keys = ON")
+    db.execute("PRAGMA synchronous = NORMAL")
+    return db
 
-    def __init__(self, root: Path, db: sqlite3.Connection) -> None:
+
+class Workspace:
+    """An open workspace. Use as a context manager, or call :meth:`close`.
+
+    ``on_wait(holder)`` is called once when :meth:`exclusive` has to wait for another process (the CLI prints who
+    holds the workspace); ``wait_s`` bounds that wait (None: as long as it takes)."""
+
+    def __init__(
+        self, root: Path, on_wait: Callable[[str], None] | None = None, wait_s: float | None = None
+    ) -> None:
         self.root = root
-        self.db = db
+        self.on_wait = on_wait
+        self.wait_s = wait_s
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._guard = threading.Lock()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """This thread's connection (made on first use)."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = _connect(self.db_path)
+            with self._guard:
+                self._connections.append(db)
+            self._local.db = db
+        return db
 
     @property
     def db_path(self) -> Path:
@@ -75,25 +112,39 @@ class Workspace:
         return self.root / "releases"
 
     @classmethod
-    def open(cls, root: str | Path = DEFAULT_WORKSPACE, create: bool = True) -> Workspace:
+    def open(
+        cls,
+        root: str | Path,
+        create: bool = True,
+        on_wait: Callable[[str], None] | None = None,
+        wait_s: float | None = None,
+    ) -> Workspace:
         root = Path(root)
         path = root / DB_NAME
+        if root.exists() and not root.is_dir():
+            raise WorkspaceError("is a file, not a workspace directory", path=root)
         if path.exists():
             _inspect_existing(path)
         elif not create:
             raise WorkspaceError("no workspace here (run a stage such as `chunk` to create one)", path=root)
         root.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA foreign_keys = ON")
-        db.execute("PRAGMA synchronous = NORMAL")
-        workspace = cls(root, db)
+        workspace = cls(root, on_wait, wait_s)
         workspace.migrate()
         return workspace
 
     def close(self) -> None:
-        self.db.close()
+        with self._guard:
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    @contextmanager
+    def exclusive(self, stage: str) -> Iterator[None]:
+        """Hold the workspace for ``stage`` against other processes (re-entrant within this one); see the module
+        docstring."""
+        with hold(self.root / LOCK_NAME, stage, self.on_wait, self.wait_s):
+            yield
 
     def __enter__(self) -> Workspace:
         return self
@@ -137,5 +188,7 @@ class Workspace:
         return applied
 
 
-def open_workspace(root: str | Path = DEFAULT_WORKSPACE, create: bool = True) -> Workspace:
-    return Workspace.open(root, create=create)
+def open_workspace(
+    root: str | Path, create: bool = True, on_wait: Callable[[str], None] | None = None, wait_s: float | None = None
+) -> Workspace:
+    return Workspace.open(root, create=create, on_wait=on_wait, wait_s=wait_s)

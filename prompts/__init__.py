@@ -1,0 +1,2 @@
+"""The bundled prompt files. pyproject.toml maps this folder into the package as ``testset_builder.bundled.prompts``
+(this file makes it importable there, so ``importlib.resources`` finds it from a wheel and from a checkout)."""

@@ -1,0 +1,118 @@
+"""The package works as installed from its wheel, not only from this checkout; the code keeps its agreed shape."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "testset_builder"
+
+
+def test_every_package_of_the_tree_is_listed_for_the_wheel():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in PACKAGE.rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
+
+
+def test_sql_lives_in_the_store():
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in PACKAGE.rglob("*.py")
+        if "store" not in path.relative_to(PACKAGE).parts
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\bexecute(many)?\(", line)
+    ]
+    assert not offenders, f"SQL outside testset_builder/store/: {offenders}"
+
+
+def test_stages_share_helpers_through_common_modules_not_each_other():
+    stages = {"propose", "synthesize", "release", "importer"}
+    offenders = []
+    for path in (PACKAGE / "stages").rglob("*.py"):
+        own = path.relative_to(PACKAGE / "stages").parts[0].removesuffix(".py")
+        for other in stages - {own}:
+            if re.search(rf"from \.+(stages\.)?{other}\b", path.read_text(encoding="utf-8")):
+                offenders.append(f"{path.relative_to(ROOT)} imports {other}")
+    assert not offenders
+
+
+def test_every_error_class_lives_in_errors_py():
+    offenders = [
+        f"{path.relative_to(ROOT)}: {match}"
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "errors.py"
+        for match in re.findall(r"^class (\w+)\((?:\w*Error|TestsetBuilderError)\)", path.read_text(encoding="utf-8"), re.M)
+    ]
+    assert not offenders
+
+
+@pytest.mark.slow
+def test_a_wheel_installed_in_a_fresh_venv_runs_chunk_synthesize_and_release_without_the_source_tree(
+    tmp_path, local_server
+):
+    source = tmp_path / "source"
+    source.mkdir()
+    for part in ("pyproject.toml", "README.md", "testset_builder", "configs", "prompts"):
+        copy = shutil.copytree if (ROOT / part).is_dir() else shutil.copy2
+        copy(ROOT / part, source / part, **({"ignore": shutil.ignore_patterns("__pycache__")} if (ROOT / part).is_dir() else {}))
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(source)], check=True)
+    (wheel,) = dist.glob("testset_builder-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for packaged in ("configs/quickstart.yaml", "configs/prices.yaml", "prompts/judge/umbrela-chat.md", "prompts/synthesize/chat.md"):
+        assert f"testset_builder/bundled/{packaged}" in names
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    # the dependencies come from this environment's site-packages, appended to the path (its .pth files, among them
+    # this checkout's editable finder, are not read); the package itself only from the wheel
+    Path(site, "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)], check=True)
+
+    work = tmp_path / "elsewhere"
+    shutil.copytree(ROOT / "docs", work / "docs")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(["testset-builder", *args], cwd=work, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    where = subprocess.run(
+        [str(python), "-c", "import testset_builder; print(testset_builder.__file__)"], cwd=work, env=env,
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert where.startswith(str(venv)) and str(ROOT) not in where
+    assert "kind: local" in cli("config", "quickstart").stdout
+    (work / "local.yaml").write_text(
+        "generator: {kind: openai, model: gemma-3-270m, base_url: '" + local_server.base_url + "/v1', "
+        "prompt_style: completion, timeout_s: 120}\nlimits: {max_in_flight: 2}\n"
+        "synthesize: {critic: false, mine: false, styles: {natural: 1.0}}\n",
+        encoding="utf-8",
+    )
+    cli("chunk", "docs", "--workspace", "ws", "--chunker", "markdown", "--size", "600", "--overlap", "60")
+    made = cli("synthesize", "-n", "2", "--workspace", "ws", "--config", "local.yaml")
+    assert "2 of 2 questions" in made.stdout
+    released = cli("release", "--version", "1.0.0", "--workspace", "ws", "--json")
+    assert '"queries": 2' in released.stdout
+    manifest = (work / "ws" / "releases" / "1.0.0" / "manifest.json").read_text(encoding="utf-8")
+    assert str(tmp_path) not in manifest and str(Path.home()) not in manifest

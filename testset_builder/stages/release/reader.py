@@ -1,0 +1,130 @@
+"""Reading releases back: load (every file checked against its manifest hash), diff two, export one format."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ...errors import InputError
+from ...export.beir import read_beir_corpus, read_beir_qrels, read_beir_queries
+from ...export.jsonl import write_jsonl_qrels
+from ...export.trec import write_trec_topics
+from ...tables import Qrels
+from .writer import sha256_file
+
+EXPORT_FORMATS = ("hf", "beir", "trec", "jsonl")
+
+
+@dataclass
+class LoadedRelease:
+    path: Path
+    manifest: dict
+    corpus: dict[str, dict]  # _id -> {"title", "text"}
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+    @property
+    def version(self) -> str:
+        return self.manifest["version"]
+
+    def qrels_table(self) -> Qrels:
+        return Qrels.from_dict(self.qrels)
+
+
+def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
+    """Read a release directory; with ``verify``, every file must match the sha256 its manifest lists."""
+    path = Path(path)
+    manifest_path = path / "manifest.json"
+    if not manifest_path.is_file():
+        raise InputError("not a release directory (no manifest.json)", path=path)
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        files = manifest["files"]
+        manifest["version"]  # noqa: B018 (a manifest without a version is not one of ours)
+    except (ValueError, KeyError, TypeError):
+        raise InputError("manifest.json is not a testset-builder release manifest", path=path) from None
+    if verify:
+        for relative, expected in files.items():
+            file = path / relative
+            if not file.is_file() or sha256_file(file) != expected:
+                raise InputError(f"{relative} does not match the sha256 in manifest.json: the release was modified", path=path)
+    beir = path / "beir"
+    return LoadedRelease(
+        path,
+        manifest,
+        read_beir_corpus(beir / "corpus.jsonl"),
+        read_beir_queries(beir / "queries.jsonl"),
+        read_beir_qrels(beir / "qrels" / "test.tsv").to_dict(),
+    )
+
+
+@dataclass
+class ReleaseDiff:
+    old: str
+    new: str
+    queries_added: list[str] = field(default_factory=list)
+    queries_removed: list[str] = field(default_factory=list)
+    queries_changed: list[str] = field(default_factory=list)  # same id, new text
+    qrels_added: list[tuple[str, str, int]] = field(default_factory=list)
+    qrels_removed: list[tuple[str, str, int]] = field(default_factory=list)
+    qrels_regraded: list[tuple[str, str, int, int]] = field(default_factory=list)
+    corpus_added: int = 0
+    corpus_removed: int = 0
+
+    @property
+    def unchanged(self) -> bool:
+        return not any(
+            (
+                self.queries_added, self.queries_removed, self.queries_changed, self.qrels_added,
+                self.qrels_removed, self.qrels_regraded, self.corpus_added, self.corpus_removed,
+            )
+        )  # fmt: skip
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "unchanged": self.unchanged}
+
+
+def diff_releases(old: LoadedRelease, new: LoadedRelease) -> ReleaseDiff:
+    result = ReleaseDiff(old.version, new.version)
+    result.queries_added = sorted(new.queries.keys() - old.queries.keys())
+    result.queries_removed = sorted(old.queries.keys() - new.queries.keys())
+    shared = old.queries.keys() & new.queries.keys()
+    result.queries_changed = sorted(q for q in shared if old.queries[q] != new.queries[q])
+    before = {(q, c): g for q, chunks in old.qrels.items() for c, g in chunks.items()}
+    after = {(q, c): g for q, chunks in new.qrels.items() for c, g in chunks.items()}
+    result.qrels_added = sorted((q, c, after[(q, c)]) for q, c in after.keys() - before.keys())
+    result.qrels_removed = sorted((q, c, before[(q, c)]) for q, c in before.keys() - after.keys())
+    result.qrels_regraded = sorted(
+        (q, c, before[(q, c)], after[(q, c)]) for q, c in before.keys() & after.keys() if before[(q, c)] != after[(q, c)]
+    )
+    result.corpus_added = len(new.corpus.keys() - old.corpus.keys())
+    result.corpus_removed = len(old.corpus.keys() - new.corpus.keys())
+    return result
+
+
+def export(release: LoadedRelease, fmt: str, out_dir: str | Path) -> list[Path]:
+    """Copy ``release`` out as ``hf`` (parquet, card, manifest), ``beir``, ``trec`` (qrels.trec and queries.tsv) or
+    ``jsonl`` (qrels, queries, corpus); refuses a non-empty ``out_dir``."""
+    if fmt not in EXPORT_FORMATS:
+        raise InputError(f"unknown export format {fmt!r}; use {', '.join(EXPORT_FORMATS)}")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise InputError("the output directory is not empty; choose a new one", path=out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    source = release.path
+    if fmt == "hf":
+        shutil.copytree(source / "hf", out_dir / "hf")
+        for name in ("README.md", "manifest.json"):
+            shutil.copy2(source / name, out_dir / name)
+    elif fmt == "beir":
+        shutil.copytree(source / "beir", out_dir, dirs_exist_ok=True)
+    elif fmt == "trec":
+        shutil.copy2(source / "qrels.trec", out_dir / "qrels.trec")
+        write_trec_topics(release.queries, out_dir / "queries.tsv")
+    else:
+        write_jsonl_qrels(release.qrels_table(), out_dir / "qrels.jsonl")
+        shutil.copy2(source / "beir" / "queries.jsonl", out_dir / "queries.jsonl")
+        shutil.copy2(source / "beir" / "corpus.jsonl", out_dir / "corpus.jsonl")
+    return sorted(p for p in out_dir.rglob("*") if p.is_file())

@@ -1,0 +1,230 @@
+"""Writing a release: gather what the policy releases from the workspace, and write ``releases/<version>/``.
+
+It holds ``hf/`` (the MTEB retrieval layout: configs ``corpus``, ``queries``, ``default`` = qrels, plus
+``judgments`` with each qrel's origin), ``beir/``, ``qrels.trec``, ``manifest.json`` and the dataset card
+``README.md``. Everything but the manifest's ``created_at`` is a function of the workspace's content, so two
+releases of the same state are byte-identical and share a content hash. The directory is written under a
+temporary name and renamed into place: a crash never leaves half a release. A version, once written, is never
+overwritten. Nothing written names a path of this machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ... import __version__
+from ...config import ReleaseConfig
+from ...errors import InputError, UnknownIdError
+from ...export.beir import beir_corpus_text, beir_qrels_text, beir_queries_text
+from ...export.hf import dataset_card, write_hf
+from ...export.trec import write_trec_qrels
+from ...metrics.agreement import cohen_kappa
+from ...records import Judgment, JudgmentSource, Query
+from ...store import corpus as stored_corpus
+from ...store import history, rows
+from ...store.workspace import Workspace, utc_timestamp
+from ...tables import Qrels
+from .policy import ORIGINS, ResolvedQrel, describe, resolve
+from .versions import existing_versions, parse_version
+
+
+@dataclass
+class ReleaseContent:
+    corpus: list[dict]  # {_id, title, text}, sorted by id
+    queries: list[dict]  # {_id, text}, sorted by id
+    qrels: list[ResolvedQrel]
+    query_records: dict[str, Query] = field(default_factory=dict)  # the released queries, with origin and lineage
+
+    def qrels_table(self) -> Qrels:
+        return Qrels.from_dict(as_dict(self.qrels))
+
+    def canonical_bytes(self) -> dict[str, bytes]:
+        """The BEIR files, which are also what the content hash covers."""
+        return {
+            "beir/corpus.jsonl": beir_corpus_text(self.corpus).encode("utf-8"),
+            "beir/queries.jsonl": beir_queries_text(self.queries).encode("utf-8"),
+            "beir/qrels/test.tsv": beir_qrels_text(self.qrels_table()).encode("utf-8"),
+        }
+
+    def content_sha256(self) -> str:
+        digest = hashlib.sha256()
+        for name, data in sorted(self.canonical_bytes().items()):
+            digest.update(f"{name}\n{len(data)}\n".encode())
+            digest.update(data)
+        return digest.hexdigest()
+
+
+def as_dict(qrels: list[ResolvedQrel]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for q in qrels:
+        out.setdefault(q.query_id, {})[q.chunk_id] = q.grade
+    return out
+
+
+def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent, list[Judgment]]:
+    """What a release of the workspace's current state holds: every live chunk (plus any removed one a qrel still
+    names), the queries that have qrels, and the resolved qrels."""
+    judgments = list(rows.iter_judgments(workspace.db))
+    qrels = resolve(judgments, policy)
+    if not qrels:
+        raise InputError(
+            "nothing to release: no judgment resolves into a qrel under this policy "
+            "(synthesize questions, review proposals, or pass --include-unverified)"
+        )
+    named = {q.chunk_id for q in qrels}
+    corpus = [
+        {"_id": chunk_id, "title": title, "text": text}
+        for chunk_id, title, text, removed in stored_corpus.iter_release_corpus(workspace.db)
+        if not removed or chunk_id in named
+    ]
+    records = {query_id: rows.get_query(workspace.db, query_id) for query_id in sorted({q.query_id for q in qrels})}
+    queries = [{"_id": query.query_id, "text": query.text} for query in records.values()]
+    return ReleaseContent(corpus, queries, qrels, records), judgments
+
+
+@dataclass
+class ReleaseSummary:
+    version: str
+    path: str
+    parent_version: str | None
+    content_sha256: str
+    same_as_parent: bool
+    counts: dict
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _reviewer_agreement(human: list[Judgment]) -> tuple[list[str], float | None]:
+    """Reviewers and the mean of their pairwise Cohen's kappa on relevant / not (None with fewer than two)."""
+    reviewers = sorted({j.reviewer for j in human if j.reviewer})
+    by_reviewer = {
+        r: {(j.query_id, j.chunk_id): j.grade >= 1 for j in sorted(human, key=lambda j: j.created_at) if j.reviewer == r}
+        for r in reviewers
+    }
+    kappas = []
+    for i, a in enumerate(reviewers):
+        for b in reviewers[i + 1 :]:
+            shared = sorted(by_reviewer[a].keys() & by_reviewer[b].keys())
+            kappa = cohen_kappa([by_reviewer[a][p] for p in shared], [by_reviewer[b][p] for p in shared]) if shared else None
+            if kappa is not None:
+                kappas.append(kappa)
+    return reviewers, round(sum(kappas) / len(kappas), 4) if kappas else None
+
+
+def lineage(workspace: Workspace, content: ReleaseContent, judgments: list[Judgment]) -> dict:
+    """Where the release came from: documents, chunker configs, models (name and provider identity: a local
+    model's carries its file's sha256), prompts by hash, reviewers and their agreement."""
+    released = {(q.query_id, q.chunk_id) for q in content.qrels}
+    used = [j for j in judgments if (j.query_id, j.chunk_id) in released]
+    made_by = [j.lineage for j in used if j.lineage] + [q.lineage for q in content.query_records.values()]
+    made_by = [item for item in made_by if item is not None]
+    models = sorted({(item.provider, item.model) for item in made_by})
+    prompts = sorted({(item.prompt_name, item.prompt_sha256) for item in made_by if item.prompt_name})
+    reviewers, kappa = _reviewer_agreement([j for j in used if j.source is JudgmentSource.human])
+    documents = hashlib.sha256()
+    for doc_id, sha in stored_corpus.chunked_document_hashes(workspace.db):
+        documents.update(f"{doc_id}\x00{sha}\n".encode())
+    return {
+        "documents_sha256": documents.hexdigest(),
+        "chunks": len(content.corpus),
+        "chunker_configs": stored_corpus.chunker_configs(workspace.db),
+        "models": [{"provider": p, "model": m} for p, m in models],
+        "prompts": [{"name": n, "sha256": s} for n, s in prompts],
+        "reviewers": reviewers,
+        "reviewer_agreement_kappa": kappa,
+    }
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_release(
+    workspace: Workspace,
+    version: str,
+    policy: ReleaseConfig | None = None,
+    *,
+    notes: str = "",
+    parent: str | None = None,
+) -> ReleaseSummary:
+    """Write ``releases/<version>/`` and record it; refuses a version that exists (releases are immutable). The
+    dataset card's name and license come from the policy (the config's ``release:`` section)."""
+    policy = policy or ReleaseConfig()
+    with workspace.exclusive("release"):
+        return _write_release(workspace, version, policy, notes, parent)
+
+
+def _write_release(workspace: Workspace, version: str, policy: ReleaseConfig, notes: str, parent: str | None) -> ReleaseSummary:
+    key = parse_version(version)
+    target = workspace.releases_dir / version
+    versions = existing_versions(workspace)
+    if version in versions or target.exists():
+        raise InputError(
+            f"release {version} already exists and releases are immutable; release a new version "
+            "(e.g. a higher patch number)"
+        )
+    if parent is not None and parent not in versions:
+        raise UnknownIdError("release", parent)
+    if parent is None:
+        older = [v for v in versions if parse_version(v) < key]
+        parent = older[-1] if older else None
+    content, judgments = gather(workspace, policy)
+    content_sha = content.content_sha256()
+    parent_sha = history.release_content_sha256(workspace.db, parent) if parent else None
+    same_as_parent = parent_sha == content_sha
+
+    workspace.releases_dir.mkdir(parents=True, exist_ok=True)
+    partial = workspace.releases_dir / f".partial-{version}-{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        for relative, data in content.canonical_bytes().items():
+            (partial / relative).parent.mkdir(parents=True, exist_ok=True)
+            (partial / relative).write_bytes(data)
+        write_hf(partial, content.corpus, content.queries, content.qrels)
+        write_trec_qrels(content.qrels_table(), partial / "qrels.trec")
+        files = {str(p.relative_to(partial)): sha256_file(p) for p in sorted(partial.rglob("*")) if p.is_file()}
+        manifest = _manifest(workspace, version, parent, same_as_parent, content, judgments, files, policy, notes)
+        (partial / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (partial / "README.md").write_text(dataset_card(manifest["name"], manifest, policy.license), encoding="utf-8")
+        os.rename(partial, target)  # atomic: the version appears whole or not at all
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    with workspace.transaction() as db:
+        history.record_release(db, version, parent, content_sha, manifest)
+    return ReleaseSummary(version, str(target), parent, content_sha, same_as_parent, manifest["counts"])
+
+
+def _manifest(workspace, version, parent, same_as_parent, content, judgments, files, policy, notes) -> dict:
+    return {
+        "name": policy.name or workspace.root.resolve().name,
+        "version": version,
+        "parent_version": parent,
+        "same_as_parent": same_as_parent,
+        "created_at": utc_timestamp(),
+        "content_sha256": content.content_sha256(),
+        "files": files,
+        "counts": {
+            "corpus": len(content.corpus),
+            "queries": len(content.queries),
+            "queries_by_origin": dict(sorted(Counter(q.origin.value for q in content.query_records.values()).items())),
+            "qrels": len(content.qrels),
+            "qrels_by_origin": {o: sum(q.origin == o for q in content.qrels) for o in ORIGINS},
+            "qrels_by_grade": {str(g): n for g, n in sorted(Counter(q.grade for q in content.qrels).items())},
+        },
+        "policy": describe(policy),
+        "lineage": lineage(workspace, content, judgments),
+        "notes": notes,
+        "testset_builder_version": __version__,
+    }

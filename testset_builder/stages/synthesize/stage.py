@@ -1,0 +1,310 @@
+"""The synthesize stage: rounds of sampling, writing and filtering until the requested count is met.
+
+Each round:
+1. sample informative chunks across documents (:mod:`~testset_builder.stages.sampling`) and give each question a
+   style from the configured distribution; a ``multi`` question pairs its chunk with the most similar other chunk;
+2. write one question per slot with the generator (:mod:`.generation`), each with its own seed;
+3. filter, counting each removal: validation, the answerability critic (:mod:`.critic`), the optional round-trip
+   check, then near-duplicates across the whole set.
+
+Then the questions and their source labels are stored (:mod:`.labels`) and, with ``mine``, the judge looks for other
+chunks that answer them (:mod:`.mining`). A budget stop ends the rounds early; the summary says so and what was made
+is kept. Every LLM answer is cached and query and judgment ids derive from content, so a rerun spends nothing twice
+and stores nothing twice.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import asdict, astuple, dataclass, field
+
+from ...config import JudgingConfig, SynthesizeConfig
+from ...errors import BudgetExceededError, InputError
+from ...llm.roles import Roles
+from ...llm.types import Completion
+from ...prompts import PromptLibrary
+from ...records import Query, QueryOrigin
+from ...retrieval.indexes import WorkspaceIndexes, retriever_names
+from ...store import history, rows
+from ...store.workspace import Workspace, utc_timestamp
+from ..judge import Judge
+from ..labelling import JudgingCounts
+from ..questions import NearDuplicates, clean, lexical_overlap, validation_problem
+from ..sampling import SourceChunk, allocate_styles, eligible_chunks, slot_seed, stratified_sample
+from .batching import WaitingForBatch, submit_or_go_on
+from .critic import critic
+from .generation import Generator, Slot, partner, query_id_for
+from .labels import store_questions
+from .mining import mine
+
+
+@dataclass
+class SynthesizeSummary:
+    requested: int = 0
+    made: int = 0
+    already_made: int = 0
+    rounds: int = 0
+    chunks_eligible: int = 0
+    chunks_skipped: dict[str, int] = field(default_factory=dict)
+    chunks_sampled: int = 0
+    documents_covered: int = 0
+    generated: int = 0
+    generation_failed: int = 0
+    not_generated_budget: int = 0
+    removed: dict[str, int] = field(
+        default_factory=lambda: {"validation": 0, "critic": 0, "round_trip": 0, "near_duplicate": 0}
+    )
+    validation_reasons: dict[str, int] = field(default_factory=dict)
+    critic_failed: int = 0  # questions whose critic judgment failed: held back, judged again on a rerun
+    surplus: int = 0
+    styles: dict[str, int] = field(default_factory=dict)
+    mean_overlap: dict[str, float] = field(default_factory=dict)
+    source_labels: int = 0
+    twin_labels: int = 0
+    mining: JudgingCounts = field(default_factory=JudgingCounts)
+    questions_with_extra_relevant: int = 0
+    calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    budget_stopped: bool = False  # the cost limit refused a call: fewer questions or judgments than asked
+    shortfall: str | None = None
+    batch_id: str | None = None  # with batch: the stage stopped here, waiting for this batch
+    batch_step: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def incomplete(self) -> bool:
+        """Fewer questions than asked, or some LLM work left for a rerun (exit code 3)."""
+        return bool(
+            self.shortfall
+            or self.generation_failed
+            or self.critic_failed
+            or self.budget_stopped
+            or self.mining.incomplete
+        )
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+async def synthesize(
+    workspace: Workspace,
+    roles: Roles,
+    settings: SynthesizeConfig | None = None,
+    *,
+    judging: JudgingConfig | None = None,
+    prompts: PromptLibrary | None = None,
+    progress=None,
+    batch: bool = False,
+) -> SynthesizeSummary:
+    """See the module docstring. The generator role writes, the judge role criticises and mines. With ``batch``,
+    LLM calls go through the provider's batch API, one step per run."""
+    settings = settings or SynthesizeConfig()
+    with workspace.exclusive("synthesize"):
+        try:
+            return await _Run(workspace, roles, settings, judging, prompts, progress, batch).run()
+        except WaitingForBatch as waiting:
+            return SynthesizeSummary(requested=settings.questions, batch_id=waiting.batch_id, batch_step=waiting.step)
+
+
+class _Run:
+    """One synthesize run's state across rounds; each step a method."""
+
+    def __init__(self, workspace, roles, settings, judging, prompts, progress, batch) -> None:
+        self.workspace, self.roles, self.settings = workspace, roles, settings
+        self.progress, self.batch = progress, batch
+        self.summary = SynthesizeSummary(requested=settings.questions)
+        prompts = prompts or PromptLibrary()
+        self.generator = Generator(roles.generator, settings.temperature, prompts)
+        self.judge = Judge(roles.judge, judging, prompts) if settings.critic or settings.mine else None
+        self.accepted: list[tuple[Slot, Query]] = []
+        self.sampled: set[str] = set()
+        self.taken: Counter = Counter()
+        self.attempted = 0
+
+    async def run(self) -> SynthesizeSummary:
+        started, clock, before = utc_timestamp(), time.perf_counter(), self.roles.spend()
+        summary, settings = self.summary, self.settings
+        self._load_chunks()
+        self.existing = NearDuplicates()
+        for text in rows.synthetic_query_texts(self.workspace.db):
+            self.existing.add(text)
+        for round_number in range(settings.max_rounds):
+            want = settings.questions - len(self.accepted)
+            if want <= 0 or self.roles.budget_stopped:
+                break
+            summary.rounds += 1
+            slots = self._slots(round_number, want)
+            if not slots:
+                break
+            await self._write(slots, round_number)
+            survivors = [s for s in slots if s.problem is None]
+            survivors = await self._criticise(survivors)
+            survivors = self._round_trip(survivors)
+            self._accept(survivors)
+        summary.chunks_sampled = len(self.sampled)
+        summary.documents_covered = len({self.by_id[c].doc_id for c in self.sampled})
+        self._store()
+        if len(self.accepted) < settings.questions:
+            summary.shortfall = self._shortfall()
+        if settings.mine and self.accepted:
+            await self._mine()
+        summary.budget_stopped = self.roles.budget_stopped
+        spent = self.roles.spend() - before
+        summary.calls, summary.cache_hits, summary.input_tokens, summary.output_tokens, summary.cost_usd = astuple(spent)
+        summary.seconds = round(time.perf_counter() - clock, 3)
+        roles = {name: {"provider": r.provider, "model": r.model} for name, r in (("generator", self.roles.generator), ("judge", self.roles.judge))}
+        history.record_stage(self.workspace, "synthesize", {"settings": settings.model_dump(), "roles": roles}, summary.as_dict(), started)
+        return summary
+
+    # steps ------------------------------------------------------------------------------------------------------
+    def _load_chunks(self) -> None:
+        workspace, settings, summary = self.workspace, self.settings, self.summary
+        live = [SourceChunk(*row) for row in rows.live_chunk_rows(workspace.db)]
+        if not live:
+            raise InputError(
+                "the workspace has no chunks yet: run `testset-builder chunk SOURCE --workspace ...` first",
+                path=workspace.root,
+            )
+        self.duplicates = rows.live_duplicate_groups(workspace.db)
+        self.group_of = {chunk_id: group for chunk_id, (group, _) in self.duplicates.items()}
+        self.eligible, skipped = eligible_chunks(live, self.group_of, settings.min_chars)
+        summary.chunks_eligible, summary.chunks_skipped = len(self.eligible), dict(skipped)
+        if not self.eligible:
+            reasons = ", ".join(f"{n} {r}" for r, n in skipped.items())
+            raise InputError(f"no chunk is informative enough for a question ({reasons}); lower synthesize.min_chars?")
+        self.by_id = {c.chunk_id: c for c in self.eligible}
+        # one index load for the stage: BM25 pairs multi-chunk questions and checks round trips; mining adds dense
+        self.indexes = WorkspaceIndexes(workspace, retriever_names("auto") if settings.mine else ("bm25",))
+        self.bm25 = self.indexes.indexes["bm25"]
+
+    def _slots(self, round_number: int, want: int) -> list[Slot]:
+        """Sample chunks for this round (more than wanted after the first, by how many filters removed) and give
+        each question slot a style and a seed of its own."""
+        settings = self.settings
+        factor = 1.0 if round_number == 0 else min(4.0, max(1.5, self.attempted / max(1, len(self.accepted))))
+        remaining = [c for c in self.eligible if c.chunk_id not in self.sampled]
+        count = math.ceil(want * factor / settings.per_chunk)
+        picked = stratified_sample(remaining, count, settings.seed + round_number, settings.per_document_cap, self.taken)
+        for chunk in picked:
+            self.sampled.add(chunk.chunk_id)
+            self.taken[chunk.doc_id] += 1
+        styles = allocate_styles(len(picked) * settings.per_chunk, settings.styles, settings.seed + round_number)
+        slots = []
+        for position, style in enumerate(styles):
+            chunk = picked[position // settings.per_chunk]
+            sources: tuple[SourceChunk, ...] = (chunk,)
+            if style == "multi":
+                second = partner(chunk, self.bm25, self.by_id, self.group_of)
+                sources, style = ((chunk, second), style) if second else ((chunk,), "natural")
+            seed = slot_seed(settings.seed, chunk.chunk_id, style, str(position % settings.per_chunk))
+            slots.append(Slot(len(slots), style, sources, seed))
+        self.attempted += len(slots)
+        return slots
+
+    async def _write(self, slots: list[Slot], round_number: int) -> None:
+        """One question per slot; each answer cleaned and validated (a failure or the budget's stop marks it)."""
+        summary, client = self.summary, self.roles.generator.client
+        requests = [self.generator.request(s) for s in slots]
+        await submit_or_go_on(client, self.batch, requests, f"questions, round {round_number + 1}")
+        description = f"questions (round {round_number + 1})"
+        answers = await client.complete_many(requests, progress=self.progress, description=description)
+        for slot, answer in zip(slots, answers):
+            if isinstance(answer, BudgetExceededError):
+                summary.not_generated_budget += 1
+                slot.problem = "budget"
+                continue
+            if not isinstance(answer, Completion):
+                summary.generation_failed += 1
+                slot.problem = "failed"
+                continue
+            summary.generated += 1
+            slot.completion, slot.text = answer, clean(answer.text)
+            problem = validation_problem(slot.text, slot.sources[0].text, slot.style) if self.settings.validate_questions else None
+            if problem:
+                slot.problem = "validation"
+                summary.removed["validation"] += 1
+                summary.validation_reasons[problem] = summary.validation_reasons.get(problem, 0) + 1
+
+    async def _criticise(self, survivors: list[Slot]) -> list[Slot]:
+        if not (self.settings.critic and survivors):
+            return survivors
+        outcome = await critic(self.judge, survivors, self.settings.critic_min_grade, self.progress, self.batch)
+        self.summary.removed["critic"] += outcome.removed
+        self.summary.critic_failed += outcome.failed
+        return outcome.kept
+
+    def _round_trip(self, survivors: list[Slot]) -> list[Slot]:
+        """Keep a question only if BM25 ranks one of its sources in the top ``round_trip_k`` (off by default)."""
+        if not (self.settings.round_trip_k and survivors):
+            return survivors
+        ids, texts = [str(s.index) for s in survivors], [s.text for s in survivors]
+        run = self.bm25.search(ids, texts, k=self.settings.round_trip_k).to_dict()
+        kept = [s for s in survivors if any(src.chunk_id in run.get(str(s.index), {}) for src in s.sources)]
+        self.summary.removed["round_trip"] += len(survivors) - len(kept)
+        return kept
+
+    def _accept(self, survivors: list[Slot]) -> None:
+        """Near-duplicates of the set (earlier runs included) go; past the requested count, the rest is surplus."""
+        summary, settings = self.summary, self.settings
+        for slot in survivors:
+            query_id = query_id_for(slot.sources, slot.text)
+            if settings.dedupe:
+                novel = self.existing.add(slot.text)
+                if not novel and not rows.existing_query_ids(self.workspace.db, [query_id]):
+                    summary.removed["near_duplicate"] += 1
+                    continue
+            if len(self.accepted) == settings.questions:
+                summary.surplus += 1
+                continue
+            overlap = lexical_overlap(slot.text, " ".join(s.text for s in slot.sources))
+            query = Query(
+                query_id=query_id,
+                text=slot.text,
+                origin=QueryOrigin.synthetic,
+                source_chunk_id=slot.sources[0].chunk_id,
+                style=slot.style,
+                metadata={"lexical_overlap": overlap, "source_chunk_ids": [s.chunk_id for s in slot.sources]},
+                lineage=self.generator.lineage(slot),
+            )
+            self.accepted.append((slot, query))
+
+    def _store(self) -> None:
+        summary = self.summary
+        stored = store_questions(self.workspace, self.accepted, self.duplicates)
+        summary.made, summary.already_made = stored.made, stored.already_made
+        summary.source_labels, summary.twin_labels = stored.source_labels, stored.twin_labels
+        overlaps: dict[str, list[float]] = {}
+        for _, query in self.accepted:
+            summary.styles[query.style] = summary.styles.get(query.style, 0) + 1
+            overlaps.setdefault(query.style, []).append(query.metadata["lexical_overlap"])
+        summary.mean_overlap = {style: round(sum(v) / len(v), 3) for style, v in sorted(overlaps.items())}
+
+    async def _mine(self) -> None:
+        summary = self.summary
+        queries = [q for _, q in self.accepted]
+        summary.mining, summary.questions_with_extra_relevant = await mine(
+            self.workspace, self.judge, self.indexes, queries, self.settings.mine_depth, self.progress, self.batch
+        )
+        if summary.mining.batch_id:
+            summary.batch_id, summary.batch_step = summary.mining.batch_id, "mining other chunks"
+
+    def _shortfall(self) -> str:
+        settings, summary = self.settings, self.summary
+        made = summary.made + summary.already_made
+        removed = ", ".join(f"{n} by {name.replace('_', ' ')}" for name, n in summary.removed.items() if n)
+        if self.roles.budget_stopped:
+            why = f"the cost limit (${self.roles.generator.client.budget.max_cost_usd:.4f}) stopped the rounds"
+        elif len(self.sampled) >= len(self.eligible):
+            why = f"every one of the {len(self.eligible)} eligible chunks was used"
+        else:
+            why = f"{settings.max_rounds} sampling rounds were not enough (raise synthesize.max_rounds)"
+        held = f", {summary.critic_failed} held back by failed critic judgments" if summary.critic_failed else ""
+        return (
+            f"made {made} of {settings.questions} questions: {why}; removed {removed or 'none'}; "
+            f"{summary.generation_failed} generations failed{held}"
+        )

@@ -1,0 +1,97 @@
+"""The corpus's bookkeeping in the workspace: which documents are known, how their chunks were cut, which chunks are
+live, and the duplicate groups. Chunks of a changed or removed document are marked removed, never deleted
+(judgments may point at them). Writes take an open transaction's connection, as in
+:mod:`~testset_builder.store.rows`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from ..records import Chunk
+from .workspace import utc_timestamp
+
+
+@dataclass(frozen=True)
+class KnownDocument:
+    content_sha256: str
+    removed: bool
+    source: str
+
+
+def known_documents(db: sqlite3.Connection) -> dict[str, KnownDocument]:
+    rows = db.execute("SELECT doc_id, content_sha256, removed_at, source FROM documents")
+    return {doc_id: KnownDocument(sha, removed is not None, source) for doc_id, sha, removed, source in rows}
+
+
+def chunker_by_document(db: sqlite3.Connection) -> dict[str, str]:
+    """doc_id -> the chunker config hash its live chunks were cut with."""
+    sql = "SELECT doc_id, MAX(config_sha256) FROM chunks WHERE removed_at IS NULL GROUP BY doc_id"
+    return {doc_id: config for doc_id, config in db.execute(sql)}
+
+
+def put_document_chunks(db: sqlite3.Connection, doc_id: str, chunks: Sequence[Chunk], config_sha256: str) -> tuple[int, int]:
+    """Make ``chunks`` the live chunks of ``doc_id``: new ones are added (a chunk id seen before comes back to
+    life), the document's other live chunks are marked removed. Returns (added, marked removed)."""
+    now = utc_timestamp()
+    before = db.total_changes
+    db.executemany(
+        'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at, config_sha256) '
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(chunk_id) DO UPDATE SET removed_at = NULL, "
+        'config_sha256 = excluded.config_sha256, start = excluded.start, "end" = excluded."end", '
+        "metadata = excluded.metadata",
+        [(c.chunk_id, c.doc_id, c.text, c.start, c.end, json.dumps(c.metadata, sort_keys=True), now, config_sha256)
+         for c in chunks],
+    )  # fmt: skip
+    added = db.total_changes - before
+    live = [c.chunk_id for c in chunks]
+    placeholders = ",".join("?" * len(live)) or "''"
+    sql = f"UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL AND chunk_id NOT IN ({placeholders})"
+    return added, db.execute(sql, (now, doc_id, *live)).rowcount
+
+
+def remove_document(db: sqlite3.Connection, doc_id: str) -> int:
+    """Mark a document and its live chunks removed; returns how many chunks were marked."""
+    now = utc_timestamp()
+    db.execute("UPDATE documents SET removed_at = ? WHERE doc_id = ?", (now, doc_id))
+    return db.execute("UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL", (now, doc_id)).rowcount
+
+
+def live_chunk_texts(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(chunk_id, text) of every live chunk, by id."""
+    return db.execute("SELECT chunk_id, text FROM chunks WHERE removed_at IS NULL ORDER BY chunk_id").fetchall()
+
+
+def replace_duplicate_groups(db: sqlite3.Connection, groups: Iterable[tuple[str, Sequence[str]]]) -> None:
+    """The duplicate groups anew: (kind, member chunk ids); a group is named by its first member."""
+    db.execute("DELETE FROM chunk_duplicates")
+    db.executemany(
+        "INSERT INTO chunk_duplicates (chunk_id, group_id, kind) VALUES (?, ?, ?)",
+        [(chunk_id, members[0], kind) for kind, members in groups for chunk_id in members],
+    )
+
+
+def duplicate_counts(db: sqlite3.Connection) -> tuple[int, int]:
+    """(groups, chunks in them)."""
+    return tuple(db.execute("SELECT COUNT(DISTINCT group_id), COUNT(*) FROM chunk_duplicates").fetchone())
+
+
+def iter_release_corpus(db: sqlite3.Connection) -> Iterator[tuple[str, str, str, bool]]:
+    """(chunk_id, document title, chunk text, removed) of every chunk ever stored, by id."""
+    sql = "SELECT c.chunk_id, d.title, c.text, c.removed_at FROM chunks c JOIN documents d USING (doc_id) ORDER BY c.chunk_id"
+    for chunk_id, title, text, removed in db.execute(sql):
+        yield chunk_id, title, text, removed is not None
+
+
+def chunker_configs(db: sqlite3.Connection) -> list[str]:
+    """The distinct chunker config hashes the stored chunks were cut with."""
+    sql = "SELECT DISTINCT config_sha256 FROM chunks WHERE config_sha256 IS NOT NULL ORDER BY config_sha256"
+    return [row[0] for row in db.execute(sql)]
+
+
+def chunked_document_hashes(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(doc_id, content sha256) of every document that has chunks, by id: what a release's lineage hashes."""
+    sql = "SELECT doc_id, content_sha256 FROM documents WHERE doc_id IN (SELECT DISTINCT doc_id FROM chunks) ORDER BY doc_id"
+    return db.execute(sql).fetchall()
