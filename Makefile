@@ -11,7 +11,7 @@ export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 # the dense extra needs torch; this CPU build first, or pip takes the multi-GB CUDA build
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test bench clean
+.PHONY: demo test lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,12 @@ $(STAMP_DEV): pyproject.toml | $(BIN)/python
 demo: $(STAMP_BASE)
 	bash examples/demo.sh $(BIN)/testset-builder
 
-test: $(STAMP_DEV)
+# ruff: lint and format (line length 120, configured in pyproject.toml); make test runs it first
+lint: $(STAMP_DEV)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP_DEV)

@@ -29,18 +29,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 
-from testset_builder.config import default_config, load_config, make_client  # noqa: E402
-from testset_builder.config import ChunkingConfig  # noqa: E402
+from testset_builder.config import ChunkingConfig, ProposeConfig, resolve_config  # noqa: E402
 from testset_builder.corpus.ingest import ingest  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
 from testset_builder.export import read_qrels  # noqa: E402
+from testset_builder.llm.roles import open_roles  # noqa: E402
 from testset_builder.metrics.agreement import cohen_kappa, precision_recall  # noqa: E402
 from testset_builder.records import Query, QueryOrigin  # noqa: E402
 from testset_builder.retrieval import dense_available  # noqa: E402
 from testset_builder.retrieval.fusion import reciprocal_rank_fusion  # noqa: E402
+from testset_builder.retrieval.indexes import WorkspaceIndexes  # noqa: E402
 from testset_builder.retrieval.pool import pool, pool_recall  # noqa: E402
-from testset_builder.stages.judge import Judge, JudgePair, judgment_id  # noqa: E402
-from testset_builder.stages.propose import PoolSettings, Retrievers, propose  # noqa: E402
+from testset_builder.stages.judge import Judge, JudgePair  # noqa: E402
+from testset_builder.stages.propose import propose  # noqa: E402
 from testset_builder.stages.queries import QueryFile  # noqa: E402
 from testset_builder.store import open_workspace, rows  # noqa: E402
 
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
     with open_workspace(args.workspace) as ws:
         started = time.perf_counter()
         ingest(ws, load_sources([args.data]), ChunkingConfig(chunker="prechunked", size=1, overlap=0), [args.data])
-        retrievers = Retrievers(ws, names)
+        retrievers = WorkspaceIndexes(ws, names)
         queries = [Query(query_id=q, text=texts[q], origin=QueryOrigin.real) for q in test_ids]
         runs = retrievers.runs(queries, k=max(depths))
         print(
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
             print(" | ".join([str(depth), *(f"{row[n]:.3f}" for n in header[1:-1]), f"{row['pool_size']:.1f}"]))
 
         # 2. the judge ----------------------------------------------------------------------------------------
-        settings = load_config(args.config) if args.config else default_config()
+        settings = resolve_config(args.config)
         sample = sorted(
             random.Random(args.seed).sample(test_ids, min(args.queries, len(test_ids))),
             key=lambda q: int(q) if q.isdigit() else q,
@@ -122,18 +123,15 @@ def main(argv: list[str] | None = None) -> dict:
         query_file = QueryFile(queries=[q for q in queries if q.query_id in set(sample)])
 
         async def judge_sample():
-            async with make_client(settings.llm, ws, "bench-judge") as client:
-                judge = Judge(client, settings.llm.provider.model)
-                summary = await propose(
-                    ws,
-                    query_file,
-                    judge,
-                    PoolSettings(retrievers=names, depth=args.judge_depth, fused_depth=args.judge_depth),
+            async with open_roles(settings, ws, "bench-judge") as roles:
+                judge = Judge(roles.judge, settings.judging)
+                pool_settings = ProposeConfig(
+                    retrievers=list(names), depth=args.judge_depth, fused_depth=args.judge_depth
                 )
-                return summary, judge.identity
+                return await propose(ws, query_file, judge, pool_settings), judge
 
         clock = time.perf_counter()
-        summary, identity = asyncio.run(judge_sample())
+        summary, judge = asyncio.run(judge_sample())
         seconds = time.perf_counter() - clock
         pairs = {
             (c[0], c[1])
@@ -142,7 +140,10 @@ def main(argv: list[str] | None = None) -> dict:
             )
         }
         judgments = list(
-            rows.iter_judgments_by_id(ws.db, (judgment_id(JudgePair(q, "", c, ""), identity) for q, c in sorted(pairs)))
+            rows.iter_judgments_by_id(
+                ws.db,
+                (judge.judgment_id(JudgePair(q, texts[q], c, retrievers.passages[c])) for q, c in sorted(pairs)),
+            )
         )
         human = [j.chunk_id in relevant[j.query_id] for j in judgments]
         judged = [j.grade >= 1 for j in judgments]
@@ -156,8 +157,8 @@ def main(argv: list[str] | None = None) -> dict:
         in_pool = sum(human)
         pool_hits = sum(len(relevant[q]) for q in sample)
         report["judge"] = {
-            "provider": settings.llm.provider.kind,
-            "model": settings.llm.provider.model,
+            "provider": settings.judge_role().kind,
+            "model": settings.judge_role().model_name,
             "queries": len(sample),
             "depth": args.judge_depth,
             "pairs": len(judgments),

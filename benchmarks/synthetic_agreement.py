@@ -26,11 +26,11 @@ from scipy.stats import kendalltau
 ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 
-from testset_builder.config import default_config, load_config, make_client  # noqa: E402
-from testset_builder.config import ChunkingConfig  # noqa: E402
+from testset_builder.config import ChunkingConfig, resolve_config  # noqa: E402
 from testset_builder.corpus.ingest import ingest  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
 from testset_builder.export import read_qrels  # noqa: E402
+from testset_builder.llm.roles import open_roles  # noqa: E402
 from testset_builder.metrics import evaluate  # noqa: E402
 from testset_builder.records import passage_text  # noqa: E402
 from testset_builder.retrieval import BM25Index, DenseIndex, dense_available, reciprocal_rank_fusion  # noqa: E402
@@ -77,14 +77,14 @@ def main(argv: list[str] | None = None) -> dict:
     texts = {q["_id"]: q["text"] for q in map(json.loads, (args.data / "queries.jsonl").open(encoding="utf-8"))}
     human_ids = human.query_ids()
 
-    settings = load_config(args.config) if args.config else default_config()
-    synth = settings.synthesize.model_copy(update={"questions": args.questions, "seed": args.seed, "mine": args.mine})
+    overrides = {"synthesize.questions": args.questions, "synthesize.seed": args.seed, "synthesize.mine": args.mine}
+    settings = resolve_config(args.config, overrides)
     with open_workspace(args.workspace) as ws:
         ingest(ws, load_sources([args.data]), ChunkingConfig(chunker="prechunked", size=1, overlap=0), [args.data])
 
         async def build():
-            async with make_client(settings.llm, ws, "bench-synthesize") as client:
-                return await synthesize(ws, client, settings.llm.provider.model, synth)
+            async with open_roles(settings, ws, "bench-synthesize") as roles:
+                return await synthesize(ws, roles, settings.synthesize, judging=settings.judging)
 
         clock = time.perf_counter()
         summary = asyncio.run(build())
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
     made = summary.made + summary.already_made
     print(
         f"synthetic set: {made} of {args.questions} questions with "
-        f"{settings.llm.provider.kind}:{settings.llm.provider.model} in {seconds:.1f} s "
+        f"{settings.generator_role().kind}:{settings.generator_role().model_name} in {seconds:.1f} s "
         f"({summary.calls} calls, {summary.cache_hits} cached); styles {summary.styles}; removed {summary.removed}"
     )
     if summary.shortfall:

@@ -14,12 +14,12 @@ echo "   (run it again: unchanged documents are skipped)"
 echo
 echo "== synthesize: six questions from the docs, written by the local model; each labels its source chunk, and the judge looks for other chunks that answer it =="
 # exit code 3 means it finished with fewer questions than asked and said why: the demo goes on
-"$cli" synthesize --workspace "$workspace" --config "$here/../configs/quickstart.yaml" --questions 6 || [ $? -eq 3 ]
+"$cli" synthesize --workspace "$workspace" --config quickstart --questions 6 || [ $? -eq 3 ]
 echo
 echo "== propose: pool candidates (BM25, plus dense if installed) for five real-looking queries; the local model grades them (no key, no network) =="
-"$cli" propose --queries "$here/queries.txt" --workspace "$workspace" --config "$here/../configs/quickstart.yaml" --depth 5
+"$cli" propose --queries "$here/queries.txt" --workspace "$workspace" --config quickstart --depth 5
 echo "   (run it again: every pair is already judged, nothing is paid twice)"
-"$cli" propose --queries "$here/queries.txt" --workspace "$workspace" --config "$here/../configs/quickstart.yaml" --depth 5
+"$cli" propose --queries "$here/queries.txt" --workspace "$workspace" --config quickstart --depth 5
 echo "   (what a reviewer would look at first)"
 "$cli" queue --workspace "$workspace" --limit 5
 echo

@@ -28,6 +28,7 @@ class FaultServer:
         answer: Callable[[dict], str] = default_answer,
         latency: float = 0.0,
         requests_per_minute: float | None = None,
+        usage: tuple[int, int] = (11, 7),
     ) -> None:
         self.schedule = list(schedule or [])
         # a per-minute limit enforced as a rate with one second of burst, as providers do; excess gets 429
@@ -36,6 +37,7 @@ class FaultServer:
         self._allowance_at = time.monotonic()
         self.rejected = 0
         self.answer = answer
+        self.usage = usage
         self.latency = latency
         self.requests: list[dict] = []
         self._lock = threading.Lock()
@@ -118,6 +120,11 @@ class FaultServer:
     def anthropic_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    usage: tuple[int, int] = (11, 7)  # (input, output) tokens every answer reports
+
+    def openai_usage(self) -> dict:
+        return {"prompt_tokens": self.usage[0], "completion_tokens": self.usage[1], "total_tokens": sum(self.usage)}
+
     def reply(self, path: str, body: dict) -> dict:
         text = self.answer(body)
         if path.endswith("/chat/completions"):
@@ -127,7 +134,7 @@ class FaultServer:
                 "created": 0,
                 "model": body["model"],
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+                "usage": self.openai_usage(),
             }
         if path.endswith("/completions"):
             return {
@@ -136,7 +143,7 @@ class FaultServer:
                 "created": 0,
                 "model": body["model"],
                 "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
-                "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+                "usage": self.openai_usage(),
             }
         if path.endswith("/messages"):
             content = [{"type": "text", "text": text}]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES
@@ -145,3 +147,98 @@ def test_the_installed_command_sets_the_process_exit_code():
         [sys.executable, "-m", "testset_builder", "compare", "--help"], capture_output=True, text=True
     )
     assert help_text.returncode == EXIT_OK and "baseline" in help_text.stdout
+
+
+def _setup_mistake(kind: str, tmp_path: Path) -> tuple[list[str], str]:
+    """A user mistake and the file or option its one-line message must name."""
+    if kind == "corrupt parquet source":
+        (tmp_path / "corpus.parquet").write_bytes(b"not parquet at all")
+        return [
+            "chunk",
+            str(tmp_path / "corpus.parquet"),
+            "--workspace",
+            str(tmp_path / "ws"),
+        ], "corpus.parquet: cannot read as Parquet"
+    if kind == "per-query into a missing folder":
+        return [
+            "score",
+            "--qrels",
+            QRELS,
+            "--run",
+            BM25,
+            "--per-query",
+            str(tmp_path / "nope" / "q.csv"),
+        ], "--per-query: no such folder"
+    if kind == "a release directory without a manifest":
+        (tmp_path / "rel").mkdir()
+        return [
+            "score",
+            "--release",
+            str(tmp_path / "rel"),
+            "--run",
+            BM25,
+        ], "rel: not a release directory (no manifest.json)"
+    if kind == "an MTEB directory missing _id":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        (tmp_path / "set" / "hf" / "qrels").mkdir(parents=True)
+        pq.write_table(pa.table({"id": ["d1"], "text": ["hello"]}), tmp_path / "set" / "hf" / "corpus.parquet")
+        pq.write_table(pa.table({"_id": ["q1"], "text": ["hi?"]}), tmp_path / "set" / "hf" / "queries.parquet")
+        qrels = pa.table({"query-id": ["q1"], "corpus-id": ["d1"], "score": [1]})
+        pq.write_table(qrels, tmp_path / "set" / "hf" / "qrels" / "test.parquet")
+        return ["import", str(tmp_path / "set"), "--workspace", str(tmp_path / "ws")], "corpus.parquet: no column '_id'"
+    if kind == "an unknown bundled config":
+        return ["config", "speedy"], "no config 'speedy': give a file, or one of anthropic, openai, quickstart"
+    if kind == "a config flag out of range":
+        return ["chunk", str(EXAMPLES), "--size", "50", "--overlap", "80", "--workspace", str(tmp_path / "ws")], (
+            "invalid setting: chunking: overlap (80) must be smaller than size (50)"
+        )
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "corrupt parquet source",
+        "per-query into a missing folder",
+        "a release directory without a manifest",
+        "an MTEB directory missing _id",
+        "an unknown bundled config",
+        "a config flag out of range",
+    ],
+)
+def test_a_user_mistake_exits_1_with_one_line_naming_the_file_or_option(kind, tmp_path, capsys):
+    args, message = _setup_mistake(kind, tmp_path)
+    code, _, err = run_cli(capsys, *args)
+    assert code == EXIT_BAD_INPUT, err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_push_while_the_hub_cannot_be_reached_is_a_clear_error_not_a_bug(tmp_path):
+    from testset_builder.records import Chunk, Document, Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
+    from testset_builder.stages.release import write_release
+    from testset_builder.store import open_workspace, rows
+
+    with open_workspace(tmp_path / "ws") as ws, ws.transaction() as db:
+        rows.put_documents(db, [Document(doc_id="d", text="some text")])
+        rows.put_chunks(db, [Chunk(chunk_id="c", doc_id="d", text="some text", start=0, end=9)])
+        rows.put_queries(db, [Query(query_id="q", text="what text?", origin=QueryOrigin.real)])
+        label = Judgment(
+            judgment_id="j",
+            query_id="q",
+            chunk_id="c",
+            grade=2,
+            source=JudgmentSource.human,
+            reviewer="ann",
+            status=JudgmentStatus.final,
+        )
+        rows.add_judgments(db, [label])
+    with open_workspace(tmp_path / "ws") as ws:
+        write_release(ws, "1.0.0")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env["HF_ENDPOINT"] = "http://127.0.0.1:9"  # nothing listens there
+    args = ["push", "--version", "1.0.0", "--repo-id", "acme/set", "--workspace", str(tmp_path / "ws")]
+    done = subprocess.run([sys.executable, "-m", "testset_builder", *args], env=env, capture_output=True, text=True)
+    assert done.returncode == EXIT_BAD_INPUT and "internal error" not in done.stderr
+    assert "cannot reach the hub at http://127.0.0.1:9" in done.stderr

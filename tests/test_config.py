@@ -88,12 +88,12 @@ def test_the_judge_defaults_to_the_generator_and_a_partial_judge_changes_only_wh
 
 
 def test_a_judge_without_a_model_for_its_own_provider_is_refused_at_load(tmp_path):
-    with pytest.raises(InputError, match="judge: .*needs a model name"):
+    with pytest.raises(InputError, match=r"judge: .*needs a model name"):
         load_config(write(tmp_path, "generator: {kind: openai, model: m}\njudge: {kind: anthropic}\n"))
 
 
 def test_the_local_provider_refuses_a_model_it_would_ignore(tmp_path):
-    with pytest.raises(InputError, match="kind local runs the packaged gemma-3-270m or a .gguf file"):
+    with pytest.raises(InputError, match=r"kind local runs the packaged gemma-3-270m or a \.gguf file"):
         load_config(write(tmp_path, "generator: {kind: local, model: llama-3-8b}\n"))
     gguf = load_config(write(tmp_path, "generator: {kind: local, model: /models/qwen2.5-0.5b.gguf}\n", "g.yaml"))
     assert gguf.generator_role().model_name == "qwen2.5-0.5b"

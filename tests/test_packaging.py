@@ -55,7 +55,9 @@ def test_every_error_class_lives_in_errors_py():
         f"{path.relative_to(ROOT)}: {match}"
         for path in PACKAGE.rglob("*.py")
         if path.name != "errors.py"
-        for match in re.findall(r"^class (\w+)\((?:\w*Error|TestsetBuilderError)\)", path.read_text(encoding="utf-8"), re.M)
+        for match in re.findall(
+            r"^class (\w+)\((?:\w*Error|TestsetBuilderError)\)", path.read_text(encoding="utf-8"), re.M
+        )
     ]
     assert not offenders
 
@@ -68,19 +70,33 @@ def test_a_wheel_installed_in_a_fresh_venv_runs_chunk_synthesize_and_release_wit
     source.mkdir()
     for part in ("pyproject.toml", "README.md", "testset_builder", "configs", "prompts"):
         copy = shutil.copytree if (ROOT / part).is_dir() else shutil.copy2
-        copy(ROOT / part, source / part, **({"ignore": shutil.ignore_patterns("__pycache__")} if (ROOT / part).is_dir() else {}))
+        copy(
+            ROOT / part,
+            source / part,
+            **({"ignore": shutil.ignore_patterns("__pycache__")} if (ROOT / part).is_dir() else {}),
+        )
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(source)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(source)], check=True
+    )
     (wheel,) = dist.glob("testset_builder-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for packaged in ("configs/quickstart.yaml", "configs/prices.yaml", "prompts/judge/umbrela-chat.md", "prompts/synthesize/chat.md"):
+    for packaged in (
+        "configs/quickstart.yaml",
+        "configs/prices.yaml",
+        "prompts/judge/umbrela-chat.md",
+        "prompts/synthesize/chat.md",
+    ):
         assert f"testset_builder/bundled/{packaged}" in names
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     # the dependencies come from this environment's site-packages, appended to the path (its .pth files, among them
     # this checkout's editable finder, are not read); the package itself only from the wheel

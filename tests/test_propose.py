@@ -10,7 +10,7 @@ import pytest
 from fake_provider import FakeProvider, digit_completion
 
 from testset_builder.cli import main
-from testset_builder.config import ProposeConfig
+from testset_builder.config import JudgingConfig, ProposeConfig
 from testset_builder.errors import InputError
 from testset_builder.llm import LLMClient, PriceTable, Usage
 from testset_builder.llm.roles import Role
@@ -154,6 +154,30 @@ def test_propose_pools_judges_and_queues_every_pair_and_a_rerun_spends_nothing(w
     assert len(provider.history) == pairs and again.judging.judged == 0 and again.judging.already_judged == pairs
     assert again.new_queries == 0 and again.judging.queued == 0 and again.judging.grades == summary.judging.grades
     assert len(list(rows.iter_judgments(workspace.db))) == pairs
+
+
+def test_changing_what_the_judge_sends_judges_again_and_changing_nothing_judges_nothing(workspace, tmp_path):
+    queries = read_queries(write(tmp_path / "q.txt", "\n".join(QUERIES)))
+    provider = FakeProvider(relevance_by_overlap)
+    client = LLMClient(provider, workspace, "propose")
+
+    def judged_with(settings: JudgingConfig):
+        before = len(provider.history)
+        summary = run_propose(workspace, queries, Judge(Role(client, "fake-model"), settings), depth=4)
+        return summary.judging, len(provider.history) - before
+
+    first, calls = judged_with(JudgingConfig())
+    assert first.judged == first.pairs == calls > 0
+    unchanged, calls = judged_with(JudgingConfig())
+    assert (unchanged.judged, unchanged.already_judged, calls) == (0, first.pairs, 0)
+    clipped, calls = judged_with(JudgingConfig(max_passage_chars=150))  # the docs' chunks are longer than that
+    assert clipped.judged == first.pairs == calls and all(
+        "..." in r.prompt.rsplit("Passage: ", 1)[1] for r in provider.history[-calls:]
+    )
+    without_logprobs, calls = judged_with(JudgingConfig(logprobs=False))
+    assert without_logprobs.judged == first.pairs == calls
+    assert all(r.top_logprobs is None for r in provider.history[-calls:])
+    assert len(list(rows.iter_judgments(workspace.db))) == 3 * first.pairs
 
 
 def test_a_query_id_reused_with_another_text_is_refused(workspace, tmp_path):

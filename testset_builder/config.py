@@ -64,7 +64,9 @@ class ProviderConfig(Strict):
                 raise ValueError(f"a {self.kind} provider needs a model name (model: ...)")
             return self
         if self.base_url:
-            raise ValueError("kind local starts its own server; for a server already running use kind openai with base_url")
+            raise ValueError(
+                "kind local starts its own server; for a server already running use kind openai with base_url"
+            )
         if self.model is None:
             return self.model_copy(update={"model": LOCAL_MODEL})
         if self.model != LOCAL_MODEL and not self.model.endswith(".gguf"):
@@ -73,7 +75,6 @@ class ProviderConfig(Strict):
                 "for a model behind a server use kind openai with base_url"
             )
         return self
-
 
     @property
     def model_name(self) -> str:
@@ -146,7 +147,10 @@ class ChunkingConfig(Strict):
     def chunker_sha256(self) -> str:
         """Identifies how chunks were cut (stored on each chunk: a change re-chunks every document). The text
         hashed is what earlier versions hashed, so upgrading does not re-chunk a corpus."""
-        text = f"ChunkerConfig(kind={self.chunker!r}, size={self.size!r}, overlap={self.overlap!r}, encoding={self.encoding!r})"
+        text = (
+            f"ChunkerConfig(kind={self.chunker!r}, size={self.size!r}, overlap={self.overlap!r}, "
+            f"encoding={self.encoding!r})"
+        )
         return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -203,7 +207,9 @@ class ProposeConfig(Strict):
         names = [value] if isinstance(value, str) else value
         unknown = [name for name in names if name not in RETRIEVERS]
         if unknown or not names:
-            raise ValueError(f"unknown retriever {', '.join(map(repr, unknown)) or '(none)'}; use bm25, dense or both (or auto)")
+            raise ValueError(
+                f"unknown retriever {', '.join(map(repr, unknown)) or '(none)'}; use bm25, dense or both (or auto)"
+            )
         return names
 
 
@@ -294,8 +300,8 @@ def bundled_config(name: str) -> Config:
 def load_config(source: str | Path) -> Config:
     """A config file; relative paths in it are taken from the file's folder. A bundled config's name works too."""
     path = Path(source)
-    if not path.exists() and path.suffix == "" and str(source) in bundled.config_names():
-        return bundled_config(str(source))
+    if not path.exists() and path.suffix == "" and "/" not in str(source):
+        return bundled_config(str(source))  # a bundled config's name (or a clear error listing them)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:

@@ -21,6 +21,22 @@ def _api():
     return HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None, token=os.environ.get("HF_TOKEN") or None)
 
 
+def _endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+
+
+NETWORK_LIBRARIES = {"httpx", "httpx2", "httpcore", "requests", "urllib3"}
+
+
+def network_failure(error: BaseException) -> bool:
+    """Whether the hub client failed to reach the hub: an OS-level connection error, or a transport error of the
+    HTTP library it uses (httpx, its fork httpx2, or requests, by version), recognised by the library it comes
+    from rather than by importing each."""
+    if isinstance(error, (OSError, TimeoutError)):
+        return True
+    return any(cls.__module__.split(".")[0] in NETWORK_LIBRARIES for cls in type(error).__mro__)
+
+
 def push_release(release: LoadedRelease, repo_id: str, private: bool = False) -> dict:
     """Create the dataset repository if needed, upload the release folder in one commit, and tag it."""
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
@@ -50,6 +66,12 @@ def push_release(release: LoadedRelease, repo_id: str, private: bool = False) ->
     except HfHubHTTPError as error:
         status = error.response.status_code if error.response is not None else "?"
         raise HubError(f"the hub answered {status}: {str(error).splitlines()[0]}") from None
+    except Exception as error:
+        if network_failure(error):
+            raise HubError(
+                f"cannot reach the hub at {_endpoint()} ({type(error).__name__}: {error}); check the network"
+            ) from None
+        raise
     return {"repo_id": repo_id, "repo_url": str(repo), "commit": commit.oid, "tag": tag, "version": release.version}
 
 
@@ -63,12 +85,25 @@ def load(source: str | Path, verify: bool = True) -> LoadedRelease:
         raise InputError(f"{text!r} is neither a release directory nor ORG/NAME@vVERSION")
     repo_id, revision = text.rsplit("@", 1)
     from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
-    folder = snapshot_download(
-        repo_id,
-        repo_type="dataset",
-        revision=revision,
-        endpoint=os.environ.get("HF_ENDPOINT") or None,
-        token=os.environ.get("HF_TOKEN") or None,
-    )
+    try:
+        folder = snapshot_download(
+            repo_id,
+            repo_type="dataset",
+            revision=revision,
+            endpoint=os.environ.get("HF_ENDPOINT") or None,
+            token=os.environ.get("HF_TOKEN") or None,
+        )
+    except LocalEntryNotFoundError:
+        raise HubError(f"{text} is not in the local cache and the hub cannot be reached (HF_HUB_OFFLINE?)") from None
+    except HfHubHTTPError as error:
+        status = error.response.status_code if error.response is not None else "?"
+        raise HubError(f"the hub answered {status} for {text}: {str(error).splitlines()[0]}") from None
+    except Exception as error:
+        if network_failure(error):
+            raise HubError(
+                f"cannot reach the hub at {_endpoint()} ({type(error).__name__}); check the network"
+            ) from None
+        raise
     return load_release(Path(folder), verify=verify)

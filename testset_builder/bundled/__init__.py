@@ -26,4 +26,8 @@ def prompt_files() -> Traversable:
 
 def config_names() -> list[str]:
     """Names a user can pass to ``--config`` instead of a path (every bundled config but the price table)."""
-    return sorted(p.name[: -len(".yaml")] for p in config_files().iterdir() if p.name.endswith(".yaml") and p.name != "prices.yaml")
+    return sorted(
+        p.name[: -len(".yaml")]
+        for p in config_files().iterdir()
+        if p.name.endswith(".yaml") and p.name != "prices.yaml"
+    )

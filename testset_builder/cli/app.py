@@ -72,7 +72,10 @@ SeedOption = Annotated[int, typer.Option("--seed", help="Seed for bootstrap and 
 WorkspaceOption = Annotated[
     Path | None,
     typer.Option(
-        "--workspace", "-w", help="The workspace directory (default: the config's workspace, testset).", show_default=False
+        "--workspace",
+        "-w",
+        help="The workspace directory (default: the config's workspace, testset).",
+        show_default=False,
     ),
 ]
 ConfigOption = Annotated[
@@ -89,7 +92,10 @@ ConfigOption = Annotated[
 MaxCostOption = Annotated[
     float | None,
     typer.Option(
-        "--max-cost-usd", min=0.0, help="Stop before LLM spending could pass this (limits.max_cost_usd).", show_default=False
+        "--max-cost-usd",
+        min=0.0,
+        help="Stop before LLM spending could pass this (limits.max_cost_usd).",
+        show_default=False,
     ),
 ]
 BatchOption = Annotated[
@@ -117,7 +123,9 @@ IdFieldOption = Annotated[
 TextFieldOption = Annotated[
     str | None,
     typer.Option(
-        "--text-field", help="Field or column holding the query text (default: text, query or question).", show_default=False
+        "--text-field",
+        help="Field or column holding the query text (default: text, query or question).",
+        show_default=False,
     ),
 ]
 VersionArgument = Annotated[str, typer.Argument(help="A released version (1.0.0), or latest.", show_default=False)]
@@ -154,7 +162,10 @@ def settings(config: str | None, workspace: Path | None = None, **overrides: Any
 
 
 def _waiting(holder: str) -> None:
-    err.print(f"[yellow]waiting:[/] the workspace is in use by {escape(holder)}; this run goes on when it ends", highlight=False)
+    err.print(
+        f"[yellow]waiting:[/] the workspace is in use by {escape(holder)}; this run goes on when it ends",
+        highlight=False,
+    )
 
 
 def open_workspace_for(config, create: bool = False):
@@ -257,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         error.show(file=sys.stderr)
         return EXIT_BAD_INPUT
     except TestsetBuilderError as error:
-        err.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)  # one line, unfolded
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         err.print("interrupted: what was finished is kept; rerun to go on")

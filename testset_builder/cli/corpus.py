@@ -47,7 +47,8 @@ def chunk(
     sources: Annotated[
         list[Path],
         typer.Argument(
-            help="Folders, files, globs, .jsonl or .parquet files, or BEIR folders (with corpus.jsonl).", show_default=False
+            help="Folders, files, globs, .jsonl or .parquet files, or BEIR folders (with corpus.jsonl).",
+            show_default=False,
         ),
     ],
     workspace: WorkspaceOption = None,
@@ -64,23 +65,36 @@ def chunk(
     size: Annotated[
         int | None,
         typer.Option(
-            "--size", min=1, help="Largest chunk: characters, or tokens for --chunker tokens (default 1000).", show_default=False
+            "--size",
+            min=1,
+            help="Largest chunk: characters, or tokens for --chunker tokens (default 1000).",
+            show_default=False,
         ),
     ] = None,
     overlap: Annotated[
         int | None,
         typer.Option(
-            "--overlap", min=0, help="Text repeated between neighbouring chunks, same unit as --size (default 100).", show_default=False
+            "--overlap",
+            min=0,
+            help="Text repeated between neighbouring chunks, same unit as --size (default 100).",
+            show_default=False,
         ),
     ] = None,
     id_field: Annotated[
-        str | None, typer.Option("--id-field", help="JSONL/dataset field holding the document id (default _id).", show_default=False)
+        str | None,
+        typer.Option(
+            "--id-field", help="JSONL/dataset field holding the document id (default _id).", show_default=False
+        ),
     ] = None,
     text_field: Annotated[
-        str | None, typer.Option("--text-field", help="JSONL/dataset field holding the text (default text).", show_default=False)
+        str | None,
+        typer.Option("--text-field", help="JSONL/dataset field holding the text (default text).", show_default=False),
     ] = None,
     title_field: Annotated[
-        str | None, typer.Option("--title-field", help="JSONL/dataset field holding the title (default title).", show_default=False)
+        str | None,
+        typer.Option(
+            "--title-field", help="JSONL/dataset field holding the title (default title).", show_default=False
+        ),
     ] = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Stop at the first unreadable file or line instead of skipping it.")
@@ -110,7 +124,11 @@ def chunk(
     )
     chunking = resolved.chunking
     loaded = load_sources(
-        sources, strict=strict, id_field=chunking.id_field, text_field=chunking.text_field, title_field=chunking.title_field
+        sources,
+        strict=strict,
+        id_field=chunking.id_field,
+        text_field=chunking.text_field,
+        title_field=chunking.title_field,
     )
     with (
         open_workspace_for(resolved, create=True) as ws,

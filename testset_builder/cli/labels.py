@@ -56,39 +56,61 @@ def synthesize(
     questions: Annotated[
         int | None,
         typer.Option(
-            "--questions", "-n", min=1, help="Questions to make: exactly this many, or a statement of why fewer (default 100).",
+            "--questions",
+            "-n",
+            min=1,
+            help="Questions to make: exactly this many, or a statement of why fewer (default 100).",
             show_default=False,
         ),
     ] = None,
     per_chunk: Annotated[
-        int | None, typer.Option("--per-chunk", min=1, help="Questions asked of each sampled chunk (default 1).", show_default=False)
+        int | None,
+        typer.Option(
+            "--per-chunk", min=1, help="Questions asked of each sampled chunk (default 1).", show_default=False
+        ),
     ] = None,
     styles: Annotated[
         str | None,
         typer.Option(
             "--styles",
-            help="Style shares, e.g. natural=0.4,keyword=0.2,paraphrase=0.2,multi=0.2 (multi: two related chunks, both labelled).",
+            help="Style shares, e.g. natural=0.4,keyword=0.2,paraphrase=0.2,multi=0.2 "
+            "(multi: two related chunks, both labelled).",
             show_default=False,
         ),
     ] = None,
     seed: Annotated[
         int | None,
-        typer.Option("--seed", help="Seed for sampling and generation (default 0); another seed makes another set.", show_default=False),
+        typer.Option(
+            "--seed",
+            help="Seed for sampling and generation (default 0); another seed makes another set.",
+            show_default=False,
+        ),
     ] = None,
     critic: Annotated[
         bool | None,
-        typer.Option("--critic/--no-critic", help="The judge checks that the source chunk answers each question (default on).", show_default=False),
+        typer.Option(
+            "--critic/--no-critic",
+            help="The judge checks that the source chunk answers each question (default on).",
+            show_default=False,
+        ),
     ] = None,
     round_trip: Annotated[
         int | None,
         typer.Option(
-            "--round-trip", min=1, help="Keep a question only if BM25 ranks its source in the top K. Biases the set toward BM25: off by default.",
+            "--round-trip",
+            min=1,
+            help="Keep a question only if BM25 ranks its source in the top K. Biases the set toward BM25: "
+            "off by default.",
             show_default=False,
         ),
     ] = None,
     mine: Annotated[
         bool | None,
-        typer.Option("--mine/--no-mine", help="Judge each question's top other chunks and queue the relevant ones for review (default on).", show_default=False),
+        typer.Option(
+            "--mine/--no-mine",
+            help="Judge each question's top other chunks and queue the relevant ones for review (default on).",
+            show_default=False,
+        ),
     ] = None,
     max_cost_usd: MaxCostOption = None,
     batch: BatchOption = False,
@@ -125,7 +147,13 @@ def synthesize(
             "synthesize",
             json_output,
             lambda roles, progress: run_synthesize(
-                ws, roles, resolved.synthesize, judging=resolved.judging, prompts=prompts, progress=progress, batch=batch
+                ws,
+                roles,
+                resolved.synthesize,
+                judging=resolved.judging,
+                prompts=prompts,
+                progress=progress,
+                batch=batch,
             ),
         )
     if json_output:
@@ -158,7 +186,9 @@ def _print_synthesis(summary, resolved) -> None:
     skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(summary.chunks_skipped.items())) or "none"
     made = summary.made + summary.already_made
     generated = f"generated {summary.generated} ({summary.generation_failed} failed"
-    generated += f", {summary.not_generated_budget} not asked for lack of budget)" if summary.not_generated_budget else ")"
+    generated += (
+        f", {summary.not_generated_budget} not asked for lack of budget)" if summary.not_generated_budget else ")"
+    )
     held = f"; {summary.critic_failed} held back: their critic judgment failed" if summary.critic_failed else ""
     lines = [
         f"{made} of {summary.requested} questions ({summary.made} new, {summary.already_made} already made): "
@@ -178,7 +208,8 @@ def _print_synthesis(summary, resolved) -> None:
         )
     lines.append(
         f"LLM: {summary.calls} calls ({summary.cache_hits} from the cache), {summary.input_tokens} input and "
-        f"{summary.output_tokens} output tokens, ${summary.cost_usd:.4f}; {summary.seconds:.1f} s -> {resolved.workspace}"
+        f"{summary.output_tokens} output tokens, ${summary.cost_usd:.4f}; {summary.seconds:.1f} s -> "
+        f"{resolved.workspace}"
     )
     for line in lines:
         out.print(line, highlight=False)
@@ -203,23 +234,32 @@ def propose(
     retrievers: Annotated[
         str | None,
         typer.Option(
-            "--retrievers", help="auto (BM25, plus dense when the dense extra is installed), bm25, dense, or bm25,dense.",
+            "--retrievers",
+            help="auto (BM25, plus dense when the dense extra is installed), bm25, dense, or bm25,dense.",
             show_default=False,
         ),
     ] = None,
-    depth: Annotated[int | None, typer.Option("--depth", min=1, help="Each retriever's top k in the pool (default 20).", show_default=False)] = None,
+    depth: Annotated[
+        int | None,
+        typer.Option("--depth", min=1, help="Each retriever's top k in the pool (default 20).", show_default=False),
+    ] = None,
     fused_depth: Annotated[
         int | None,
         typer.Option(
-            "--fused-depth", min=1, help="The RRF fusion's top k in the pool, with two or more retrievers (default: --depth).",
+            "--fused-depth",
+            min=1,
+            help="The RRF fusion's top k in the pool, with two or more retrievers (default: --depth).",
             show_default=False,
         ),
     ] = None,
-    judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Grade the pool with the LLM judge, or only pool.")] = True,
+    judge: Annotated[
+        bool, typer.Option("--judge/--no-judge", help="Grade the pool with the LLM judge, or only pool.")
+    ] = True,
     max_cost_usd: MaxCostOption = None,
     batch: BatchOption = False,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Stop at the first unreadable line of the queries file instead of skipping it.")
+        bool,
+        typer.Option("--strict", help="Stop at the first unreadable line of the queries file instead of skipping it."),
     ] = False,
     json_output: JsonOption = False,
 ) -> None:
@@ -258,7 +298,12 @@ def propose(
                 "propose",
                 json_output,
                 lambda roles, progress: run_propose(
-                    ws, query_file, Judge(roles.judge, resolved.judging, prompts), resolved.propose, batch=batch, progress=progress
+                    ws,
+                    query_file,
+                    Judge(roles.judge, resolved.judging, prompts),
+                    resolved.propose,
+                    batch=batch,
+                    progress=progress,
                 ),
             )
     if json_output:
@@ -331,7 +376,9 @@ def audit(
             writer.writerow(["query-id", "corpus-id", "label", "judge", "confidence", "rationale"])
             for d in summary.disagreements:
                 confidence = "" if d["confidence"] is None else f"{d['confidence']:.3f}"
-                writer.writerow([d["query_id"], d["chunk_id"], d["label"], d["judge"], confidence, d["rationale"] or ""])
+                writer.writerow(
+                    [d["query_id"], d["chunk_id"], d["label"], d["judge"], confidence, d["rationale"] or ""]
+                )
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         exit_for(summary.judging.incomplete)

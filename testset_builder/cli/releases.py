@@ -15,11 +15,20 @@ from .app import ConfigOption, JsonOption, VersionArgument, WorkspaceOption, app
 def release(
     version: Annotated[
         str | None,
-        typer.Option("--version", "-v", help="The new version, semantic (1.0.0); an existing version is refused.", show_default=False),
+        typer.Option(
+            "--version",
+            "-v",
+            help="The new version, semantic (1.0.0); an existing version is refused.",
+            show_default=False,
+        ),
     ] = None,
     bump: Annotated[
         str | None,
-        typer.Option("--bump", help="Instead of --version: raise the latest release's major, minor or patch number.", show_default=False),
+        typer.Option(
+            "--bump",
+            help="Instead of --version: raise the latest release's major, minor or patch number.",
+            show_default=False,
+        ),
     ] = None,
     workspace: WorkspaceOption = None,
     config: ConfigOption = None,
@@ -27,24 +36,37 @@ def release(
         bool | None,
         typer.Option(
             "--include-unverified/--verified-only",
-            help="Also release LLM proposals no human has verified (marked llm-unverified). Config: release.include_unverified.",
+            help="Also release LLM proposals no human has verified (marked llm-unverified). "
+            "Config: release.include_unverified.",
             show_default=False,
         ),
     ] = None,
     adjudicator: Annotated[
-        str | None, typer.Option("--adjudicator", help="Reviewer whose verdict breaks a tie between reviewers.", show_default=False)
+        str | None,
+        typer.Option(
+            "--adjudicator", help="Reviewer whose verdict breaks a tie between reviewers.", show_default=False
+        ),
     ] = None,
     parent: Annotated[
-        str | None, typer.Option("--parent", help="Parent version (default: the highest lower version).", show_default=False)
+        str | None,
+        typer.Option("--parent", help="Parent version (default: the highest lower version).", show_default=False),
     ] = None,
     notes: Annotated[str, typer.Option("--notes", help="Release notes, kept in the manifest.")] = "",
     name: Annotated[
         str | None,
-        typer.Option("--name", help="The set's name in the dataset card (default: the workspace's directory name).", show_default=False),
+        typer.Option(
+            "--name",
+            help="The set's name in the dataset card (default: the workspace's directory name).",
+            show_default=False,
+        ),
     ] = None,
     license_id: Annotated[
         str | None,
-        typer.Option("--license", help="License identifier for the dataset card (the corpus's license decides it; default other).", show_default=False),
+        typer.Option(
+            "--license",
+            help="License identifier for the dataset card (the corpus's license decides it; default other).",
+            show_default=False,
+        ),
     ] = None,
     json_output: JsonOption = False,
 ) -> None:
@@ -86,7 +108,9 @@ def release(
         highlight=False,
     )
     if summary.same_as_parent:
-        out.print(f"[yellow]note:[/] the content equals its parent {summary.parent_version}'s: nothing changed since then")
+        out.print(
+            f"[yellow]note:[/] the content equals its parent {summary.parent_version}'s: nothing changed since then"
+        )
 
 
 @app.command()
@@ -165,7 +189,9 @@ def push(
     from ..hub import push_release
     from ..stages.release import load_release, release_dir
 
-    result = push_release(load_release(release_dir(settings(config, workspace).workspace, version)), repo_id, private=private)
+    result = push_release(
+        load_release(release_dir(settings(config, workspace).workspace, version)), repo_id, private=private
+    )
     if json_output:
         print(json.dumps(result, indent=2))
         return
@@ -208,7 +234,9 @@ def import_set(
     resolved = settings(config, workspace)
     with open_workspace_for(resolved, create=True) as ws:
         summary = import_labelled_set(ws, source, queries)
-        released = write_release(ws, version, resolved.release, notes=f"imported from {source.name}") if version else None
+        released = (
+            write_release(ws, version, resolved.release, notes=f"imported from {source.name}") if version else None
+        )
     if json_output:
         print(json.dumps({**summary.as_dict(), "release": released.as_dict() if released else None}, indent=2))
         return

@@ -16,11 +16,11 @@ from .app import (
     PerQueryOption,
     ReleaseOption,
     SeedOption,
+    app,
     labels_from,
+    out,
     release_from,
     renamed,
-    app,
-    out,
 )
 
 

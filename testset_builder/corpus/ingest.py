@@ -81,7 +81,9 @@ def _ingest(
                 else:
                     summary.changed += 1
                 put_documents(tx, [document])
-                added, removed = stored.put_document_chunks(tx, document.doc_id, chunk_document(document, config), config_hash)
+                added, removed = stored.put_document_chunks(
+                    tx, document.doc_id, chunk_document(document, config), config_hash
+                )
                 summary.chunks_added += added
                 summary.chunks_removed += removed
             if progress:

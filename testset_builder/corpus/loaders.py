@@ -8,6 +8,7 @@ line, and the rest is loaded. ``strict=True`` raises :class:`InputError` on the 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -243,36 +244,47 @@ def load_hf(
     split: str | None = None,
     strict: bool = False,
 ) -> LoadResult:
-    """A ``datasets.Dataset``, or a path / parquet file / hub name for ``datasets.load_dataset`` (offline: local)."""
+    """A ``datasets.Dataset``, a ``.parquet`` file (read with pyarrow), or a saved dataset's folder or a hub name
+    for ``datasets.load_dataset`` (offline: local). A file or dataset that cannot be read is an :class:`InputError`
+    naming it."""
     import datasets
 
-    if not isinstance(dataset, datasets.Dataset):
+    if isinstance(dataset, datasets.Dataset):
+        source, rows = dataset.info.dataset_name or "dataset", iter(dataset)
+    elif str(dataset).endswith(".parquet"):
+        source, rows = str(dataset), iter(_parquet_rows(Path(dataset)))
+    else:
         source = str(dataset)
-        if source.endswith(".parquet"):
-            dataset = datasets.load_dataset("parquet", data_files=source, split=split or "train")
-        else:
+        try:
             loaded = datasets.load_dataset(source, split=split) if split else datasets.load_dataset(source)
-            dataset = loaded if isinstance(loaded, datasets.Dataset) else loaded[next(iter(loaded))]
+        except Exception as error:  # datasets raises many kinds; each means "not a dataset we can read"
+            raise InputError(
+                f"cannot load as a Hugging Face dataset ({type(error).__name__}: {error})", path=source
+            ) from None
+        rows = iter(loaded if isinstance(loaded, datasets.Dataset) else loaded[next(iter(loaded))])
     collector = _Collector(strict)
-    source = (getattr(dataset, "info", None) and dataset.info.dataset_name) or "dataset"
-    for row_number, row in enumerate(dataset, start=1):
+    for row_number, row in enumerate(rows, start=1):
         doc_id, text = row.get(id_field, row.get("id")), row.get(text_field)
         if doc_id is None or not isinstance(text, str) or not text.strip():
-            collector.skip(str(source), f"row lacks {id_field!r} or a non-empty {text_field!r}", row_number)
+            collector.skip(source, f"row lacks {id_field!r} or a non-empty {text_field!r}", row_number)
             continue
         metadata = {k: v for k, v in row.items() if k not in (id_field, "id", text_field, title_field)}
-        collector.add(
-            Document(
-                doc_id=str(doc_id),
-                text=text,
-                title=str(row.get(title_field) or ""),
-                metadata=metadata,
-                source=str(source),
-            ),
-            str(source),
-            row_number,
+        document = Document(
+            doc_id=str(doc_id), text=text, title=str(row.get(title_field) or ""), metadata=metadata, source=source
         )
+        collector.add(document, source, row_number)
     return collector.result
+
+
+def _parquet_rows(path: Path) -> list[dict]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path).to_pylist()
+    except (pa.ArrowException, OSError) as error:
+        reason = re.sub(r"^Could not open Parquet input source '.*?': ", "", str(error).splitlines()[0])
+        raise InputError(f"cannot read as Parquet ({reason})", path=path) from None
 
 
 def load_sources(

@@ -122,7 +122,9 @@ def data_files(folder: Path) -> dict[str, list[Path]]:
                 raise InputError(f"the dataset card's YAML header is not valid ({error})", path=card) from None
             for config in front.get("configs", []) if isinstance(front, dict) else []:
                 files = config.get("data_files", [])
-                paths = [f["path"] if isinstance(f, dict) else f for f in (files if isinstance(files, list) else [files])]
+                paths = [
+                    f["path"] if isinstance(f, dict) else f for f in (files if isinstance(files, list) else [files])
+                ]
                 configs[config["config_name"]] = [p for pattern in paths for p in sorted(folder.glob(pattern))]
     for name, (_, fallback) in HF_FILES.items():
         configs.setdefault(name, sorted(folder.glob(fallback)))
@@ -153,8 +155,13 @@ def read_hf(folder: str | Path) -> tuple[dict[str, dict], dict[str, str], dict[s
     files = data_files(folder)
     missing = [name for name in ("corpus", "queries", "default") if not files.get(name)]
     if missing:
-        raise InputError(f"not an MTEB-layout dataset: no data files for the config(s) {', '.join(missing)}", path=folder)
-    corpus = {str(r["_id"]): {"title": r.get("title") or "", "text": r["text"]} for r in read_rows(files["corpus"], ("_id", "text"))}
+        raise InputError(
+            f"not an MTEB-layout dataset: no data files for the config(s) {', '.join(missing)}", path=folder
+        )
+    corpus = {
+        str(r["_id"]): {"title": r.get("title") or "", "text": r["text"]}
+        for r in read_rows(files["corpus"], ("_id", "text"))
+    }
     queries = {str(r["_id"]): r["text"] for r in read_rows(files["queries"], ("_id", "text"))}
     qrels: dict[str, dict[str, int]] = {}
     for row in read_rows(files["default"], ("query-id", "corpus-id", "score")):

@@ -172,7 +172,9 @@ class LLMClient:
 
     def cached(self, request: LLMRequest) -> Completion | None:
         response = ledger.cached_response(self.workspace.db, self.key(request))
-        return None if response is None else Completion.model_validate_json(response).model_copy(update={"cached": True})
+        return (
+            None if response is None else Completion.model_validate_json(response).model_copy(update={"cached": True})
+        )
 
     def _record(self, key: str, request: LLMRequest, completion: Completion | None, cost: float | None,
                 latency: float | None, attempts: int, error: str | None) -> None:  # fmt: skip
@@ -197,7 +199,9 @@ class LLMClient:
         error = retry_state.outcome.exception()
         if isinstance(error, ProviderError) and error.retry_after is not None:
             return min(error.retry_after, self.retry.max_retry_after)
-        wait = wait_exponential_jitter(multiplier=self.retry.initial_wait, max=self.retry.max_wait, jitter=self.retry.jitter)
+        wait = wait_exponential_jitter(
+            multiplier=self.retry.initial_wait, max=self.retry.max_wait, jitter=self.retry.jitter
+        )
         return wait(retry_state)
 
     async def complete(self, request: LLMRequest) -> Completion:
@@ -312,7 +316,9 @@ class LLMClient:
             return None
         batch_id = await self.provider.submit_batch(list(items.items()))
         with self.workspace.transaction() as db:
-            ledger.add_batch(db, batch_id, self.provider.identity, self.stage, {k: r.canonical_json() for k, r in items.items()})
+            ledger.add_batch(
+                db, batch_id, self.provider.identity, self.stage, {k: r.canonical_json() for k, r in items.items()}
+            )
         return batch_id
 
     async def resume_batches(self) -> dict[str, int]:
@@ -339,8 +345,11 @@ class LLMClient:
         return counts
 
     async def structured(self, request: LLMRequest, schema: type[Schema]) -> tuple[Schema, Completion]:
-        """A validated ``schema`` instance: one re-ask carrying the validation error, then :class:`StructuredOutputError`."""
-        request = request.model_copy(update={"response_schema": schema.model_json_schema(), "schema_name": schema.__name__})
+        """A validated ``schema`` instance: one re-ask carrying the validation error, then
+        :class:`StructuredOutputError`."""
+        request = request.model_copy(
+            update={"response_schema": schema.model_json_schema(), "schema_name": schema.__name__}
+        )
         usage, attempts = Usage(), 0
         while True:
             completion = await self.complete(request)
@@ -348,7 +357,9 @@ class LLMClient:
             try:
                 return schema.model_validate_json(extract_json(completion.text)), completion
             except ValidationError as error:
-                detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in error.errors()[:5])
+                detail = "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in error.errors()[:5]
+                )
             if attempts == 2:
                 raise StructuredOutputError(schema.__name__, detail, completion.text, attempts, usage.model_dump())
             request = _reask(request, completion.text, detail)
@@ -357,6 +368,10 @@ class LLMClient:
 def _reask(request: LLMRequest, answer: str, detail: str) -> LLMRequest:
     feedback = f"That answer is not valid ({detail}). Reply again with only a JSON object that matches the schema."
     if request.kind == "chat":
-        messages = (*request.messages, Message(role="assistant", content=answer), Message(role="user", content=feedback))
+        messages = (
+            *request.messages,
+            Message(role="assistant", content=answer),
+            Message(role="user", content=feedback),
+        )
         return request.model_copy(update={"messages": messages})
     return request.model_copy(update={"prompt": f"{request.prompt}{answer}\n{feedback}\n"})

@@ -181,7 +181,9 @@ class LocalProvider(OpenAIProvider):
 
     prompt_style = "completion"
 
-    def __init__(self, server: LocalServer | None = None, timeout: float = 300.0, model: str = LOCAL_MODEL_NAME) -> None:
+    def __init__(
+        self, server: LocalServer | None = None, timeout: float = 300.0, model: str = LOCAL_MODEL_NAME
+    ) -> None:
         if server is None:
             path = None if model == LOCAL_MODEL_NAME else Path(model).expanduser()
             if path is not None and not path.is_file():

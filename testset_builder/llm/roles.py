@@ -119,7 +119,13 @@ class Roles:
 
 def _connection(config: ProviderConfig) -> tuple:
     """What makes two roles the same client: provider, endpoint, key variable, timeout (and the local model file)."""
-    return (config.kind, config.base_url, config.api_key_env, config.timeout_s, config.model if config.kind == "local" else None)
+    return (
+        config.kind,
+        config.base_url,
+        config.api_key_env,
+        config.timeout_s,
+        config.model if config.kind == "local" else None,
+    )
 
 
 def open_roles(config: Config, workspace: Workspace, stage: str) -> Roles:

@@ -108,7 +108,9 @@ class Judge:
         self.style = role.prompt_style
         self.logprobs = role.logprobs if settings.logprobs is None else settings.logprobs
         prompts = prompts or PromptLibrary()
-        self.prompt = prompts.load(settings.prompt or (COMPLETION_PROMPT if self.style == "completion" else CHAT_PROMPT))
+        self.prompt = prompts.load(
+            settings.prompt or (COMPLETION_PROMPT if self.style == "completion" else CHAT_PROMPT)
+        )
         self.scale: dict[int, int] = {int(k): int(v) for k, v in self.prompt.meta["scale"].items()}
         self.max_passage_chars = settings.max_passage_chars or int(self.prompt.meta.get("max_passage_chars", 4000))
 
@@ -204,7 +206,9 @@ class Judge:
             ),
         )
 
-    async def judge_many(self, pairs: Iterable[JudgePair], progress=None, description: str = "judging") -> list[JudgeOutcome]:
+    async def judge_many(
+        self, pairs: Iterable[JudgePair], progress=None, description: str = "judging"
+    ) -> list[JudgeOutcome]:
         """Every pair through the client's one fan-out (:meth:`~testset_builder.llm.client.LLMClient.gather`): a
         pair that fails yields its error, in input order; after a budget stop the rest yield the budget's error
         (nothing is lost: what was answered is in the cache)."""

@@ -83,8 +83,12 @@ async def _propose(
         judge_pairs = [JudgePair(q, texts[q], c, indexes.passages[c]) for q, c in pairs]
         summary.judging, _ = await judge_and_queue(workspace, judge, judge_pairs, batch=batch, progress=progress)
     summary.seconds = round(time.perf_counter() - clock, 3)
-    judged_by = {"provider": judge.role.provider, "model": judge.model, "prompt": judge.prompt.sha256} if judge else None
-    history.record_stage(workspace, "propose", {"pool": settings.model_dump(), "judge": judged_by}, summary.as_dict(), started)
+    judged_by = (
+        {"provider": judge.role.provider, "model": judge.model, "prompt": judge.prompt.sha256} if judge else None
+    )
+    history.record_stage(
+        workspace, "propose", {"pool": settings.model_dump(), "judge": judged_by}, summary.as_dict(), started
+    )
     return summary
 
 
@@ -169,7 +173,10 @@ async def _audit(workspace: Workspace, qrels: Qrels, query_file: QueryFile, judg
     history.record_stage(
         workspace,
         "audit",
-        {"judge": {"provider": judge.role.provider, "model": judge.model, "prompt": judge.prompt.sha256}, "pairs": len(pairs)},
+        {
+            "judge": {"provider": judge.role.provider, "model": judge.model, "prompt": judge.prompt.sha256},
+            "pairs": len(pairs),
+        },
         {k: v for k, v in summary.as_dict().items() if k != "disagreements"},
         started,
     )

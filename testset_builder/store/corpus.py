@@ -32,7 +32,9 @@ def chunker_by_document(db: sqlite3.Connection) -> dict[str, str]:
     return {doc_id: config for doc_id, config in db.execute(sql)}
 
 
-def put_document_chunks(db: sqlite3.Connection, doc_id: str, chunks: Sequence[Chunk], config_sha256: str) -> tuple[int, int]:
+def put_document_chunks(
+    db: sqlite3.Connection, doc_id: str, chunks: Sequence[Chunk], config_sha256: str
+) -> tuple[int, int]:
     """Make ``chunks`` the live chunks of ``doc_id``: new ones are added (a chunk id seen before comes back to
     life), the document's other live chunks are marked removed. Returns (added, marked removed)."""
     now = utc_timestamp()
@@ -48,7 +50,9 @@ def put_document_chunks(db: sqlite3.Connection, doc_id: str, chunks: Sequence[Ch
     added = db.total_changes - before
     live = [c.chunk_id for c in chunks]
     placeholders = ",".join("?" * len(live)) or "''"
-    sql = f"UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL AND chunk_id NOT IN ({placeholders})"
+    sql = (
+        f"UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL AND chunk_id NOT IN ({placeholders})"
+    )
     return added, db.execute(sql, (now, doc_id, *live)).rowcount
 
 
@@ -56,7 +60,9 @@ def remove_document(db: sqlite3.Connection, doc_id: str) -> int:
     """Mark a document and its live chunks removed; returns how many chunks were marked."""
     now = utc_timestamp()
     db.execute("UPDATE documents SET removed_at = ? WHERE doc_id = ?", (now, doc_id))
-    return db.execute("UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL", (now, doc_id)).rowcount
+    return db.execute(
+        "UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL", (now, doc_id)
+    ).rowcount
 
 
 def live_chunk_texts(db: sqlite3.Connection) -> list[tuple[str, str]]:
@@ -80,7 +86,10 @@ def duplicate_counts(db: sqlite3.Connection) -> tuple[int, int]:
 
 def iter_release_corpus(db: sqlite3.Connection) -> Iterator[tuple[str, str, str, bool]]:
     """(chunk_id, document title, chunk text, removed) of every chunk ever stored, by id."""
-    sql = "SELECT c.chunk_id, d.title, c.text, c.removed_at FROM chunks c JOIN documents d USING (doc_id) ORDER BY c.chunk_id"
+    sql = (
+        "SELECT c.chunk_id, d.title, c.text, c.removed_at FROM chunks c JOIN documents d USING (doc_id) "
+        "ORDER BY c.chunk_id"
+    )
     for chunk_id, title, text, removed in db.execute(sql):
         yield chunk_id, title, text, removed is not None
 
@@ -93,5 +102,8 @@ def chunker_configs(db: sqlite3.Connection) -> list[str]:
 
 def chunked_document_hashes(db: sqlite3.Connection) -> list[tuple[str, str]]:
     """(doc_id, content sha256) of every document that has chunks, by id: what a release's lineage hashes."""
-    sql = "SELECT doc_id, content_sha256 FROM documents WHERE doc_id IN (SELECT DISTINCT doc_id FROM chunks) ORDER BY doc_id"
+    sql = (
+        "SELECT doc_id, content_sha256 FROM documents WHERE doc_id IN (SELECT DISTINCT doc_id FROM chunks) "
+        "ORDER BY doc_id"
+    )
     return db.execute(sql).fetchall()

@@ -31,7 +31,9 @@ def release_content_sha256(db: sqlite3.Connection, version: str) -> str | None:
     return row[0] if row else None
 
 
-def record_release(db: sqlite3.Connection, version: str, parent: str | None, content_sha256: str, manifest: dict) -> None:
+def record_release(
+    db: sqlite3.Connection, version: str, parent: str | None, content_sha256: str, manifest: dict
+) -> None:
     db.execute(
         "INSERT INTO releases (version, parent_version, content_sha256, manifest, created_at) VALUES (?, ?, ?, ?, ?)",
         (version, parent, content_sha256, json.dumps(manifest), manifest["created_at"]),

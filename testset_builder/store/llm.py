@@ -32,7 +32,9 @@ class CallRecord:
 
 def cached_response(db: sqlite3.Connection, key: str) -> str | None:
     """The cached answer (a Completion's JSON) for a request key, if it was ever answered."""
-    row = db.execute("SELECT response FROM llm_calls WHERE request_sha256 = ? AND response IS NOT NULL", (key,)).fetchone()
+    row = db.execute(
+        "SELECT response FROM llm_calls WHERE request_sha256 = ? AND response IS NOT NULL", (key,)
+    ).fetchone()
     return row[0] if row else None
 
 

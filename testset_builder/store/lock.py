@@ -55,7 +55,9 @@ def _acquire(path: Path, stage: str, on_wait: Callable[[str], None] | None, wait
 
 
 @contextmanager
-def hold(path: Path, stage: str, on_wait: Callable[[str], None] | None = None, wait_s: float | None = None) -> Iterator[None]:
+def hold(
+    path: Path, stage: str, on_wait: Callable[[str], None] | None = None, wait_s: float | None = None
+) -> Iterator[None]:
     """Hold ``path`` for ``stage``; a nested hold in the same process (any thread) just counts."""
     key = str(path.resolve())
     with _acquiring:  # one thread at a time asks the kernel, so two threads never wait on each other's flock

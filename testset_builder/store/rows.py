@@ -234,7 +234,10 @@ def enqueue_for_review(db: sqlite3.Connection, items: Iterable[tuple[str, str, f
 
 def review_queue(db: sqlite3.Connection, limit: int | None = None) -> list[sqlite3.Row]:
     """The open queue, highest priority first (ties by query then chunk id, so the order is stable)."""
-    sql = "SELECT query_id, chunk_id, priority FROM review_assignments WHERE reviewer = ? ORDER BY priority DESC, query_id, chunk_id"
+    sql = (
+        "SELECT query_id, chunk_id, priority FROM review_assignments WHERE reviewer = ? "
+        "ORDER BY priority DESC, query_id, chunk_id"
+    )
     return db.execute(sql + (f" LIMIT {int(limit)}" if limit else ""), (OPEN_QUEUE,)).fetchall()
 
 
@@ -260,7 +263,10 @@ def live_chunk_rows(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
 
 def live_duplicate_groups(db: sqlite3.Connection) -> dict[str, tuple[str, str]]:
     """chunk_id -> (group_id, kind) for live chunks that have exact or near twins."""
-    sql = "SELECT d.chunk_id, d.group_id, d.kind FROM chunk_duplicates d JOIN chunks c USING (chunk_id) WHERE c.removed_at IS NULL"
+    sql = (
+        "SELECT d.chunk_id, d.group_id, d.kind FROM chunk_duplicates d JOIN chunks c USING (chunk_id) "
+        "WHERE c.removed_at IS NULL"
+    )
     return {r[0]: (r[1], r[2]) for r in db.execute(sql)}
 
 
@@ -274,7 +280,10 @@ def stored_query_text(db: sqlite3.Connection, query_id: str) -> str | None:
 
 
 def synthetic_query_texts(db: sqlite3.Connection) -> list[str]:
-    return [row[0] for row in db.execute("SELECT text FROM queries WHERE origin = 'synthetic' ORDER BY created_at, query_id")]
+    return [
+        row[0]
+        for row in db.execute("SELECT text FROM queries WHERE origin = 'synthetic' ORDER BY created_at, query_id")
+    ]
 
 
 def review_queue_size(db: sqlite3.Connection) -> int:
@@ -288,5 +297,7 @@ def put_queries_checked(db: sqlite3.Connection, queries: Iterable[Query]) -> int
     for query in queries:
         stored = stored_query_text(db, query.query_id)
         if stored is not None and normalise(stored) != normalise(query.text):
-            raise InputError(f"query id {query.query_id!r} is already in the workspace with another text: {stored[:80]!r}")
+            raise InputError(
+                f"query id {query.query_id!r} is already in the workspace with another text: {stored[:80]!r}"
+            )
     return put_queries(db, queries)

@@ -82,9 +82,7 @@ class Workspace:
     ``on_wait(holder)`` is called once when :meth:`exclusive` has to wait for another process (the CLI prints who
     holds the workspace); ``wait_s`` bounds that wait (None: as long as it takes)."""
 
-    def __init__(
-        self, root: Path, on_wait: Callable[[str], None] | None = None, wait_s: float | None = None
-    ) -> None:
+    def __init__(self, root: Path, on_wait: Callable[[str], None] | None = None, wait_s: float | None = None) -> None:
         self.root = root
         self.on_wait = on_wait
         self.wait_s = wait_s

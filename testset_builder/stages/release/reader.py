@@ -42,14 +42,16 @@ def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         files = manifest["files"]
-        manifest["version"]  # noqa: B018 (a manifest without a version is not one of ours)
+        manifest["version"]
     except (ValueError, KeyError, TypeError):
         raise InputError("manifest.json is not a testset-builder release manifest", path=path) from None
     if verify:
         for relative, expected in files.items():
             file = path / relative
             if not file.is_file() or sha256_file(file) != expected:
-                raise InputError(f"{relative} does not match the sha256 in manifest.json: the release was modified", path=path)
+                raise InputError(
+                    f"{relative} does not match the sha256 in manifest.json: the release was modified", path=path
+                )
     beir = path / "beir"
     return LoadedRelease(
         path,
@@ -97,7 +99,9 @@ def diff_releases(old: LoadedRelease, new: LoadedRelease) -> ReleaseDiff:
     result.qrels_added = sorted((q, c, after[(q, c)]) for q, c in after.keys() - before.keys())
     result.qrels_removed = sorted((q, c, before[(q, c)]) for q, c in before.keys() - after.keys())
     result.qrels_regraded = sorted(
-        (q, c, before[(q, c)], after[(q, c)]) for q, c in before.keys() & after.keys() if before[(q, c)] != after[(q, c)]
+        (q, c, before[(q, c)], after[(q, c)])
+        for q, c in before.keys() & after.keys()
+        if before[(q, c)] != after[(q, c)]
     )
     result.corpus_added = len(new.corpus.keys() - old.corpus.keys())
     result.corpus_removed = len(old.corpus.keys() - new.corpus.keys())
@@ -110,7 +114,9 @@ def export(release: LoadedRelease, fmt: str, out_dir: str | Path) -> list[Path]:
     if fmt not in EXPORT_FORMATS:
         raise InputError(f"unknown export format {fmt!r}; use {', '.join(EXPORT_FORMATS)}")
     out_dir = Path(out_dir)
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError("--out is a file; give a directory to create", path=out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
         raise InputError("the output directory is not empty; choose a new one", path=out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     source = release.path

@@ -105,14 +105,20 @@ def _reviewer_agreement(human: list[Judgment]) -> tuple[list[str], float | None]
     """Reviewers and the mean of their pairwise Cohen's kappa on relevant / not (None with fewer than two)."""
     reviewers = sorted({j.reviewer for j in human if j.reviewer})
     by_reviewer = {
-        r: {(j.query_id, j.chunk_id): j.grade >= 1 for j in sorted(human, key=lambda j: j.created_at) if j.reviewer == r}
+        r: {
+            (j.query_id, j.chunk_id): j.grade >= 1 for j in sorted(human, key=lambda j: j.created_at) if j.reviewer == r
+        }
         for r in reviewers
     }
     kappas = []
     for i, a in enumerate(reviewers):
         for b in reviewers[i + 1 :]:
             shared = sorted(by_reviewer[a].keys() & by_reviewer[b].keys())
-            kappa = cohen_kappa([by_reviewer[a][p] for p in shared], [by_reviewer[b][p] for p in shared]) if shared else None
+            kappa = (
+                cohen_kappa([by_reviewer[a][p] for p in shared], [by_reviewer[b][p] for p in shared])
+                if shared
+                else None
+            )
             if kappa is not None:
                 kappas.append(kappa)
     return reviewers, round(sum(kappas) / len(kappas), 4) if kappas else None
@@ -165,7 +171,9 @@ def write_release(
         return _write_release(workspace, version, policy, notes, parent)
 
 
-def _write_release(workspace: Workspace, version: str, policy: ReleaseConfig, notes: str, parent: str | None) -> ReleaseSummary:
+def _write_release(
+    workspace: Workspace, version: str, policy: ReleaseConfig, notes: str, parent: str | None
+) -> ReleaseSummary:
     key = parse_version(version)
     target = workspace.releases_dir / version
     versions = existing_versions(workspace)
@@ -195,7 +203,9 @@ def _write_release(workspace: Workspace, version: str, policy: ReleaseConfig, no
         write_trec_qrels(content.qrels_table(), partial / "qrels.trec")
         files = {str(p.relative_to(partial)): sha256_file(p) for p in sorted(partial.rglob("*")) if p.is_file()}
         manifest = _manifest(workspace, version, parent, same_as_parent, content, judgments, files, policy, notes)
-        (partial / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (partial / "manifest.json").write_text(
+            json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
         (partial / "README.md").write_text(dataset_card(manifest["name"], manifest, policy.license), encoding="utf-8")
         os.rename(partial, target)  # atomic: the version appears whole or not at all
     except BaseException:

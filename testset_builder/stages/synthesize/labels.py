@@ -20,7 +20,9 @@ class StoredQuestions:
     twin_labels: int = 0
 
 
-def source_labels(accepted: list[tuple[Slot, Query]], duplicates: dict[str, tuple[str, str]]) -> tuple[list[Judgment], int]:
+def source_labels(
+    accepted: list[tuple[Slot, Query]], duplicates: dict[str, tuple[str, str]]
+) -> tuple[list[Judgment], int]:
     """The grade-2 labels of the accepted questions, and how many of them label a duplicate twin."""
     members: dict[str, list[tuple[str, str]]] = {}
     for chunk_id, (group, kind) in duplicates.items():
@@ -42,7 +44,8 @@ def source_labels(accepted: list[tuple[Slot, Query]], duplicates: dict[str, tupl
                 twins += why != "source chunk"
                 labels.append(
                     Judgment(
-                        judgment_id="src-" + hashlib.sha256(f"{query.query_id}\x00{chunk_id}".encode()).hexdigest()[:24],
+                        judgment_id="src-"
+                        + hashlib.sha256(f"{query.query_id}\x00{chunk_id}".encode()).hexdigest()[:24],
                         query_id=query.query_id,
                         chunk_id=chunk_id,
                         grade=2,

@@ -155,10 +155,21 @@ class _Run:
             await self._mine()
         summary.budget_stopped = self.roles.budget_stopped
         spent = self.roles.spend() - before
-        summary.calls, summary.cache_hits, summary.input_tokens, summary.output_tokens, summary.cost_usd = astuple(spent)
+        summary.calls, summary.cache_hits, summary.input_tokens, summary.output_tokens, summary.cost_usd = astuple(
+            spent
+        )
         summary.seconds = round(time.perf_counter() - clock, 3)
-        roles = {name: {"provider": r.provider, "model": r.model} for name, r in (("generator", self.roles.generator), ("judge", self.roles.judge))}
-        history.record_stage(self.workspace, "synthesize", {"settings": settings.model_dump(), "roles": roles}, summary.as_dict(), started)
+        roles = {
+            name: {"provider": r.provider, "model": r.model}
+            for name, r in (("generator", self.roles.generator), ("judge", self.roles.judge))
+        }
+        history.record_stage(
+            self.workspace,
+            "synthesize",
+            {"settings": settings.model_dump(), "roles": roles},
+            summary.as_dict(),
+            started,
+        )
         return summary
 
     # steps ------------------------------------------------------------------------------------------------------
@@ -189,7 +200,9 @@ class _Run:
         factor = 1.0 if round_number == 0 else min(4.0, max(1.5, self.attempted / max(1, len(self.accepted))))
         remaining = [c for c in self.eligible if c.chunk_id not in self.sampled]
         count = math.ceil(want * factor / settings.per_chunk)
-        picked = stratified_sample(remaining, count, settings.seed + round_number, settings.per_document_cap, self.taken)
+        picked = stratified_sample(
+            remaining, count, settings.seed + round_number, settings.per_document_cap, self.taken
+        )
         for chunk in picked:
             self.sampled.add(chunk.chunk_id)
             self.taken[chunk.doc_id] += 1
@@ -224,7 +237,11 @@ class _Run:
                 continue
             summary.generated += 1
             slot.completion, slot.text = answer, clean(answer.text)
-            problem = validation_problem(slot.text, slot.sources[0].text, slot.style) if self.settings.validate_questions else None
+            problem = (
+                validation_problem(slot.text, slot.sources[0].text, slot.style)
+                if self.settings.validate_questions
+                else None
+            )
             if problem:
                 slot.problem = "validation"
                 summary.removed["validation"] += 1
