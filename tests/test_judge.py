@@ -135,3 +135,21 @@ def test_judgment_ids_are_the_same_on_a_rerun_and_differ_by_prompt(workspace, tm
     custom.write_bytes(b"---\nkind: completion\nscale: {0: 0, 1: 1, 2: 2}\n---\nQ {query} P {passage} R:")
     other = Judge(judge.role, JudgingConfig(prompt=str(custom)))
     assert asyncio.run(other.judge(PAIR)).judgment_id != first.judgment_id
+
+
+def test_a_prompts_dir_overrides_a_bundled_prompt_by_name_and_the_bundled_ones_fill_the_gaps(workspace, tmp_path):
+    from testset_builder.prompts import PromptLibrary
+
+    (tmp_path / "mine" / "judge").mkdir(parents=True)
+    (tmp_path / "mine" / "judge" / "few-shot-completion.md").write_bytes(
+        b"---\nkind: completion\nscale: {0: 0, 1: 1, 2: 2}\n---\nOurs. Q {query} P {passage} R:"
+    )
+    library = PromptLibrary(tmp_path / "mine")
+    assert library.load("judge/few-shot-completion").sections["prompt"].startswith("Ours.")
+    assert library.load("judge/umbrela-chat").kind == "chat"  # not in the user's folder: the bundled one
+    judge, provider = judge_with(workspace, lambda r: digit_completion({"2": 0.9, "0": 0.1}))
+    ours = Judge(judge.role, prompts=library)
+    asyncio.run(ours.judge(PAIR))
+    assert provider.history[-1].prompt.startswith("Ours.")
+    with pytest.raises(PromptError, match="no prompt 'judge/none'"):
+        library.load("judge/none")

@@ -178,3 +178,25 @@ def test_an_sqlite_file_that_is_not_a_workspace_is_refused(tmp_path):
 def test_opening_a_missing_workspace_without_create_is_a_clear_error(tmp_path):
     with pytest.raises(WorkspaceError, match="no workspace here"):
         open_workspace(tmp_path / "nothing", create=False)
+
+
+def test_each_thread_gets_its_own_connection_and_their_writes_all_land(tmp_path):
+    import threading
+
+    from testset_builder.records import Document
+
+    seen = []
+    with open_workspace(tmp_path) as workspace:
+
+        def write(n: int) -> None:
+            seen.append(id(workspace.db))
+            with workspace.transaction() as db:
+                put_documents(db, [Document(doc_id=f"doc-{n}", text=f"text {n}")])
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(set(seen)) == 4 and id(workspace.db) not in seen
+        assert [get_document(workspace.db, f"doc-{n}").text for n in range(4)] == [f"text {n}" for n in range(4)]

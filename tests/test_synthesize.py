@@ -14,7 +14,7 @@ from testset_builder.cli import main
 from testset_builder.config import ChunkingConfig, SynthesizeConfig
 from testset_builder.corpus.ingest import ingest
 from testset_builder.corpus.loaders import load_sources
-from testset_builder.errors import InputError
+from testset_builder.errors import InputError, ProviderError
 from testset_builder.llm import LLMClient
 from testset_builder.llm.roles import Roles
 from testset_builder.prompts import load_prompt
@@ -190,6 +190,23 @@ def test_the_critic_removes_questions_the_source_does_not_answer(workspace):
 
     summary = run(workspace, FakeProvider(unanswerable), questions=4, mine=False, max_rounds=2)
     assert summary.made == 0 and summary.removed["critic"] == summary.generated and "critic" in summary.shortfall
+
+
+def test_a_failed_critic_judgment_holds_the_question_back_without_counting_it_removed_and_a_rerun_retries(workspace):
+    failing = {"on": True}
+
+    def flaky_judge(request):
+        if request.prompt.rstrip().endswith("Relevance:") and failing["on"]:
+            raise ProviderError("fake", "the judge's endpoint is down", status=400)
+        return scripted()(request)
+
+    provider = FakeProvider(flaky_judge)
+    summary = run(workspace, provider, questions=3, mine=False, max_rounds=1)
+    assert summary.removed["critic"] == 0 and summary.critic_failed == summary.generated > 0
+    assert summary.made == 0 and summary.incomplete and "held back by failed critic judgments" in summary.shortfall
+    failing["on"] = False
+    again = run(workspace, provider, questions=3, mine=False, max_rounds=1)
+    assert again.critic_failed == 0 and again.made + again.removed["critic"] == summary.critic_failed
 
 
 def test_duplicate_twins_of_a_source_get_the_same_label(tmp_path):
