@@ -7,6 +7,8 @@ points at another hub (a mirror, or a test server).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import HubError, InputError
@@ -37,15 +39,38 @@ def network_failure(error: BaseException) -> bool:
     return any(cls.__module__.split(".")[0] in NETWORK_LIBRARIES for cls in type(error).__mro__)
 
 
+@contextmanager
+def hub_errors(what: str) -> Iterator[None]:
+    """Turn what the hub client raises (offline mode, an HTTP refusal, a network failure) into one-line HubErrors;
+    ``what`` says what was being done."""
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    try:
+        yield
+    except OfflineModeIsEnabled:
+        raise HubError(f"HF_HUB_OFFLINE is set, so the hub cannot be reached to {what}; unset it") from None
+    except LocalEntryNotFoundError:
+        raise HubError(
+            f"cannot {what}: not in the local cache and the hub cannot be reached (HF_HUB_OFFLINE?)"
+        ) from None
+    except HfHubHTTPError as error:
+        status = error.response.status_code if error.response is not None else "?"
+        raise HubError(f"the hub answered {status} to {what}: {str(error).splitlines()[0]}") from None
+    except Exception as error:
+        if network_failure(error):
+            raise HubError(
+                f"cannot reach the hub at {_endpoint()} to {what} ({type(error).__name__}: {error})"
+            ) from None
+        raise
+
+
 def push_release(release: LoadedRelease, repo_id: str, private: bool = False) -> dict:
     """Create the dataset repository if needed, upload the release folder in one commit, and tag it."""
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise InputError(f"--repo-id must look like ORG/NAME, not {repo_id!r}")
-    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
-
     api = _api()
     tag = f"v{release.version}"
-    try:
+    with hub_errors(f"push {repo_id}"):
         repo = api.create_repo(repo_id, repo_type="dataset", private=True if private else None, exist_ok=True)
         commit = api.upload_folder(
             folder_path=str(release.path),
@@ -61,17 +86,6 @@ def push_release(release: LoadedRelease, repo_id: str, private: bool = False) ->
             repo_type="dataset",
             tag_message=f"release {release.version}, content sha256 {release.manifest['content_sha256']}",
         )
-    except OfflineModeIsEnabled:
-        raise HubError("HF_HUB_OFFLINE is set, so the hub cannot be reached; unset it to push") from None
-    except HfHubHTTPError as error:
-        status = error.response.status_code if error.response is not None else "?"
-        raise HubError(f"the hub answered {status}: {str(error).splitlines()[0]}") from None
-    except Exception as error:
-        if network_failure(error):
-            raise HubError(
-                f"cannot reach the hub at {_endpoint()} ({type(error).__name__}: {error}); check the network"
-            ) from None
-        raise
     return {"repo_id": repo_id, "repo_url": str(repo), "commit": commit.oid, "tag": tag, "version": release.version}
 
 
@@ -85,9 +99,8 @@ def load(source: str | Path, verify: bool = True) -> LoadedRelease:
         raise InputError(f"{text!r} is neither a release directory nor ORG/NAME@vVERSION")
     repo_id, revision = text.rsplit("@", 1)
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
-    try:
+    with hub_errors(f"download {text}"):
         folder = snapshot_download(
             repo_id,
             repo_type="dataset",
@@ -95,15 +108,4 @@ def load(source: str | Path, verify: bool = True) -> LoadedRelease:
             endpoint=os.environ.get("HF_ENDPOINT") or None,
             token=os.environ.get("HF_TOKEN") or None,
         )
-    except LocalEntryNotFoundError:
-        raise HubError(f"{text} is not in the local cache and the hub cannot be reached (HF_HUB_OFFLINE?)") from None
-    except HfHubHTTPError as error:
-        status = error.response.status_code if error.response is not None else "?"
-        raise HubError(f"the hub answered {status} for {text}: {str(error).splitlines()[0]}") from None
-    except Exception as error:
-        if network_failure(error):
-            raise HubError(
-                f"cannot reach the hub at {_endpoint()} ({type(error).__name__}); check the network"
-            ) from None
-        raise
     return load_release(Path(folder), verify=verify)

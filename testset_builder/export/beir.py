@@ -5,8 +5,9 @@ bytes are canonical (keys sorted, compact JSON, rows by id), so the same content
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -99,26 +100,24 @@ def _records(path: Path, fields: tuple[str, ...]) -> Iterable[tuple[int, dict]]:
         yield number, record
 
 
-def read_beir_corpus(path: str | Path) -> dict[str, dict]:
-    """``_id`` -> ``{"title", "text"}``; a repeated id or a record without ``_id`` or ``text`` names its line."""
-    path, corpus = Path(path), {}
+def _by_id(path: Path, kind: str, value: Callable[[dict], Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for number, record in _records(path, ("_id", "text")):
         ident = str(record["_id"])
-        if ident in corpus:
-            raise InputError(f"document id {ident!r} repeats an earlier line", path=path, line=number)
-        corpus[ident] = {"title": str(record.get("title") or ""), "text": str(record["text"])}
-    return corpus
+        if ident in out:
+            raise InputError(f"{kind} id {ident!r} repeats an earlier line", path=path, line=number)
+        out[ident] = value(record)
+    return out
+
+
+def read_beir_corpus(path: str | Path) -> dict[str, dict]:
+    """``_id`` -> ``{"title", "text"}``; a repeated id or a record without ``_id`` or ``text`` names its line."""
+    return _by_id(Path(path), "document", lambda r: {"title": str(r.get("title") or ""), "text": str(r["text"])})
 
 
 def read_beir_queries(path: str | Path) -> dict[str, str]:
     """``_id`` -> text, in file order; a repeated id or a record without ``_id`` or ``text`` names its line."""
-    path, queries = Path(path), {}
-    for number, record in _records(path, ("_id", "text")):
-        ident = str(record["_id"])
-        if ident in queries:
-            raise InputError(f"query id {ident!r} repeats an earlier line", path=path, line=number)
-        queries[ident] = str(record["text"])
-    return queries
+    return _by_id(Path(path), "query", lambda r: str(r["text"]))
 
 
 def read_beir_split(folder: str | Path, split: str = "test") -> Qrels:
