@@ -142,3 +142,49 @@ def test_chunking_settings_come_from_a_config_and_flags_override_them(tmp_path, 
     with open_workspace(tmp_path / "flags") as ws:
         sizes = {json.loads(r[0])["size"] for r in ws.db.execute("SELECT metadata FROM chunks")}
     assert sizes == {300}
+
+
+def test_chunking_a_parent_folder_keeps_every_document_of_the_files_chunked_before(tmp_path, capsys):
+    corpus, workspace = tmp_path / "corpus", tmp_path / "ws"
+    (corpus / "docs").mkdir(parents=True)
+    for i in range(3):
+        (corpus / "docs" / f"d{i}.md").write_text(
+            f"# Doc {i}\n\n" + "Recall counts found chunks. " * 20, encoding="utf-8"
+        )
+    (corpus / "claims.jsonl").write_text(
+        "".join(json.dumps({"_id": f"c{i}", "text": f"claim number {i} about retrieval"}) + "\n" for i in range(40)),
+        encoding="utf-8",
+    )
+    code, first = run_json(capsys, str(corpus / "docs"), str(corpus / "claims.jsonl"), "--workspace", str(workspace))
+    assert code == 0 and first["documents"] == 43
+    code, again = run_json(capsys, str(corpus), "--workspace", str(workspace))  # the parent folder this time
+    assert code == 0 and again["documents"] == 43 and again["unchanged"] == 40  # the JSONL is read, not skipped
+    with open_workspace(workspace) as ws:
+        live = {r[0] for r in ws.db.execute("SELECT doc_id FROM documents WHERE removed_at IS NULL")}
+    assert len(live) == 43 and {f"c{i}" for i in range(40)} <= live
+    # the Markdown files' ids are now their paths under the parent: the old ids are removed, counted by source
+    assert again["removed"] == 3 and sum(again["removed_by_source"].values()) == 3
+
+
+def test_a_source_left_out_removes_nothing_and_a_large_removal_needs_allowing(tmp_path, capsys):
+    corpus, workspace = tmp_path / "corpus", tmp_path / "ws"
+    for folder in ("a", "b", "c"):
+        (corpus / folder).mkdir(parents=True)
+    for i in range(10):
+        (corpus / ("a" if i < 5 else "b") / f"d{i}.md").write_text(f"Document {i}. " * 30, encoding="utf-8")
+    (corpus / "c" / "extra.md").write_text("An extra document. " * 30, encoding="utf-8")
+    ab = [str(corpus / "a"), str(corpus / "b"), "--workspace", str(workspace)]
+    assert run_json(capsys, *ab)[1]["documents"] == 10
+    code, partial = run_json(capsys, str(corpus / "a"), str(corpus / "c"), "--workspace", str(workspace))
+    assert code == 0 and partial["removed"] == 0 and partial["new"] == 1  # b/ was not given: its documents stay
+    for i in range(5, 10):
+        (corpus / "b" / f"d{i}.md").unlink()
+    (corpus / "b" / "keep.md").write_text("still here " * 30, encoding="utf-8")
+    assert main(["chunk", *ab]) == 1
+    err = capsys.readouterr().err
+    assert "would mark 5 of 11 documents removed (more than 25%)" in err and "--allow-removal" in err
+    with open_workspace(workspace) as ws:
+        assert ws.db.execute("SELECT COUNT(*) FROM documents WHERE removed_at IS NULL").fetchone()[0] == 11
+    code, allowed = run_json(capsys, *ab, "--allow-removal")
+    assert code == 0 and allowed["removed"] == 5 and allowed["new"] == 1
+    assert sorted(allowed["removed_by_source"]) == sorted(str(corpus / "b" / f"d{i}.md") for i in range(5, 10))

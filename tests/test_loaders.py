@@ -72,7 +72,7 @@ def test_a_folder_loads_every_readable_file_and_reports_the_rest(messy_folder):
     assert reasons["blob.txt"].startswith("binary file")
     assert reasons["latin1.txt"].startswith("not valid UTF-8")
     assert reasons["broken.pdf"].startswith("cannot read PDF")
-    assert "ignored.bin" not in reasons
+    assert reasons["ignored.bin"].startswith("not a supported file type (.bin; supported: .htm, .html, .jsonl")
 
 
 def test_strict_makes_the_first_bad_file_fatal(messy_folder):
@@ -125,13 +125,68 @@ def test_hugging_face_datasets_load_from_memory_and_from_parquet(tmp_path):
     assert [d.doc_id for d in from_file.documents] == ["a", "b"]
 
 
-def test_ids_repeated_across_sources_are_reported(tmp_path):
+def test_the_same_file_name_in_two_source_folders_gives_two_documents_named_by_their_folder(tmp_path):
+    (tmp_path / "teamA").mkdir()
+    (tmp_path / "teamB").mkdir()
+    (tmp_path / "teamA" / "notes.md").write_text("one")
+    (tmp_path / "teamB" / "notes.md").write_text("two")
+    result = load_sources([tmp_path / "teamA", tmp_path / "teamB"])
+    assert sorted((d.doc_id, d.text) for d in result.documents) == [
+        ("teamA/notes.md", "one"),
+        ("teamB/notes.md", "two"),
+    ]
+    assert [d.doc_id for d in load_sources([tmp_path / "teamA"]).documents] == ["notes.md"]  # one root: no prefix
+
+
+def test_a_true_id_clash_between_sources_is_an_error_naming_both(tmp_path):
     (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    (tmp_path / "a" / "same.txt").write_text("one")
-    (tmp_path / "b" / "same.txt").write_text("two")
-    result = load_sources([tmp_path / "a", tmp_path / "b"])
-    assert len(result.documents) == 1 and "duplicate document id 'same.txt'" in result.skipped[0].reason
+    (tmp_path / "a" / "x.jsonl").write_text('{"_id": "d1", "text": "one"}\n')
+    (tmp_path / "b.jsonl").write_text('{"_id": "d1", "text": "two"}\n')
+    with pytest.raises(InputError, match=r"document id 'd1' comes from two sources, .*x.jsonl and .*b.jsonl"):
+        load_sources([tmp_path / "a", tmp_path / "b.jsonl"])
+
+
+def test_a_folder_loads_jsonl_and_parquet_beside_its_text_files_and_a_beir_folder_inside_it(tmp_path):
+    import datasets
+
+    corpus = tmp_path / "corpus"
+    (corpus / "docs").mkdir(parents=True)
+    (corpus / "docs" / "a.md").write_text("# A\n\ntext a", encoding="utf-8")
+    (corpus / "claims.jsonl").write_text('{"_id": "c1", "text": "a claim"}\n', encoding="utf-8")
+    datasets.Dataset.from_dict({"_id": ["p1"], "text": ["a parquet row"]}).to_parquet(str(corpus / "rows.parquet"))
+    (corpus / "beir").mkdir()
+    (corpus / "beir" / "corpus.jsonl").write_text('{"_id": "b1", "title": "T", "text": "beir doc"}\n', encoding="utf-8")
+    (corpus / "beir" / "queries.jsonl").write_text(
+        '{"_id": "q1", "text": "a query, not a document"}\n', encoding="utf-8"
+    )
+    (corpus / ".git").mkdir()
+    (corpus / ".git" / "HEAD").write_text("ref: refs/heads/main")
+    result = load_sources([corpus])
+    assert sorted(d.doc_id for d in result.documents) == ["b1", "c1", "docs/a.md", "p1"] and not result.skipped
+
+
+def test_file_ids_escape_whitespace_reversibly(tmp_path):
+    from urllib.parse import unquote
+
+    (tmp_path / "my notes").mkdir()
+    (tmp_path / "my notes" / "tab\there 100%.md").write_text("text")
+    (document,) = load_sources([tmp_path]).documents
+    assert document.doc_id == "my%20notes/tab%09here%20100%25.md"
+    assert unquote(document.doc_id) == "my notes/tab\there 100%.md"
+
+
+@pytest.mark.parametrize("make", ["empty folder", "all skipped", "glob without match"])
+def test_a_load_that_finds_no_document_is_an_error_not_an_empty_corpus(make, tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    source = str(folder)
+    if make == "all skipped":
+        (folder / "empty.txt").write_bytes(b"")
+        (folder / "image.png").write_bytes(b"\x89PNG")
+    if make == "glob without match":
+        source = str(folder / "*.md")
+    with pytest.raises(InputError, match=r"no documents to chunk|the glob matches no file"):
+        load_sources([source])
 
 
 def test_a_missing_source_is_a_clear_error(tmp_path):

@@ -137,6 +137,9 @@ class ChunkingConfig(Strict):
     id_field: str = "_id"
     text_field: str = "text"
     title_field: str = "title"
+    max_removal_share: float = Field(
+        default=0.25, ge=0, le=1, description="marking more of the live documents removed needs --allow-removal"
+    )
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> ChunkingConfig:

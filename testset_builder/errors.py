@@ -34,6 +34,21 @@ class InputError(TestsetBuilderError):
         super().__init__(f"{where}{message}")
 
 
+class LargeRemovalError(InputError):
+    """Chunking would mark a large share of the corpus removed; nothing was written. Usually a source was left
+    out or mistyped; pass --allow-removal when the removal is meant."""
+
+    def __init__(self, removed: int, live: int, share: float, by_source: dict[str, int]) -> None:
+        self.removed, self.live, self.share, self.by_source = removed, live, share, by_source
+        shown = ", ".join(f"{source} ({n})" for source, n in list(by_source.items())[:3])
+        more = f" and {len(by_source) - 3} more sources" if len(by_source) > 3 else ""
+        super().__init__(
+            f"this would mark {removed} of {live} documents removed (more than {share:.0%}), from {shown}{more}; "
+            "nothing was changed. Pass --allow-removal if that is meant "
+            "(a missing or mistyped source is the usual cause)"
+        )
+
+
 class PromptError(InputError):
     """A prompt file that cannot be found, read or rendered."""
 

@@ -99,18 +99,32 @@ def chunk(
     strict: Annotated[
         bool, typer.Option("--strict", help="Stop at the first unreadable file or line instead of skipping it.")
     ] = False,
+    allow_removal: Annotated[
+        bool,
+        typer.Option(
+            "--allow-removal",
+            help="Allow marking more than chunking.max_removal_share (25%) of the documents removed "
+            "(on a terminal you are asked instead).",
+        ),
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Load a corpus and chunk it into the workspace, incrementally.
 
     Unchanged documents are skipped on a rerun; changed ones are re-chunked (their old chunks are marked removed, not
-    deleted); documents gone from the sources are marked removed. Unreadable files and lines are reported with file
-    and line and skipped (or fatal with --strict). The config's `chunking:` section gives the defaults.
+    deleted). A document is marked removed only when its own file was read and no longer holds it, or its file is
+    gone from a folder given; a large removal needs --allow-removal. A folder loads every supported format in it
+    (text, Markdown, HTML, PDF, JSONL, Parquet, BEIR corpus.jsonl) and reports what it skipped; with two folders,
+    ids start with the folder's name. Unreadable files and lines are reported with file and line and skipped (or
+    fatal with --strict). The config's `chunking:` section gives the defaults.
     """
+    import sys
+
     from rich.progress import Progress
 
     from ..corpus.ingest import ingest
     from ..corpus.loaders import load_sources
+    from ..errors import LargeRemovalError
 
     resolved = settings(
         config,
@@ -134,7 +148,16 @@ def chunk(
         open_workspace_for(resolved, create=True) as ws,
         Progress(console=err, transient=True, disable=json_output) as progress,
     ):
-        summary = ingest(ws, loaded, chunking, sources, progress=progress)
+        try:
+            summary = ingest(ws, loaded, chunking, progress=progress, allow_removal=allow_removal)
+        except LargeRemovalError as refused:
+            if json_output or not (sys.stdin.isatty() and sys.stderr.isatty()):
+                raise
+            progress.stop()
+            err.print(f"[yellow]careful:[/] {escape(str(refused).split('; nothing')[0])}")
+            if not typer.confirm("Mark them removed?", default=False, err=True):
+                raise
+            summary = ingest(ws, loaded, chunking, progress=progress, allow_removal=True)
     if json_output:
         print(json.dumps({**summary.as_dict(), "skipped_files": [str(s) for s in loaded.skipped]}, indent=2))
         return
@@ -148,3 +171,5 @@ def chunk(
         f"{summary.duplicate_chunks} chunks in {summary.duplicate_groups} duplicate groups; "
         f"{summary.skipped} skipped; {summary.seconds:.2f} s -> {resolved.workspace}"
     )
+    for source, n in list(summary.removed_by_source.items())[:10]:
+        out.print(f"  marked removed: {n} documents of {escape(source)}", highlight=False)

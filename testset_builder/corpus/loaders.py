@@ -1,14 +1,26 @@
-"""Loaders: files (.txt, .md, .html, .pdf), JSONL, BEIR folders and Hugging Face datasets, into Documents.
+"""Loaders: files (.txt, .md, .html, .pdf), JSONL, Parquet, BEIR folders and Hugging Face datasets, into Documents.
 
 Bad input never stops a load: an empty or binary file, undecodable bytes, a broken PDF, a JSONL line that is not
-JSON or lacks the text field, a repeated document id: each becomes a :class:`Skipped` entry naming the source and
-line, and the rest is loaded. ``strict=True`` raises :class:`InputError` on the first instead.
+JSON or lacks the text field, a repeated document id within a file, a file of a type no loader reads: each becomes a
+:class:`Skipped` entry naming the source and line, and the rest is loaded. ``strict=True`` raises
+:class:`InputError` on the first instead. Two sources giving the same document id is always an error naming both.
+
+A folder loads every supported format in it (text, HTML, PDF, JSONL, Parquet, and a BEIR folder's corpus.jsonl);
+hidden files and folders (``.git``) are passed over. A file's document id is its path under the folder it was
+found in, prefixed with that folder's name when two or more folders are given (``teamA/notes.md``); whitespace,
+control characters and ``%`` in a path are percent-encoded (``my%20notes.md``), so every id survives every format
+and ``urllib.parse.unquote`` gives the path back.
+
+:class:`LoadResult` also says which files were read (``read``) and under which roots (``roots``): a document may
+be marked removed only when its own source was read and no longer holds it, or its file is gone from a root that
+was walked.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -21,6 +33,8 @@ from ..records import Document
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
 HTML_SUFFIXES = {".html", ".htm"}
 FILE_SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | {".pdf"}
+JSONL_SUFFIXES = {".jsonl", ".ndjson"}
+SUPPORTED = ", ".join(sorted(FILE_SUFFIXES | JSONL_SUFFIXES | {".parquet"}))
 
 
 @dataclass(frozen=True)
@@ -37,10 +51,14 @@ class Skipped:
 class LoadResult:
     documents: list[Document] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    read: set[str] = field(default_factory=set)  # resolved paths of the files read whole
+    roots: list[Path] = field(default_factory=list)  # resolved folders (and single files) the sources name
 
     def extend(self, other: LoadResult) -> None:
         self.documents.extend(other.documents)
         self.skipped.extend(other.skipped)
+        self.read |= other.read
+        self.roots.extend(other.roots)
 
 
 class _Collector:
@@ -174,10 +192,21 @@ def load_file(path: Path, doc_id: str) -> Document:
     return Document(doc_id=doc_id, text=text, source=str(path), metadata={"format": suffix.lstrip(".") or "txt"})
 
 
-def load_files(paths: Iterable[Path], root: Path | None = None, strict: bool = False) -> LoadResult:
+_ESCAPED = re.compile(r"[\s%\x00-\x1f\x7f]")
+
+
+def file_doc_id(relative: str, prefix: str = "") -> str:
+    """A document id from a file's path under its root: whitespace, control characters and ``%`` percent-encoded
+    (reversible with ``urllib.parse.unquote``), so the id has no character any file format splits on."""
+    path = f"{prefix}/{relative}" if prefix else relative
+    return _ESCAPED.sub(lambda m: "".join(f"%{b:02X}" for b in m.group(0).encode("utf-8")), path)
+
+
+def load_files(paths: Iterable[Path], root: Path | None = None, strict: bool = False, prefix: str = "") -> LoadResult:
+    """Text, HTML and PDF files; ids are paths under ``root`` (with ``prefix``), else file names."""
     collector = _Collector(strict)
     for path in sorted(paths):
-        doc_id = path.relative_to(root).as_posix() if root else path.name
+        doc_id = file_doc_id(path.relative_to(root).as_posix() if root else path.name, prefix)
         if path.stat().st_size == 0:
             collector.skip(str(path), "empty file")
             continue
@@ -186,6 +215,7 @@ def load_files(paths: Iterable[Path], root: Path | None = None, strict: bool = F
         except ValueError as error:
             collector.skip(str(path), str(error))
             continue
+        collector.result.read.add(str(path.resolve()))
         if not document.text.strip():
             collector.skip(str(path), "no text in the file")
             continue
@@ -206,6 +236,7 @@ def load_jsonl(
     """One document per line. The id falls back to ``id``; other fields go to metadata."""
     collector = _Collector(strict)
     source = str(path)
+    collector.result.read.add(str(path.resolve()))
     for number, raw in _records(path):
         try:
             record = json.loads(raw)
@@ -249,10 +280,12 @@ def load_hf(
     naming it."""
     import datasets
 
+    read: set[str] = set()
     if isinstance(dataset, datasets.Dataset):
         source, rows = dataset.info.dataset_name or "dataset", iter(dataset)
     elif str(dataset).endswith(".parquet"):
         source, rows = str(dataset), iter(_parquet_rows(Path(dataset)))
+        read = {str(Path(dataset).resolve())}
     else:
         source = str(dataset)
         try:
@@ -263,6 +296,7 @@ def load_hf(
             ) from None
         rows = iter(loaded if isinstance(loaded, datasets.Dataset) else loaded[next(iter(loaded))])
     collector = _Collector(strict)
+    collector.result.read |= read
     for row_number, row in enumerate(rows, start=1):
         doc_id, text = row.get(id_field, row.get("id")), row.get(text_field)
         if doc_id is None or not isinstance(text, str) or not text.strip():
@@ -294,35 +328,104 @@ def load_sources(
     text_field: str = "text",
     title_field: str = "title",
 ) -> LoadResult:
-    """Each source by its shape: a BEIR folder (has corpus.jsonl), a folder of files, a glob, a .jsonl, a .parquet."""
+    """Each source by its shape: a BEIR folder (has corpus.jsonl), a folder, a glob, a .jsonl, a .parquet, a file.
+
+    A source that matches nothing is an error; so is a load that finds no document at all (every file skipped, or
+    none there), since chunking it would leave an empty corpus. Two sources giving one id is an error naming both.
+    """
+    sources = list(sources)
+    folders = [s for s in sources if Path(s).is_dir() or (not Path(s).exists() and _is_glob(s))]
+    prefixed = len(folders) > 1  # two roots: a file's id starts with its root's name
     result = LoadResult()
     for source in sources:
         path = Path(source)
-        if path.is_dir() and (path / "corpus.jsonl").exists():
-            result.extend(load_beir(path, strict=strict))
-        elif path.is_dir():
-            files = [p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in FILE_SUFFIXES]
-            result.extend(load_files(files, root=path, strict=strict))
-        elif path.suffix.lower() in (".jsonl", ".ndjson") and path.is_file():
-            result.extend(load_jsonl(path, id_field, text_field, title_field, strict=strict))
-        elif path.suffix.lower() == ".parquet" and path.is_file():
-            result.extend(load_hf(str(path), id_field, text_field, title_field, strict=strict))
+        if path.is_dir():
+            result.extend(
+                load_folder(
+                    path, strict, id_field, text_field, title_field, prefix=path.resolve().name if prefixed else ""
+                )
+            )
         elif path.is_file():
-            result.extend(load_files([path], root=path.parent, strict=strict))
-        elif any(ch in str(source) for ch in "*?["):
+            result.roots.append(path.resolve())
+            result.extend(_load_file_of_any_kind(path, path.parent, "", strict, id_field, text_field, title_field))
+        elif _is_glob(source):
             base = Path(str(source).split("*")[0].split("?")[0].split("[")[0] or ".")
             root = base if base.is_dir() else base.parent
-            matches = (
-                [p for p in Path().glob(str(source)) if p.is_file()]
-                if not Path(str(source)).is_absolute()
-                else [p for p in Path("/").glob(str(source).lstrip("/")) if p.is_file()]
+            pattern = str(source)
+            glob_root = Path("/") if Path(pattern).is_absolute() else Path()
+            matches = sorted(
+                p for p in glob_root.glob(pattern.lstrip("/") if glob_root == Path("/") else pattern) if p.is_file()
             )
-            result.extend(load_files(matches, root=root, strict=strict))
+            if not matches:
+                raise InputError("the glob matches no file", path=source)
+            result.roots.append(root.resolve())
+            prefix = root.resolve().name if prefixed else ""
+            for match in matches:
+                result.extend(_load_file_of_any_kind(match, root, prefix, strict, id_field, text_field, title_field))
         else:
             raise InputError("no such file, folder or glob match", path=source)
-    # ids must be unique across sources too
+    return _unique(result, sources)
+
+
+def _is_glob(source: str | Path) -> bool:
+    return any(ch in str(source) for ch in "*?[")
+
+
+def load_folder(
+    folder: Path, strict: bool = False, id_field: str = "_id", text_field: str = "text", title_field: str = "title",
+    prefix: str = "",
+) -> LoadResult:  # fmt: skip
+    """Every supported file under ``folder`` (hidden ones passed over); a BEIR folder contributes its corpus.jsonl
+    (its queries and qrels are not documents); a file of another type is reported as skipped."""
+    result = LoadResult(roots=[folder.resolve()])
+    if (folder / "corpus.jsonl").is_file():
+        result.extend(load_beir(folder, strict=strict))
+        return result
+    beir_folders = {p.parent for p in folder.rglob("corpus.jsonl") if not _hidden(p, folder)}
+    for path in sorted(folder.rglob("*")):
+        if not path.is_file() or _hidden(path, folder):
+            continue
+        inside_beir = next((b for b in beir_folders if b in path.parents), None)
+        if inside_beir is not None:
+            if path == inside_beir / "corpus.jsonl":
+                result.extend(load_beir(inside_beir, strict=strict))
+            continue
+        result.extend(_load_file_of_any_kind(path, folder, prefix, strict, id_field, text_field, title_field))
+    return result
+
+
+def _hidden(path: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def _load_file_of_any_kind(
+    path: Path, root: Path, prefix: str, strict: bool, id_field: str, text_field: str, title_field: str
+) -> LoadResult:
+    suffix = path.suffix.lower()
+    if suffix in JSONL_SUFFIXES:
+        return load_jsonl(path, id_field, text_field, title_field, strict=strict)
+    if suffix == ".parquet":
+        return load_hf(str(path), id_field, text_field, title_field, strict=strict)
+    if suffix in FILE_SUFFIXES:
+        return load_files([path], root=root, strict=strict, prefix=prefix)
     collector = _Collector(strict)
-    for document in result.documents:
-        collector.add(document, document.source)
-    collector.result.skipped[:0] = result.skipped
+    collector.skip(str(path), f"not a supported file type ({suffix or 'no suffix'}; supported: {SUPPORTED})")
     return collector.result
+
+
+def _unique(result: LoadResult, sources: list) -> LoadResult:
+    """Ids must be unique across sources: a second source giving an id is an error naming both."""
+    first: dict[str, str] = {}
+    for document in result.documents:
+        if document.doc_id in first and first[document.doc_id] != document.source:
+            raise InputError(
+                f"document id {document.doc_id!r} comes from two sources, {first[document.doc_id]} and "
+                f"{document.source}; give the folders separately named, or fix the ids"
+            )
+        first.setdefault(document.doc_id, document.source)
+    if not result.documents:
+        reasons = Counter(s.reason.split(" (")[0] for s in result.skipped)
+        detail = "; ".join(f"{n} {reason}" for reason, n in reasons.most_common()) or "no files"
+        names = ", ".join(str(s) for s in sources)
+        raise InputError(f"no documents to chunk in {names} ({detail})")
+    return result
