@@ -47,6 +47,20 @@ def relevance_by_overlap(request) -> object:
 
 
 # reading queries ------------------------------------------------------------------------------------------------
+def test_a_csv_row_with_an_unquoted_comma_is_an_error_naming_its_line_not_a_cut_query(tmp_path):
+    path = write(tmp_path / "q.csv", 'id,text\nq1,"why, oh why, is espresso sour"\nq2,why, oh why, is espresso sour\n')
+    with pytest.raises(InputError, match=r"q.csv:3: 4 fields where the header has 2; quote a text"):
+        read_queries(path)
+    quoted = write(tmp_path / "ok.csv", 'id,text\nq1,"why, oh why, is espresso sour"\nq2,"a ""quoted"" word"\n')
+    assert [q.text for q in read_queries(quoted).queries] == ["why, oh why, is espresso sour", 'a "quoted" word']
+
+
+def test_an_unclosed_quote_in_a_csv_is_an_error_not_a_swallowed_file(tmp_path):
+    path = write(tmp_path / "q.csv", 'id,text\nq1,"never closed\nq2,second\nq3,third\n')
+    with pytest.raises(InputError, match=r"q.csv:\d+: not valid CSV \(unexpected end of data; an unclosed quote\?\)"):
+        read_queries(path)
+
+
 def test_queries_from_jsonl_keep_their_ids_and_duplicates_are_merged_and_counted(tmp_path):
     path = write(
         tmp_path / "q.jsonl",

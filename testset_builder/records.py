@@ -9,11 +9,12 @@ validating ten million rows one pydantic object at a time would cost more than s
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 GRADE_IRRELEVANT = 0
 GRADE_RELEVANT = 1
@@ -22,6 +23,31 @@ GRADE_HIGHLY_RELEVANT = 2
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be an id, or None. An id is any non-empty text without whitespace (Unicode's too) or
+    control characters: every format the tool reads and writes (TREC splits on whitespace, BEIR on tabs, JSONL on
+    lines) then carries it unchanged. ``#``, quotes, any script and any length are fine."""
+    if not value:
+        return "an id cannot be empty"
+    if value[0] == "\ufeff":  # readers drop a byte-order mark at the start of a file
+        return f"an id cannot start with a byte-order mark (U+FEFF): {value[:60]!r}"
+    for ch in value:
+        if ch.isspace() or unicodedata.category(ch) == "Cc":
+            return f"an id cannot contain whitespace or control characters ({ch!r} in {value[:60]!r})"
+    return None
+
+
+def _valid_id(value: str) -> str:
+    problem = id_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+RecordId = Annotated[str, AfterValidator(_valid_id)]
+"""A document, chunk, query or judgment id (see :func:`id_problem`)."""
 
 
 class Record(BaseModel):
@@ -43,7 +69,7 @@ class Lineage(Record):
 
 
 class Document(Record):
-    doc_id: str = Field(min_length=1)
+    doc_id: RecordId
     text: str
     title: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -58,8 +84,8 @@ def passage_text(title: str, text: str) -> str:
 class Chunk(Record):
     """A span of a document: ``document.text[start:end] == chunk.text`` always holds."""
 
-    chunk_id: str = Field(min_length=1)
-    doc_id: str = Field(min_length=1)
+    chunk_id: RecordId
+    doc_id: RecordId
     text: str
     start: int = Field(ge=0)
     end: int = Field(ge=0)
@@ -80,7 +106,7 @@ class QueryOrigin(str, Enum):
 
 
 class Query(Record):
-    query_id: str = Field(min_length=1)
+    query_id: RecordId
     text: str = Field(min_length=1)
     origin: QueryOrigin
     source_chunk_id: str | None = None
@@ -106,9 +132,9 @@ class JudgmentStatus(str, Enum):
 class Judgment(Record):
     """One graded relevance statement. ``grade`` is 0 irrelevant, 1 relevant, 2 highly relevant."""
 
-    judgment_id: str = Field(min_length=1)
-    query_id: str = Field(min_length=1)
-    chunk_id: str = Field(min_length=1)
+    judgment_id: RecordId
+    query_id: RecordId
+    chunk_id: RecordId
     grade: int = Field(ge=0, le=GRADE_HIGHLY_RELEVANT)
     source: JudgmentSource
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
@@ -129,18 +155,18 @@ class Judgment(Record):
 class Qrel(Record):
     """A resolved relevance label, as released and as scored. Grades are integers; relevant means grade >= 1."""
 
-    query_id: str = Field(min_length=1)
-    chunk_id: str = Field(min_length=1)
+    query_id: RecordId
+    chunk_id: RecordId
     grade: int
 
 
 class ScoredChunk(Record):
-    chunk_id: str = Field(min_length=1)
+    chunk_id: RecordId
     score: float
 
 
 class RankedList(Record):
     """One query's results in a retriever run: chunk ids with scores (ranking is by score, not by list order)."""
 
-    query_id: str = Field(min_length=1)
+    query_id: RecordId
     results: tuple[ScoredChunk, ...]

@@ -143,6 +143,10 @@ def _check_ids(table: pa.Table, what: str) -> None:
             raise InputError(f"{what} has a missing {column}")
         if table.num_rows and pc.min(pc.utf8_length(values)).as_py() == 0:
             raise InputError(f"{what} has an empty {column}")
+        hostile = pc.match_substring_regex(values, r"^\x{FEFF}|[\pZ\p{Cc}]")  # as records.id_problem
+        if table.num_rows and pc.any(hostile).as_py():
+            first = values.filter(hostile)[0].as_py()
+            raise InputError(f"{what} has a {column} with whitespace or control characters: {first[:60]!r}")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..records import Document
+from ..records import Document, id_problem
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
 HTML_SUFFIXES = {".html", ".htm"}
@@ -251,6 +251,9 @@ def load_jsonl(
         if doc_id is None or str(doc_id) == "":
             collector.skip(source, f"missing id field {id_field!r}", number)
             continue
+        if problem := id_problem(str(doc_id)):
+            collector.skip(source, problem, number)
+            continue
         if not isinstance(text, str) or not text.strip():
             collector.skip(source, f"missing or empty text field {text_field!r}", number)
             continue
@@ -301,6 +304,9 @@ def load_hf(
         doc_id, text = row.get(id_field, row.get("id")), row.get(text_field)
         if doc_id is None or not isinstance(text, str) or not text.strip():
             collector.skip(source, f"row lacks {id_field!r} or a non-empty {text_field!r}", row_number)
+            continue
+        if problem := id_problem(str(doc_id)):
+            collector.skip(source, problem, row_number)
             continue
         metadata = {k: v for k, v in row.items() if k not in (id_field, "id", text_field, title_field)}
         document = Document(

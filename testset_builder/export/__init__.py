@@ -6,6 +6,7 @@ Runs: TREC (``qid Q0 docid rank score tag``), JSONL (``{"query_id", "results": [
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -23,12 +24,22 @@ RunFormat = Literal["auto", "trec", "jsonl"]
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 
+def _json_object(line: str) -> bool:
+    """A line that is a JSON object (an id may start with "{" in TREC and BEIR files)."""
+    if not line.startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
 def detect_qrels_format(path: Path) -> str:
     """JSONL by suffix or a leading ``{``; BEIR by its header; TREC by four fields."""
     line = first_line(path)
     if line is None:
         raise InputError("qrels file is empty", path=path)
-    if path.suffix.lower() in JSONL_SUFFIXES or line.startswith("{"):
+    if path.suffix.lower() in JSONL_SUFFIXES or _json_object(line):
         return "jsonl"
     if is_beir_qrels_header(line):
         return "beir"
@@ -47,7 +58,7 @@ def detect_run_format(path: Path) -> str:
     line = first_line(path)
     if line is None:
         raise InputError("run file is empty", path=path)
-    if path.suffix.lower() in JSONL_SUFFIXES or line.startswith("{"):
+    if path.suffix.lower() in JSONL_SUFFIXES or _json_object(line):
         return "jsonl"
     if len(line.split()) == 6:
         return "trec"

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ..errors import InputError
+from ..records import id_problem
 
 
 def check_readable(path: Path) -> None:
@@ -39,8 +40,19 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
                 yield number, line
 
 
-def check_unique_pair(seen: dict[tuple[str, str], int], key: tuple[str, str], path: Path, line: int) -> None:
-    """Record ``key`` as seen on ``line``; a repeat is an error naming both lines."""
+def check_id(value: str, path: Path, line: int) -> str:
+    """``value`` if it can be an id (see :func:`~testset_builder.records.id_problem`), else an error naming the line."""
+    problem = id_problem(value)
+    if problem:
+        raise InputError(problem, path=path, line=line)
+    return value
+
+
+def check_pair(seen: dict[tuple[str, str], int], key: tuple[str, str], path: Path, line: int) -> None:
+    """Check a line's (query id, chunk id) and record it as seen on ``line``; a repeat is an error naming both
+    lines."""
+    for value in key:
+        check_id(value, path, line)
     if key in seen:
         raise InputError(
             f"({key[0]}, {key[1]}) repeats line {seen[key]}; each pair may appear once", path=path, line=line

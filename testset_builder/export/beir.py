@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ..errors import InputError
 from ..tables import CHUNK_ID, GRADE, QRELS_SCHEMA, QUERY_ID, Qrels
-from ._lines import check_readable, check_unique_pair, fast_read, first_line, numbered_lines, read_with_fallback
+from ._lines import check_pair, check_readable, fast_read, first_line, numbered_lines, read_with_fallback
 
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
 
@@ -53,7 +53,7 @@ def read_beir_qrels(path: str | Path) -> Qrels:
                 grade = int(parts[2])
             except ValueError:
                 raise InputError(f"score must be an integer, got {parts[2]!r}", path=path, line=number) from None
-            check_unique_pair(seen, (parts[0], parts[1]), path, number)
+            check_pair(seen, (parts[0], parts[1]), path, number)
             queries.append(parts[0])
             chunks.append(parts[1])
             grades.append(grade)

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from ..errors import InputError
 from ..tables import CHUNK_ID, GRADE, QRELS_SCHEMA, QUERY_ID, RUN_SCHEMA, SCORE, Qrels, Run
-from ._lines import check_readable, check_unique_pair, numbered_lines
+from ._lines import check_id, check_pair, check_readable, numbered_lines
 
 
 def _objects(path: Path):
@@ -30,7 +30,7 @@ def _id_field(value: dict[str, Any], field: str, path: Path, line: int) -> str:
     ident = value.get(field)
     if isinstance(ident, bool) or not isinstance(ident, (str, int)) or str(ident) == "":
         raise InputError(f"missing or empty {field!r} (a string or integer)", path=path, line=line)
-    return str(ident)
+    return check_id(str(ident), path, line)
 
 
 def _number(value: Any, field: str, path: Path, line: int, integer: bool = False) -> float | int:
@@ -55,7 +55,7 @@ def read_jsonl_run(path: str | Path, name: str | None = None) -> Run:
             if not isinstance(result, dict):
                 raise InputError("each result must be an object {chunk_id, score}", path=path, line=number)
             chunk_id = _id_field(result, CHUNK_ID, path, number)
-            check_unique_pair(seen, (query_id, chunk_id), path, number)
+            check_pair(seen, (query_id, chunk_id), path, number)
             queries.append(query_id)
             chunks.append(chunk_id)
             scores.append(_number(result.get(SCORE), SCORE, path, number))
@@ -69,7 +69,7 @@ def read_jsonl_qrels(path: str | Path) -> Qrels:
     for number, value in _objects(path):
         query_id = _id_field(value, QUERY_ID, path, number)
         chunk_id = _id_field(value, CHUNK_ID, path, number)
-        check_unique_pair(seen, (query_id, chunk_id), path, number)
+        check_pair(seen, (query_id, chunk_id), path, number)
         queries.append(query_id)
         chunks.append(chunk_id)
         grades.append(_number(value.get(GRADE), GRADE, path, number, integer=True))

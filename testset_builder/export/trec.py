@@ -15,8 +15,8 @@ import pyarrow as pa
 from ..errors import InputError
 from ..tables import CHUNK_ID, GRADE, QRELS_SCHEMA, QUERY_ID, RUN_SCHEMA, SCORE, Qrels, Run
 from ._lines import (
+    check_pair,
     check_readable,
-    check_unique_pair,
     fast_read,
     first_line,
     numbered_lines,
@@ -69,7 +69,7 @@ def read_trec_qrels(path: str | Path) -> Qrels:
                     f"expected 4 fields 'qid iteration docid grade', got {len(parts)}", path=path, line=number
                 )
             grade = _parse_int(parts[3], "grade", path, number)
-            check_unique_pair(seen, (parts[0], parts[2]), path, number)
+            check_pair(seen, (parts[0], parts[2]), path, number)
             queries.append(parts[0])
             chunks.append(parts[2])
             grades.append(grade)
@@ -104,7 +104,7 @@ def read_trec_run(path: str | Path, name: str | None = None) -> Run:
                     f"expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}", path=path, line=number
                 )
             score = _parse_score(parts[4], path, number)
-            check_unique_pair(seen, (parts[0], parts[2]), path, number)
+            check_pair(seen, (parts[0], parts[2]), path, number)
             queries.append(parts[0])
             chunks.append(parts[2])
             scores.append(score)

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..corpus.dedup import normalise
 from ..corpus.loaders import Skipped
 from ..errors import InputError
-from ..records import Query, QueryOrigin
+from ..records import Query, QueryOrigin, id_problem
 
 ID_FIELDS = ("_id", "id", "query_id", "query-id", "qid")
 TEXT_FIELDS = ("text", "query", "question")
@@ -71,6 +71,9 @@ def read_queries(
             return
         key = normalise(query_text)
         query_id = str(query_id).strip() if query_id not in (None, "") else derived_id(query_text)
+        if problem := id_problem(query_id):
+            skip(problem, line)
+            return
         if query_id in by_id and by_id[query_id] != key:
             raise InputError(f"query id {query_id!r} is used for two different texts", path=path, line=line)
         if key in by_text:
@@ -99,14 +102,30 @@ def read_queries(
             id_key = _pick(record, id_field, ID_FIELDS)
             add(record.get(id_key) if id_key else None, record[text_key], number)
     elif suffix in (".csv", ".tsv"):
-        reader = csv.DictReader(io.StringIO(text), delimiter="\t" if suffix == ".tsv" else ",")
-        header = reader.fieldnames or []
-        text_key = _pick(dict.fromkeys(header), text_field, TEXT_FIELDS)
-        if text_key is None:
-            raise InputError(f"no text column in the header {header} (use --text-field)", path=path, line=1)
-        id_key = _pick(dict.fromkeys(header), id_field, ID_FIELDS)
-        for number, row in enumerate(reader, 2):
-            add(row.get(id_key) if id_key else None, row.get(text_key) or "", number)
+        delimiter = "\t" if suffix == ".tsv" else ","
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+        try:
+            header = next(reader, [])
+            text_key = _pick(dict.fromkeys(header), text_field, TEXT_FIELDS)
+            if text_key is None:
+                raise InputError(f"no text column in the header {header} (use --text-field)", path=path, line=1)
+            id_key = _pick(dict.fromkeys(header), id_field, ID_FIELDS)
+            start = 1
+            for row in reader:
+                if len(row) != len(header):  # an unquoted comma, or a missing field: never guess which text is meant
+                    raise InputError(
+                        f"{len(row)} fields where the header has {len(header)}; quote a text holding "
+                        f'{"a tab" if delimiter == chr(9) else "a comma"} ("why, oh why")',
+                        path=path,
+                        line=start + 1,
+                    )
+                values = dict(zip(header, row))
+                add(values.get(id_key) if id_key else None, values.get(text_key) or "", start + 1)
+                start = reader.line_num
+        except csv.Error as error:
+            raise InputError(
+                f"not valid {suffix[1:].upper()} ({error}; an unclosed quote?)", path=path, line=reader.line_num
+            ) from None
     else:
         for number, line in enumerate(text.splitlines(), 1):
             if line.strip():
