@@ -450,3 +450,32 @@ def test_a_synthesize_run_killed_with_sigkill_resumes_without_paying_twice_and_g
         done_before_kill
     )  # only the unanswered ones
     assert queries(tmp_path / "killed") == queries(tmp_path / "clean") and len(queries(tmp_path / "clean")) == 10
+
+
+@pytest.mark.slow
+def test_the_same_corpus_config_and_seed_give_byte_identical_questions_in_processes_with_other_hash_seeds_and_load(
+    tmp_path, local_server
+):
+    """Two processes (PYTHONHASHSEED 1 and 2), each with its own llama-server, the second while a CPU burner runs."""
+    import os
+    import subprocess
+    import sys
+
+    def run(name: str, hash_seed: str) -> list[tuple[str, str]]:
+        workspace = tmp_path / name
+        cli = [sys.executable, "-m", "testset_builder"]
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        chunk = [*cli, "chunk", str(DOCS), "--workspace", str(workspace), "--chunker", "markdown", "--size", "600"]
+        subprocess.run([*chunk, "--overlap", "60"], check=True, env=env, capture_output=True)
+        made = [*cli, "synthesize", "-n", "6", "--no-mine", "--config", "quickstart", "--workspace", str(workspace)]
+        subprocess.run(made, check=True, env=env, capture_output=True)
+        with open_workspace(workspace) as ws:
+            return sorted((q, t) for q, t in ws.db.execute("SELECT query_id, text FROM queries"))
+
+    quiet = run("quiet", "1")
+    burner = subprocess.Popen([sys.executable, "-c", "while True: sum(i * i for i in range(10_000))"])
+    try:
+        loaded = run("loaded", "2")
+    finally:
+        burner.kill()
+    assert len(quiet) == 6 and quiet == loaded

@@ -8,6 +8,11 @@ release says which weights made it. ``kind: local`` with ``model: path/to/other.
 
 Gemma 3 270M is a *base* model (Gemma terms of use): prompt it few-shot through completions. It makes the pipeline
 run offline; it is not a judge to trust.
+
+The server runs one slot (``--parallel 1``). With two, llama.cpp decodes the requests that arrive together in one
+batch, and a sampled answer then depends on which requests shared it, so the same seed gave other questions from
+run to run; one slot costs about a fifth of the throughput on two cores and makes every answer a function of its
+request.
 """
 
 from __future__ import annotations
@@ -95,7 +100,7 @@ class LocalServer:
         self,
         model: Path,
         context: int = 4096,
-        parallel: int = 2,
+        parallel: int = 1,  # one slot: with two, an answer depends on which requests share a batch
         startup_timeout: float = 120.0,
         log_dir: Path | None = None,
     ) -> None:
