@@ -497,3 +497,17 @@ def test_bump_picks_the_next_version_and_a_baseline_scores_against_latest(worksp
     )
     scored = json.loads(capsys.readouterr().out.split("\n", 1)[1])
     assert 0.0 < scored["metrics"]["recall@10"]["mean"] <= 1.0
+
+
+@pytest.mark.slow
+def test_the_whole_public_scifact_imports_with_its_queries_that_share_a_text_kept_apart(scifact_dir, tmp_path, capsys):
+    texts = {q["_id"]: q["text"] for q in map(json.loads, (scifact_dir / "queries.jsonl").open(encoding="utf-8"))}
+    assert texts["870"] == texts["871"] and texts["85"] == texts["86"]  # the public data has such pairs
+    workspace = tmp_path / "ws"
+    assert main(["import", str(scifact_dir), "--workspace", str(workspace), "--version", "1.0.0", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    expected = read_qrels(scifact_dir / "qrels" / "test.tsv").to_dict()
+    assert report["documents"] == 5183 and report["labels"] == sum(len(v) for v in expected.values()) == 339
+    released = load_release(workspace / "releases" / "1.0.0")
+    assert released.qrels == expected and len(released.queries) == 300
+    assert all(released.queries[q] == texts[q] for q in released.queries)
