@@ -24,7 +24,7 @@ from testset_builder.retrieval import BM25Index
 from testset_builder.stages import release as release_stage
 from testset_builder.stages.release import ReleasePolicy, diff_releases, load_release, resolve, write_release
 from testset_builder.stages.synthesize import synthesize
-from testset_builder.store import rows
+from testset_builder.store import open_workspace, rows
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -287,7 +287,7 @@ def test_score_and_export_use_a_release_directly(workspace, tmp_path, capsys):
     )
     assert json.loads(capsys.readouterr().out) == by_release
     for fmt, expected in {
-        "hf": "hf/qrels/test.parquet",
+        "hf": "hf/qrels/test-*.parquet",
         "beir": "qrels/test.tsv",
         "trec": "qrels.trec",
         "jsonl": "qrels.jsonl",
@@ -308,7 +308,7 @@ def test_score_and_export_use_a_release_directly(workspace, tmp_path, capsys):
             )
             == 0
         )
-        assert (tmp_path / fmt / expected).exists()
+        assert len(list((tmp_path / fmt).glob(expected))) == 1
     assert (
         main(
             [
@@ -371,10 +371,8 @@ def test_push_uploads_the_release_and_tags_the_commit_on_the_hub(workspace, monk
     (commit,) = hub.commits
     manifest = json.loads((workspace.releases_dir / "1.0.0" / "manifest.json").read_text())
     assert set(commit["files"]) == set(manifest["files"]) | {"manifest.json", "README.md"}
-    assert (
-        commit["files"]["hf/qrels/test.parquet"]
-        == (workspace.releases_dir / "1.0.0" / "hf/qrels/test.parquet").read_bytes()
-    )
+    (qrels_file,) = (workspace.releases_dir / "1.0.0" / "hf" / "qrels").glob("test-*.parquet")
+    assert commit["files"][f"hf/qrels/{qrels_file.name}"] == qrels_file.read_bytes()
     assert "config_name: default" in hub.validated[0]["content"]
     assert hub.tags["v1.0.0"]["revision"] == commit["oid"] == result["commit"] and result["tag"] == "v1.0.0"
     assert all(
@@ -511,3 +509,31 @@ def test_the_whole_public_scifact_imports_with_its_queries_that_share_a_text_kep
     released = load_release(workspace / "releases" / "1.0.0")
     assert released.qrels == expected and len(released.queries) == 300
     assert all(released.queries[q] == texts[q] for q in released.queries)
+
+
+def test_two_workspaces_releases_of_one_version_load_their_own_rows_through_datasets_in_one_process(tmp_path):
+    import datasets
+
+    from testset_builder.records import Chunk, Document, Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
+
+    expected = {}
+    for name, size in (("team-a", 3), ("team-b", 5)):
+        with open_workspace(tmp_path / name) as ws:
+            with ws.transaction() as db:
+                ids = [f"{name}-{i}" for i in range(size)]
+                rows.put_documents(db, [Document(doc_id=i, text=f"text of {i}") for i in ids])
+                rows.put_chunks(
+                    db,
+                    [Chunk(chunk_id=i, doc_id=i, text=f"text of {i}", start=0, end=len(f"text of {i}")) for i in ids],
+                )
+                rows.put_queries(db, [Query(query_id="q", text="which text?", origin=QueryOrigin.real)])
+                label = Judgment(
+                    judgment_id="j", query_id="q", chunk_id=ids[0], grade=2, source=JudgmentSource.human, reviewer="r",
+                    status=JudgmentStatus.final,
+                )  # fmt: skip
+                rows.add_judgments(db, [label])
+            write_release(ws, "1.0.0")
+        expected[name] = ids
+    for name, ids in expected.items():  # the same folder name, 1.0.0, and the same configs: still their own rows
+        corpus = datasets.load_dataset(str(tmp_path / name / "releases" / "1.0.0"), "corpus", split="corpus")
+        assert sorted(corpus["_id"]) == ids

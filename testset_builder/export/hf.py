@@ -5,6 +5,10 @@ Configs: ``corpus`` (split ``corpus``: ``_id``, ``title``, ``text``), ``queries`
 ``datasets.load_dataset(DIR, "default")`` and MTEB's retrieval loader read — and ``judgments`` (the qrels with each
 one's ``origin``). Parquet is written without timestamps or pandas metadata, so the same rows give the same bytes.
 :func:`read_hf` reads such a directory back from its own files (the dataset card's ``configs``), never from a cache.
+
+Each data file's name carries the release's content hash (``hf/corpus-<sha12>.parquet``): the ``datasets`` library
+caches a local folder's build under the folder's name and the data files' names, not their content, so without it
+two workspaces' ``releases/1.0.0`` loaded in one process gave the first one's rows for both.
 """
 
 from __future__ import annotations
@@ -17,12 +21,18 @@ import yaml
 
 from ..errors import InputError
 
-HF_FILES = {
-    "corpus": ("corpus", "hf/corpus.parquet"),
-    "queries": ("queries", "hf/queries.parquet"),
-    "default": ("test", "hf/qrels/test.parquet"),
-    "judgments": ("test", "hf/judgments/test.parquet"),
+HF_LAYOUT = {  # config -> (split, data file without its content tag)
+    "corpus": ("corpus", "hf/corpus"),
+    "queries": ("queries", "hf/queries"),
+    "default": ("test", "hf/qrels/test"),
+    "judgments": ("test", "hf/judgments/test"),
 }
+
+
+def hf_files(content_sha256: str) -> dict[str, tuple[str, str]]:
+    """config -> (split, data file path) of a release whose content hash is ``content_sha256``."""
+    tag = content_sha256[:12]
+    return {config: (split, f"{stem}-{tag}.parquet") for config, (split, stem) in HF_LAYOUT.items()}
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
@@ -30,7 +40,8 @@ def write_parquet(table: pa.Table, path: Path) -> None:
     pq.write_table(table, path, compression="zstd", write_statistics=False, store_schema=False)
 
 
-def write_hf(root: Path, corpus: list[dict], queries: list[dict], qrels: list) -> None:
+def write_hf(root: Path, corpus: list[dict], queries: list[dict], qrels: list, content_sha256: str) -> None:
+    files = hf_files(content_sha256)
     write_parquet(
         pa.table(
             {
@@ -39,20 +50,20 @@ def write_hf(root: Path, corpus: list[dict], queries: list[dict], qrels: list) -
                 "text": [d["text"] for d in corpus],
             }
         ),
-        root / HF_FILES["corpus"][1],
+        root / files["corpus"][1],
     )
     write_parquet(
         pa.table({"_id": [q["_id"] for q in queries], "text": [q["text"] for q in queries]}),
-        root / HF_FILES["queries"][1],
+        root / files["queries"][1],
     )
     ids = pa.array([q.query_id for q in qrels], pa.string())
     chunks = pa.array([q.chunk_id for q in qrels], pa.string())
     scores = pa.array([q.grade for q in qrels], pa.int64())
-    write_parquet(pa.table({"query-id": ids, "corpus-id": chunks, "score": scores}), root / HF_FILES["default"][1])
+    write_parquet(pa.table({"query-id": ids, "corpus-id": chunks, "score": scores}), root / files["default"][1])
     origins = pa.array([q.origin for q in qrels], pa.string())
     write_parquet(
         pa.table({"query-id": ids, "corpus-id": chunks, "score": scores, "origin": origins}),
-        root / HF_FILES["judgments"][1],
+        root / files["judgments"][1],
     )
 
 
@@ -75,7 +86,7 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         "tags": ["retrieval", "beir", "mteb", "testset-builder"],
         "configs": [
             {"config_name": config, "data_files": [{"split": split, "path": path}]}
-            for config, (split, path) in HF_FILES.items()
+            for config, (split, path) in hf_files(manifest["content_sha256"]).items()
         ],
     }
     lineage = manifest["lineage"]
@@ -126,8 +137,8 @@ def data_files(folder: Path) -> dict[str, list[Path]]:
                     f["path"] if isinstance(f, dict) else f for f in (files if isinstance(files, list) else [files])
                 ]
                 configs[config["config_name"]] = [p for pattern in paths for p in sorted(folder.glob(pattern))]
-    for name, (_, fallback) in HF_FILES.items():
-        configs.setdefault(name, sorted(folder.glob(fallback)))
+    for name, (_, stem) in HF_LAYOUT.items():  # no card: the release layout, tagged or not
+        configs.setdefault(name, sorted(folder.glob(f"{stem}*.parquet")))
     return configs
 
 

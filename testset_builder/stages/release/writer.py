@@ -199,7 +199,7 @@ def _write_release(
         for relative, data in content.canonical_bytes().items():
             (partial / relative).parent.mkdir(parents=True, exist_ok=True)
             (partial / relative).write_bytes(data)
-        write_hf(partial, content.corpus, content.queries, content.qrels)
+        write_hf(partial, content.corpus, content.queries, content.qrels, content_sha)
         write_trec_qrels(content.qrels_table(), partial / "qrels.trec")
         files = {str(p.relative_to(partial)): sha256_file(p) for p in sorted(partial.rglob("*")) if p.is_file()}
         manifest = _manifest(workspace, version, parent, same_as_parent, content, judgments, files, policy, notes)
