@@ -242,3 +242,66 @@ def test_push_while_the_hub_cannot_be_reached_is_a_clear_error_not_a_bug(tmp_pat
     done = subprocess.run([sys.executable, "-m", "testset_builder", *args], env=env, capture_output=True, text=True)
     assert done.returncode == EXIT_BAD_INPUT and "internal error" not in done.stderr
     assert "cannot reach the hub at http://127.0.0.1:9" in done.stderr
+
+
+@pytest.fixture
+def read_only_view(tmp_path):
+    """A read-only bind mount of a folder (root may write anywhere else, so the media must refuse it)."""
+    mounted = []
+
+    def view(folder: Path) -> Path:
+        target = tmp_path / f"read-only-{folder.name}"
+        target.mkdir()
+        done = subprocess.run(["mount", "--bind", str(folder), str(target)], capture_output=True, text=True)
+        if done.returncode == 0:
+            mounted.append(target)
+            done = subprocess.run(["mount", "-o", "remount,ro,bind", str(target)], capture_output=True, text=True)
+        if done.returncode != 0:
+            if os.environ.get("CI"):
+                pytest.fail(f"CI must be able to make a read-only bind mount: {done.stderr.strip()}")
+            pytest.skip(f"cannot make a read-only bind mount here: {done.stderr.strip()}")
+        return target
+
+    yield view
+    for target in mounted:
+        subprocess.run(["umount", str(target)], capture_output=True)
+
+
+def test_read_only_commands_work_on_a_read_only_workspace(tmp_path, capsys, read_only_view):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": f"passage {i} on ranking"}) + "\n" for i in range(6)))
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"_id": "q1", "text": "passage 1"}) + "\n")
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\n")
+    ws = tmp_path / "ws"
+    assert main(["chunk", str(corpus), "--workspace", str(ws), "--chunker", "prechunked", "--json"]) == EXIT_OK
+    assert main(["import", str(qrels), "--queries", str(queries), "--workspace", str(ws), "--version", "1.0.0"]) == 0
+    capsys.readouterr()
+    before = sorted(p.name for p in ws.iterdir())
+    frozen = read_only_view(ws)
+    run = tmp_path / "run.trec"
+    commands = [
+        ["queue", "--workspace", str(frozen), "--json"],
+        ["costs", "--workspace", str(frozen), "--json"],
+        ["diff", "1.0.0", "latest", "--workspace", str(frozen), "--json"],
+        [
+            "export",
+            "--version",
+            "1.0.0",
+            "--format",
+            "beir",
+            "--out",
+            str(tmp_path / "out"),
+            "--workspace",
+            str(frozen),
+        ],
+        ["baseline", "--release", f"{frozen}@1.0.0", "--out", str(run)],
+        ["score", "--release", f"{frozen}@latest", "--run", str(run), "--json"],
+    ]
+    for args in commands:
+        code, _, err = run_cli(capsys, *args)
+        assert code == EXIT_OK, (args[0], err)
+    assert sorted(p.name for p in ws.iterdir()) == before
+    code, _, err = run_cli(capsys, "chunk", str(corpus), "--workspace", str(frozen), "--chunker", "prechunked")
+    assert code == EXIT_BAD_INPUT and "cannot write to this workspace" in err, err

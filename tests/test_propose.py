@@ -55,6 +55,18 @@ def test_a_csv_row_with_an_unquoted_comma_is_an_error_naming_its_line_not_a_cut_
     assert [q.text for q in read_queries(quoted).queries] == ["why, oh why, is espresso sour", 'a "quoted" word']
 
 
+def test_a_query_too_long_for_any_prompt_is_refused_naming_its_line_not_left_to_fail_as_a_retry(tmp_path):
+    path = write(tmp_path / "q.txt", "a fine query\n" + "word " * 2000 + "\n")
+    result = read_queries(path)
+    assert [q.text for q in result.queries] == ["a fine query"]
+    assert (result.skipped[0].line, result.skipped[0].reason) == (
+        2,
+        "a query of 9999 characters (at most 2000: shorten it)",
+    )
+    with pytest.raises(InputError, match=r"q.txt:2: a query of 9999 characters"):
+        read_queries(path, strict=True)
+
+
 def test_an_unclosed_quote_in_a_csv_is_an_error_not_a_swallowed_file(tmp_path):
     path = write(tmp_path / "q.csv", 'id,text\nq1,"never closed\nq2,second\nq3,third\n')
     with pytest.raises(InputError, match=r"q.csv:\d+: not valid CSV \(unexpected end of data; an unclosed quote\?\)"):

@@ -223,6 +223,10 @@ def test_versions_are_semantic_and_immutable(workspace, capsys):
         write_release(workspace, "1.0.0")
     with pytest.raises(InputError, match="not semantic"):
         write_release(workspace, "v2")
+    for almost in ("1.0.0\n", "1.0.0 ", "01.0.0", "1.0"):  # a trailing newline once made a second 1.0.0 directory
+        with pytest.raises(InputError, match="not semantic"):
+            write_release(workspace, almost)
+    assert sorted(p.name for p in workspace.releases_dir.iterdir()) == ["1.0.0"]
     assert main(["release", "--version", "1.0.0", "--workspace", str(workspace.root)]) == 1
     assert "immutable" in capsys.readouterr().err
 

@@ -168,11 +168,12 @@ def _waiting(holder: str) -> None:
     )
 
 
-def open_workspace_for(config, create: bool = False):
-    """The config's workspace, opened; a stage that must wait for another process says so on stderr."""
+def open_workspace_for(config, create: bool = False, readonly: bool = False):
+    """The config's workspace, opened (``readonly`` for commands that only read: they never write to it); a stage
+    that must wait for another process says so on stderr."""
     from ..store import open_workspace
 
-    return open_workspace(config.workspace, create=create, on_wait=_waiting)
+    return open_workspace(config.workspace, create=create, on_wait=_waiting, readonly=readonly)
 
 
 def run_with_roles(ws, config, stage: str, quiet: bool, work):

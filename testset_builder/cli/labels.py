@@ -418,7 +418,7 @@ def queue(
     from ..store import rows
 
     resolved = settings(config, workspace)
-    with open_workspace_for(resolved) as ws:
+    with open_workspace_for(resolved, readonly=True) as ws:
         items = []
         for entry in rows.review_queue(ws.db, limit=limit):
             proposals = [
@@ -466,7 +466,7 @@ def costs(
     from ..store.llm import cost_summary
 
     resolved = settings(config, workspace)
-    with open_workspace_for(resolved) as ws:
+    with open_workspace_for(resolved, readonly=True) as ws:
         rows = cost_summary(ws.db)
     if json_output:
         print(json.dumps(rows, indent=2))

@@ -46,7 +46,8 @@ class BM25Index:
         """Load the index for exactly these chunks from ``directory``, building and saving it if absent.
 
         The index is built under a name of this process's own and renamed into place, so a reader never sees half
-        an index; when two processes build it at once, the second rename finds the first's index and keeps it."""
+        an index; when two processes build it at once, the second rename finds the first's index and keeps it. A
+        cache that cannot be written (read-only media) only costs the rebuild next time."""
         path = Path(directory) / f"bm25-{cls.key(chunk_ids, texts, stem)}"
         if (path / "chunk_ids.json").exists():
             return cls._load(path, stem)
@@ -57,9 +58,9 @@ class BM25Index:
             (partial / "chunk_ids.json").write_text(json.dumps(index.chunk_ids), encoding="utf-8")
             os.rename(partial, path)
         except OSError:
-            if not (path / "chunk_ids.json").exists():
-                raise
-            # another process finished the same index first: theirs is identical (same key), keep it
+            # another process finished the same index first (theirs is identical: same key), or the cache cannot
+            # be written (a read-only workspace): either way the index in hand serves
+            pass
         finally:
             shutil.rmtree(partial, ignore_errors=True)
         return index

@@ -76,11 +76,15 @@ class DenseIndex:
         if path.exists():
             return cls(chunk_ids, np.load(path), model)
         embeddings = encode(texts, model)
-        path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.stem}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy")
-        np.save(partial, embeddings)
-        os.replace(partial, path)  # never a half-written file under the real name; a concurrent writer's is identical
-        (path.with_suffix(".json")).write_text(json.dumps({"model": model, "chunks": len(chunk_ids)}), encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(partial, embeddings)
+            os.replace(partial, path)  # never a half-written file under the real name; a concurrent one is identical
+            meta = json.dumps({"model": model, "chunks": len(chunk_ids)})
+            path.with_suffix(".json").write_text(meta, encoding="utf-8")
+        except OSError:  # a cache that cannot be written (read-only media) only costs the encoding next time
+            partial.unlink(missing_ok=True)
         return cls(chunk_ids, embeddings, model)
 
     def search(self, query_ids: Sequence[str], queries: Sequence[str], k: int = 100, name: str = "dense") -> Run:

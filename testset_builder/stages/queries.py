@@ -21,6 +21,7 @@ from ..errors import InputError
 from ..records import Query, QueryOrigin, id_problem
 
 ID_FIELDS = ("_id", "id", "query_id", "query-id", "qid")
+MAX_QUERY_CHARS = 2000  # longer is a document, not a query, and need not fit a judge's prompt
 TEXT_FIELDS = ("text", "query", "question")
 
 
@@ -68,6 +69,9 @@ def read_queries(
         query_text = query_text.strip()
         if not query_text:
             skip("empty query text", line)
+            return
+        if len(query_text) > MAX_QUERY_CHARS:
+            skip(f"a query of {len(query_text)} characters (at most {MAX_QUERY_CHARS}: shorten it)", line)
             return
         key = normalise(query_text)
         query_id = str(query_id).strip() if query_id not in (None, "") else derived_id(query_text)

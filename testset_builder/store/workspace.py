@@ -3,7 +3,9 @@
 Opening checks the file before writing anything: a file that is not an SQLite database, an SQLite database that
 is not a workspace, or a workspace written by a newer schema is refused with a clear error and left untouched.
 
-Each thread gets its own connection (``workspace.db``), so a server can answer requests on several threads.
+Each thread gets its own connection (``workspace.db``), so a server can answer requests on several threads. A
+workspace opened ``readonly`` never writes (no migration, no journal change): commands that only read (``queue``,
+``costs``) work on a copy on read-only media or another user's workspace.
 Stages that pay for LLM calls or change the corpus hold the workspace for their whole run
 (:meth:`Workspace.exclusive`): a second process asking for it waits (saying for whom) until the first lets go, then
 finds every answer in the cache, so two runs on one workspace never pay twice. Small writes such as a reviewer's
@@ -18,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote
 
 from ..errors import SchemaTooNewError, WorkspaceCorruptError, WorkspaceError
 from .lock import hold
@@ -40,6 +43,10 @@ def _applied_version(db: sqlite3.Connection) -> int | None:
     return db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
 
 
+def _read_only_uri(path: Path, immutable: bool = False) -> str:
+    return f"file:{quote(str(path.resolve()))}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
 def _inspect_existing(path: Path) -> None:
     """Read-only checks of an existing database file; raises before anything could write to it."""
     with path.open("rb") as handle:
@@ -49,7 +56,7 @@ def _inspect_existing(path: Path) -> None:
     if not path.stat().st_size:
         return
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = _connect_read_only(path)
         try:
             check = db.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
@@ -67,7 +74,23 @@ def _inspect_existing(path: Path) -> None:
         raise SchemaTooNewError(path, version, LATEST)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write. A WAL database needs its -shm file; where it cannot be made (read-only media)
+    the file is opened as immutable, which is right when nothing can be writing to it either."""
+    try:
+        db = sqlite3.connect(_read_only_uri(path), uri=True, isolation_level=None, check_same_thread=False)
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        uri = _read_only_uri(path, immutable=True)
+        db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    return db
+
+
+def _connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
+    if readonly:
+        db = _connect_read_only(path)
+        db.row_factory = sqlite3.Row
+        return db
     db = sqlite3.connect(path, isolation_level=None, timeout=60.0, check_same_thread=False)
     db.row_factory = sqlite3.Row
     db.execute("PRAGMA journal_mode = WAL")
@@ -82,8 +105,15 @@ class Workspace:
     ``on_wait(holder)`` is called once when :meth:`exclusive` has to wait for another process (the CLI prints who
     holds the workspace); ``wait_s`` bounds that wait (None: as long as it takes)."""
 
-    def __init__(self, root: Path, on_wait: Callable[[str], None] | None = None, wait_s: float | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        on_wait: Callable[[str], None] | None = None,
+        wait_s: float | None = None,
+        readonly: bool = False,
+    ) -> None:
         self.root = root
+        self.readonly = readonly
         self.on_wait = on_wait
         self.wait_s = wait_s
         self._local = threading.local()
@@ -95,7 +125,7 @@ class Workspace:
         """This thread's connection (made on first use)."""
         db = getattr(self._local, "db", None)
         if db is None:
-            db = _connect(self.db_path)
+            db = _connect(self.db_path, self.readonly)
             with self._guard:
                 self._connections.append(db)
             self._local.db = db
@@ -116,6 +146,7 @@ class Workspace:
         create: bool = True,
         on_wait: Callable[[str], None] | None = None,
         wait_s: float | None = None,
+        readonly: bool = False,
     ) -> Workspace:
         root = Path(root)
         path = root / DB_NAME
@@ -123,11 +154,27 @@ class Workspace:
             raise WorkspaceError("is a file, not a workspace directory", path=root)
         if path.exists():
             _inspect_existing(path)
-        elif not create:
+        elif not create or readonly:
             raise WorkspaceError("no workspace here (run a stage such as `chunk` to create one)", path=root)
-        root.mkdir(parents=True, exist_ok=True)
-        workspace = cls(root, on_wait, wait_s)
-        workspace.migrate()
+        if readonly:
+            workspace = cls(root, on_wait, wait_s, readonly=True)
+            if workspace.schema_version < LATEST:
+                raise WorkspaceError(
+                    f"was written by an older testset-builder (schema {workspace.schema_version}, now {LATEST}); "
+                    "run any writing command on it once to upgrade it",
+                    path=root,
+                )
+            return workspace
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            workspace = cls(root, on_wait, wait_s)
+            workspace.migrate()
+        except (OSError, sqlite3.OperationalError) as error:
+            raise WorkspaceError(
+                f"cannot write to this workspace ({error}); read-only commands (queue, costs, score --release, "
+                "diff, export) still work",
+                path=root,
+            ) from None
         return workspace
 
     def close(self) -> None:
@@ -153,6 +200,8 @@ class Workspace:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """All-or-nothing writes: commit on success, roll back on any exception (which is re-raised)."""
+        if self.readonly:
+            raise WorkspaceError("was opened read-only; this command cannot write to it", path=self.root)
         if self.db.in_transaction:
             raise WorkspaceError("transactions do not nest", path=self.root)
         self.db.execute("BEGIN IMMEDIATE")
@@ -187,6 +236,10 @@ class Workspace:
 
 
 def open_workspace(
-    root: str | Path, create: bool = True, on_wait: Callable[[str], None] | None = None, wait_s: float | None = None
+    root: str | Path,
+    create: bool = True,
+    on_wait: Callable[[str], None] | None = None,
+    wait_s: float | None = None,
+    readonly: bool = False,
 ) -> Workspace:
-    return Workspace.open(root, create=create, on_wait=on_wait, wait_s=wait_s)
+    return Workspace.open(root, create=create, on_wait=on_wait, wait_s=wait_s, readonly=readonly)

@@ -10,11 +10,11 @@ from ...errors import InputError, UnknownIdError
 from ...store import history
 from ...store.workspace import Workspace
 
-SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?$")
+SEMVER = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?")  # use fullmatch
 
 
 def parse_version(version: str) -> tuple:
-    match = SEMVER.match(version)
+    match = SEMVER.fullmatch(version)  # not .match: "$" would accept "1.0.0\n"
     if not match:
         raise InputError(f"version {version!r} is not semantic (MAJOR.MINOR.PATCH, e.g. 1.0.0)")
     major, minor, patch, pre = match.groups()
@@ -43,7 +43,7 @@ def release_dir(workspace_root: str | Path, version: str) -> Path:
     the workspace's database (``score --release`` reads only the files)."""
     releases = Path(workspace_root) / "releases"
     if version == "latest":
-        found = [p.name for p in releases.glob("*") if (p / "manifest.json").exists() and SEMVER.match(p.name)]
+        found = [p.name for p in releases.glob("*") if (p / "manifest.json").exists() and SEMVER.fullmatch(p.name)]
         if not found:
             raise UnknownIdError("release", f"latest (no release in {workspace_root})")
         version = max(found, key=parse_version)
