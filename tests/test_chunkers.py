@@ -180,3 +180,21 @@ def test_markdown_chunks_keep_heading_paths_and_never_split_code_blocks():
     assert paths["# Pipeline"] == ["Pipeline"]
     for chunk in chunks:
         assert chunk.text.count("# ") <= 1 or "```" in chunk.text, "a chunk never crosses a heading"
+
+
+@pytest.mark.parametrize("chunker", ["recursive", "sentence", "markdown"])
+def test_the_overlap_asked_for_is_present_between_neighbours_even_when_sentences_are_longer_than_it(chunker):
+    sentence = "Retrieval evaluation compares what a system found with what a person judged relevant to the need. "
+    text = "# Notes\n\n" + sentence * 30 if chunker == "markdown" else sentence * 30
+    document = Document(doc_id="d", text=text)
+    config = ChunkingConfig(chunker=chunker, size=300, overlap=60)  # each sentence (99 characters) exceeds the overlap
+    chunks = chunk_document(document, config)
+    check_chunks(document, config, chunks)
+    pairs = list(pairwise(chunks))
+    assert len(pairs) > 5
+    for before, after in pairs:
+        repeated = before.end - after.start
+        assert 0 < repeated <= 60, (before.end, after.start)
+        assert text[after.start - 1].isspace()  # a carried tail starts at a word
+    none = chunk_document(document, ChunkingConfig(chunker=chunker, size=300, overlap=0))
+    assert all(before.end == after.start for before, after in pairwise(none))

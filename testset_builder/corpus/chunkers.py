@@ -7,8 +7,14 @@ inside a combining sequence, an emoji ZWJ sequence, or a variation-selected char
 * ``tokens``: windows of ``size`` tokens (cl100k_base, from the offline ``bpe-openai`` package) advancing by
   ``size - overlap`` tokens; a window boundary inside a multi-token character moves to the character's start.
 * ``recursive``: split on paragraph, line, sentence, word boundaries in turn until pieces fit ``size`` characters,
-  then merge neighbours up to ``size`` with ``overlap`` characters carried over.
-* ``sentence``: whole sentences merged up to ``size`` characters, with ``overlap`` characters of sentences carried.
+  then merge neighbours up to ``size``.
+* ``sentence``: whole sentences merged up to ``size`` characters.
+
+With ``overlap``, each chunk of these (and of ``markdown``) starts by repeating the end of the one before, up to
+``overlap`` characters: whole trailing pieces (sentences, lines) when they fit, else the words at the end of the last
+one, so a chunk may start inside a sentence. It is shorter only where the next piece leaves less room in a chunk, or
+the text has no word boundary near the end of the previous chunk; a markdown chunk never carries text across a
+heading.
 * ``prechunked``: the input is already chunked: each document is one chunk and keeps its id as the chunk id.
 * ``markdown``: a chunk never crosses a heading; each carries its heading path in ``metadata["headings"]``; fenced
   code blocks are never split (one longer than ``size`` becomes a chunk of its own); prose splits as ``recursive``.
@@ -92,24 +98,39 @@ def _split_recursive(text: str, start: int, end: int, size: int, separators: tup
     return _hard_split(text, start, end, size)
 
 
-def _merge(pieces: list[tuple[int, int]], size: int, overlap: int) -> list[tuple[int, int]]:
-    """Greedily merge consecutive pieces up to ``size``; each new chunk repeats the previous chunk's trailing pieces
-    that fit in ``overlap``."""
+def _merge(text: str, pieces: list[tuple[int, int]], size: int, overlap: int) -> list[tuple[int, int]]:
+    """Greedily merge consecutive pieces up to ``size``. Each new chunk repeats the end of the previous one, up to
+    ``overlap`` characters: its trailing pieces that fit, else the words at the end of its last piece (a chunk then
+    starts at a word, inside a sentence). The overlap is shorter, or none, only where the next piece leaves less
+    room than ``overlap`` in a chunk, or the last piece has no word boundary in its last ``overlap`` characters."""
     spans: list[tuple[int, int]] = []
     window: list[tuple[int, int]] = []
     for piece in pieces:
         if window and piece[1] - window[0][0] > size:
             spans.append((window[0][0], window[-1][1]))
+            last = window[-1]
             while window and (window[-1][1] - window[0][0] > overlap or piece[1] - window[0][0] > size):
                 window.pop(0)
+            if not window and overlap:
+                tail = _word_tail(text, last, min(overlap, size - (piece[1] - piece[0])))
+                window = [tail] if tail else []
         window.append(piece)
     if window:
         spans.append((window[0][0], window[-1][1]))
     return spans
 
 
+def _word_tail(text: str, span: tuple[int, int], limit: int) -> tuple[int, int] | None:
+    """The longest tail of ``span`` of at most ``limit`` characters that starts at a word (after whitespace)."""
+    start, end = span
+    for position in range(max(start + 1, end - limit), end):
+        if text[position - 1].isspace() and not text[position].isspace() and not _joins_previous(text[position]):
+            return position, end
+    return None
+
+
 def recursive_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
-    return _merge(_split_recursive(text, 0, len(text), size, RECURSIVE_SEPARATORS), size, overlap)
+    return _merge(text, _split_recursive(text, 0, len(text), size, RECURSIVE_SEPARATORS), size, overlap)
 
 
 def sentence_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
@@ -123,7 +144,7 @@ def sentence_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
                 else [(previous, cut)]
             )
             previous = cut
-    return _merge(pieces, size, overlap)
+    return _merge(text, pieces, size, overlap)
 
 
 @lru_cache(maxsize=4)
@@ -195,7 +216,7 @@ def markdown_spans(text: str, size: int, overlap: int) -> list[tuple[int, int, d
                 position = min(block_end, end)
         if end > position:
             pieces.extend(_split_recursive(text, position, end, size, RECURSIVE_SEPARATORS))
-        spans.extend((a, b, {"headings": headings}) for a, b in _merge(pieces, size, overlap))
+        spans.extend((a, b, {"headings": headings}) for a, b in _merge(text, pieces, size, overlap))
     return spans
 
 
