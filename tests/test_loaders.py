@@ -192,3 +192,24 @@ def test_a_load_that_finds_no_document_is_an_error_not_an_empty_corpus(make, tmp
 def test_a_missing_source_is_a_clear_error(tmp_path):
     with pytest.raises(InputError, match="no such file, folder or glob match"):
         load_sources([tmp_path / "nope"])
+
+
+def test_what_pypdf_warns_about_goes_into_the_report_with_the_file_not_to_stderr(tmp_path):
+    import subprocess
+    import sys
+
+    folder = tmp_path / "pdfs"
+    folder.mkdir()
+    good = pdf_bytes(["Recall counts relevant chunks found", "Precision divides by k"])
+    pointer = good.rsplit(b"startxref\n", 1)[1].split(b"\n")[0]
+    damaged = good.replace(b"startxref\n" + pointer, b"startxref\n" + str(int(pointer) + 7).encode())
+    (folder / "damaged.pdf").write_bytes(damaged)  # readable, but its cross-reference pointer is off
+    args = ["chunk", str(folder), "--workspace", str(tmp_path / "ws"), "--json"]
+    done = subprocess.run([sys.executable, "-m", "testset_builder", *args], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    report = json.loads(done.stdout)
+    assert report["documents"] == 1 and any(
+        w.startswith(f"{folder / 'damaged.pdf'}: ") and "startxref" in w for w in report["warnings"]
+    ), report["warnings"]
+    loaded = load_sources([folder])
+    assert loaded.notes and "Precision divides by k" in loaded.documents[0].text

@@ -159,10 +159,13 @@ def chunk(
                 raise
             summary = ingest(ws, loaded, chunking, progress=progress, allow_removal=True)
     if json_output:
-        print(json.dumps({**summary.as_dict(), "skipped_files": [str(s) for s in loaded.skipped]}, indent=2))
+        report = {"skipped_files": [str(s) for s in loaded.skipped], "warnings": [str(n) for n in loaded.notes]}
+        print(json.dumps({**summary.as_dict(), **report}, indent=2))
         return
     for skipped in loaded.skipped[:20]:
         err.print(f"[yellow]skipped[/] {escape(str(skipped))}", highlight=False)
+    for note in loaded.notes[:20]:
+        err.print(f"[yellow]warning[/] {escape(str(note))}", highlight=False)
     if len(loaded.skipped) > 20:
         err.print(f"... and {len(loaded.skipped) - 20} more skipped (see --json)")
     out.print(

@@ -19,7 +19,9 @@ was walked.
 from __future__ import annotations
 
 import json
+import logging
 import re
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -51,12 +53,14 @@ class Skipped:
 class LoadResult:
     documents: list[Document] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    notes: list[Skipped] = field(default_factory=list)  # what a reader warned about in a file it did load
     read: set[str] = field(default_factory=set)  # resolved paths of the files read whole
     roots: list[Path] = field(default_factory=list)  # resolved folders (and single files) the sources name
 
     def extend(self, other: LoadResult) -> None:
         self.documents.extend(other.documents)
         self.skipped.extend(other.skipped)
+        self.notes.extend(other.notes)
         self.read |= other.read
         self.roots.extend(other.roots)
 
@@ -151,30 +155,61 @@ def _decode(raw: bytes) -> str:
         raise ValueError(f"not valid UTF-8 ({error.reason} at byte {error.start})") from None
 
 
-def _pdf_document(path: Path, doc_id: str) -> Document:
+class _PdfWarnings(logging.Handler):
+    """Collects what pypdf logs or warns while one file is read, with the page being read, instead of letting it
+    reach stderr: it goes into the load's report, naming file and page."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.page: int | None = None
+        self.notes: list[tuple[int | None, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.notes.append((self.page, record.getMessage()))
+
+
+def _pdf_document(path: Path, doc_id: str) -> tuple[Document, list[tuple[int | None, str]]]:
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
+    collected = _PdfWarnings()
+    logger = logging.getLogger("pypdf")
+    logger.addHandler(collected)
     try:
-        reader = PdfReader(str(path))
-        pages, parts, offset = [], [], 0
-        for number, page in enumerate(reader.pages, start=1):
-            text = (page.extract_text() or "").strip()
-            if not text:
-                continue
-            if parts:
-                parts.append("\n\n")
-                offset += 2
-            pages.append({"page": number, "start": offset})
-            parts.append(text)
-            offset += len(text)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            reader = PdfReader(str(path))
+            pages, parts, offset = [], [], 0
+            for number, page in enumerate(reader.pages, start=1):
+                collected.page = number
+                text = (page.extract_text() or "").strip()
+                if not text:
+                    continue
+                if parts:
+                    parts.append("\n\n")
+                    offset += 2
+                pages.append({"page": number, "start": offset})
+                parts.append(text)
+                offset += len(text)
+        collected.notes.extend((None, str(w.message)) for w in caught)
     except (PdfReadError, ValueError, KeyError, TypeError, OSError) as error:
         raise ValueError(f"cannot read PDF ({type(error).__name__}: {error})") from None
-    return Document(doc_id=doc_id, text="".join(parts), source=str(path), metadata={"pages": pages, "format": "pdf"})
+    finally:
+        logger.removeHandler(collected)
+    document = Document(
+        doc_id=doc_id, text="".join(parts), source=str(path), metadata={"pages": pages, "format": "pdf"}
+    )
+    return document, collected.notes
 
 
 def load_file(path: Path, doc_id: str) -> Document:
     """One file as a Document; ValueError with the reason when it cannot be read as text."""
+    return load_file_noting(path, doc_id)[0]
+
+
+def load_file_noting(path: Path, doc_id: str) -> tuple[Document, list[tuple[int | None, str]]]:
+    """One file as a Document, with what its reader warned about (PDF: (page, message)); ValueError with the
+    reason when it cannot be read as text."""
     suffix = path.suffix.lower()
     if suffix == ".pdf":
         return _pdf_document(path, doc_id)
@@ -182,14 +217,11 @@ def load_file(path: Path, doc_id: str) -> Document:
     if suffix in HTML_SUFFIXES:
         parser = _HTMLText()
         parser.feed(text)
+        title = " ".join(parser.title.split())
         return Document(
-            doc_id=doc_id,
-            text=parser.text(),
-            title=" ".join(parser.title.split()),
-            source=str(path),
-            metadata={"format": "html"},
-        )
-    return Document(doc_id=doc_id, text=text, source=str(path), metadata={"format": suffix.lstrip(".") or "txt"})
+            doc_id=doc_id, text=parser.text(), title=title, source=str(path), metadata={"format": "html"}
+        ), []
+    return Document(doc_id=doc_id, text=text, source=str(path), metadata={"format": suffix.lstrip(".") or "txt"}), []
 
 
 _ESCAPED = re.compile(r"[\s%\x00-\x1f\x7f]")
@@ -211,10 +243,11 @@ def load_files(paths: Iterable[Path], root: Path | None = None, strict: bool = F
             collector.skip(str(path), "empty file")
             continue
         try:
-            document = load_file(path, doc_id)
+            document, notes = load_file_noting(path, doc_id)
         except ValueError as error:
             collector.skip(str(path), str(error))
             continue
+        collector.result.notes.extend(Skipped(str(path), None, f"page {p}: {m}" if p else m) for p, m in notes)
         collector.result.read.add(str(path.resolve()))
         if not document.text.strip():
             collector.skip(str(path), "no text in the file")
