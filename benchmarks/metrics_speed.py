@@ -185,6 +185,17 @@ def main(argv: list[str] | None = None) -> dict:
     for r in results:
         if "error" not in r:
             print(f"  {r['name']} means: " + ", ".join(f"{k}={v:.6f}" for k, v in r["means"].items()))
+    ours_by_name = dict(zip(TREC, RANX)) | {name: name for name in RANX}  # each contender's names for our metrics
+    disagreements = [
+        f"{r['name']} {metric}: {value!r} vs ours {ours['means'][ours_by_name[metric]]!r}"
+        for r in results
+        if "error" not in r and r is not ours
+        for metric, value in r["means"].items()
+        if abs(value - ours["means"][ours_by_name[metric]]) > 1e-9
+    ]
+    if disagreements:  # a speed figure means nothing if the answers differ
+        raise SystemExit("contenders disagree beyond 1e-9:\n  " + "\n  ".join(disagreements))
+    print("  every contender's means agree with ours within 1e-9")
     return {"metrics_speed": results}
 
 

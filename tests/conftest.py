@@ -11,6 +11,18 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+def require(module: str):
+    """Import ``module``; without it the test skips, except under CI=true, where a missing part is a failure."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have {module} (make test installs it): {error}", pytrace=False)
+        pytest.skip(f"{module} is not installed: {error}", allow_module_level=True)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_environment(tmp_path, monkeypatch):
     """Point HOME and caches at a temp dir and drop API keys, so no test can use a real account."""

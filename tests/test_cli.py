@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,11 @@ def test_score_prints_a_table_with_the_means_and_a_query_summary(capsys):
     assert code == EXIT_OK
     assert "recall@5" in out and "0.8667" in out and "0.6997" in out and "0.6500" in out
     assert "5 queries scored" in out
+    header = next(line for line in out.splitlines() if "metric" in line)
+    assert [c.strip() for c in header.strip("┃│ ").split("┃")] == ["metric", "mean", "95% CI"]
+    for metric in ("recall@5", "ndcg@5", "mrr"):  # every row has its interval
+        row = next(line for line in out.splitlines() if f" {metric} " in line)
+        assert re.search(r"\[\d\.\d{4}, \d\.\d{4}\]", row), row
 
 
 def test_score_json_is_machine_readable_with_intervals(capsys):
@@ -101,6 +107,14 @@ def test_compare_on_the_bundled_example_is_not_significant_with_five_queries(cap
     assert code == EXIT_OK
     assert "dense vs baseline bm25" in out and "Holm" in out
     assert " yes " not in out
+    header = next(line for line in out.splitlines() if "metric" in line)
+    columns = [c.strip() for c in header.strip("┃│ ").split("┃")]
+    assert columns == ["metric", "base", "run", "diff [95% CI]", "p t", "p rand", "Holm", "sig."]
+    for metric in ("ndcg@10", "mrr"):
+        cells = [
+            c.strip() for c in next(line for line in out.splitlines() if f" {metric} " in line).strip("│ ").split("│")
+        ]
+        assert len(cells) == len(columns) and all(cells), cells
 
 
 @pytest.mark.parametrize(

@@ -11,12 +11,13 @@ import textwrap
 import time
 
 import pytest
+from conftest import require
 from pydantic import BaseModel, Field
 
 from testset_builder.llm import LLMClient, LLMRequest, Message
 from testset_builder.store import open_workspace
 
-local = pytest.importorskip("testset_builder.llm.local_provider")
+local = require("testset_builder.llm.local_provider")
 
 
 @pytest.fixture(scope="session")

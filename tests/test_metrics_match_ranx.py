@@ -9,14 +9,14 @@ from __future__ import annotations
 import math
 import warnings
 
-import pytest
+from conftest import require
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from testset_builder.metrics import evaluate
 from testset_builder.tables import Qrels, Run
 
-ranx = pytest.importorskip("ranx")
+ranx = require("ranx")
 
 OURS_TO_RANX = {
     "recall@3": "recall@3",

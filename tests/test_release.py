@@ -312,7 +312,17 @@ def test_score_and_export_use_a_release_directly(workspace, tmp_path, capsys):
             )
             == 0
         )
-        assert len(list((tmp_path / fmt).glob(expected))) == 1
+        (exported,) = (tmp_path / fmt).glob(expected)
+        if fmt == "hf":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(exported).to_pylist()
+            got = {}
+            for row in table:
+                got.setdefault(row["query-id"], {})[row["corpus-id"]] = row["score"]
+        else:
+            got = read_qrels(exported).to_dict()
+        assert got == released.qrels, fmt  # the labels themselves, not only a file of the right name
     assert (
         main(
             [

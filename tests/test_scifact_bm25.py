@@ -7,13 +7,14 @@ import math
 
 import pytest
 import pytrec_eval
+from conftest import require
 
 from testset_builder.export import read_qrels, read_run, write_trec_run
 from testset_builder.metrics import evaluate
 from testset_builder.tables import Run
 
-bm25s = pytest.importorskip("bm25s")
-Stemmer = pytest.importorskip("Stemmer")
+bm25s = require("bm25s")
+Stemmer = require("Stemmer")
 
 MEASURES = {"ndcg_cut.10", "recall.10,100", "P.10", "recip_rank", "map", "Rprec", "success.5", "ndcg"}
 OURS_TO_TREC = {

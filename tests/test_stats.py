@@ -52,8 +52,17 @@ def test_bootstrap_interval_covers_the_mean_and_matches_scipy_percentile_bootstr
 
 
 def test_bootstrap_memory_stays_bounded_for_many_queries():
-    low, high = bootstrap_ci(np.ones(200_000), resamples=1000)
+    import tracemalloc
+
+    tracemalloc.start()  # numpy reports its buffers to tracemalloc
+    try:
+        low, high = bootstrap_ci(np.ones(200_000), resamples=1000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     assert low == high == 1.0
+    naive = 1000 * 200_000 * 8  # every resample at once: 1.6 GB of float64 (and as much again of indices)
+    assert peak < 128 * 2**20 < naive / 10, f"peak {peak / 2**20:.0f} MB"  # blocks of resamples, not all at once
 
 
 def test_holm_adjusts_step_down_and_stays_monotone():

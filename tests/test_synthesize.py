@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -284,11 +285,33 @@ def test_synthesize_on_an_empty_workspace_says_to_chunk_first(tmp_path):
         run(ws, FakeProvider(scripted()), questions=1)
 
 
-def test_the_synthesize_command_overrides_the_config_and_reports_json(workspace, tmp_path, monkeypatch, capsys):
+def test_the_synthesize_command_overrides_the_config_and_reports_json(workspace, tmp_path, capsys):
+    from fault_server import FaultServer
+
     bad = main(["synthesize", "--workspace", str(workspace.root), "--styles", "natural:1", "--json"])
     assert bad == 1 and "name=share" in capsys.readouterr().err
     unknown = main(["synthesize", "--workspace", str(workspace.root), "--styles", "poetry=1", "--json"])
     assert unknown == 1 and "styles" in capsys.readouterr().err
+
+    def question(body: dict) -> str:
+        digest = hashlib.sha256(body["prompt"].encode()).hexdigest()[:6]
+        return f"What does passage {digest} of seed {body.get('seed')} describe?"
+
+    with FaultServer(answer=question) as server:
+        config = tmp_path / "team.yaml"
+        config.write_text(
+            f"generator: {{kind: openai, model: base, base_url: '{server.openai_url}', prompt_style: completion}}\n"
+            "synthesize: {questions: 9, styles: {keyword: 1.0}, mine: true, critic: true}\n",
+            encoding="utf-8",
+        )
+        args = ["--config", str(config), "--questions", "3", "--styles", "natural=1", "--no-mine", "--no-critic"]
+        code = main(["synthesize", "--workspace", str(workspace.root), *args, "--json"])
+        report = json.loads(capsys.readouterr().out)
+        prompts = [r["body"]["prompt"] for r in server.requests]
+    assert code == 0 and report["requested"] == 3 and report["made"] == 3 and report["styles"] == {"natural": 3}
+    assert report["mining"]["pairs"] == 0 and report["removed"]["critic"] == 0 and not report["incomplete"]
+    natural = load_prompt("synthesize/completion-natural").sections["prompt"].split("{", 1)[0]
+    assert len(prompts) == report["calls"] == 3 and all(p.startswith(natural) for p in prompts)
 
 
 # the real local model ------------------------------------------------------------------------------------------
