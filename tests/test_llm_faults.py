@@ -74,6 +74,43 @@ def test_anthropic_overloaded_529_is_retried(workspace):
     assert ledger(workspace)[0]["attempts"] == 2
 
 
+@pytest.mark.parametrize(
+    "fault",
+    [
+        ("status", 429, 0, "rate limited"),
+        ("status", 500, None, "internal error"),
+        ("status", 503, None, "unavailable"),
+        ("slow", 1.5),
+        ("truncated",),
+        ("invalid_json",),
+    ],
+    ids=["429", "500", "503", "timeout", "truncated-json", "not-json"],
+)
+def test_anthropic_recovers_from_every_transient_fault_through_its_sdk(workspace, fault):
+    with FaultServer([fault]) as server:
+        provider = AnthropicProvider(api_key=PLANTED_KEY, base_url=server.anthropic_url, timeout=0.5)
+        client = LLMClient(provider, workspace, "test", retry=FAST_RETRY)
+        completion = asyncio.run(client.complete(chat(model="claude-3-5-haiku-latest")))
+    assert completion.text == "answer to: what is recall?"
+    assert [r["path"] for r in server.requests] == ["/v1/messages", "/v1/messages"]
+    (row,) = ledger(workspace)
+    assert row["attempts"] == 2 and row["error"] is None and PLANTED_KEY not in json.dumps(row)
+
+
+@pytest.mark.parametrize("form", ["seconds", "http-date"])
+def test_anthropic_honours_retry_after_in_seconds_and_as_an_http_date(workspace, form):
+    import email.utils
+    import time
+
+    wait = "2" if form == "seconds" else email.utils.formatdate(time.time() + 2, usegmt=True)
+    with FaultServer([("status", 429, wait, "slow down")]) as server:
+        provider = AnthropicProvider(api_key=PLANTED_KEY, base_url=server.anthropic_url)
+        client = LLMClient(provider, workspace, "test", retry=FAST_RETRY)
+        asyncio.run(client.complete(chat(model="claude-3-5-haiku-latest")))
+    first, second = server.requests
+    assert second["time"] - first["time"] >= 1.0  # an HTTP date has whole seconds: at least one of the two
+
+
 def test_retry_after_is_honoured(workspace):
     with FaultServer([("status", 429, 1, "slow down")]) as server:
         client = openai_client(server, workspace)

@@ -75,6 +75,19 @@ def test_an_anthropic_message_through_the_anthropic_sdk(server):
     assert message.type == "message" and message.content and message.usage.output_tokens > 0
 
 
+def test_the_projects_anthropic_provider_talks_to_llama_servers_messages_endpoint(server, tmp_path):
+    from testset_builder.llm import AnthropicProvider
+
+    with open_workspace(tmp_path / "ws") as workspace:
+        client = LLMClient(AnthropicProvider(api_key="local", base_url=server.base_url), workspace, "integration")
+        request = LLMRequest(
+            kind="chat", model="gemma-3-270m", max_tokens=8, messages=(Message(role="user", content="Say hi."),)
+        )
+        completion = asyncio.run(client.complete(request))
+        again = asyncio.run(client.complete(request))
+    assert completion.usage.output_tokens > 0 and completion.model and again.cached
+
+
 class Grade(BaseModel):
     grade: int = Field(ge=0, le=2)
 
