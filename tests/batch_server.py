@@ -13,14 +13,16 @@ from __future__ import annotations
 import email
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from fault_server import FaultServer, default_answer
 
 
 class BatchServer:
-    def __init__(self, polls_until_done: int = 1, answer=default_answer) -> None:
+    def __init__(self, polls_until_done: int = 1, answer=default_answer, create_delay: float = 0.0) -> None:
         self.polls_until_done = polls_until_done
+        self.create_delay = create_delay  # seconds between taking a batch and answering (a client may die meanwhile)
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
         self.calls: list[tuple[str, str]] = []
@@ -75,7 +77,11 @@ class BatchServer:
                     spec = json.loads(body)
                     batch_id = f"batch_{len(server.batches) + 1}"
                     server.batches[batch_id] = {"spec": spec, "polls": 0}
-                    return self._json(200, server.batch_object(batch_id))
+                    time.sleep(server.create_delay)
+                    try:
+                        return self._json(200, server.batch_object(batch_id))
+                    except (BrokenPipeError, ConnectionResetError):
+                        return None  # the client died while waiting: the batch exists all the same
                 self._json(404, {"error": {"message": f"no route {self.path}"}})
 
             def do_GET(self):

@@ -278,7 +278,7 @@ def read_only_view(tmp_path):
 
     yield view
     for target in mounted:
-        subprocess.run(["umount", str(target)], capture_output=True)
+        subprocess.run(["umount", "--lazy", str(target)], capture_output=True)  # detached even if a file is open
 
 
 def test_read_only_commands_work_on_a_read_only_workspace(tmp_path, capsys, read_only_view):

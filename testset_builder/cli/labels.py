@@ -489,6 +489,14 @@ def costs(
 def resume(
     workspace: WorkspaceOption = None,
     config: ConfigOption = None,
+    forget_interrupted: Annotated[
+        bool,
+        typer.Option(
+            "--forget-interrupted",
+            help="Forget batch submissions that were interrupted before their id was recorded (check first that "
+            "the provider has none of them), so the requests can be submitted again.",
+        ),
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Poll the batches submitted with --batch and cache the answers of those that ended.
@@ -497,8 +505,10 @@ def resume(
     """
 
     async def poll(roles, progress) -> dict[str, int]:
-        counts = {"running": 0, "ended": 0, "answered": 0, "failed": 0}
+        counts = {"running": 0, "ended": 0, "answered": 0, "failed": 0, "forgotten": 0}
         for client in roles.clients:
+            if forget_interrupted:
+                counts["forgotten"] += client.forget_interrupted()
             for key, value in (await client.resume_batches()).items():
                 counts[key] += value
         return counts
@@ -509,7 +519,8 @@ def resume(
     if json_output:
         print(json.dumps(counts))
         return
+    forgotten = f"; {counts['forgotten']} interrupted submissions forgotten" if counts["forgotten"] else ""
     out.print(
         f"{counts['ended']} batches ended ({counts['answered']} answers cached, {counts['failed']} failed); "
-        f"{counts['running']} still running"
+        f"{counts['running']} still running{forgotten}"
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import astuple, dataclass
@@ -302,10 +303,22 @@ class LLMClient:
         return await self.submit_batch(missing) or "(already submitted)"
 
     async def submit_batch(self, requests: Iterable[LLMRequest]) -> str | None:
-        """Submit the requests not yet answered nor already in a pending batch; returns the batch id (None if none)."""
+        """Submit the requests not yet answered nor already in a pending batch; returns the batch id (None if none).
+
+        The batch is recorded as an intent before it is sent and confirmed with the provider's id after: a crash in
+        between leaves the intent, and a later submission of the same requests is refused until ``resume
+        --forget-interrupted`` says the provider has none of them, so no request is ever paid for twice."""
         if not hasattr(self.provider, "submit_batch"):
             raise InputError(f"{self.provider.identity} has no batch API; run without --batch")
         self._claim_workspace()
+        interrupted = ledger.interrupted_submissions(self.workspace.db, self.provider.identity)
+        if interrupted:
+            intent, when, count = interrupted[0]
+            raise InputError(
+                f"a batch submission of {count} requests to {self.provider.identity} was interrupted at {when} "
+                f"({intent}): the provider may have it. Check its batches; then `testset-builder resume "
+                "--forget-interrupted` lets this command submit again"
+            )
         pending = ledger.pending_batch_keys(self.workspace.db)
         items: dict[str, LLMRequest] = {}
         for request in requests:
@@ -314,12 +327,26 @@ class LLMClient:
                 items[key] = request
         if not items:
             return None
-        batch_id = await self.provider.submit_batch(list(items.items()))
+        intent = f"intent-{uuid.uuid4().hex[:16]}"
         with self.workspace.transaction() as db:
-            ledger.add_batch(
-                db, batch_id, self.provider.identity, self.stage, {k: r.canonical_json() for k, r in items.items()}
+            ledger.add_batch_intent(
+                db, intent, self.provider.identity, self.stage, {k: r.canonical_json() for k, r in items.items()}
             )
+        try:
+            batch_id = await self.provider.submit_batch(list(items.items()))
+        except ProviderError:
+            with self.workspace.transaction() as db:  # the provider answered with an error: nothing was submitted
+                ledger.drop_batch_intent(db, intent)
+            raise
+        with self.workspace.transaction() as db:
+            ledger.confirm_batch(db, intent, batch_id)
         return batch_id
+
+    def forget_interrupted(self) -> int:
+        """Forget interrupted submissions (see :meth:`submit_batch`); returns how many."""
+        self._claim_workspace()
+        with self.workspace.transaction() as db:
+            return ledger.abandon_interrupted(db, self.provider.identity)
 
     async def resume_batches(self) -> dict[str, int]:
         """Poll this provider's pending batches; ingest the ended ones into the cache and ledger."""

@@ -54,20 +54,48 @@ def record_call(db: sqlite3.Connection, call: CallRecord) -> None:
 
 
 def pending_batch_keys(db: sqlite3.Connection) -> set[str]:
-    """Request keys in batches submitted and not yet collected."""
+    """Request keys in batches submitted (or being submitted) and not yet collected."""
     keys: set[str] = set()
-    for (requests_json,) in db.execute("SELECT requests FROM llm_batches WHERE status = 'submitted'"):
+    sql = "SELECT requests FROM llm_batches WHERE status IN ('submitting', 'submitted')"
+    for (requests_json,) in db.execute(sql):
         keys.update(json.loads(requests_json))
     return keys
 
 
-def add_batch(db: sqlite3.Connection, batch_id: str, provider: str, stage: str, requests: dict[str, str]) -> None:
-    """Record a submitted batch: request key -> the request's canonical JSON."""
+def interrupted_submissions(db: sqlite3.Connection, provider: str) -> list[tuple[str, str, int]]:
+    """(intent id, when, requests) of this provider's batch submissions that were never confirmed: the process
+    stopped between sending the batch and recording its id, so the provider may or may not have it."""
+    sql = "SELECT batch_id, submitted_at, requests FROM llm_batches WHERE status = 'submitting' AND provider = ?"
+    return [(intent, when, len(json.loads(requests))) for intent, when, requests in db.execute(sql, (provider,))]
+
+
+def add_batch_intent(
+    db: sqlite3.Connection, intent_id: str, provider: str, stage: str, requests: dict[str, str]
+) -> None:
+    """Record a batch about to be sent (request key -> canonical JSON), before it is sent."""
     db.execute(
         "INSERT INTO llm_batches (batch_id, provider, stage, status, requests, submitted_at) "
-        "VALUES (?, ?, ?, 'submitted', ?, ?)",
-        (batch_id, provider, stage, json.dumps(requests), utc_timestamp()),
+        "VALUES (?, ?, ?, 'submitting', ?, ?)",
+        (intent_id, provider, stage, json.dumps(requests), utc_timestamp()),
     )
+
+
+def confirm_batch(db: sqlite3.Connection, intent_id: str, batch_id: str) -> None:
+    """The provider took the batch: the intent becomes the batch under the provider's id."""
+    db.execute("UPDATE llm_batches SET batch_id = ?, status = 'submitted' WHERE batch_id = ?", (batch_id, intent_id))
+
+
+def drop_batch_intent(db: sqlite3.Connection, intent_id: str) -> None:
+    """The provider refused the batch (an error came back): nothing was submitted."""
+    db.execute(
+        "UPDATE llm_batches SET status = 'abandoned', ended_at = ? WHERE batch_id = ?", (utc_timestamp(), intent_id)
+    )
+
+
+def abandon_interrupted(db: sqlite3.Connection, provider: str) -> int:
+    """Forget this provider's interrupted submissions (after checking the provider has none of them)."""
+    sql = "UPDATE llm_batches SET status = 'abandoned', ended_at = ? WHERE status = 'submitting' AND provider = ?"
+    return db.execute(sql, (utc_timestamp(), provider)).rowcount
 
 
 def submitted_batches(db: sqlite3.Connection, provider: str) -> list[tuple[str, dict[str, str]]]:

@@ -195,4 +195,27 @@ def m005_query_metadata(db: sqlite3.Connection) -> None:
     run_script(db, "ALTER TABLE queries ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';")
 
 
+@migration(6)
+def m006_batch_intents(db: sqlite3.Connection) -> None:
+    """A batch is recorded as an intent ('submitting') before it is sent, so a crash between sending it and
+    recording its id can never lead to paying for the same requests twice; 'abandoned' forgets such an intent."""
+    run_script(
+        db,
+        """
+        CREATE TABLE llm_batches_v6 (
+            batch_id TEXT PRIMARY KEY,
+            provider TEXT NOT NULL,
+            stage TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('submitting', 'submitted', 'ended', 'abandoned')),
+            requests TEXT NOT NULL,
+            submitted_at TEXT NOT NULL,
+            ended_at TEXT
+        );
+        INSERT INTO llm_batches_v6 SELECT * FROM llm_batches;
+        DROP TABLE llm_batches;
+        ALTER TABLE llm_batches_v6 RENAME TO llm_batches;
+        """,
+    )
+
+
 LATEST = max(MIGRATIONS)

@@ -177,6 +177,9 @@ def _write_release(
     key = parse_version(version)
     target = workspace.releases_dir / version
     versions = existing_versions(workspace)
+    _clear_partials(workspace)
+    if version not in versions and (target / "manifest.json").is_file():
+        return _adopt(workspace, target)
     if version in versions or target.exists():
         raise InputError(
             f"release {version} already exists and releases are immutable; release a new version "
@@ -214,6 +217,30 @@ def _write_release(
     with workspace.transaction() as db:
         history.record_release(db, version, parent, content_sha, manifest)
     return ReleaseSummary(version, str(target), parent, content_sha, same_as_parent, manifest["counts"])
+
+
+def _clear_partials(workspace: Workspace) -> None:
+    """Remove what killed releases left (``.partial-*``): under the workspace's hold no other release is being
+    written, so every partial directory is an orphan."""
+    if workspace.releases_dir.is_dir():
+        for partial in workspace.releases_dir.glob(".partial-*"):
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def _adopt(workspace: Workspace, target: Path) -> ReleaseSummary:
+    """A release directory written whole (it was renamed into place) but not recorded, because the process died
+    in between: check every file against its manifest and record it, so the version completes as asked."""
+    from .reader import load_release
+
+    manifest = load_release(target).manifest  # raises if any file differs from its manifest hash
+    with workspace.transaction() as db:
+        history.record_release(
+            db, manifest["version"], manifest["parent_version"], manifest["content_sha256"], manifest
+        )
+    return ReleaseSummary(
+        manifest["version"], str(target), manifest["parent_version"], manifest["content_sha256"],
+        manifest["same_as_parent"], manifest["counts"],
+    )  # fmt: skip
 
 
 def _manifest(workspace, version, parent, same_as_parent, content, judgments, files, policy, notes) -> dict:
