@@ -176,7 +176,11 @@ def test_file_ids_escape_whitespace_reversibly(tmp_path):
 
 
 @pytest.mark.parametrize("make", ["empty folder", "all skipped", "glob without match"])
-def test_a_load_that_finds_no_document_is_an_error_not_an_empty_corpus(make, tmp_path):
+def test_chunking_a_load_that_finds_no_document_is_an_error_not_an_empty_corpus(make, tmp_path):
+    from testset_builder.config import ChunkingConfig
+    from testset_builder.corpus.ingest import ingest
+    from testset_builder.store import open_workspace
+
     folder = tmp_path / "corpus"
     folder.mkdir()
     source = str(folder)
@@ -185,8 +189,14 @@ def test_a_load_that_finds_no_document_is_an_error_not_an_empty_corpus(make, tmp
         (folder / "image.png").write_bytes(b"\x89PNG")
     if make == "glob without match":
         source = str(folder / "*.md")
-    with pytest.raises(InputError, match=r"no documents to chunk|the glob matches no file"):
-        load_sources([source])
+    if make == "glob without match":
+        with pytest.raises(InputError, match="the glob matches no file"):
+            load_sources([source])
+        return
+    loaded = load_sources([source])
+    assert not loaded.documents
+    with open_workspace(tmp_path / "ws") as ws, pytest.raises(InputError, match=r"no documents to chunk in .*corpus"):
+        ingest(ws, loaded, ChunkingConfig())
 
 
 def test_a_missing_source_is_a_clear_error(tmp_path):

@@ -25,7 +25,7 @@ from ..store.rows import content_sha256, put_documents
 from ..store.workspace import Workspace, utc_timestamp
 from .chunkers import chunk_document
 from .dedup import duplicate_groups
-from .loaders import LoadResult
+from .loaders import LoadResult, nothing_loaded
 
 SMALL_REMOVAL = 3  # removing this many documents or fewer never needs --allow-removal
 
@@ -103,6 +103,8 @@ def _ingest(
     known = stored.known_documents(workspace.db)
     chunked_with = stored.chunker_by_document(workspace.db)
     gone = documents_gone(known, loaded)
+    if not loaded.documents and not gone:  # an empty load that removes nothing: a mistyped or empty source
+        raise nothing_loaded(loaded, [str(root) for root in loaded.roots])
     if not allow_removal:
         _guard_removal(gone, sum(not d.removed for d in known.values()), config.max_removal_share)
     task = progress.add_task("chunking", total=len(loaded.documents)) if progress else None

@@ -369,8 +369,8 @@ def load_sources(
 ) -> LoadResult:
     """Each source by its shape: a BEIR folder (has corpus.jsonl), a folder, a glob, a .jsonl, a .parquet, a file.
 
-    A source that matches nothing is an error; so is a load that finds no document at all (every file skipped, or
-    none there), since chunking it would leave an empty corpus. Two sources giving one id is an error naming both.
+    A source that matches nothing is an error (a load that finds no document is for the caller to judge: chunking
+    refuses it unless it removes documents that are gone). Two sources giving one id is an error naming both.
     """
     sources = list(sources)
     folders = [s for s in sources if Path(s).is_dir() or (not Path(s).exists() and _is_glob(s))]
@@ -462,9 +462,11 @@ def _unique(result: LoadResult, sources: list) -> LoadResult:
                 f"{document.source}; give the folders separately named, or fix the ids"
             )
         first.setdefault(document.doc_id, document.source)
-    if not result.documents:
-        reasons = Counter(s.reason.split(" (")[0] for s in result.skipped)
-        detail = "; ".join(f"{n} {reason}" for reason, n in reasons.most_common()) or "no files"
-        names = ", ".join(str(s) for s in sources)
-        raise InputError(f"no documents to chunk in {names} ({detail})")
     return result
+
+
+def nothing_loaded(result: LoadResult, sources: Iterable[str | Path]) -> InputError:
+    """The error for a load that found no document: what was skipped, by reason."""
+    reasons = Counter(s.reason.split(" (")[0] for s in result.skipped)
+    detail = "; ".join(f"{n} {reason}" for reason, n in reasons.most_common()) or "no files"
+    return InputError(f"no documents to chunk in {', '.join(str(s) for s in sources)} ({detail})")
