@@ -223,3 +223,38 @@ def test_what_pypdf_warns_about_goes_into_the_report_with_the_file_not_to_stderr
     ), report["warnings"]
     loaded = load_sources([folder])
     assert loaded.notes and "Precision divides by k" in loaded.documents[0].text
+
+
+def test_html_keeps_paragraphs_headings_code_and_table_rows_and_the_markdown_chunker_follows_its_headings(tmp_path):
+    from testset_builder.config import ChunkingConfig
+    from testset_builder.corpus.chunkers import chunk_document
+
+    page = tmp_path / "guide.html"
+    page.write_text(
+        """<!doctype html><html><head><title>Eval  guide</title><style>p{}</style></head><body>
+        <nav>Home | Docs</nav><header>site header</header>
+        <h1>Retrieval
+        metrics</h1>
+        <p>Recall at k counts the relevant chunks
+        found in the first k results.</p>
+        <h2>Code</h2><pre>def recall(found, relevant):
+            return len(found &amp; relevant) / len(relevant)</pre>
+        <table><tr><th>metric</th><th>range</th></tr><tr><td>nDCG</td><td>0 to 1</td></tr></table>
+        <ul><li>first <b>point</b></li><li>second</li></ul><p>a line<br>another line</p>
+        <footer>(c) 2026</footer><script>track()</script></body></html>""",
+        encoding="utf-8",
+    )
+    (document,) = load_sources([page]).documents
+    assert document.title == "Eval guide"
+    assert document.text.split("\n\n") == [
+        "# Retrieval metrics",
+        "Recall at k counts the relevant chunks found in the first k results.",  # a wrapped line is not a break
+        "## Code",
+        "```\ndef recall(found, relevant):\n            return len(found & relevant) / len(relevant)\n```",
+        "metric | range\nnDCG | 0 to 1",  # cells apart, rows on lines
+        "- first point\n- second",
+        "a line\nanother line",
+    ]
+    chunks = chunk_document(document, ChunkingConfig(chunker="markdown", size=200, overlap=0))
+    assert [c.metadata["headings"] for c in chunks] == [["Retrieval metrics"], ["Retrieval metrics", "Code"]]
+    assert all(document.text[c.start : c.end] == c.text for c in chunks)

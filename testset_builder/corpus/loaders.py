@@ -25,12 +25,12 @@ import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
 from ..records import Document, id_problem
+from .html import html_text
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
 HTML_SUFFIXES = {".html", ".htm"}
@@ -86,64 +86,6 @@ class _Collector:
             return
         self._seen[document.doc_id] = f"{source}:{line}" if line else source
         self.result.documents.append(document)
-
-
-class _HTMLText(HTMLParser):
-    """Visible text of an HTML page without scripts, styles and page furniture (nav, header, footer, aside)."""
-
-    SKIP = {"script", "style", "noscript", "nav", "header", "footer", "aside", "template", "svg"}
-    BLOCK = {
-        "p",
-        "div",
-        "section",
-        "article",
-        "li",
-        "tr",
-        "br",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "pre",
-        "table",
-        "ul",
-        "ol",
-    }
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.title = ""
-        self._skipping = 0
-        self._in_title = False
-
-    def handle_starttag(self, tag, attrs):
-        if tag in self.SKIP:
-            self._skipping += 1
-        elif tag == "title":
-            self._in_title = True
-        elif tag in self.BLOCK:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag):
-        if tag in self.SKIP and self._skipping:
-            self._skipping -= 1
-        elif tag == "title":
-            self._in_title = False
-        elif tag in self.BLOCK:
-            self.parts.append("\n")
-
-    def handle_data(self, data):
-        if self._in_title:
-            self.title += data
-        elif not self._skipping:
-            self.parts.append(data)
-
-    def text(self) -> str:
-        lines = (" ".join(line.split()) for line in "".join(self.parts).splitlines())
-        return "\n\n".join(line for line in lines if line)
 
 
 def _decode(raw: bytes) -> str:
@@ -215,12 +157,8 @@ def load_file_noting(path: Path, doc_id: str) -> tuple[Document, list[tuple[int 
         return _pdf_document(path, doc_id)
     text = _decode(path.read_bytes())
     if suffix in HTML_SUFFIXES:
-        parser = _HTMLText()
-        parser.feed(text)
-        title = " ".join(parser.title.split())
-        return Document(
-            doc_id=doc_id, text=parser.text(), title=title, source=str(path), metadata={"format": "html"}
-        ), []
+        title, body = html_text(text)
+        return Document(doc_id=doc_id, text=body, title=title, source=str(path), metadata={"format": "html"}), []
     return Document(doc_id=doc_id, text=text, source=str(path), metadata={"format": suffix.lstrip(".") or "txt"}), []
 
 
