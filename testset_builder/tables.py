@@ -275,6 +275,10 @@ class Run:
     def num_rows(self) -> int:
         return self.table.num_rows
 
+    def query_ids(self) -> list[str]:
+        """The queries with at least one result, sorted."""
+        return sorted(pc.unique(self.table.column(QUERY_ID)).to_pylist())
+
     @property
     def query_codes(self) -> QueryCodes:
         """Integer codes of the query id column, computed once when the run was validated."""

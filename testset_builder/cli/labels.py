@@ -318,6 +318,12 @@ def propose(
         f"{' + rrf' if len(summary.retrievers) > 1 else ''}: {summary.pool_min}-{summary.pool_max} chunks per query "
         f"(mean {summary.pool_mean}), {summary.candidates} candidate rows"
     )
+    for name, missed in summary.no_results.items():
+        shown = ", ".join(missed[:5]) + (" ..." if len(missed) > 5 else "")
+        err.print(
+            f"[yellow]warning:[/] {name} found nothing for {len(missed)} queries ({escape(shown)}): none of their "
+            f"words is in its index (corpus language: {', '.join(summary.languages)}); are they in another language?"
+        )
     if judge:
         for line in judging_lines(summary.judging):
             out.print(line, highlight=False)

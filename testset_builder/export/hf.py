@@ -80,7 +80,7 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         "license": license_id,
         "task_categories": ["text-retrieval"],
         "task_ids": ["document-retrieval"],
-        "language": ["en"],
+        "language": manifest.get("languages") or ["en"],  # detected from the corpus
         "size_categories": [size_category(counts["corpus"])],
         "pretty_name": name,
         "tags": ["retrieval", "beir", "mteb", "testset-builder"],

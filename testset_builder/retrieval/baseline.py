@@ -9,6 +9,7 @@ from ..records import passage_text
 from ..tables import Run
 from .bm25 import BM25Index
 from .dense import DenseIndex, encode
+from .indexes import languages_of
 
 
 def baseline_run(
@@ -22,7 +23,12 @@ def baseline_run(
     ids = sorted(corpus)
     texts = [passage_text(corpus[i].get("title", ""), corpus[i]["text"]) for i in ids]
     if retriever == "bm25":
-        index = BM25Index.cached(cache_dir, ids, texts) if cache_dir else BM25Index(ids, texts)
+        language = languages_of(cache_dir, ids, texts)[0]
+        index = (
+            BM25Index.cached(cache_dir, ids, texts, language=language)
+            if cache_dir
+            else BM25Index(ids, texts, language=language)
+        )
     elif retriever == "dense":
         index = DenseIndex.cached(cache_dir, ids, texts) if cache_dir else DenseIndex(ids, encode(texts))
     else:

@@ -13,45 +13,41 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..corpus.language import tokenize
 from ..tables import Run
 from ._common import corpus_key, top_k_run
 
 
-def _tokenize(texts: Sequence[str], stem: bool):
-    import bm25s
-
-    stemmer = None
-    if stem:
-        import Stemmer
-
-        stemmer = Stemmer.Stemmer("english")
-    return bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer, show_progress=False)
-
-
 class BM25Index:
-    def __init__(self, chunk_ids: Sequence[str], texts: Sequence[str], stem: bool = True) -> None:
+    """``language`` (ISO 639-1) picks the tokens: CJK bigrams, the language's stop words and Snowball stemmer (see
+    :mod:`~testset_builder.corpus.language`); queries are cut the same way."""
+
+    def __init__(self, chunk_ids: Sequence[str], texts: Sequence[str], stem: bool = True, language: str = "en") -> None:
         import bm25s
 
         self.chunk_ids = list(chunk_ids)
         self.stem = stem
+        self.language = language
         self._model = bm25s.BM25()
-        self._model.index(_tokenize(texts, stem), show_progress=False)
+        self._model.index(tokenize(texts, language, stem), show_progress=False)
 
     @staticmethod
-    def key(chunk_ids: Sequence[str], texts: Sequence[str], stem: bool) -> str:
-        return corpus_key(f"bm25s stem={stem}", chunk_ids, texts)
+    def key(chunk_ids: Sequence[str], texts: Sequence[str], stem: bool, language: str = "en") -> str:
+        return corpus_key(f"bm25s stem={stem} language={language} cjk=bigrams", chunk_ids, texts)
 
     @classmethod
-    def cached(cls, directory: Path, chunk_ids: Sequence[str], texts: Sequence[str], stem: bool = True) -> BM25Index:
+    def cached(
+        cls, directory: Path, chunk_ids: Sequence[str], texts: Sequence[str], stem: bool = True, language: str = "en"
+    ) -> BM25Index:
         """Load the index for exactly these chunks from ``directory``, building and saving it if absent.
 
         The index is built under a name of this process's own and renamed into place, so a reader never sees half
         an index; when two processes build it at once, the second rename finds the first's index and keeps it. A
         cache that cannot be written (read-only media) only costs the rebuild next time."""
-        path = Path(directory) / f"bm25-{cls.key(chunk_ids, texts, stem)}"
+        path = Path(directory) / f"bm25-{cls.key(chunk_ids, texts, stem, language)}"
         if (path / "chunk_ids.json").exists():
-            return cls._load(path, stem)
-        index = cls(chunk_ids, texts, stem)
+            return cls._load(path, stem, language)
+        index = cls(chunk_ids, texts, stem, language)
         partial = path.with_name(f"{path.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         try:
             index._model.save(str(partial), show_progress=False)
@@ -66,17 +62,17 @@ class BM25Index:
         return index
 
     @classmethod
-    def _load(cls, path: Path, stem: bool) -> BM25Index:
+    def _load(cls, path: Path, stem: bool, language: str) -> BM25Index:
         import bm25s
 
         index = cls.__new__(cls)
         index.chunk_ids = json.loads((path / "chunk_ids.json").read_text(encoding="utf-8"))
-        index.stem = stem
+        index.stem, index.language = stem, language
         index._model = bm25s.BM25.load(str(path), show_progress=False)
         return index
 
     def search(self, query_ids: Sequence[str], queries: Sequence[str], k: int = 100, name: str = "bm25") -> Run:
         """Top ``k`` chunks per query as a Run (chunks scoring 0 are left out)."""
         k = min(k, len(self.chunk_ids))
-        documents, scores = self._model.retrieve(_tokenize(queries, self.stem), k=k, show_progress=False)
+        documents, scores = self._model.retrieve(tokenize(queries, self.language, self.stem), k=k, show_progress=False)
         return top_k_run(query_ids, self.chunk_ids, documents, scores, name, keep=scores > 0)

@@ -3,19 +3,40 @@ under ``<workspace>/indexes`` and rebuilt only when the live chunks change."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
+from ..corpus.language import corpus_languages
 from ..errors import InputError
 from ..records import Query
 from ..store import rows
 from ..store.workspace import Workspace
 from ..tables import Run
+from ._common import corpus_key
 from .bm25 import BM25Index
 from .dense import DenseIndex
 
 
+def languages_of(directory: Path | None, chunk_ids: Sequence[str], texts: Sequence[str]) -> list[str]:
+    """The corpus's languages (see :func:`~testset_builder.corpus.language.corpus_languages`), cached beside the
+    indexes under the corpus's key, since detection takes a second and the corpus rarely changes."""
+    path = Path(directory) / f"languages-{corpus_key('languages', chunk_ids, texts)}.json" if directory else None
+    if path is not None and path.exists():
+        return json.loads(path.read_text(encoding="utf-8"))
+    found = corpus_languages(texts)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(found), encoding="utf-8")
+        except OSError:  # a read-only workspace: detect again next time
+            pass
+    return found
+
+
 class WorkspaceIndexes:
-    """``names`` (bm25, dense) over the workspace's live chunks; ``passages`` maps chunk id -> title and text."""
+    """``names`` (bm25, dense) over the workspace's live chunks; ``passages`` maps chunk id -> title and text.
+    BM25 tokenizes in the corpus's main language (``languages[0]``)."""
 
     def __init__(self, workspace: Workspace, names: Sequence[str]) -> None:
         self.chunk_ids, texts = rows.live_chunk_passages(workspace.db)
@@ -26,8 +47,9 @@ class WorkspaceIndexes:
             )
         self.passages = dict(zip(self.chunk_ids, texts))
         directory = workspace.root / "indexes"
+        self.languages = languages_of(directory, self.chunk_ids, texts)
         self.indexes = {
-            name: BM25Index.cached(directory, self.chunk_ids, texts)
+            name: BM25Index.cached(directory, self.chunk_ids, texts, language=self.languages[0])
             if name == "bm25"
             else DenseIndex.cached(directory, self.chunk_ids, texts)
             for name in names

@@ -38,6 +38,8 @@ class ProposeSummary:
     pool_min: int = 0
     pool_mean: float = 0.0
     pool_max: int = 0
+    no_results: dict[str, list[str]] = field(default_factory=dict)  # retriever -> queries it found nothing for
+    languages: list[str] = field(default_factory=list)  # the corpus's, detected; BM25 cuts text in the first
     judging: JudgingCounts = field(default_factory=JudgingCounts)
     seconds: float = 0.0
 
@@ -76,6 +78,12 @@ async def _propose(
     pairs = pooled_pairs(candidates)
     sizes = Counter(q for q, _ in pairs)
     per_query = [sizes.get(q.query_id, 0) for q in query_file.queries]
+    found = {name: set(run.query_ids()) for name, run in runs.items()}
+    summary.no_results = {
+        name: [q.query_id for q in query_file.queries if q.query_id not in ids] for name, ids in found.items()
+    }
+    summary.no_results = {name: ids for name, ids in summary.no_results.items() if ids}
+    summary.languages = indexes.languages
     summary.pool_min, summary.pool_max = min(per_query), max(per_query)
     summary.pool_mean = round(sum(per_query) / len(per_query), 2)
     if judge is not None:

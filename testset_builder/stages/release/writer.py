@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ... import __version__
 from ...config import ReleaseConfig
+from ...corpus.language import corpus_languages
 from ...errors import InputError, UnknownIdError
 from ...export.beir import beir_corpus_text, beir_qrels_text, beir_queries_text
 from ...export.hf import dataset_card, write_hf
@@ -260,6 +261,7 @@ def _manifest(workspace, version, parent, same_as_parent, content, judgments, fi
             "qrels_by_origin": {o: sum(q.origin == o for q in content.qrels) for o in ORIGINS},
             "qrels_by_grade": {str(g): n for g, n in sorted(Counter(q.grade for q in content.qrels).items())},
         },
+        "languages": corpus_languages([d["text"] for d in content.corpus]),
         "policy": describe(policy),
         "lineage": lineage(workspace, content, judgments),
         "notes": notes,
