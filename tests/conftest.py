@@ -11,6 +11,23 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+def answered_requests(db_path: Path) -> list[str]:
+    """The canonical JSON of every answered request in a workspace's ledger, read without writing (another process
+    may be writing it); empty before the workspace has its tables."""
+    import sqlite3
+
+    if not db_path.exists():
+        return []
+    try:
+        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        try:
+            return [r[0] for r in db.execute("SELECT request FROM llm_calls WHERE response IS NOT NULL")]
+        finally:
+            db.close()
+    except sqlite3.OperationalError:  # no tables yet
+        return []
+
+
 def require(module: str):
     """Import ``module``; without it the test skips, except under CI=true, where a missing part is a failure."""
     import importlib

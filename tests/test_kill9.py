@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from batch_server import BatchServer
+from conftest import answered_requests
 from fault_server import FaultServer
 from test_shared_workspace import answer, chunked, labelled_state
 
@@ -31,17 +31,9 @@ def body_key(body: dict) -> str:
 
 
 def answered_before(db_path: Path) -> set[str]:
-    """The requests the ledger holds answers for (what a rerun must not send again)."""
-    try:
-        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-        try:
-            rows = db.execute("SELECT request FROM llm_calls WHERE response IS NOT NULL").fetchall()
-        finally:
-            db.close()
-    except sqlite3.OperationalError:
-        return set()
+    """The requests the ledger holds answers for (what a rerun must not send again), keyed as the server sees them."""
     keys = set()
-    for (text,) in rows:
+    for text in answered_requests(db_path):
         request = json.loads(text)
         messages = [{"role": m["role"], "content": m["content"]} for m in request["messages"]]
         keys.add(json.dumps([request["model"], messages, request.get("seed")], sort_keys=True))

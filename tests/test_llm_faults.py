@@ -44,16 +44,18 @@ def openai_client(server, workspace, timeout=5.0, **kwargs):
     return LLMClient(provider, workspace, "test", retry=kwargs.pop("retry", FAST_RETRY), **kwargs)
 
 
+TRANSIENT_FAULTS = {
+    "429": ("status", 429, 0, "rate limited"),
+    "500": ("status", 500, None, "internal error"),
+    "503": ("status", 503, None, "unavailable"),
+    "timeout": ("slow", 1.5),
+    "truncated-json": ("truncated",),
+    "not-json": ("invalid_json",),
+}
+
+
 def test_every_transient_fault_is_retried_to_success_and_the_attempts_are_recorded(workspace):
-    schedule = [
-        ("status", 429, 0, "rate limited"),
-        ("status", 500, None, "internal error"),
-        ("status", 503, None, "unavailable"),
-        ("slow", 1.5),
-        ("truncated",),
-        ("invalid_json",),
-    ]
-    with FaultServer(schedule) as server:
+    with FaultServer(list(TRANSIENT_FAULTS.values())) as server:
         client = openai_client(server, workspace, timeout=0.5, prices=PriceTable.load())
         completion = asyncio.run(client.complete(chat()))
     assert completion.text == "answer to: what is recall?"
@@ -74,18 +76,7 @@ def test_anthropic_overloaded_529_is_retried(workspace):
     assert ledger(workspace)[0]["attempts"] == 2
 
 
-@pytest.mark.parametrize(
-    "fault",
-    [
-        ("status", 429, 0, "rate limited"),
-        ("status", 500, None, "internal error"),
-        ("status", 503, None, "unavailable"),
-        ("slow", 1.5),
-        ("truncated",),
-        ("invalid_json",),
-    ],
-    ids=["429", "500", "503", "timeout", "truncated-json", "not-json"],
-)
+@pytest.mark.parametrize("fault", TRANSIENT_FAULTS.values(), ids=TRANSIENT_FAULTS.keys())
 def test_anthropic_recovers_from_every_transient_fault_through_its_sdk(workspace, fault):
     with FaultServer([fault]) as server:
         provider = AnthropicProvider(api_key=PLANTED_KEY, base_url=server.anthropic_url, timeout=0.5)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+from conftest import answered_requests
 from fault_server import FaultServer
 
 JOB = Path(__file__).with_name("llm_job.py")
@@ -17,17 +17,7 @@ N = 200
 
 
 def completed_prompts(db_path: Path) -> set[str]:
-    if not db_path.exists():
-        return set()
-    try:
-        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-        try:
-            rows = db.execute("SELECT request FROM llm_calls WHERE response IS NOT NULL").fetchall()
-        finally:
-            db.close()
-    except sqlite3.OperationalError:  # the job has not created its tables yet
-        return set()
-    return {json.loads(r[0])["messages"][0]["content"] for r in rows}
+    return {json.loads(request)["messages"][0]["content"] for request in answered_requests(db_path)}
 
 
 def test_a_rerun_after_kill_9_repeats_no_completed_request_and_gives_the_same_answers(tmp_path):
