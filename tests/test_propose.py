@@ -21,6 +21,7 @@ from testset_builder.stages.propose import audit, propose
 from testset_builder.stages.queries import derived_id, read_queries
 from testset_builder.stages.queue import review_priority
 from testset_builder.store import open_workspace, rows
+from testset_builder.store import review as review_store
 from testset_builder.tables import Qrels, Run
 
 QUERIES = ["how is ndcg computed", "what does the response cache do", "how are chunk ids made stable"]
@@ -167,10 +168,10 @@ def test_propose_pools_judges_and_queues_every_pair_and_a_rerun_spends_nothing(w
     assert sum(summary.judging.grades.values()) == pairs and summary.judging.queued == pairs
     stored = list(rows.iter_judgments(workspace.db))
     assert len(stored) == pairs and all(j.status.value == "pending" and j.source.value == "llm" for j in stored)
-    queue = rows.review_queue(workspace.db)
-    assert [r["priority"] for r in queue] == sorted((r["priority"] for r in queue), reverse=True)
+    queue = review_store.queued_items(workspace.db)
+    assert [r.priority for r in queue] == sorted((r.priority for r in queue), reverse=True)
     by_pair = {(j.query_id, j.chunk_id): j for j in stored}
-    assert queue[0]["priority"] == review_priority(by_pair[(queue[0]["query_id"], queue[0]["chunk_id"])])
+    assert queue[0].priority == review_priority(by_pair[(queue[0].query_id, queue[0].chunk_id)])
     ranks = workspace.db.execute("SELECT retriever, MIN(rank), MAX(rank) FROM candidates GROUP BY retriever").fetchall()
     assert [tuple(r) for r in ranks] == [("bm25", 1, 5)]
 
@@ -255,7 +256,7 @@ def test_audit_flags_pairs_where_the_judge_and_the_labels_disagree(workspace, tm
     summary = asyncio.run(audit(workspace, qrels, queries, judge))
     assert summary.pairs == 2 and summary.judged == 2 and summary.agreement == 0.5
     assert [(d["chunk_id"], d["label"], d["judge"]) for d in summary.disagreements] == [(unrelated, 2, 0)]
-    assert rows.review_queue(workspace.db, limit=1)[0]["chunk_id"] == unrelated  # disagreements first
+    assert review_store.queued_items(workspace.db, limit=1)[0].chunk_id == unrelated  # disagreements first
     with pytest.raises(InputError, match="1 chunk id"):
         asyncio.run(audit(workspace, Qrels.from_dict({"q1": {"nope": 1}}), queries, judge))
 
@@ -316,10 +317,7 @@ def test_the_queue_command_lists_proposals_highest_priority_first(workspace, tmp
     )
     assert main(["queue", "--workspace", str(workspace.root), "--limit", "4", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert (
-        listed["total"] == workspace.db.execute("SELECT COUNT(*) FROM review_assignments").fetchone()[0]
-        and len(listed["items"]) == 4
-    )
+    assert listed["total"] == review_store.queue_size(workspace.db) and len(listed["items"]) == 4
     priorities = [item["priority"] for item in listed["items"]]
     assert priorities == sorted(priorities, reverse=True) and all(item["query"] in QUERIES for item in listed["items"])
     assert all(0.0 <= item["p_relevant"] <= 1.0 and item["grade"] in (0, 1, 2) for item in listed["items"])

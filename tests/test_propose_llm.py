@@ -21,6 +21,7 @@ from testset_builder.stages.judge import Judge, JudgePair
 from testset_builder.stages.propose import propose
 from testset_builder.stages.queries import read_queries
 from testset_builder.store import open_workspace, rows
+from testset_builder.store import review as review_store
 
 SCIFACT_QUERIES = 3
 
@@ -81,7 +82,7 @@ def test_the_local_model_judges_real_scifact_pools_end_to_end_and_a_rerun_calls_
                 and judgment.lineage.model == "gemma-3-270m"  # its name, never the server's path to the file
                 and judgment.lineage.prompt_name == "judge/few-shot-completion"
             )
-        assert len(rows.review_queue(ws.db)) == len(judgments)
+        assert review_store.queue_size(ws.db) == len(judgments)
         rerun = Judge(Role(LLMClient(LocalProvider(local_server), ws, "propose"), "gemma-3-270m"))
         again = asyncio.run(propose(ws, queries, rerun, ProposeConfig(retrievers=["bm25"], depth=3)))
         assert again.judging.calls == 0 and again.judging.already_judged == len(judgments)

@@ -29,6 +29,7 @@ from testset_builder.stages.sampling import (
 )
 from testset_builder.stages.synthesize import synthesize
 from testset_builder.store import open_workspace, rows
+from testset_builder.store import review as review_store
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 LONG = (
@@ -233,13 +234,13 @@ def test_mining_queues_other_relevant_chunks_for_review_and_counts_the_questions
     summary = run(workspace, FakeProvider(scripted(relevant_others=True)), questions=4, mine_depth=2)
     mining = summary.mining
     assert mining.judged == mining.pairs > 0 and summary.questions_with_extra_relevant == 4
-    queue = rows.review_queue(workspace.db)
+    queue = review_store.queued_items(workspace.db)
     assert len(queue) == mining.queued == mining.grades[1] + mining.grades[2]
     synthetic = {q for (q,) in workspace.db.execute("SELECT query_id FROM queries")}
     sources = {
         (j.query_id, j.chunk_id) for j in rows.iter_judgments(workspace.db) if j.source.value == "synthetic-source"
     }
-    assert {r["query_id"] for r in queue} <= synthetic and not sources & {(r["query_id"], r["chunk_id"]) for r in queue}
+    assert {r.query_id for r in queue} <= synthetic and not sources & {(r.query_id, r.chunk_id) for r in queue}
 
 
 def test_round_trip_keeps_only_questions_whose_source_bm25_ranks_in_the_top_k(workspace):

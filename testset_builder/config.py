@@ -216,6 +216,15 @@ class ProposeConfig(Strict):
         return names
 
 
+class ReviewConfig(Strict):
+    """How reviewers are served: ``serve`` (web) and ``review`` (terminal) read these."""
+
+    lease_s: float = Field(default=900, gt=0, description="an item handed out comes back to the queue after this")
+    overlap: int = Field(default=1, ge=1, description="distinct reviewers each item should get")
+    blind: bool = Field(default=True, description="hide the LLM's grade and others' verdicts until one answers")
+    questions: bool = Field(default=False, description="also review the synthetic questions themselves")
+
+
 class ReleaseConfig(Strict):
     """The release policy and the dataset card's facts."""
 
@@ -236,6 +245,7 @@ class Config(Strict):
     chunking: ChunkingConfig = ChunkingConfig()
     synthesize: SynthesizeConfig = SynthesizeConfig()
     propose: ProposeConfig = ProposeConfig()
+    review: ReviewConfig = ReviewConfig()
     release: ReleaseConfig = ReleaseConfig()
 
     @model_validator(mode="before")

@@ -127,6 +127,7 @@ class JudgmentStatus(str, Enum):
     rejected = "rejected"
     regraded = "regraded"
     final = "final"
+    withdrawn = "withdrawn"  # an undone verdict: it supersedes the one it takes back and says nothing itself
 
 
 class Judgment(Record):

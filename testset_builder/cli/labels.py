@@ -411,42 +411,56 @@ def audit(
 def queue(
     workspace: WorkspaceOption = None,
     config: ConfigOption = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many proposals to show.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many items to show.")] = 20,
+    questions: Annotated[
+        bool,
+        typer.Option("--questions", help="List the synthetic questions (style, source chunk, review status) instead."),
+    ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Show whole query and chunk texts, not the first words.")
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """The review queue, highest priority first: the LLM proposals a reviewer should look at next.
 
     Priority is P(relevant) + uncertainty of the judge's grade (audit disagreements first), so the likely relevant
-    and uncertain come before the confidently irrelevant.
+    and uncertain come before the confidently irrelevant. Review them with `serve` (web) or `review` (terminal).
     """
     from rich.table import Table
 
+    from ..store import review as review_store
     from ..store import rows
 
     resolved = settings(config, workspace)
+    width = None if full else 60
     with open_workspace_for(resolved, readonly=True) as ws:
+        if questions:
+            return _list_questions(ws, limit, full, json_output)
         items = []
-        for entry in rows.review_queue(ws.db, limit=limit):
+        for entry in review_store.queued_items(ws.db, limit=limit, kind="pair"):
             proposals = [
-                j for j in rows.iter_judgments(ws.db, entry["query_id"])
-                if j.chunk_id == entry["chunk_id"] and j.source.value == "llm"
+                j for j in rows.iter_judgments(ws.db, entry.query_id)
+                if j.chunk_id == entry.chunk_id and j.source.value == "llm"
             ]  # fmt: skip
             latest = proposals[-1] if proposals else None
-            query = rows.get_query(ws.db, entry["query_id"])
+            query = rows.get_query(ws.db, entry.query_id)
             p_relevant = None if not (latest and latest.grade_probs) else round(1.0 - latest.grade_probs.get(0, 0.0), 3)
+            chunk_text = rows.get_chunk(ws.db, entry.chunk_id).text
             items.append(
                 {
-                    "priority": entry["priority"],
+                    "item_id": entry.item_id,
+                    "priority": entry.priority,
+                    "reason": entry.reason,
                     "query_id": query.query_id,
                     "query": query.text,
-                    "chunk_id": entry["chunk_id"],
+                    "chunk_id": entry.chunk_id,
                     "grade": latest.grade if latest else None,
                     "p_relevant": p_relevant,
                     "rationale": latest.rationale if latest else None,
-                    "chunk": rows.get_chunk(ws.db, entry["chunk_id"]).text[:200],
+                    "chunk": chunk_text if full else chunk_text[:200],
                 }
             )
-        total = rows.review_queue_size(ws.db)
+        total = review_store.queue_size(ws.db, kind="pair")
     if json_output:
         print(json.dumps({"total": total, "items": items}, indent=2, ensure_ascii=False))
         return
@@ -455,8 +469,46 @@ def queue(
         table.add_column(column, justify="right" if column in ("priority", "grade", "P(rel)") else "left")
     for item in items:
         p_rel = "?" if item["p_relevant"] is None else f"{item['p_relevant']:.2f}"
-        chunk = f"{item['chunk_id']}: {' '.join(item['chunk'].split())[:60]}"
-        table.add_row(f"{item['priority']:.3f}", escape(item["query"][:60]), escape(chunk), str(item["grade"]), p_rel)
+        chunk = f"{item['chunk_id']}: {' '.join(item['chunk'].split())[:width]}"
+        table.add_row(
+            f"{item['priority']:.3f}", escape(item["query"][:width]), escape(chunk), str(item["grade"]), p_rel
+        )
+    out.print(table)
+
+
+def _list_questions(ws, limit: int, full: bool, json_output: bool) -> None:
+    from rich.table import Table
+
+    from ..store import review as review_store
+    from ..store import rows
+
+    dropped = review_store.dropped_queries(ws.db)
+    listed = []
+    for query_id in rows.synthetic_query_ids(ws.db)[:limit]:
+        query = rows.get_query(ws.db, query_id)
+        listed.append(
+            {
+                "query_id": query_id,
+                "text": query.text,
+                "style": query.style,
+                "source_chunk_id": query.source_chunk_id,
+                "status": "dropped" if query_id in dropped else "kept",
+                "edited_from": query.metadata.get("edited_from"),
+            }
+        )
+    if json_output:
+        print(
+            json.dumps(
+                {"total": len(rows.synthetic_query_ids(ws.db)), "questions": listed}, indent=2, ensure_ascii=False
+            )
+        )
+        return
+    table = Table(title=f"synthetic questions: {len(listed)}", title_justify="left")
+    for column in ("question", "style", "source chunk", "status"):
+        table.add_column(column)
+    for q in listed:
+        text = q["text"] if full else q["text"][:80]
+        table.add_row(escape(text), q["style"] or "", escape(q["source_chunk_id"] or ""), q["status"])
     out.print(table)
 
 

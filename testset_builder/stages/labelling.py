@@ -11,8 +11,9 @@ from dataclasses import astuple, dataclass, field
 
 from ..errors import BudgetExceededError
 from ..records import Judgment, Query
+from ..store import review as review_store
 from ..store import rows
-from ..store.workspace import Workspace
+from ..store.workspace import Workspace, utc_timestamp
 from .judge import Judge, JudgePair
 from .queue import review_priority
 
@@ -81,14 +82,22 @@ async def judge_and_queue(
         counts.judged = rows.add_judgments(db, made)
         every = {(j.query_id, j.chunk_id): j for j in rows.iter_judgments_by_id(db, ids.values())}
         queued = [j for j in every.values() if queue_if is None or queue_if(j)]
-        counts.queued = rows.enqueue_for_review(
-            db, [(j.query_id, j.chunk_id, review_priority(j, bool(disagreement and disagreement(j)))) for j in queued]
+        counts.queued = review_store.enqueue(
+            db, [_queue_item(j, bool(disagreement and disagreement(j))) for j in queued], utc_timestamp()
         )
     for judgment in every.values():
         counts.grades[judgment.grade] += 1
     spent = judge.client.spend() - before
     counts.calls, counts.cache_hits, counts.input_tokens, counts.output_tokens, counts.cost_usd = astuple(spent)
     return counts, every
+
+
+def _queue_item(judgment: Judgment, disagreement: bool) -> review_store.QueuedItem:
+    reason = "audit disagreement" if disagreement else "llm proposal"
+    return review_store.QueuedItem(
+        review_store.pair_item_id(judgment.query_id, judgment.chunk_id), "pair", judgment.query_id, judgment.chunk_id,
+        review_priority(judgment, disagreement), reason, 1,
+    )  # fmt: skip
 
 
 def store_queries(workspace: Workspace, queries: Sequence[Query]) -> int:

@@ -7,6 +7,7 @@ testset-builder and is refused.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Callable
 
@@ -216,6 +217,74 @@ def m006_batch_intents(db: sqlite3.Connection) -> None:
         ALTER TABLE llm_batches_v6 RENAME TO llm_batches;
         """,
     )
+
+
+@migration(7)
+def m007_review_queue(db: sqlite3.Connection) -> None:
+    """The review queue as items (a query-chunk pair, or a synthetic question) with a priority, a reason and a wanted
+    overlap; leases that hand an item to a reviewer for a while; and the verdict log (append-only: grades also land as
+    human judgments, skips and question verdicts only here). Replaces the '*' rows of review_assignments."""
+    run_script(
+        db,
+        """
+        CREATE TABLE review_items (
+            item_id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL CHECK (kind IN ('pair', 'question')),
+            query_id TEXT NOT NULL REFERENCES queries(query_id),
+            chunk_id TEXT REFERENCES chunks(chunk_id),
+            priority REAL NOT NULL DEFAULT 0,
+            reason TEXT NOT NULL DEFAULT '',
+            wanted_overlap INTEGER NOT NULL DEFAULT 1 CHECK (wanted_overlap >= 1),
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX review_items_by_priority ON review_items(priority DESC, item_id);
+        CREATE TABLE review_leases (
+            item_id TEXT NOT NULL REFERENCES review_items(item_id),
+            reviewer TEXT NOT NULL,
+            leased_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL,
+            PRIMARY KEY (item_id, reviewer)
+        );
+        CREATE TABLE review_verdicts (
+            verdict_id TEXT PRIMARY KEY,
+            item_id TEXT NOT NULL REFERENCES review_items(item_id),
+            reviewer TEXT NOT NULL,
+            action TEXT NOT NULL CHECK (action IN ('grade', 'skip', 'keep_question', 'drop_question',
+                                                   'edit_question', 'undo')),
+            grade INTEGER CHECK (grade IS NULL OR grade BETWEEN 0 AND 2),
+            reason TEXT,
+            comment TEXT,
+            edited_text TEXT,
+            judgment_id TEXT REFERENCES judgments(judgment_id),
+            undoes TEXT REFERENCES review_verdicts(verdict_id),
+            idempotency_key TEXT NOT NULL UNIQUE,
+            seconds REAL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX review_verdicts_by_item ON review_verdicts(item_id, reviewer);
+        CREATE TRIGGER review_verdicts_no_update BEFORE UPDATE ON review_verdicts
+            BEGIN SELECT RAISE(ABORT, 'verdicts are append-only; an undo is a new verdict'); END;
+        CREATE TRIGGER review_verdicts_no_delete BEFORE DELETE ON review_verdicts
+            BEGIN SELECT RAISE(ABORT, 'verdicts are append-only; an undo is a new verdict'); END;
+        """,
+    )
+    queued = db.execute("SELECT query_id, chunk_id, priority, assigned_at FROM review_assignments WHERE reviewer = '*'")
+    db.executemany(
+        "INSERT INTO review_items (item_id, kind, query_id, chunk_id, priority, reason, wanted_overlap, created_at) "
+        "VALUES (?, 'pair', ?, ?, ?, 'llm proposal', 1, ?)",
+        [(pair_item_id(q, c), q, c, p, at) for q, c, p, at in queued.fetchall()],
+    )
+    db.execute("DELETE FROM review_assignments WHERE reviewer = '*'")
+
+
+def pair_item_id(query_id: str, chunk_id: str) -> str:
+    """The review item of a (query, chunk) pair: derived from the pair, so queueing it twice is one item."""
+    return "p-" + hashlib.sha256(f"{query_id}\x00{chunk_id}".encode()).hexdigest()[:20]
+
+
+def question_item_id(query_id: str) -> str:
+    """The review item of a synthetic question itself (keep, drop or edit it)."""
+    return "q-" + hashlib.sha256(query_id.encode()).hexdigest()[:20]
 
 
 LATEST = max(MIGRATIONS)

@@ -218,29 +218,6 @@ def put_candidates(db: sqlite3.Connection, candidates: Iterable) -> int:
     return len(rows)
 
 
-OPEN_QUEUE = "*"  # review_assignments.reviewer for a proposal any reviewer may take
-
-
-def enqueue_for_review(db: sqlite3.Connection, items: Iterable[tuple[str, str, float]]) -> int:
-    """Put (query_id, chunk_id, priority) in the open review queue; an item already queued keeps its place."""
-    before = db.total_changes
-    db.executemany(
-        "INSERT INTO review_assignments (query_id, chunk_id, reviewer, priority, assigned_at) VALUES (?, ?, ?, ?, ?) "
-        "ON CONFLICT(query_id, chunk_id, reviewer) DO NOTHING",
-        [(q, c, OPEN_QUEUE, p, utc_timestamp()) for q, c, p in items],
-    )
-    return db.total_changes - before
-
-
-def review_queue(db: sqlite3.Connection, limit: int | None = None) -> list[sqlite3.Row]:
-    """The open queue, highest priority first (ties by query then chunk id, so the order is stable)."""
-    sql = (
-        "SELECT query_id, chunk_id, priority FROM review_assignments WHERE reviewer = ? "
-        "ORDER BY priority DESC, query_id, chunk_id"
-    )
-    return db.execute(sql + (f" LIMIT {int(limit)}" if limit else ""), (OPEN_QUEUE,)).fetchall()
-
-
 def iter_judgments_by_id(db: sqlite3.Connection, judgment_ids: Iterable[str]) -> Iterator[Judgment]:
     ids = list(judgment_ids)
     for start in range(0, len(ids), 500):
@@ -286,10 +263,6 @@ def synthetic_query_texts(db: sqlite3.Connection) -> list[str]:
     ]
 
 
-def review_queue_size(db: sqlite3.Connection) -> int:
-    return db.execute("SELECT COUNT(*) FROM review_assignments WHERE reviewer = ?", (OPEN_QUEUE,)).fetchone()[0]
-
-
 def put_queries_checked(db: sqlite3.Connection, queries: Iterable[Query]) -> int:
     """Insert new queries; an id already stored must carry the same text (else it is another query, an error).
     Texts are compared normalised (case, Unicode form and spacing do not make another query)."""
@@ -301,3 +274,13 @@ def put_queries_checked(db: sqlite3.Connection, queries: Iterable[Query]) -> int
                 f"query id {query.query_id!r} is already in the workspace with another text: {stored[:80]!r}"
             )
     return put_queries(db, queries)
+
+
+def synthetic_query_ids(db: sqlite3.Connection) -> list[str]:
+    return [row[0] for row in db.execute("SELECT query_id FROM queries WHERE origin = 'synthetic' ORDER BY query_id")]
+
+
+def live_chunks_of(db: sqlite3.Connection, doc_id: str) -> list[Chunk]:
+    """A document's live chunks, in document order."""
+    rows = db.execute('SELECT * FROM chunks WHERE doc_id = ? AND removed_at IS NULL ORDER BY start, "end"', (doc_id,))
+    return [_chunk(row) for row in rows]

@@ -65,8 +65,8 @@ def resolve(judgments: list[Judgment], policy: ReleaseConfig | None = None) -> l
     policy = policy or ReleaseConfig()
     superseded = {j.supersedes for j in judgments if j.supersedes}
     by_pair: dict[tuple[str, str], list[Judgment]] = {}
-    for judgment in judgments:
-        if judgment.judgment_id not in superseded:
+    for judgment in judgments:  # a withdrawn verdict (an undo) takes one back and says nothing itself
+        if judgment.judgment_id not in superseded and judgment.status is not JudgmentStatus.withdrawn:
             by_pair.setdefault((judgment.query_id, judgment.chunk_id), []).append(judgment)
     resolved = []
     for (query_id, chunk_id), alive in sorted(by_pair.items()):

@@ -29,6 +29,7 @@ from ...metrics.agreement import cohen_kappa
 from ...records import Judgment, JudgmentSource, Query
 from ...store import corpus as stored_corpus
 from ...store import history, rows
+from ...store import review as review_store
 from ...store.workspace import Workspace, utc_timestamp
 from ...tables import Qrels
 from .policy import ORIGINS, ResolvedQrel, describe, resolve
@@ -71,7 +72,8 @@ def as_dict(qrels: list[ResolvedQrel]) -> dict[str, dict[str, int]]:
 def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent, list[Judgment]]:
     """What a release of the workspace's current state holds: every live chunk (plus any removed one a qrel still
     names), the queries that have qrels, and the resolved qrels."""
-    judgments = list(rows.iter_judgments(workspace.db))
+    dropped = review_store.dropped_queries(workspace.db)  # reviewers dropped or edited these questions away
+    judgments = [j for j in rows.iter_judgments(workspace.db) if j.query_id not in dropped]
     qrels = resolve(judgments, policy)
     if not qrels:
         raise InputError(

@@ -1,0 +1,181 @@
+"""Review semantics over the store: leases, overlap, blind mode, verdicts that are stored once, undo, question
+verdicts, and what a release makes of them."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from testset_builder.config import ReviewConfig
+from testset_builder.errors import InputError
+from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
+from testset_builder.stages import review
+from testset_builder.stages.release import load_release, write_release
+from testset_builder.store import review as store
+from testset_builder.store import rows
+from testset_builder.store.workspace import utc_timestamp
+
+
+@pytest.fixture
+def workspace(docs_workspace):
+    """Three real queries, each with an LLM proposal on a different chunk, queued with priorities 3, 2, 1; and one
+    synthetic question labelling its source chunk."""
+    ws = docs_workspace
+    chunk_ids = [c for c, *_ in rows.live_chunk_rows(ws.db)][:4]
+    real = [Query(query_id=f"r{i}", text=f"real query {i}", origin=QueryOrigin.real) for i in range(3)]
+    question = Query(
+        query_id="s0", text="what is ndcg?", origin=QueryOrigin.synthetic, source_chunk_id=chunk_ids[3], style="natural"
+    )
+    proposals = [
+        Judgment(
+            judgment_id=f"llm{i}", query_id=f"r{i}", chunk_id=chunk_ids[i], grade=2, source=JudgmentSource.llm,
+            confidence=0.7, rationale="looks right",
+        )
+        for i in range(3)
+    ]  # fmt: skip
+    label = Judgment(
+        judgment_id="src", query_id="s0", chunk_id=chunk_ids[3], grade=2, source=JudgmentSource.synthetic_source,
+        status=JudgmentStatus.final,
+    )  # fmt: skip
+    items = [
+        store.QueuedItem(store.pair_item_id(f"r{i}", c), "pair", f"r{i}", c, 3.0 - i, "llm proposal", 1)
+        for i, c in enumerate(chunk_ids[:3])
+    ]
+    with ws.transaction() as db:
+        rows.put_queries(db, [*real, question])
+        rows.add_judgments(db, [*proposals, label])
+        store.enqueue(db, items, utc_timestamp())
+    ws.chunk_ids = chunk_ids
+    return ws
+
+
+def grade(ws, reviewer, item, value, key=None):
+    return review.submit(ws, reviewer, item.item_id, "grade", key or f"{reviewer}-{item.item_id}", grade=value)
+
+
+def test_items_come_highest_priority_first_and_a_reload_gets_the_same_leased_item(workspace):
+    first = review.next_item(workspace, "ann")
+    assert first.query["query_id"] == "r0" and first.chunk["chunk_id"] == workspace.chunk_ids[0]
+    assert review.next_item(workspace, "ann").item_id == first.item_id  # asked again: the same lease
+    other = review.next_item(workspace, "bob")
+    assert other.query["query_id"] == "r1"  # ann holds r0
+    grade(workspace, "ann", first, 2)
+    assert review.next_item(workspace, "ann").query["query_id"] == "r2"
+
+
+def test_an_expired_lease_puts_the_item_back_for_others(workspace):
+    held = review.next_item(workspace, "ann", ReviewConfig(lease_s=0.2))
+    assert review.next_item(workspace, "bob").item_id != held.item_id
+    time.sleep(0.3)
+    assert review.next_item(workspace, "cid").item_id == held.item_id
+
+
+def test_overlap_gives_each_item_to_that_many_distinct_reviewers_and_no_more(workspace):
+    settings = ReviewConfig(overlap=2)
+    seen: dict[str, set[str]] = {}
+    for reviewer in ("ann", "bob", "cid"):
+        while (item := review.next_item(workspace, reviewer, settings)) is not None:
+            seen.setdefault(item.item_id, set()).add(reviewer)
+            grade(workspace, reviewer, item, 1)
+    assert len(seen) == 3 and all(len(reviewers) == 2 for reviewers in seen.values())
+    assert review.stats(workspace, settings).done == 3 and review.stats(workspace, settings).remaining == 0
+
+
+def test_blind_mode_hides_the_llm_grade_until_told_otherwise(workspace):
+    assert review.next_item(workspace, "ann").suggestion is None
+    shown = review.next_item(workspace, "bob", ReviewConfig(blind=False))
+    assert shown.suggestion == {"grade": 2, "confidence": 0.7, "rationale": "looks right"}
+
+
+def test_a_verdict_sent_twice_is_stored_once_and_becomes_one_human_judgment(workspace):
+    item = review.next_item(workspace, "ann")
+    first, again = grade(workspace, "ann", item, 0, "key-1"), grade(workspace, "ann", item, 0, "key-1")
+    assert first.created and not again.created and again.verdict == first.verdict
+    human = [j for j in rows.iter_judgments(workspace.db) if j.source is JudgmentSource.human]
+    assert len(human) == 1 and human[0].grade == 0 and human[0].reviewer == "ann"
+
+
+def test_a_skip_passes_the_item_to_others_and_undo_takes_back_ones_last_verdict(workspace):
+    item = review.next_item(workspace, "ann")
+    review.submit(workspace, "ann", item.item_id, "skip", "skip-1")
+    assert review.next_item(workspace, "ann").item_id != item.item_id
+    assert review.next_item(workspace, "bob").item_id == item.item_id
+    graded = review.next_item(workspace, "ann")
+    grade(workspace, "ann", graded, 2)
+    assert (
+        review.undo(workspace, "ann", "undo-1").verdict.undoes
+        == store.verdict_by_key(workspace.db, f"ann-{graded.item_id}").verdict_id
+    )
+    assert review.next_item(workspace, "ann").item_id == graded.item_id  # back for ann
+    judgments = {j.judgment_id: j for j in rows.iter_judgments(workspace.db) if j.source is JudgmentSource.human}
+    assert [j.status for j in judgments.values()] == [JudgmentStatus.final, JudgmentStatus.withdrawn]
+
+
+def test_grades_release_as_human_labels_an_undone_one_does_not_and_grade_0_is_not_relevant(workspace):
+    first = review.next_item(workspace, "ann")
+    grade(workspace, "ann", first, 0)
+    second = review.next_item(workspace, "ann")
+    grade(workspace, "ann", second, 1)
+    review.undo(workspace, "ann", "undo-second")
+    released = load_release(write_release(workspace, "1.0.0").path)
+    assert released.qrels["r0"] == {workspace.chunk_ids[0]: 0}
+    assert "r1" not in released.qrels and released.qrels["s0"] == {workspace.chunk_ids[3]: 2}
+
+
+def test_a_dropped_question_leaves_the_release_and_an_edit_replaces_it_with_its_labels(workspace):
+    review.queue_questions(workspace)
+    settings = ReviewConfig(questions=True)
+    item = review.next_item(workspace, "ann", settings)
+    while item.kind != "question":  # the pairs come first (higher priority): grade them out of the way
+        grade(workspace, "ann", item, 1)
+        item = review.next_item(workspace, "ann", settings)
+    assert item.chunk["chunk_id"] == workspace.chunk_ids[3]  # the question's source chunk, to judge it by
+    with pytest.raises(InputError, match="needs a reason"):
+        review.submit(workspace, "ann", item.item_id, "drop_question", "drop-0")
+    review.submit(workspace, "ann", item.item_id, "drop_question", "drop-1", reason="ambiguous")
+    assert "s0" not in load_release(write_release(workspace, "1.0.0").path).queries
+    review.undo(workspace, "ann", "undo-drop")
+    review.submit(workspace, "bob", item.item_id, "edit_question", "edit-1", edited_text="How is nDCG@10 computed?")
+    released = load_release(write_release(workspace, "1.1.0").path)
+    edited = store.edited_query_id("s0", "How is nDCG@10 computed?")
+    assert "s0" not in released.queries and released.queries[edited] == "How is nDCG@10 computed?"
+    assert released.qrels[edited] == {workspace.chunk_ids[3]: 2}  # the source label carried over
+    review.undo(workspace, "bob", "undo-edit")
+    back = load_release(write_release(workspace, "1.2.0").path)
+    assert "s0" in back.queries and edited not in back.queries
+
+
+def test_a_higher_priority_lifts_an_item_already_queued_and_a_lower_one_does_not(workspace):
+    item_id = store.pair_item_id("r2", workspace.chunk_ids[2])
+    with workspace.transaction() as db:
+        store.enqueue(
+            db,
+            [store.QueuedItem(item_id, "pair", "r2", workspace.chunk_ids[2], 9.0, "audit disagreement", 1)],
+            utc_timestamp(),
+        )
+        store.enqueue(
+            db,
+            [store.QueuedItem(item_id, "pair", "r2", workspace.chunk_ids[2], 0.1, "llm proposal", 1)],
+            utc_timestamp(),
+        )
+    lifted = store.item(workspace.db, item_id)
+    assert (lifted.priority, lifted.reason) == (9.0, "audit disagreement")
+    assert review.next_item(workspace, "ann").item_id == item_id
+
+
+@pytest.mark.parametrize(
+    "action, options, message",
+    [
+        ("grade", {"grade": 3}, "a grade is 0"),
+        ("grade", {}, "a grade is 0"),
+        ("drop_question", {"reason": "ambiguous"}, "is for question items"),
+        ("shrug", {}, "unknown action"),
+    ],
+)
+def test_a_malformed_verdict_is_refused_with_what_is_wrong(workspace, action, options, message):
+    item = review.next_item(workspace, "ann")
+    with pytest.raises(InputError, match=message):
+        review.submit(workspace, "ann", item.item_id, action, "k", **options)
+    with pytest.raises(InputError, match="a reviewer needs a name"):
+        review.next_item(workspace, "  ")

@@ -1,0 +1,270 @@
+"""Review: humans verify proposals and synthetic questions, one queue for every face (web, terminal, scripts).
+
+- :func:`next_item` leases the highest-priority item the reviewer has neither answered nor skipped, for
+  ``lease_s`` seconds (an expired lease puts the item back); a reviewer who asks again while holding a lease gets
+  the same item (a reload loses nothing). With ``overlap`` N each item goes to N distinct reviewers.
+- :func:`submit` records a verdict in one transaction, before the next item is handed out. A grade (0, 1, 2: grade
+  0 is the one way to say "not relevant") becomes a human judgment; a skip passes the item to others; a question is
+  kept, dropped with a reason, or edited into a new query that supersedes the old one and carries its labels. A
+  verdict sent twice with the same idempotency key (a double click, a retry after a network error) is stored once.
+- :func:`undo` takes back the reviewer's own last verdict (a grade is withdrawn by a superseding judgment).
+- In blind mode the LLM's grade and rationale are not shown before the reviewer answers.
+
+Which questions are dropped follows the reviewers' latest question verdicts (majority; a tie goes to the latest), and
+a dropped or edited-away question leaves every release after it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from ..config import ReviewConfig
+from ..errors import InputError, UnknownIdError
+from ..records import Judgment, JudgmentSource, JudgmentStatus, Query
+from ..store import review as store
+from ..store import rows
+from ..store.workspace import Workspace, utc_timestamp
+
+ACTIONS = ("grade", "skip", "keep_question", "drop_question", "edit_question")
+DROP_REASONS = ("unanswerable", "ambiguous", "answer leaked", "not a realistic query", "other")
+
+
+@dataclass
+class ReviewItem:
+    """What a reviewer sees: the query, the chunk (for a pair), and the LLM's proposal unless blind."""
+
+    item_id: str
+    kind: str
+    query: dict
+    chunk: dict | None
+    reason: str
+    lease_expires_at: str
+    suggestion: dict | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class SubmitResult:
+    verdict: store.Verdict
+    created: bool  # False when the idempotency key was seen before: nothing new was stored
+
+    def as_dict(self) -> dict:
+        return {**asdict(self.verdict), "created": self.created}
+
+
+def _later(now: str, seconds: float) -> str:
+    return (datetime.fromisoformat(now) + timedelta(seconds=seconds)).astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def dropped_questions(workspace: Workspace) -> set[str]:
+    """Query ids the reviewers dropped or edited away (see :func:`~testset_builder.store.review.dropped_queries`)."""
+    return store.dropped_queries(workspace.db)
+
+
+def queue_questions(workspace: Workspace) -> int:
+    """Put every synthetic question in the queue as an item of its own (keep, drop or edit it)."""
+    with workspace.transaction() as db:
+        items = [
+            store.QueuedItem(store.question_item_id(q), "question", q, None, 1.0, "synthetic question", 1)
+            for q in rows.synthetic_query_ids(db)
+        ]
+        return store.enqueue(db, items, utc_timestamp())
+
+
+def next_item(workspace: Workspace, reviewer: str, settings: ReviewConfig | None = None) -> ReviewItem | None:
+    """Lease the next item for ``reviewer`` (the one they already hold, if any); None when nothing is left."""
+    settings = settings or ReviewConfig()
+    reviewer = _reviewer(reviewer)
+    kinds = ("pair", "question") if settings.questions else ("pair",)
+    dropped = dropped_questions(workspace)
+    with workspace.transaction() as db:
+        now = utc_timestamp()
+        chosen = store.held_lease(db, reviewer, now)
+        if chosen is None or chosen.kind not in kinds:
+            chosen = store.next_free(db, reviewer, now, kinds, dropped, settings.overlap)
+            if chosen is None:
+                return None
+            store.lease(db, chosen.item_id, reviewer, now, _later(now, settings.lease_s))
+        expires = store.lease_expiry(db, chosen.item_id, reviewer)
+    return _describe(workspace, chosen, expires, settings.blind)
+
+
+def _describe(workspace: Workspace, chosen: store.QueuedItem, expires: str, blind: bool) -> ReviewItem:
+    db = workspace.db
+    query = rows.get_query(db, chosen.query_id)
+    chunk, suggestion = None, None
+    if chosen.chunk_id is not None:
+        found = rows.get_chunk(db, chosen.chunk_id)
+        title = rows.get_document(db, found.doc_id).title
+        chunk = {"chunk_id": found.chunk_id, "text": found.text, "title": title, "doc_id": found.doc_id}
+        if not blind:
+            proposals = [
+                j
+                for j in rows.iter_judgments(db, query.query_id)
+                if j.chunk_id == found.chunk_id and j.source is JudgmentSource.llm
+            ]
+            if proposals:
+                latest = proposals[-1]
+                suggestion = {"grade": latest.grade, "confidence": latest.confidence, "rationale": latest.rationale}
+    question = {"query_id": query.query_id, "text": query.text, "style": query.style, "origin": query.origin.value}
+    if chosen.kind == "question" and query.source_chunk_id:
+        source = rows.get_chunk(db, query.source_chunk_id)
+        chunk = {
+            "chunk_id": source.chunk_id,
+            "text": source.text,
+            "title": rows.get_document(db, source.doc_id).title,
+            "doc_id": source.doc_id,
+        }
+    return ReviewItem(chosen.item_id, chosen.kind, question, chunk, chosen.reason, expires, suggestion)
+
+
+def neighbours(workspace: Workspace, chunk_id: str) -> dict:
+    """The chunks before and after ``chunk_id`` in its document (context on demand)."""
+    chunk = rows.get_chunk(workspace.db, chunk_id)
+    siblings = sorted((c for c in rows.live_chunks_of(workspace.db, chunk.doc_id)), key=lambda c: c.start)
+    at = next((i for i, c in enumerate(siblings) if c.chunk_id == chunk_id), None)
+
+    def text(index: int) -> str | None:
+        return siblings[index].text if at is not None and 0 <= index < len(siblings) else None
+
+    return {"before": text(at - 1) if at is not None else None, "after": text(at + 1) if at is not None else None}
+
+
+def _reviewer(name: str) -> str:
+    name = " ".join(str(name or "").split())
+    if not name or len(name) > 80:
+        raise InputError("a reviewer needs a name of 1 to 80 characters")
+    return name
+
+
+def _verdict_id(key: str) -> str:
+    return "v-" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def submit(
+    workspace: Workspace,
+    reviewer: str,
+    item_id: str,
+    action: str,
+    idempotency_key: str,
+    grade: int | None = None,
+    reason: str | None = None,
+    comment: str | None = None,
+    edited_text: str | None = None,
+    seconds: float | None = None,
+) -> SubmitResult:
+    """Record one verdict (see the module docstring); the same idempotency key again returns what was stored."""
+    reviewer = _reviewer(reviewer)
+    if not idempotency_key or len(idempotency_key) > 200:
+        raise InputError("a verdict needs an idempotency_key of 1 to 200 characters")
+    with workspace.transaction() as db:
+        seen = store.verdict_by_key(db, idempotency_key)
+        if seen is not None:
+            return SubmitResult(seen, created=False)
+        target = store.item(db, item_id)
+        if target is None:
+            raise UnknownIdError("review item", item_id)
+        _check_action(target, action, grade, reason, edited_text)
+        now = utc_timestamp()
+        judgment_id = None
+        if action == "grade":
+            judgment_id = "rev-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:24]
+            rows.add_judgments(db, [Judgment(
+                judgment_id=judgment_id, query_id=target.query_id, chunk_id=target.chunk_id, grade=grade,
+                source=JudgmentSource.human, reviewer=reviewer, status=JudgmentStatus.final, rationale=comment or None,
+            )])  # fmt: skip
+        if action == "edit_question":
+            _edit_question(db, target.query_id, edited_text, reviewer)
+        verdict = store.Verdict(
+            _verdict_id(idempotency_key), item_id, reviewer, action, grade if action == "grade" else None,
+            reason, comment, edited_text if action == "edit_question" else None, judgment_id, None, idempotency_key,
+            seconds, now,
+        )  # fmt: skip
+        store.add_verdict(db, verdict)
+        store.release_lease(db, item_id, reviewer)
+    return SubmitResult(verdict, created=True)
+
+
+def _check_action(
+    target: store.QueuedItem, action: str, grade: int | None, reason: str | None, edited: str | None
+) -> None:
+    if action not in ACTIONS:
+        raise InputError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}")
+    if target.kind == "pair" and action not in ("grade", "skip"):
+        raise InputError(f"{action} is for question items; a (query, chunk) pair takes grade or skip")
+    if target.kind == "question" and action == "grade":
+        raise InputError("a question item takes keep_question, drop_question, edit_question or skip, not a grade")
+    if action == "grade" and grade not in (0, 1, 2):
+        raise InputError("a grade is 0 (not relevant), 1 (relevant) or 2 (highly relevant)")
+    if action == "drop_question" and reason not in DROP_REASONS:
+        raise InputError(f"dropping a question needs a reason: one of {', '.join(DROP_REASONS)}")
+    if action == "edit_question" and not (edited and edited.strip()):
+        raise InputError("editing a question needs the new text (edited_text)")
+
+
+def _edit_question(db, query_id: str, text: str, reviewer: str) -> None:
+    """The edited text becomes a new query that names the old one and carries its source labels."""
+    old = rows.get_query(db, query_id)
+    new_id = store.edited_query_id(query_id, text)
+    metadata = {**old.metadata, "edited_from": query_id, "edited_by": reviewer}
+    rows.put_queries(db, [Query(
+        query_id=new_id, text=text.strip(), origin=old.origin, source_chunk_id=old.source_chunk_id, style=old.style,
+        metadata=metadata, lineage=old.lineage,
+    )])  # fmt: skip
+    carried = [
+        j.model_copy(
+            update={
+                "judgment_id": "carried-" + hashlib.sha256(f"{new_id}\x00{j.judgment_id}".encode()).hexdigest()[:24],
+                "query_id": new_id,
+            }
+        )
+        for j in rows.iter_judgments(db, query_id)
+        if j.source is not JudgmentSource.llm
+    ]
+    rows.add_judgments(db, carried)
+
+
+def undo(workspace: Workspace, reviewer: str, idempotency_key: str) -> SubmitResult | None:
+    """Take back the reviewer's own last verdict; None when there is nothing to take back."""
+    reviewer = _reviewer(reviewer)
+    with workspace.transaction() as db:
+        seen = store.verdict_by_key(db, idempotency_key)
+        if seen is not None:
+            return SubmitResult(seen, created=False)
+        last = store.last_effective_verdict(db, reviewer)
+        if last is None:
+            return None
+        if last.judgment_id is not None:
+            taken = next(rows.iter_judgments_by_id(db, [last.judgment_id]))
+            rows.add_judgments(db, [taken.model_copy(update={
+                "judgment_id": "undo-" + last.judgment_id, "status": JudgmentStatus.withdrawn,
+                "supersedes": last.judgment_id, "created_at": datetime.now(UTC),
+            })])  # fmt: skip
+        verdict = store.Verdict(
+            _verdict_id(idempotency_key), last.item_id, reviewer, "undo", None, None, None, None, None,
+            last.verdict_id, idempotency_key, None, utc_timestamp(),
+        )  # fmt: skip
+        store.add_verdict(db, verdict)
+    return SubmitResult(verdict, created=True)
+
+
+@dataclass
+class ReviewStats:
+    total: int = 0
+    done: int = 0
+    leased: int = 0
+    remaining: int = 0
+    per_reviewer: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def stats(workspace: Workspace, settings: ReviewConfig | None = None) -> ReviewStats:
+    settings = settings or ReviewConfig()
+    counts = store.queue_counts(workspace.db, utc_timestamp(), settings.overlap)
+    return ReviewStats(**counts, per_reviewer=store.verdicts_per_reviewer(workspace.db))

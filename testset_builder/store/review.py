@@ -1,0 +1,255 @@
+"""The review queue in the workspace: items, leases and the verdict log.
+
+An item is a (query, chunk) pair or a synthetic question, with a priority (it can only rise), a reason and a wanted
+overlap (how many distinct reviewers should give it a verdict). A lease hands an item to one reviewer until it
+expires; an expired lease simply stops counting. Verdicts are append-only: an undo is a verdict that names the one
+it takes back. A verdict "counts" when it is not a skip and nobody undid it.
+
+Writes take an open transaction's connection (``BEGIN IMMEDIATE``, see
+:meth:`~testset_builder.store.Workspace.transaction`), so two reviewers asking for work at once are served one
+after the other and never get the same last slot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .migrations import pair_item_id, question_item_id
+
+COUNTING = ("grade", "keep_question", "drop_question", "edit_question")
+_EFFECTIVE = (
+    "SELECT v.* FROM review_verdicts v WHERE v.action != 'undo' "
+    "AND NOT EXISTS (SELECT 1 FROM review_verdicts u WHERE u.undoes = v.verdict_id)"
+)
+
+__all__ = ["pair_item_id", "question_item_id"]
+
+
+@dataclass(frozen=True)
+class QueuedItem:
+    item_id: str
+    kind: str
+    query_id: str
+    chunk_id: str | None
+    priority: float
+    reason: str
+    wanted_overlap: int
+
+
+def enqueue(db: sqlite3.Connection, items: Iterable[QueuedItem], created_at: str) -> int:
+    """Queue items; one already queued keeps its place unless the new priority is higher (an audit disagreement
+    lifts an item), and its wanted overlap only grows. Returns how many were new."""
+    before = db.execute("SELECT COUNT(*) FROM review_items").fetchone()[0]
+    db.executemany(
+        "INSERT INTO review_items (item_id, kind, query_id, chunk_id, priority, reason, wanted_overlap, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(item_id) DO UPDATE SET "
+        "reason = CASE WHEN excluded.priority > review_items.priority THEN excluded.reason "
+        "ELSE review_items.reason END, "
+        "priority = MAX(review_items.priority, excluded.priority), "
+        "wanted_overlap = MAX(review_items.wanted_overlap, excluded.wanted_overlap)",
+        [
+            (i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap, created_at)
+            for i in items
+        ],
+    )
+    return db.execute("SELECT COUNT(*) FROM review_items").fetchone()[0] - before
+
+
+def item(db: sqlite3.Connection, item_id: str) -> QueuedItem | None:
+    row = db.execute(
+        "SELECT item_id, kind, query_id, chunk_id, priority, reason, wanted_overlap FROM review_items "
+        "WHERE item_id = ?",
+        (item_id,),
+    ).fetchone()
+    return QueuedItem(*row) if row else None
+
+
+def queued_items(db: sqlite3.Connection, limit: int | None = None, kind: str | None = None) -> list[QueuedItem]:
+    """Items, highest priority first (ties by id, so the order is stable)."""
+    sql = "SELECT item_id, kind, query_id, chunk_id, priority, reason, wanted_overlap FROM review_items"
+    args: tuple = ()
+    if kind:
+        sql, args = sql + " WHERE kind = ?", (kind,)
+    sql += " ORDER BY priority DESC, item_id" + (f" LIMIT {int(limit)}" if limit else "")
+    return [QueuedItem(*row) for row in db.execute(sql, args)]
+
+
+def queue_size(db: sqlite3.Connection, kind: str | None = None) -> int:
+    if kind:
+        return db.execute("SELECT COUNT(*) FROM review_items WHERE kind = ?", (kind,)).fetchone()[0]
+    return db.execute("SELECT COUNT(*) FROM review_items").fetchone()[0]
+
+
+def held_lease(db: sqlite3.Connection, reviewer: str, now: str) -> QueuedItem | None:
+    """The item this reviewer holds an unexpired lease on and has not answered (a reload gets the same item)."""
+    row = db.execute(
+        "SELECT i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap, l.expires_at "
+        "FROM review_leases l JOIN review_items i USING (item_id) WHERE l.reviewer = ? AND l.expires_at > ? "
+        f"AND NOT EXISTS (SELECT 1 FROM ({_EFFECTIVE}) v WHERE v.item_id = i.item_id AND v.reviewer = l.reviewer) "
+        "ORDER BY l.leased_at DESC LIMIT 1",
+        (reviewer, now),
+    ).fetchone()
+    return QueuedItem(*row[:7]) if row else None
+
+
+def next_free(
+    db: sqlite3.Connection, reviewer: str, now: str, kinds: tuple[str, ...], dropped: set[str], overlap: int = 1
+) -> QueuedItem | None:
+    """The highest-priority item of ``kinds`` this reviewer has neither answered nor skipped, whose counting
+    verdicts and other reviewers' live leases leave room under its wanted overlap (the item's, or ``overlap`` when
+    larger); questions in ``dropped`` (and their pairs) are passed over."""
+    placeholders = ",".join("?" * len(kinds))
+    sql = (
+        "SELECT i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap FROM review_items i "
+        f"WHERE i.kind IN ({placeholders}) "
+        f"AND NOT EXISTS (SELECT 1 FROM ({_EFFECTIVE}) v WHERE v.item_id = i.item_id AND v.reviewer = ?) "
+        f"AND (SELECT COUNT(DISTINCT v.reviewer) FROM ({_EFFECTIVE}) v WHERE v.item_id = i.item_id "
+        f"     AND v.action IN ({','.join('?' * len(COUNTING))})) "
+        "  + (SELECT COUNT(*) FROM review_leases l WHERE l.item_id = i.item_id AND l.expires_at > ? "
+        "     AND l.reviewer != ?) "
+        "  < MAX(i.wanted_overlap, ?) "
+        "ORDER BY i.priority DESC, i.item_id"
+    )
+    for row in db.execute(sql, (*kinds, reviewer, *COUNTING, now, reviewer, overlap)):
+        if row[2] not in dropped:
+            return QueuedItem(*row)
+    return None
+
+
+def lease(db: sqlite3.Connection, item_id: str, reviewer: str, now: str, expires_at: str) -> None:
+    db.execute(
+        "INSERT INTO review_leases (item_id, reviewer, leased_at, expires_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(item_id, reviewer) DO UPDATE SET leased_at = excluded.leased_at, expires_at = excluded.expires_at",
+        (item_id, reviewer, now, expires_at),
+    )
+
+
+def release_lease(db: sqlite3.Connection, item_id: str, reviewer: str) -> None:
+    db.execute("DELETE FROM review_leases WHERE item_id = ? AND reviewer = ?", (item_id, reviewer))
+
+
+def lease_expiry(db: sqlite3.Connection, item_id: str, reviewer: str) -> str | None:
+    row = db.execute(
+        "SELECT expires_at FROM review_leases WHERE item_id = ? AND reviewer = ?", (item_id, reviewer)
+    ).fetchone()
+    return row[0] if row else None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict_id: str
+    item_id: str
+    reviewer: str
+    action: str
+    grade: int | None
+    reason: str | None
+    comment: str | None
+    edited_text: str | None
+    judgment_id: str | None
+    undoes: str | None
+    idempotency_key: str
+    seconds: float | None
+    created_at: str
+
+
+_VERDICT_COLUMNS = (
+    "verdict_id, item_id, reviewer, action, grade, reason, comment, edited_text, judgment_id, undoes, "
+    "idempotency_key, seconds, created_at"
+)
+
+
+def verdict_by_key(db: sqlite3.Connection, idempotency_key: str) -> Verdict | None:
+    row = db.execute(
+        f"SELECT {_VERDICT_COLUMNS} FROM review_verdicts WHERE idempotency_key = ?", (idempotency_key,)
+    ).fetchone()
+    return Verdict(*row) if row else None
+
+
+def add_verdict(db: sqlite3.Connection, verdict: Verdict) -> None:
+    db.execute(
+        f"INSERT INTO review_verdicts ({_VERDICT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            verdict.verdict_id, verdict.item_id, verdict.reviewer, verdict.action, verdict.grade, verdict.reason,
+            verdict.comment, verdict.edited_text, verdict.judgment_id, verdict.undoes, verdict.idempotency_key,
+            verdict.seconds, verdict.created_at,
+        ),
+    )  # fmt: skip
+
+
+def last_effective_verdict(db: sqlite3.Connection, reviewer: str) -> Verdict | None:
+    """This reviewer's latest verdict that nobody undid (what "undo" takes back)."""
+    row = db.execute(
+        f"SELECT {_VERDICT_COLUMNS} FROM ({_EFFECTIVE}) WHERE reviewer = ? "
+        "ORDER BY created_at DESC, verdict_id DESC LIMIT 1",
+        (reviewer,),
+    ).fetchone()
+    return Verdict(*row) if row else None
+
+
+def effective_verdicts(db: sqlite3.Connection, kind: str | None = None) -> list[tuple[Verdict, QueuedItem]]:
+    """Every counting or skipping verdict nobody undid, with its item, oldest first."""
+    sql = (
+        f"SELECT v.verdict_id, v.item_id, v.reviewer, v.action, v.grade, v.reason, v.comment, v.edited_text, "
+        "v.judgment_id, v.undoes, v.idempotency_key, v.seconds, v.created_at, "
+        "i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap "
+        f"FROM ({_EFFECTIVE}) v JOIN review_items i USING (item_id)"
+    )
+    args: tuple = ()
+    if kind:
+        sql, args = sql + " WHERE i.kind = ?", (kind,)
+    rows = db.execute(sql + " ORDER BY v.created_at, v.verdict_id", args).fetchall()
+    return [(Verdict(*row[:13]), QueuedItem(*row[13:])) for row in rows]
+
+
+def edited_query_id(query_id: str, text: str) -> str:
+    """The id of the query a question's edit makes (derived, so the same edit is the same query)."""
+    return "e-" + hashlib.sha256(f"{query_id}\x00{' '.join(text.split())}".encode()).hexdigest()[:16]
+
+
+def dropped_queries(db: sqlite3.Connection) -> set[str]:
+    """Query ids the reviewers dropped or edited away, and edited versions whose edit was undone. Each reviewer's
+    latest question verdict is a vote (keep against drop or edit); the majority wins, a tie goes to the latest."""
+    latest: dict[str, dict[str, Verdict]] = {}
+    for verdict, queued in effective_verdicts(db, kind="question"):
+        if verdict.action != "skip":
+            latest.setdefault(queued.query_id, {})[verdict.reviewer] = verdict
+    dropped = set()
+    for query_id, by_reviewer in latest.items():
+        away = sum(v.action != "keep_question" for v in by_reviewer.values())
+        newest = max(by_reviewer.values(), key=lambda v: (v.created_at, v.verdict_id))
+        if away * 2 > len(by_reviewer) or (away * 2 == len(by_reviewer) and newest.action != "keep_question"):
+            dropped.add(query_id)
+    effective = {v.verdict_id for v, _ in effective_verdicts(db, kind="question")}
+    sql = (
+        "SELECT v.verdict_id, i.query_id, v.edited_text FROM review_verdicts v JOIN review_items i USING (item_id) "
+        "WHERE v.action = 'edit_question'"
+    )
+    for verdict_id, query_id, text in db.execute(sql):
+        if verdict_id not in effective:
+            dropped.add(edited_query_id(query_id, text))
+    return dropped
+
+
+def queue_counts(db: sqlite3.Connection, now: str, overlap: int = 1) -> dict[str, int]:
+    """Items in all, done (as many counting verdicts as wanted), leased now, and remaining."""
+    total = db.execute("SELECT COUNT(*) FROM review_items").fetchone()[0]
+    done = db.execute(
+        "SELECT COUNT(*) FROM review_items i WHERE (SELECT COUNT(DISTINCT v.reviewer) FROM "
+        f"({_EFFECTIVE}) v WHERE v.item_id = i.item_id AND v.action IN ({','.join('?' * len(COUNTING))})) "
+        ">= MAX(i.wanted_overlap, ?)",
+        (*COUNTING, overlap),
+    ).fetchone()[0]
+    leased = db.execute("SELECT COUNT(DISTINCT item_id) FROM review_leases WHERE expires_at > ?", (now,)).fetchone()[0]
+    return {"total": total, "done": done, "leased": leased, "remaining": total - done}
+
+
+def verdicts_per_reviewer(db: sqlite3.Connection) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for reviewer, action, n in db.execute(
+        f"SELECT reviewer, action, COUNT(*) FROM ({_EFFECTIVE}) GROUP BY reviewer, action"
+    ):
+        out.setdefault(reviewer, {})[action] = n
+    return out
