@@ -33,3 +33,6 @@ echo "== release: the synthetic labels (unverified LLM proposals stay out) as th
 "$cli" release --workspace "$workspace" --bump minor --name "testset-builder docs" --notes "make demo"
 "$cli" baseline --release "$workspace@latest" --out "$workspace/bm25-baseline.trec"
 "$cli" score --release "$workspace@latest" --run "$workspace/bm25-baseline.trec" --metrics recall@5,mrr,ndcg@10
+echo
+echo "== review: the queue's proposals are waiting for a human; to review them in a browser, run =="
+echo "   $cli serve --workspace $workspace      (or, in the terminal: $cli review --reviewer YOUR-NAME --workspace $workspace)"

@@ -88,6 +88,8 @@ def test_a_wheel_installed_in_a_fresh_venv_runs_chunk_synthesize_and_release_wit
         "prompts/synthesize/chat.md",
     ):
         assert f"testset_builder/bundled/{packaged}" in names
+    for packaged in ("templates/item.html", "static/htmx.min.js", "static/review.js"):
+        assert f"testset_builder/review_ui/{packaged}" in names  # the web reviewer works from a wheel too
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)

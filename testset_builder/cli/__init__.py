@@ -1,11 +1,17 @@
 """The ``testset-builder`` command. Thin: parse options, call the library, print.
 
 Commands are registered in pipeline order by importing their modules: corpus (config, chunk), labels (synthesize,
-propose, audit, queue, costs, resume), releases (release, diff, export, push, import), scoring (score, compare,
-baseline).
+propose, audit, queue, costs, resume), reviewing (serve, review), releases (release, diff, export, push, import),
+scoring (score, compare, baseline).
 """
 
-from . import corpus, labels, releases, scoring  # noqa: F401  (registers the commands)
+from . import corpus, labels, releases, reviewing, scoring  # noqa: F401  (registers the commands)
 from .app import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PARTIAL, app, main
+
+PIPELINE = [
+    "config", "chunk", "synthesize", "propose", "audit", "queue", "serve", "review", "costs", "resume", "release",
+    "diff", "export", "push", "import", "score", "compare", "baseline",
+]  # fmt: skip
+app.registered_commands.sort(key=lambda c: PIPELINE.index(c.name or c.callback.__name__))  # --help in pipeline order
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "EXIT_PARTIAL", "app", "main"]

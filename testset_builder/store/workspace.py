@@ -14,6 +14,8 @@ verdict need no hold; SQLite's own locking keeps them safe.
 
 from __future__ import annotations
 
+import os
+import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -183,6 +185,19 @@ class Workspace:
                 db.close()
             self._connections.clear()
         self._local = threading.local()
+
+    def review_token(self) -> str:
+        """The token the web reviewer asks for: ``$TESTSET_BUILDER_REVIEW_TOKEN``, else one made for this workspace
+        on first use and kept in ``review.token`` (readable by its owner only)."""
+        given = os.environ.get("TESTSET_BUILDER_REVIEW_TOKEN", "").strip()
+        if given:
+            return given
+        path = self.root / "review.token"
+        if not path.exists():
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                handle.write(secrets.token_urlsafe(24))
+        return path.read_text(encoding="utf-8").strip()
 
     @contextmanager
     def exclusive(self, stage: str) -> Iterator[None]:

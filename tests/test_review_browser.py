@@ -1,0 +1,157 @@
+"""The web reviewer in a real headless Chromium (Debian's, driven by Playwright): a review session by keyboard only,
+an undo, a question dropped, a reload that loses nothing, a wrong token refused, and hostile chunk text shown inert.
+Screenshots of the review screen land in test-output/."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testset_builder.cli import main
+from testset_builder.store import open_workspace, rows
+
+pytestmark = pytest.mark.slow
+OUTPUT = Path(os.environ.get("TEST_OUTPUT_DIR", Path(__file__).resolve().parents[1] / "test-output"))
+HOSTILE = 'Beware <script>alert("x")</script> {{ 7*7 }} "><img src=x onerror=alert(1)> and ranking.'
+CHROMIUM_FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = shutil.which("chromium") or "/usr/bin/chromium"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have playwright: {error}")
+        pytest.skip(f"playwright is not installed: {error}")
+    if not Path(executable).exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI must have Debian's chromium (make test installs it with apt)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def served(tmp_path, capsys):
+    """A workspace with three queued pairs (one chunk holding hostile markup) and one synthetic question, and a
+    real `testset-builder serve` on a free port; yields (base URL, token, workspace path)."""
+    corpus = tmp_path / "corpus.jsonl"
+    texts = {
+        "d-ndcg": "nDCG discounts each relevant chunk by the log of its rank and divides by the ideal ranking.",
+        "d-hostile": HOSTILE,
+        "d-recall": "Recall at k counts the relevant chunks found among the first k results.",
+    }
+    corpus.write_text("".join(json.dumps({"_id": d, "text": t}) + "\n" for d, t in texts.items()), encoding="utf-8")
+    ws = tmp_path / "ws"
+    assert main(["chunk", str(corpus), "--workspace", str(ws), "--chunker", "prechunked", "--json"]) == 0
+    capsys.readouterr()
+    from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
+    from testset_builder.store import review as store
+    from testset_builder.store.workspace import utc_timestamp
+
+    real = Query(query_id="q1", text="how is ranking evaluated", origin=QueryOrigin.real)
+    question = Query(
+        query_id="s1", text="what does recall count?", origin=QueryOrigin.synthetic, source_chunk_id="d-recall",
+        style="natural",
+    )  # fmt: skip
+    label = Judgment(
+        judgment_id="src", query_id="s1", chunk_id="d-recall", grade=2, source=JudgmentSource.synthetic_source,
+        status=JudgmentStatus.final,
+    )  # fmt: skip
+    items = [
+        store.QueuedItem(store.pair_item_id("q1", d), "pair", "q1", d, 3.0 - i, "llm proposal", 1)
+        for i, d in enumerate(texts)
+    ]
+    with open_workspace(ws) as workspace, workspace.transaction() as db:
+        rows.put_queries(db, [real, question])
+        rows.add_judgments(db, [label])
+        store.enqueue(db, items, utc_timestamp())
+    env = {**os.environ, "TESTSET_BUILDER_REVIEW_TOKEN": "tok-" + "a" * 24}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "testset_builder", "serve", "--workspace", str(ws), "--port", "0", "--questions"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    line = server.stdout.readline()
+    match = re.search(r"(http://127\.0\.0\.1:\d+)/\?token=(\S+)", line)
+    assert match, line + server.stderr.read()
+    yield match.group(1), match.group(2), ws
+    server.send_signal(signal.SIGTERM)
+    server.wait(timeout=20)
+
+
+def press(page, key: str) -> None:
+    """Press a key and wait until the item it answered has been replaced by the next one."""
+    shown = page.query_selector("#item")
+    page.keyboard.press(key)
+    shown.wait_for_element_state("hidden")
+    page.wait_for_selector("#item")
+
+
+def test_a_keyboard_only_session_with_undo_a_dropped_question_and_a_reload_loses_nothing(browser, served):
+    base, token, ws = served
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page()
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(f"{base}/?token={token}")
+    page.fill("#reviewer", "ann")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#query")
+    assert page.url.endswith("/review") and "token" not in page.url  # the token left the address bar
+    first = page.inner_text("#chunk-text")
+    page.screenshot(path=str(OUTPUT / "review-screen.png"), full_page=True)
+    press(page, "2")
+    assert "Saved: grade 2" in page.inner_text("#last")
+    second = page.inner_text("#chunk-text")
+    assert second != first and HOSTILE in second  # shown literally: the markup is text
+    assert "49" not in second and not dialogs and page.locator("#chunk-text img").count() == 0
+    press(page, "u")  # take back the grade 2 (its item comes back to ann later)
+    assert "taken back" in page.inner_text("#last")
+    page.reload()  # mid-session: the leased item comes back, nothing is lost
+    page.wait_for_selector("#query")
+    assert page.inner_text("#chunk-text") == second
+    press(page, "0")  # the hostile chunk: not relevant
+    assert page.inner_text("#chunk-text") == first  # the undone item, back again
+    press(page, "1")
+    press(page, "1")  # the recall chunk
+    assert page.get_attribute("#item", "data-kind") == "question" and "recall count" in page.inner_text("#query")
+    page.screenshot(path=str(OUTPUT / "review-question.png"), full_page=True)
+    press(page, "d")  # drop the question (the reason list's first choice)
+    page.wait_for_selector("#done")
+    assert not dialogs
+    with open_workspace(ws) as workspace:
+        human = [j for j in rows.iter_judgments(workspace.db) if j.source.value == "human"]
+        from testset_builder.store import review as store
+
+        assert "s1" in store.dropped_queries(workspace.db)
+    grades = sorted((j.chunk_id, j.grade, j.status.value) for j in human)
+    assert grades == [
+        ("d-hostile", 0, "final"), ("d-ndcg", 1, "final"), ("d-ndcg", 2, "final"), ("d-ndcg", 2, "withdrawn"),
+        ("d-recall", 1, "final"),
+    ]  # fmt: skip
+
+
+def test_a_wrong_token_is_refused_by_the_page_and_the_api(browser, served):
+    base, _, _ = served
+    page = browser.new_page()
+    response = page.goto(f"{base}/?token=wrong")
+    assert response.status == 401
+    assert page.goto(f"{base}/review").status == 401
+    api = page.request.get(f"{base}/api/stats")
+    assert api.status == 401
+    assert page.request.get(f"{base}/api/stats", headers={"Authorization": "Bearer wrong"}).status == 401

@@ -1,0 +1,201 @@
+"""Reviewing commands: serve (the web reviewer), review (the terminal reviewer)."""
+
+from __future__ import annotations
+
+import ipaddress
+import uuid
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.panel import Panel
+
+from ..errors import InputError
+from .app import ConfigOption, WorkspaceOption, app, err, open_workspace_for, out, settings
+
+LOOPBACK = "127.0.0.1"
+
+
+def _review_settings(config, workspace, overlap, lease_s, blind, questions):
+    return settings(
+        config,
+        workspace,
+        review__overlap=overlap,
+        review__lease_s=lease_s,
+        review__blind=blind,
+        review__questions=questions,
+    )
+
+
+OverlapOption = Annotated[
+    int | None,
+    typer.Option(
+        "--overlap", min=1, help="Distinct reviewers each item should get (review.overlap, 1).", show_default=False
+    ),
+]
+LeaseOption = Annotated[
+    float | None,
+    typer.Option(
+        "--lease",
+        min=1,
+        help="Seconds an item stays with a reviewer before it goes back (review.lease_s).",
+        show_default=False,
+    ),
+]
+BlindOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--blind/--show-llm",
+        help="Hide the LLM's grade until the reviewer answers (review.blind, on).",
+        show_default=False,
+    ),
+]
+QuestionsOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--questions/--no-questions",
+        help="Also review the synthetic questions: keep, drop or edit (review.questions).",
+        show_default=False,
+    ),
+]
+
+
+@app.command()
+def serve(
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            help="Address to listen on (default 127.0.0.1; anything else must be asked for here).",
+            show_default=False,
+        ),
+    ] = None,
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on (0: any free one).")] = 8765,
+    overlap: OverlapOption = None,
+    lease_s: LeaseOption = None,
+    blind: BlindOption = None,
+    questions: QuestionsOption = None,
+) -> None:
+    """The web reviewer: a page to grade the queue's proposals (keys 0/1/2, s skip, u undo), and a JSON API.
+
+    Listens on 127.0.0.1 unless --host says otherwise. Every request needs the workspace's review token: open the URL
+    printed at start (it carries the token once and sets a cookie), or send `Authorization: Bearer TOKEN`. The
+    token is $TESTSET_BUILDER_REVIEW_TOKEN, else one made for the workspace (review.token in it). Every verdict is
+    committed before the next item shows: stop the server at any time and nothing acknowledged is lost.
+    """
+    import socket
+
+    import uvicorn
+
+    from ..review_ui import create_app
+
+    resolved = _review_settings(config, workspace, overlap, lease_s, blind, questions)
+    bind = host or LOOPBACK
+    _check_bind(bind, explicit=host is not None)
+    with open_workspace_for(resolved) as ws:
+        if resolved.review.questions:
+            from ..stages.review import queue_questions
+
+            queue_questions(ws)
+        token = ws.review_token()
+        web = create_app(ws, token, resolved.review)
+        sock = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((bind, port))
+        shown = f"[{bind}]" if ":" in bind else bind
+        out.print(f"review at http://{shown}:{sock.getsockname()[1]}/?token={token}", highlight=False, soft_wrap=True)
+        err.print("(the token is in that link: share it only with your reviewers; Ctrl-C stops the server)")
+        server = uvicorn.Server(uvicorn.Config(web, log_level="warning", access_log=False))  # URLs carry the token
+        server.run(sockets=[sock])
+
+
+def _check_bind(host: str, explicit: bool) -> None:
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback and not explicit:
+        raise InputError(f"refusing to listen on {host}: pass --host {host} to serve reviewers beyond this machine")
+
+
+@app.command("review")
+def review_in_terminal(
+    reviewer: Annotated[
+        str, typer.Option("--reviewer", "-r", help="Your name (it goes with each verdict).", show_default=False)
+    ],
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    overlap: OverlapOption = None,
+    lease_s: LeaseOption = None,
+    blind: BlindOption = None,
+    questions: QuestionsOption = None,
+) -> None:
+    """Review the queue in the terminal: the same queue, leases and verdicts as the web reviewer.
+
+    For a pair type 0, 1 or 2 (grade), s (skip), u (undo your last verdict) or q (quit), then Enter. For a question:
+    k (keep), d REASON (drop: unanswerable, ambiguous, answer leaked, not a realistic query, other), e NEW TEXT (edit).
+    """
+    from ..stages import review
+
+    resolved = _review_settings(config, workspace, overlap, lease_s, blind, questions)
+    done = 0
+    with open_workspace_for(resolved) as ws:
+        if resolved.review.questions:
+            review.queue_questions(ws)
+        while True:
+            item = review.next_item(ws, reviewer, resolved.review)
+            if item is None:
+                out.print(f"nothing left for {escape(reviewer)} to review; {done} verdicts given this session")
+                return
+            _show(item)
+            answer = typer.prompt(_choices(item.kind), default="", show_default=False, err=True).strip()
+            if answer.lower() in ("q", "quit"):
+                out.print(
+                    f"stopped; {done} verdicts given this session (the item goes back to the queue when its lease ends)"
+                )
+                return
+            key = uuid.uuid4().hex
+            if answer.lower() == "u":
+                undone = review.undo(ws, reviewer, key)
+                out.print("your last verdict was taken back" if undone else "nothing to undo")
+                continue
+            try:
+                review.submit(ws, reviewer, item.item_id, **_parse(answer, item.kind), idempotency_key=key)
+                done += 1
+            except InputError as error:
+                err.print(f"[yellow]{escape(str(error))}[/]")
+
+
+def _choices(kind: str) -> str:
+    if kind == "pair":
+        return "grade 0/1/2, s skip, u undo, q quit"
+    return "k keep, d REASON drop, e TEXT edit, s skip, u undo, q quit"
+
+
+def _parse(answer: str, kind: str) -> dict:
+    word, _, rest = answer.partition(" ")
+    word = word.lower()
+    if word == "s":
+        return {"action": "skip"}
+    if kind == "pair" and word in ("0", "1", "2"):
+        return {"action": "grade", "grade": int(word)}
+    if kind == "question" and word == "k":
+        return {"action": "keep_question"}
+    if kind == "question" and word == "d":
+        return {"action": "drop_question", "reason": rest.strip() or "other"}
+    if kind == "question" and word == "e":
+        return {"action": "edit_question", "edited_text": rest.strip()}
+    raise InputError(f"{answer!r} is not one of: {_choices(kind)}")
+
+
+def _show(item) -> None:
+    lines = [f"[bold]{escape(item.query['text'])}[/]"]
+    if item.chunk:
+        title = f"[dim]{escape(item.chunk['title'])}[/]\n" if item.chunk.get("title") else ""
+        lines.append(f"{title}{escape(item.chunk['text'])}")
+    if item.suggestion:
+        lines.append(f"[dim]the LLM judge said {item.suggestion['grade']}[/]")
+    label = "is this chunk relevant to the query?" if item.kind == "pair" else "is this a good test question?"
+    out.print(Panel("\n\n".join(lines), title=label, subtitle=item.reason, expand=False))

@@ -1,0 +1,209 @@
+"""Routes of the web reviewer: the review page (htmx fragments) and the JSON API, both over one review stage.
+
+Each request runs on a worker thread with that thread's own database connection, and every verdict is committed
+before the response (and the next item) goes out, so an acknowledged verdict is never lost, even if the server is
+killed right after. Pages send a strict Content-Security-Policy (scripts only from the package's own static files)
+and Jinja2 escapes every text, so a chunk's markup is shown, never run.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import time
+import uuid
+from typing import Annotated, Literal
+
+from fastapi import Depends, FastAPI, Form, HTTPException, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
+from pydantic import BaseModel, Field
+
+from ..config import ReviewConfig
+from ..errors import TestsetBuilderError
+from ..stages import review
+from ..store.workspace import Workspace
+
+TOKEN_COOKIE = "tsb_token"
+REVIEWER_COOKIE = "tsb_reviewer"
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; "
+    "base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+
+
+class VerdictIn(BaseModel):
+    item_id: str
+    reviewer: str
+    action: Literal["grade", "skip", "keep_question", "drop_question", "edit_question"]
+    grade: int | None = None
+    reason: str | None = None
+    comment: str | None = Field(default=None, max_length=2000)
+    edited_text: str | None = Field(default=None, max_length=2000)
+    idempotency_key: str = Field(min_length=1, max_length=200)
+    seconds: float | None = None
+
+
+class UndoIn(BaseModel):
+    reviewer: str
+    idempotency_key: str = Field(min_length=1, max_length=200)
+
+
+def highlight(text: str, query: str) -> Markup:
+    """``text`` escaped, with the query's words (3+ letters) wrapped in <mark>: split first, escape each piece."""
+    words = sorted({w for w in re.findall(r"\w{3,}", query.lower())}, key=len, reverse=True)
+    if not words:
+        return escape(text)
+    pattern = re.compile(r"\b(" + "|".join(re.escape(w) for w in words) + r")", re.IGNORECASE)
+    parts, last = [], 0
+    for match in pattern.finditer(text):
+        parts.append(escape(text[last : match.start()]))
+        parts.append(Markup("<mark>") + escape(match.group(0)) + Markup("</mark>"))
+        last = match.end()
+    parts.append(escape(text[last:]))
+    return Markup("").join(parts)
+
+
+def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None = None) -> FastAPI:
+    """The review app for an open workspace; ``token`` guards every route."""
+    settings = settings or ReviewConfig()
+    expected = token.encode()
+    app = FastAPI(title="testset-builder review", docs_url=None, redoc_url=None, openapi_url=None)
+    environment = Environment(
+        loader=PackageLoader("testset_builder.review_ui", "templates"), autoescape=select_autoescape()
+    )
+    templates = Jinja2Templates(env=environment)
+    app.mount("/static", StaticFiles(packages=[("testset_builder.review_ui", "static")]), name="static")
+
+    @app.middleware("http")
+    async def secure_headers(request: Request, call_next):
+        response = await call_next(request)
+        response.headers["Content-Security-Policy"] = CSP
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @app.exception_handler(TestsetBuilderError)
+    async def bad_request(request: Request, error: TestsetBuilderError):
+        return JSONResponse({"error": str(error)}, status_code=400)
+
+    def authorised(request: Request) -> None:
+        header = request.headers.get("authorization", "")
+        given = header[7:].strip() if header.lower().startswith("bearer ") else request.cookies.get(TOKEN_COOKIE, "")
+        if not hmac.compare_digest(given.encode(), expected):  # constant time: no timing oracle on the token
+            raise HTTPException(status_code=401, detail="a valid review token is needed (open the URL serve printed)")
+
+    auth = [Depends(authorised)]
+
+    # the JSON API -------------------------------------------------------------------------------------------------
+    @app.get("/api/next", dependencies=auth)
+    def api_next(reviewer: str):
+        item = review.next_item(workspace, reviewer, settings)
+        return Response(status_code=204) if item is None else item.as_dict()
+
+    @app.post("/api/verdicts", dependencies=auth)
+    def api_verdict(verdict: VerdictIn):
+        result = review.submit(workspace, **verdict.model_dump())
+        return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
+
+    @app.post("/api/undo", dependencies=auth)
+    def api_undo(undo: UndoIn):
+        result = review.undo(workspace, undo.reviewer, undo.idempotency_key)
+        if result is None:
+            return Response(status_code=204)
+        return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
+
+    @app.get("/api/stats", dependencies=auth)
+    def api_stats():
+        return review.stats(workspace, settings).as_dict()
+
+    @app.get("/api/neighbours", dependencies=auth)
+    def api_neighbours(chunk_id: str):
+        return review.neighbours(workspace, chunk_id)
+
+    # the page -----------------------------------------------------------------------------------------------------
+    @app.get("/")
+    def entry(request: Request, token: str = ""):
+        """The link serve prints (``/?token=T``): set the token cookie and go to the review page, so the token
+        leaves the address bar at once."""
+        if token and hmac.compare_digest(token.encode(), expected):
+            response = RedirectResponse("/review", status_code=303)
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+            return response
+        if hmac.compare_digest(request.cookies.get(TOKEN_COOKIE, "").encode(), expected):
+            return RedirectResponse("/review", status_code=303)
+        return HTMLResponse("<h1>401</h1><p>Open the link testset-builder serve printed.</p>", status_code=401)
+
+    def page_or_fragment(request: Request, reviewer: str, last: dict | None = None) -> HTMLResponse:
+        item = review.next_item(workspace, reviewer, settings)
+        context = {
+            "request": request,
+            "reviewer": reviewer,
+            "item": item,
+            "query_html": highlight(item.query["text"], "") if item else "",
+            "chunk_html": highlight(item.chunk["text"], item.query["text"]) if item and item.chunk else "",
+            "key": uuid.uuid4().hex,
+            "shown_at": time.time(),
+            "stats": review.stats(workspace, settings),
+            "last": last,
+            "reasons": review.DROP_REASONS,
+        }
+        name = "item.html" if request.headers.get("hx-request") else "review.html"
+        return templates.TemplateResponse(request, name, context)
+
+    @app.get("/review", response_class=HTMLResponse, dependencies=auth)
+    def review_page(request: Request):
+        reviewer = request.cookies.get(REVIEWER_COOKIE)
+        if not reviewer:
+            return templates.TemplateResponse(request, "name.html", {"request": request})
+        return page_or_fragment(request, reviewer)
+
+    @app.post("/ui/name", dependencies=auth)
+    def set_name(reviewer: Annotated[str, Form()]):
+        name = " ".join(reviewer.split())[:80]
+        response = RedirectResponse("/review", status_code=303)
+        if name:
+            response.set_cookie(REVIEWER_COOKIE, name, httponly=True, samesite="strict")
+        return response
+
+    @app.post("/ui/verdict", response_class=HTMLResponse, dependencies=auth)
+    def ui_verdict(
+        request: Request,
+        item_id: Annotated[str, Form()],
+        action: Annotated[str, Form()],
+        idempotency_key: Annotated[str, Form()],
+        shown_at: Annotated[float, Form()],
+        grade: Annotated[int | None, Form()] = None,
+        reason: Annotated[str | None, Form()] = None,
+        edited_text: Annotated[str | None, Form()] = None,
+    ):
+        reviewer = _reviewer_of(request)
+        result = review.submit(
+            workspace, reviewer, item_id, action, idempotency_key, grade=grade, reason=reason or None,
+            edited_text=edited_text or None, seconds=max(0.0, time.time() - shown_at),
+        )  # fmt: skip
+        return page_or_fragment(request, reviewer, last={"action": action, "grade": result.verdict.grade})
+
+    @app.post("/ui/undo", response_class=HTMLResponse, dependencies=auth)
+    def ui_undo(request: Request, idempotency_key: Annotated[str, Form()]):
+        reviewer = _reviewer_of(request)
+        undone = review.undo(workspace, reviewer, idempotency_key)
+        return page_or_fragment(request, reviewer, last={"action": "undo" if undone else "nothing to undo"})
+
+    @app.get("/ui/context/{chunk_id}", response_class=HTMLResponse, dependencies=auth)
+    def ui_context(request: Request, chunk_id: str):
+        around = review.neighbours(workspace, chunk_id)
+        return templates.TemplateResponse(request, "context.html", {"request": request, **around})
+
+    return app
+
+
+def _reviewer_of(request: Request) -> str:
+    reviewer = request.cookies.get(REVIEWER_COOKIE)
+    if not reviewer:
+        raise HTTPException(status_code=400, detail="say who you are first (open /review)")
+    return reviewer
