@@ -262,6 +262,21 @@ def m007_review_queue(db: sqlite3.Connection) -> None:
             created_at TEXT NOT NULL
         );
         CREATE INDEX review_verdicts_by_item ON review_verdicts(item_id, reviewer);
+        CREATE INDEX review_verdicts_by_reviewer ON review_verdicts(reviewer, created_at);
+        CREATE INDEX review_verdicts_by_undoes ON review_verdicts(undoes);
+        -- where each reviewer stands on each item (their latest verdict nobody undid): kept in step with the log in
+        -- the same transaction, so handing out work never has to replay the whole log
+        CREATE TABLE review_state (
+            item_id TEXT NOT NULL REFERENCES review_items(item_id),
+            reviewer TEXT NOT NULL,
+            verdict_id TEXT NOT NULL REFERENCES review_verdicts(verdict_id),
+            action TEXT NOT NULL,
+            counting INTEGER NOT NULL CHECK (counting IN (0, 1)),
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (item_id, reviewer)
+        );
+        CREATE INDEX review_state_by_item ON review_state(item_id, counting);
+        CREATE INDEX review_leases_by_item ON review_leases(item_id, expires_at);
         CREATE TRIGGER review_verdicts_no_update BEFORE UPDATE ON review_verdicts
             BEGIN SELECT RAISE(ABORT, 'verdicts are append-only; an undo is a new verdict'); END;
         CREATE TRIGGER review_verdicts_no_delete BEFORE DELETE ON review_verdicts

@@ -3,7 +3,9 @@
 An item is a (query, chunk) pair or a synthetic question, with a priority (it can only rise), a reason and a wanted
 overlap (how many distinct reviewers should give it a verdict). A lease hands an item to one reviewer until it
 expires; an expired lease simply stops counting. Verdicts are append-only: an undo is a verdict that names the one
-it takes back. A verdict "counts" when it is not a skip and nobody undid it.
+it takes back. A verdict "counts" when it is not a skip and nobody undid it. ``review_state`` holds each reviewer's
+standing verdict per item, kept in step with the log in the same transaction, so serving work stays fast however
+long the log grows.
 
 Writes take an open transaction's connection (``BEGIN IMMEDIATE``, see
 :meth:`~testset_builder.store.Workspace.transaction`), so two reviewers asking for work at once are served one
@@ -20,10 +22,6 @@ from dataclasses import dataclass
 from .migrations import pair_item_id, question_item_id
 
 COUNTING = ("grade", "keep_question", "drop_question", "edit_question")
-_EFFECTIVE = (
-    "SELECT v.* FROM review_verdicts v WHERE v.action != 'undo' "
-    "AND NOT EXISTS (SELECT 1 FROM review_verdicts u WHERE u.undoes = v.verdict_id)"
-)
 
 __all__ = ["pair_item_id", "question_item_id"]
 
@@ -86,13 +84,13 @@ def queue_size(db: sqlite3.Connection, kind: str | None = None) -> int:
 def held_lease(db: sqlite3.Connection, reviewer: str, now: str) -> QueuedItem | None:
     """The item this reviewer holds an unexpired lease on and has not answered (a reload gets the same item)."""
     row = db.execute(
-        "SELECT i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap, l.expires_at "
+        "SELECT i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap "
         "FROM review_leases l JOIN review_items i USING (item_id) WHERE l.reviewer = ? AND l.expires_at > ? "
-        f"AND NOT EXISTS (SELECT 1 FROM ({_EFFECTIVE}) v WHERE v.item_id = i.item_id AND v.reviewer = l.reviewer) "
+        "AND NOT EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.reviewer = l.reviewer) "
         "ORDER BY l.leased_at DESC LIMIT 1",
         (reviewer, now),
     ).fetchone()
-    return QueuedItem(*row[:7]) if row else None
+    return QueuedItem(*row) if row else None
 
 
 def next_free(
@@ -105,15 +103,14 @@ def next_free(
     sql = (
         "SELECT i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap FROM review_items i "
         f"WHERE i.kind IN ({placeholders}) "
-        f"AND NOT EXISTS (SELECT 1 FROM ({_EFFECTIVE}) v WHERE v.item_id = i.item_id AND v.reviewer = ?) "
-        f"AND (SELECT COUNT(DISTINCT v.reviewer) FROM ({_EFFECTIVE}) v WHERE v.item_id = i.item_id "
-        f"     AND v.action IN ({','.join('?' * len(COUNTING))})) "
+        "AND NOT EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.reviewer = ?) "
+        "AND (SELECT COUNT(*) FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1) "
         "  + (SELECT COUNT(*) FROM review_leases l WHERE l.item_id = i.item_id AND l.expires_at > ? "
         "     AND l.reviewer != ?) "
         "  < MAX(i.wanted_overlap, ?) "
         "ORDER BY i.priority DESC, i.item_id"
     )
-    for row in db.execute(sql, (*kinds, reviewer, *COUNTING, now, reviewer, overlap)):
+    for row in db.execute(sql, (*kinds, reviewer, now, reviewer, overlap)):
         if row[2] not in dropped:
             return QueuedItem(*row)
     return None
@@ -169,6 +166,8 @@ def verdict_by_key(db: sqlite3.Connection, idempotency_key: str) -> Verdict | No
 
 
 def add_verdict(db: sqlite3.Connection, verdict: Verdict) -> None:
+    """Append a verdict and bring the reviewer's standing on the item in step (an undo brings back what stood
+    before the verdict it takes back)."""
     db.execute(
         f"INSERT INTO review_verdicts ({_VERDICT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
@@ -177,25 +176,43 @@ def add_verdict(db: sqlite3.Connection, verdict: Verdict) -> None:
             verdict.seconds, verdict.created_at,
         ),
     )  # fmt: skip
+    _restate(db, verdict.item_id, verdict.reviewer)
+
+
+def _restate(db: sqlite3.Connection, item_id: str, reviewer: str) -> None:
+    latest = db.execute(
+        "SELECT v.verdict_id, v.action, v.created_at FROM review_verdicts v WHERE v.item_id = ? AND v.reviewer = ? "
+        "AND v.action != 'undo' AND NOT EXISTS (SELECT 1 FROM review_verdicts u WHERE u.undoes = v.verdict_id) "
+        "ORDER BY v.created_at DESC, v.verdict_id DESC LIMIT 1",
+        (item_id, reviewer),
+    ).fetchone()
+    db.execute("DELETE FROM review_state WHERE item_id = ? AND reviewer = ?", (item_id, reviewer))
+    if latest is not None:
+        verdict_id, action, created_at = latest
+        db.execute(
+            "INSERT INTO review_state (item_id, reviewer, verdict_id, action, counting, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (item_id, reviewer, verdict_id, action, int(action in COUNTING), created_at),
+        )
 
 
 def last_effective_verdict(db: sqlite3.Connection, reviewer: str) -> Verdict | None:
     """This reviewer's latest verdict that nobody undid (what "undo" takes back)."""
     row = db.execute(
-        f"SELECT {_VERDICT_COLUMNS} FROM ({_EFFECTIVE}) WHERE reviewer = ? "
-        "ORDER BY created_at DESC, verdict_id DESC LIMIT 1",
+        f"SELECT {_VERDICT_COLUMNS} FROM review_verdicts v WHERE v.reviewer = ? AND v.action != 'undo' "
+        "AND NOT EXISTS (SELECT 1 FROM review_verdicts u WHERE u.undoes = v.verdict_id) "
+        "ORDER BY v.created_at DESC, v.verdict_id DESC LIMIT 1",
         (reviewer,),
     ).fetchone()
     return Verdict(*row) if row else None
 
 
 def effective_verdicts(db: sqlite3.Connection, kind: str | None = None) -> list[tuple[Verdict, QueuedItem]]:
-    """Every counting or skipping verdict nobody undid, with its item, oldest first."""
+    """Each reviewer's standing verdict per item (counting or skip), with its item, oldest first."""
+    columns = ", ".join(f"v.{c.strip()}" for c in _VERDICT_COLUMNS.split(","))
     sql = (
-        f"SELECT v.verdict_id, v.item_id, v.reviewer, v.action, v.grade, v.reason, v.comment, v.edited_text, "
-        "v.judgment_id, v.undoes, v.idempotency_key, v.seconds, v.created_at, "
-        "i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap "
-        f"FROM ({_EFFECTIVE}) v JOIN review_items i USING (item_id)"
+        f"SELECT {columns}, i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap "
+        "FROM review_state s JOIN review_verdicts v USING (verdict_id) JOIN review_items i ON i.item_id = s.item_id"
     )
     args: tuple = ()
     if kind:
@@ -222,13 +239,13 @@ def dropped_queries(db: sqlite3.Connection) -> set[str]:
         newest = max(by_reviewer.values(), key=lambda v: (v.created_at, v.verdict_id))
         if away * 2 > len(by_reviewer) or (away * 2 == len(by_reviewer) and newest.action != "keep_question"):
             dropped.add(query_id)
-    effective = {v.verdict_id for v, _ in effective_verdicts(db, kind="question")}
+    standing = {v.verdict_id for v, _ in effective_verdicts(db, kind="question")}
     sql = (
         "SELECT v.verdict_id, i.query_id, v.edited_text FROM review_verdicts v JOIN review_items i USING (item_id) "
         "WHERE v.action = 'edit_question'"
     )
     for verdict_id, query_id, text in db.execute(sql):
-        if verdict_id not in effective:
+        if verdict_id not in standing:
             dropped.add(edited_query_id(query_id, text))
     return dropped
 
@@ -237,19 +254,19 @@ def queue_counts(db: sqlite3.Connection, now: str, overlap: int = 1) -> dict[str
     """Items in all, done (as many counting verdicts as wanted), leased now, and remaining."""
     total = db.execute("SELECT COUNT(*) FROM review_items").fetchone()[0]
     done = db.execute(
-        "SELECT COUNT(*) FROM review_items i WHERE (SELECT COUNT(DISTINCT v.reviewer) FROM "
-        f"({_EFFECTIVE}) v WHERE v.item_id = i.item_id AND v.action IN ({','.join('?' * len(COUNTING))})) "
-        ">= MAX(i.wanted_overlap, ?)",
-        (*COUNTING, overlap),
+        "SELECT COUNT(*) FROM review_items i WHERE (SELECT COUNT(*) FROM review_state s WHERE s.item_id = i.item_id "
+        "AND s.counting = 1) >= MAX(i.wanted_overlap, ?)",
+        (overlap,),
     ).fetchone()[0]
     leased = db.execute("SELECT COUNT(DISTINCT item_id) FROM review_leases WHERE expires_at > ?", (now,)).fetchone()[0]
     return {"total": total, "done": done, "leased": leased, "remaining": total - done}
 
 
 def verdicts_per_reviewer(db: sqlite3.Connection) -> dict[str, dict[str, int]]:
+    """Standing verdicts per reviewer and action."""
     out: dict[str, dict[str, int]] = {}
     for reviewer, action, n in db.execute(
-        f"SELECT reviewer, action, COUNT(*) FROM ({_EFFECTIVE}) GROUP BY reviewer, action"
+        "SELECT reviewer, action, COUNT(*) FROM review_state GROUP BY reviewer, action"
     ):
         out.setdefault(reviewer, {})[action] = n
     return out
