@@ -131,6 +131,9 @@ def review_in_terminal(
     lease_s: LeaseOption = None,
     blind: BlindOption = None,
     questions: QuestionsOption = None,
+    adjudicate: Annotated[
+        bool, typer.Option("--adjudicate", help="Only the pairs other reviewers graded differently (you settle them).")
+    ] = False,
 ) -> None:
     """Review the queue in the terminal: the same queue, leases and verdicts as the web reviewer.
 
@@ -145,7 +148,7 @@ def review_in_terminal(
         if resolved.review.questions:
             review.queue_questions(ws)
         while True:
-            item = review.next_item(ws, reviewer, resolved.review)
+            item = review.next_item(ws, reviewer, resolved.review, adjudicate=adjudicate)
             if item is None:
                 out.print(f"nothing left for {escape(reviewer)} to review; {done} verdicts given this session")
                 return
@@ -199,3 +202,72 @@ def _show(item) -> None:
         lines.append(f"[dim]the LLM judge said {item.suggestion['grade']}[/]")
     label = "is this chunk relevant to the query?" if item.kind == "pair" else "is this a good test question?"
     out.print(Panel("\n\n".join(lines), title=label, subtitle=item.reason, expand=False))
+
+
+@app.command("review-stats")
+def review_stats(
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    adjudicator: Annotated[
+        str | None,
+        typer.Option(
+            "--adjudicator", help="The reviewer whose grade breaks ties (release.adjudicator).", show_default=False
+        ),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document on stdout instead of tables.")
+    ] = False,
+) -> None:
+    """How far reviewers agree with each other and with the LLM judge.
+
+    Quadratic-weighted Cohen's kappa for each pair of reviewers, Krippendorff's alpha (ordinal) across all of them,
+    exact agreement, and the LLM judge against the reviewers' resolved grade (weighted kappa and a confusion
+    matrix); then the items reviewers disagree on. A reviewer named --adjudicator settles those: `review --adjudicate`.
+    """
+    import json
+
+    from rich.table import Table
+
+    from ..stages import review
+
+    resolved = settings(config, workspace, release__adjudicator=adjudicator)
+    with open_workspace_for(resolved, readonly=True) as ws:
+        report = review.agreement(ws, resolved.release.adjudicator)
+    if json_output:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return
+
+    def fmt(value) -> str:
+        return "n/a" if value is None else f"{value:.3f}"
+
+    out.print(
+        f"{report['verdicts']} grades on {report['items']} items by {len(report['reviewers'])} reviewers; "
+        f"Krippendorff's alpha (ordinal) {fmt(report['krippendorff_alpha'])}; "
+        f"exact agreement {fmt(report['agreement'])}"
+    )
+    if report["pairwise"]:
+        table = Table(title="reviewer pairs", title_justify="left")
+        for column in ("reviewers", "shared items", "weighted kappa", "agreement"):
+            table.add_column(column, justify="left" if column == "reviewers" else "right")
+        for pair in report["pairwise"]:
+            names = f"{escape(pair['a'])} / {escape(pair['b'])}"
+            table.add_row(names, str(pair["shared"]), fmt(pair["weighted_kappa"]), fmt(pair["agreement"]))
+        out.print(table)
+    judge = report["llm_vs_human"]
+    out.print(
+        f"LLM judge against the resolved human grade on {judge['items']} items: weighted kappa "
+        f"{fmt(judge['weighted_kappa'])}, agreement {fmt(judge['agreement'])}"
+    )
+    if judge["items"]:
+        matrix = Table(title="LLM grade (rows) by human grade (columns)", title_justify="left")
+        matrix.add_column("")
+        for grade in range(3):
+            matrix.add_column(f"human {grade}", justify="right")
+        for grade, row in enumerate(judge["confusion"]):
+            matrix.add_row(f"LLM {grade}", *map(str, row))
+        out.print(matrix)
+    for item in report["disagreements"][:10]:
+        grades = ", ".join(f"{escape(r)} {g}" for r, g in sorted(item["grades"].items()))
+        out.print(f"  disagree: {escape(item['query_id'])} / {escape(item['chunk_id'])}: {grades}", highlight=False)
+    if len(report["disagreements"]) > 10:
+        out.print(f"  ... and {len(report['disagreements']) - 10} more (--json lists them all)")

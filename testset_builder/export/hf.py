@@ -109,7 +109,7 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         "## How it was made\n\n"
         f"- policy: {'; '.join(manifest['policy']['rules'])}\n"
         f"- models: {models}\n- prompts: {prompts}\n"
-        f"- reviewers: {', '.join(lineage['reviewers']) or 'none'}\n"
+        f"- reviewers: {', '.join(lineage['reviewers']) or 'none'}{_agreement(lineage)}\n"
         f"- chunker configs: {', '.join(c[:12] for c in lineage['chunker_configs']) or 'unknown'}\n\n"
         "## Loading\n\n"
         '```python\nfrom datasets import load_dataset\nqrels = load_dataset(PATH, "default", split="test")\n'
@@ -118,6 +118,21 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         "BEIR files are in `beir/`, TREC qrels in `qrels.trec`, and `manifest.json` lists every file's sha256 and "
         "the lineage.\n"
     )
+
+
+def _agreement(lineage: dict) -> str:
+    figures = lineage.get("review_agreement") or {}
+    parts = []
+    if figures.get("krippendorff_alpha_ordinal") is not None:
+        parts.append(f"Krippendorff's alpha (ordinal) {figures['krippendorff_alpha_ordinal']:.3f}")
+    if figures.get("mean_pairwise_weighted_kappa") is not None:
+        parts.append(f"mean pairwise weighted kappa {figures['mean_pairwise_weighted_kappa']:.3f}")
+    if figures.get("llm_vs_human_weighted_kappa") is not None:
+        parts.append(
+            f"LLM judge against reviewers: weighted kappa {figures['llm_vs_human_weighted_kappa']:.3f} on "
+            f"{figures['llm_vs_human_pairs']} pairs"
+        )
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def data_files(folder: Path) -> dict[str, list[Path]]:

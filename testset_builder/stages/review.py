@@ -26,6 +26,7 @@ from ..records import Judgment, JudgmentSource, JudgmentStatus, Query
 from ..store import review as store
 from ..store import rows
 from ..store.workspace import Workspace, utc_timestamp
+from . import policy
 
 ACTIONS = ("grade", "skip", "keep_question", "drop_question", "edit_question")
 DROP_REASONS = ("unanswerable", "ambiguous", "answer leaked", "not a realistic query", "other")
@@ -75,17 +76,21 @@ def queue_questions(workspace: Workspace) -> int:
         return store.enqueue(db, items, utc_timestamp())
 
 
-def next_item(workspace: Workspace, reviewer: str, settings: ReviewConfig | None = None) -> ReviewItem | None:
-    """Lease the next item for ``reviewer`` (the one they already hold, if any); None when nothing is left."""
+def next_item(
+    workspace: Workspace, reviewer: str, settings: ReviewConfig | None = None, adjudicate: bool = False
+) -> ReviewItem | None:
+    """Lease the next item for ``reviewer`` (the one they already hold, if any); None when nothing is left. With
+    ``adjudicate``, only the pairs other reviewers graded differently (the reviewer is the release's adjudicator)."""
     settings = settings or ReviewConfig()
     reviewer = _reviewer(reviewer)
     kinds = ("pair", "question") if settings.questions else ("pair",)
     dropped = dropped_questions(workspace)
+    only = disagreements(workspace) if adjudicate else None
     with workspace.transaction() as db:
         now = utc_timestamp()
         chosen = store.held_lease(db, reviewer, now)
-        if chosen is None or chosen.kind not in kinds:
-            chosen = store.next_free(db, reviewer, now, kinds, dropped, settings.overlap)
+        if chosen is None or chosen.kind not in kinds or (only is not None and chosen.item_id not in only):
+            chosen = store.next_free(db, reviewer, now, kinds, dropped, settings.overlap, only)
             if chosen is None:
                 return None
             store.lease(db, chosen.item_id, reviewer, now, _later(now, settings.lease_s))
@@ -268,3 +273,17 @@ def stats(workspace: Workspace, settings: ReviewConfig | None = None) -> ReviewS
     settings = settings or ReviewConfig()
     counts = store.queue_counts(workspace.db, utc_timestamp(), settings.overlap)
     return ReviewStats(**counts, per_reviewer=store.verdicts_per_reviewer(workspace.db))
+
+
+def agreement(workspace: Workspace, adjudicator: str | None = None) -> dict:
+    """The review's agreement figures (:func:`~testset_builder.stages.policy.agreement`) over every pair humans
+    graded, ties resolved towards ``adjudicator``."""
+    from ..config import ReleaseConfig
+
+    return policy.agreement(list(rows.iter_judgments(workspace.db)), ReleaseConfig(adjudicator=adjudicator))
+
+
+def disagreements(workspace: Workspace) -> set[str]:
+    """The pair items whose reviewers stand by different grades: the adjudicator's queue."""
+    graded = policy.reviewer_grades(list(rows.iter_judgments(workspace.db)))
+    return {store.pair_item_id(q, c) for (q, c), by in graded.items() if len(set(by.values())) > 1}

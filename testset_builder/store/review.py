@@ -94,12 +94,30 @@ def held_lease(db: sqlite3.Connection, reviewer: str, now: str) -> QueuedItem | 
 
 
 def next_free(
-    db: sqlite3.Connection, reviewer: str, now: str, kinds: tuple[str, ...], dropped: set[str], overlap: int = 1
+    db: sqlite3.Connection,
+    reviewer: str,
+    now: str,
+    kinds: tuple[str, ...],
+    dropped: set[str],
+    overlap: int = 1,
+    only: set[str] | None = None,
 ) -> QueuedItem | None:
     """The highest-priority item of ``kinds`` this reviewer has neither answered nor skipped, whose counting
     verdicts and other reviewers' live leases leave room under its wanted overlap (the item's, or ``overlap`` when
-    larger); questions in ``dropped`` (and their pairs) are passed over."""
+    larger); questions in ``dropped`` (and their pairs) are passed over. With ``only``, just those items, whatever
+    their overlap (an adjudicator settles items others already graded)."""
     placeholders = ",".join("?" * len(kinds))
+    if only is not None:
+        sql = (
+            "SELECT i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap "
+            f"FROM review_items i WHERE i.kind IN ({placeholders}) "
+            "AND NOT EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.reviewer = ?) "
+            "ORDER BY i.priority DESC, i.item_id"
+        )
+        for row in db.execute(sql, (*kinds, reviewer)):
+            if row[0] in only and row[2] not in dropped:
+                return QueuedItem(*row)
+        return None
     sql = (
         "SELECT i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap FROM review_items i "
         f"WHERE i.kind IN ({placeholders}) "

@@ -25,14 +25,13 @@ from ...errors import InputError, UnknownIdError
 from ...export.beir import beir_corpus_text, beir_qrels_text, beir_queries_text
 from ...export.hf import dataset_card, write_hf
 from ...export.trec import write_trec_qrels
-from ...metrics.agreement import cohen_kappa
-from ...records import Judgment, JudgmentSource, Query
+from ...records import Judgment, Query
 from ...store import corpus as stored_corpus
 from ...store import history, rows
 from ...store import review as review_store
 from ...store.workspace import Workspace, utc_timestamp
 from ...tables import Qrels
-from .policy import ORIGINS, ResolvedQrel, describe, resolve
+from ..policy import ORIGINS, ResolvedQrel, agreement, describe, resolve
 from .versions import existing_versions, parse_version
 
 
@@ -104,30 +103,9 @@ class ReleaseSummary:
         return asdict(self)
 
 
-def _reviewer_agreement(human: list[Judgment]) -> tuple[list[str], float | None]:
-    """Reviewers and the mean of their pairwise Cohen's kappa on relevant / not (None with fewer than two)."""
-    reviewers = sorted({j.reviewer for j in human if j.reviewer})
-    by_reviewer = {
-        r: {
-            (j.query_id, j.chunk_id): j.grade >= 1 for j in sorted(human, key=lambda j: j.created_at) if j.reviewer == r
-        }
-        for r in reviewers
-    }
-    kappas = []
-    for i, a in enumerate(reviewers):
-        for b in reviewers[i + 1 :]:
-            shared = sorted(by_reviewer[a].keys() & by_reviewer[b].keys())
-            kappa = (
-                cohen_kappa([by_reviewer[a][p] for p in shared], [by_reviewer[b][p] for p in shared])
-                if shared
-                else None
-            )
-            if kappa is not None:
-                kappas.append(kappa)
-    return reviewers, round(sum(kappas) / len(kappas), 4) if kappas else None
-
-
-def lineage(workspace: Workspace, content: ReleaseContent, judgments: list[Judgment]) -> dict:
+def lineage(
+    workspace: Workspace, content: ReleaseContent, judgments: list[Judgment], policy: ReleaseConfig | None = None
+) -> dict:
     """Where the release came from: documents, chunker configs, models (name and provider identity: a local
     model's carries its file's sha256), prompts by hash, reviewers and their agreement."""
     released = {(q.query_id, q.chunk_id) for q in content.qrels}
@@ -136,7 +114,8 @@ def lineage(workspace: Workspace, content: ReleaseContent, judgments: list[Judgm
     made_by = [item for item in made_by if item is not None]
     models = sorted({(item.provider, item.model) for item in made_by})
     prompts = sorted({(item.prompt_name, item.prompt_sha256) for item in made_by if item.prompt_name})
-    reviewers, kappa = _reviewer_agreement([j for j in used if j.source is JudgmentSource.human])
+    review = agreement(judgments, policy, released)
+    kappas = [pair["weighted_kappa"] for pair in review["pairwise"] if pair["weighted_kappa"] is not None]
     documents = hashlib.sha256()
     for doc_id, sha in stored_corpus.chunked_document_hashes(workspace.db):
         documents.update(f"{doc_id}\x00{sha}\n".encode())
@@ -146,9 +125,19 @@ def lineage(workspace: Workspace, content: ReleaseContent, judgments: list[Judgm
         "chunker_configs": stored_corpus.chunker_configs(workspace.db),
         "models": [{"provider": p, "model": m} for p, m in models],
         "prompts": [{"name": n, "sha256": s} for n, s in prompts],
-        "reviewers": reviewers,
-        "reviewer_agreement_kappa": kappa,
+        "reviewers": review["reviewers"],
+        "review_agreement": {  # on the released pairs humans graded
+            "pairs_reviewed": review["items"],
+            "krippendorff_alpha_ordinal": _rounded(review["krippendorff_alpha"]),
+            "mean_pairwise_weighted_kappa": _rounded(sum(kappas) / len(kappas) if kappas else None),
+            "llm_vs_human_weighted_kappa": _rounded(review["llm_vs_human"]["weighted_kappa"]),
+            "llm_vs_human_pairs": review["llm_vs_human"]["items"],
+        },
     }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def sha256_file(path: Path) -> str:
@@ -265,7 +254,7 @@ def _manifest(workspace, version, parent, same_as_parent, content, judgments, fi
         },
         "languages": corpus_languages([d["text"] for d in content.corpus]),
         "policy": describe(policy),
-        "lineage": lineage(workspace, content, judgments),
+        "lineage": lineage(workspace, content, judgments, policy),
         "notes": notes,
         "testset_builder_version": __version__,
     }

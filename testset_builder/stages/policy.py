@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ...config import ReleaseConfig
-from ...records import Judgment, JudgmentSource, JudgmentStatus
+from ..config import ReleaseConfig
+from ..metrics.agreement import agreement_report
+from ..records import Judgment, JudgmentSource, JudgmentStatus
 
 ReleasePolicy = ReleaseConfig
 ORIGINS = ("human", "synthetic-source", "llm-unverified")
@@ -44,11 +45,17 @@ def describe(policy: ReleaseConfig) -> dict:
     }
 
 
-def _human_grade(verdicts: list[Judgment], adjudicator: str | None) -> int:
+def _votes(verdicts: list[Judgment]) -> tuple[dict[str, int], Judgment]:
+    """Each reviewer's latest verdict as a grade (a rejection is 0), and the newest verdict of all."""
     latest: dict[str, Judgment] = {}
     for verdict in sorted(verdicts, key=lambda j: (j.created_at, j.judgment_id)):
         latest[verdict.reviewer or ""] = verdict
     votes = {reviewer: 0 if j.status is JudgmentStatus.rejected else j.grade for reviewer, j in latest.items()}
+    return votes, max(latest.values(), key=lambda j: (j.created_at, j.judgment_id))
+
+
+def _human_grade(verdicts: list[Judgment], adjudicator: str | None) -> int:
+    votes, newest = _votes(verdicts)
     tally = Counter(votes.values())
     best = max(tally.values())
     tied = [grade for grade, n in tally.items() if n == best]
@@ -56,20 +63,51 @@ def _human_grade(verdicts: list[Judgment], adjudicator: str | None) -> int:
         return tied[0]
     if adjudicator in votes and votes[adjudicator] in tied:
         return votes[adjudicator]
-    newest = max(latest.values(), key=lambda j: (j.created_at, j.judgment_id))
-    return 0 if newest.status is JudgmentStatus.rejected else newest.grade
+    return votes[newest.reviewer or ""]
+
+
+def _alive(judgments: list[Judgment]) -> dict[tuple[str, str], list[Judgment]]:
+    """The judgments nothing supersedes, by (query, chunk); a withdrawn one (an undo) takes one back and says
+    nothing itself."""
+    superseded = {j.supersedes for j in judgments if j.supersedes}
+    by_pair: dict[tuple[str, str], list[Judgment]] = {}
+    for judgment in judgments:
+        if judgment.judgment_id not in superseded and judgment.status is not JudgmentStatus.withdrawn:
+            by_pair.setdefault((judgment.query_id, judgment.chunk_id), []).append(judgment)
+    return by_pair
+
+
+def reviewer_grades(judgments: list[Judgment]) -> dict[tuple[str, str], dict[str, int]]:
+    """(query, chunk) -> reviewer -> the grade that reviewer stands by: the votes the policy counts, for agreement
+    figures (verdicts given in review and human labels imported alike)."""
+    out = {}
+    for pair, alive in _alive(judgments).items():
+        human = [j for j in alive if j.source is JudgmentSource.human]
+        if human:
+            out[pair] = _votes(human)[0]
+    return out
+
+
+def agreement(judgments: list[Judgment], policy: ReleaseConfig | None = None, pairs: set | None = None) -> dict:
+    """How far reviewers agree with each other and with the LLM judge (see
+    :func:`~testset_builder.metrics.agreement.agreement_report`), over the pairs humans graded (only ``pairs``, when
+    given): each reviewer's standing grade, the LLM judge's latest proposal, and the human grade the policy
+    resolves."""
+    grades = {pair: by for pair, by in reviewer_grades(judgments).items() if pairs is None or pair in pairs}
+    llm = {}
+    for pair, alive in _alive(judgments).items():
+        proposals = [j for j in alive if j.source is JudgmentSource.llm]
+        if pair in grades and proposals:
+            llm[pair] = max(proposals, key=lambda j: (j.created_at, j.judgment_id)).grade
+    resolved = {(q.query_id, q.chunk_id): q.grade for q in resolve(judgments, policy)}
+    return agreement_report(grades, llm, {pair: grade for pair, grade in resolved.items() if pair in grades})
 
 
 def resolve(judgments: list[Judgment], policy: ReleaseConfig | None = None) -> list[ResolvedQrel]:
     """Qrels from an append-only judgment log, by ``policy``; sorted by query then chunk id."""
     policy = policy or ReleaseConfig()
-    superseded = {j.supersedes for j in judgments if j.supersedes}
-    by_pair: dict[tuple[str, str], list[Judgment]] = {}
-    for judgment in judgments:  # a withdrawn verdict (an undo) takes one back and says nothing itself
-        if judgment.judgment_id not in superseded and judgment.status is not JudgmentStatus.withdrawn:
-            by_pair.setdefault((judgment.query_id, judgment.chunk_id), []).append(judgment)
     resolved = []
-    for (query_id, chunk_id), alive in sorted(by_pair.items()):
+    for (query_id, chunk_id), alive in sorted(_alive(judgments).items()):
         human = [j for j in alive if j.source is JudgmentSource.human]
         if human:
             resolved.append(ResolvedQrel(query_id, chunk_id, _human_grade(human, policy.adjudicator), "human"))
