@@ -91,3 +91,41 @@ def docs_workspace(tmp_path):
     with open_workspace(tmp_path / "ws") as ws:
         ingest(ws, load_sources([docs]), ChunkingConfig(chunker="markdown", size=600, overlap=60), [docs])
         yield ws
+
+
+@pytest.fixture
+def queued_workspace(docs_workspace):
+    """Three real queries, each with an LLM proposal on a different chunk, queued with priorities 3, 2, 1; and one
+    synthetic question labelling its source chunk."""
+    from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
+    from testset_builder.store import review as store
+    from testset_builder.store import rows
+    from testset_builder.store.workspace import utc_timestamp
+
+    ws = docs_workspace
+    chunk_ids = [c for c, *_ in rows.live_chunk_rows(ws.db)][:4]
+    real = [Query(query_id=f"r{i}", text=f"real query {i}", origin=QueryOrigin.real) for i in range(3)]
+    question = Query(
+        query_id="s0", text="what is ndcg?", origin=QueryOrigin.synthetic, source_chunk_id=chunk_ids[3], style="natural"
+    )
+    proposals = [
+        Judgment(
+            judgment_id=f"llm{i}", query_id=f"r{i}", chunk_id=chunk_ids[i], grade=2, source=JudgmentSource.llm,
+            confidence=0.7, rationale="looks right",
+        )
+        for i in range(3)
+    ]  # fmt: skip
+    label = Judgment(
+        judgment_id="src", query_id="s0", chunk_id=chunk_ids[3], grade=2, source=JudgmentSource.synthetic_source,
+        status=JudgmentStatus.final,
+    )  # fmt: skip
+    items = [
+        store.QueuedItem(store.pair_item_id(f"r{i}", c), "pair", f"r{i}", c, 3.0 - i, "llm proposal", 1)
+        for i, c in enumerate(chunk_ids[:3])
+    ]
+    with ws.transaction() as db:
+        rows.put_queries(db, [*real, question])
+        rows.add_judgments(db, [*proposals, label])
+        store.enqueue(db, items, utc_timestamp())
+    ws.chunk_ids = chunk_ids
+    return ws

@@ -9,7 +9,7 @@ import pytest
 
 from testset_builder.config import ReviewConfig
 from testset_builder.errors import InputError
-from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
+from testset_builder.records import JudgmentSource, JudgmentStatus
 from testset_builder.stages import review
 from testset_builder.stages.release import load_release, write_release
 from testset_builder.store import review as store
@@ -18,36 +18,8 @@ from testset_builder.store.workspace import utc_timestamp
 
 
 @pytest.fixture
-def workspace(docs_workspace):
-    """Three real queries, each with an LLM proposal on a different chunk, queued with priorities 3, 2, 1; and one
-    synthetic question labelling its source chunk."""
-    ws = docs_workspace
-    chunk_ids = [c for c, *_ in rows.live_chunk_rows(ws.db)][:4]
-    real = [Query(query_id=f"r{i}", text=f"real query {i}", origin=QueryOrigin.real) for i in range(3)]
-    question = Query(
-        query_id="s0", text="what is ndcg?", origin=QueryOrigin.synthetic, source_chunk_id=chunk_ids[3], style="natural"
-    )
-    proposals = [
-        Judgment(
-            judgment_id=f"llm{i}", query_id=f"r{i}", chunk_id=chunk_ids[i], grade=2, source=JudgmentSource.llm,
-            confidence=0.7, rationale="looks right",
-        )
-        for i in range(3)
-    ]  # fmt: skip
-    label = Judgment(
-        judgment_id="src", query_id="s0", chunk_id=chunk_ids[3], grade=2, source=JudgmentSource.synthetic_source,
-        status=JudgmentStatus.final,
-    )  # fmt: skip
-    items = [
-        store.QueuedItem(store.pair_item_id(f"r{i}", c), "pair", f"r{i}", c, 3.0 - i, "llm proposal", 1)
-        for i, c in enumerate(chunk_ids[:3])
-    ]
-    with ws.transaction() as db:
-        rows.put_queries(db, [*real, question])
-        rows.add_judgments(db, [*proposals, label])
-        store.enqueue(db, items, utc_timestamp())
-    ws.chunk_ids = chunk_ids
-    return ws
+def workspace(queued_workspace):
+    return queued_workspace
 
 
 def grade(ws, reviewer, item, value, key=None):
@@ -179,3 +151,86 @@ def test_a_malformed_verdict_is_refused_with_what_is_wrong(workspace, action, op
         review.submit(workspace, "ann", item.item_id, action, "k", **options)
     with pytest.raises(InputError, match="a reviewer needs a name"):
         review.next_item(workspace, "  ")
+
+
+def two_reviewers_disagree_once(ws):
+    """ann and bob each grade all three pairs (overlap 2): they agree on r0 (2) and r2 (0) and split on r1 (ann 1,
+    bob 2, bob later)."""
+    settings = ReviewConfig(overlap=2)
+    for reviewer, grades in (("ann", {"r0": 2, "r1": 1, "r2": 0}), ("bob", {"r0": 2, "r1": 2, "r2": 0})):
+        while (item := review.next_item(ws, reviewer, settings)) is not None:
+            grade(ws, reviewer, item, grades[item.query["query_id"]])
+    return {f"r{i}": ws.chunk_ids[i] for i in range(3)}
+
+
+def test_review_stats_reports_agreement_that_matches_scikit_learn_and_krippendorff(workspace, capsys):
+    import json
+
+    import krippendorff
+    import numpy as np
+    from sklearn.metrics import cohen_kappa_score
+
+    from testset_builder.cli import main
+
+    two_reviewers_disagree_once(workspace)
+    capsys.readouterr()
+    assert main(["review-stats", "--workspace", str(workspace.root), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    ann, bob = [2, 1, 0], [2, 2, 0]
+    (pair,) = report["pairwise"]
+    assert (pair["a"], pair["b"], pair["shared"]) == ("ann", "bob", 3)
+    assert pair["weighted_kappa"] == pytest.approx(cohen_kappa_score(ann, bob, weights="quadratic"))
+    assert pair["agreement"] == pytest.approx(2 / 3)
+    expected_alpha = krippendorff.alpha(np.array([ann, bob], dtype=float), level_of_measurement="ordinal")
+    assert report["krippendorff_alpha"] == pytest.approx(expected_alpha)
+    judge = report["llm_vs_human"]  # the LLM said 2 everywhere; resolved human grades 2, 2 (bob is later), 0
+    assert judge["items"] == 3 and judge["confusion"] == [[0, 0, 0], [0, 0, 0], [1, 0, 2]]
+    assert judge["agreement"] == pytest.approx(2 / 3)
+    assert [(d["query_id"], d["grades"]) for d in report["disagreements"]] == [("r1", {"ann": 1, "bob": 2})]
+    assert main(["review-stats", "--workspace", str(workspace.root), "--adjudicator", "ann", "--json"]) == 0
+    adjudicated = json.loads(capsys.readouterr().out)["llm_vs_human"]
+    assert adjudicated["confusion"] == [[0, 0, 0], [0, 0, 0], [1, 1, 1]]  # ann's 1 settles r1
+    assert main(["review-stats", "--workspace", str(workspace.root)]) == 0
+    shown = capsys.readouterr().out
+    assert "ann / bob" in shown and "disagree: r1" in shown
+
+
+def test_the_release_records_the_review_agreement_and_the_adjudicator_settles_a_tie(workspace):
+    from sklearn.metrics import cohen_kappa_score
+
+    from testset_builder.config import ReleaseConfig
+
+    pairs = two_reviewers_disagree_once(workspace)
+    latest = load_release(write_release(workspace, "1.0.0").path)
+    assert latest.qrels["r1"] == {pairs["r1"]: 2}  # a tie with no adjudicator goes to the latest verdict
+    recorded = latest.manifest["lineage"]
+    assert recorded["reviewers"] == ["ann", "bob"]
+    figures = recorded["review_agreement"]
+    assert figures["pairs_reviewed"] == 3 and figures["llm_vs_human_pairs"] == 3
+    kappa = cohen_kappa_score([2, 1, 0], [2, 2, 0], weights="quadratic")
+    assert figures["mean_pairwise_weighted_kappa"] == round(kappa, 4)
+    settled = load_release(write_release(workspace, "1.1.0", ReleaseConfig(adjudicator="ann")).path)
+    assert settled.qrels["r1"] == {pairs["r1"]: 1}
+
+
+def test_adjudication_serves_only_the_disagreed_pairs_and_its_grade_decides(workspace):
+    pairs = two_reviewers_disagree_once(workspace)
+    item = review.next_item(workspace, "cid", adjudicate=True)
+    assert item.query["query_id"] == "r1"
+    grade(workspace, "cid", item, 1)
+    assert review.next_item(workspace, "cid", adjudicate=True) is None
+    assert load_release(write_release(workspace, "1.0.0").path).qrels["r1"] == {pairs["r1"]: 1}
+
+
+def test_the_terminal_reviewer_takes_grades_skips_and_undo_from_the_keyboard(workspace, monkeypatch, capsys):
+    import io
+
+    from testset_builder.cli import main
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("2\nmaybe\ns\nu\n0\nq\n"))
+    assert main(["review", "--reviewer", "ann", "--workspace", str(workspace.root)]) == 0
+    shown = capsys.readouterr()
+    assert "real query 0" in shown.out and "is not one of" in shown.err and "taken back" in shown.out
+    assert store.verdicts_per_reviewer(workspace.db)["ann"] == {"grade": 2}  # the undone skip counts for nothing
+    human = {j.query_id: j.grade for j in rows.iter_judgments(workspace.db) if j.source is JudgmentSource.human}
+    assert human == {"r0": 2, "r1": 0}  # r1 skipped, the skip taken back: r1 came back before r2 and got a 0

@@ -104,6 +104,7 @@ def serve(
         sock = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((bind, port))
+        sock.listen(128)  # connections wait from here on, so the URL below works the moment it is printed
         shown = f"[{bind}]" if ":" in bind else bind
         out.print(f"review at http://{shown}:{sock.getsockname()[1]}/?token={token}", highlight=False, soft_wrap=True)
         err.print("(the token is in that link: share it only with your reviewers; Ctrl-C stops the server)")
@@ -161,7 +162,7 @@ def review_in_terminal(
                 return
             key = uuid.uuid4().hex
             if answer.lower() == "u":
-                undone = review.undo(ws, reviewer, key)
+                undone = review.undo(ws, reviewer, key, resolved.review)
                 out.print("your last verdict was taken back" if undone else "nothing to undo")
                 continue
             try:

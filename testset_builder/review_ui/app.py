@@ -23,7 +23,7 @@ from markupsafe import Markup, escape
 from pydantic import BaseModel, Field
 
 from ..config import ReviewConfig
-from ..errors import TestsetBuilderError
+from ..errors import TestsetBuilderError, UnknownIdError
 from ..stages import review
 from ..store.workspace import Workspace
 
@@ -89,7 +89,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
 
     @app.exception_handler(TestsetBuilderError)
     async def bad_request(request: Request, error: TestsetBuilderError):
-        return JSONResponse({"error": str(error)}, status_code=400)
+        return JSONResponse({"error": str(error)}, status_code=404 if isinstance(error, UnknownIdError) else 400)
 
     def authorised(request: Request) -> None:
         header = request.headers.get("authorization", "")
@@ -112,7 +112,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
 
     @app.post("/api/undo", dependencies=auth)
     def api_undo(undo: UndoIn):
-        result = review.undo(workspace, undo.reviewer, undo.idempotency_key)
+        result = review.undo(workspace, undo.reviewer, undo.idempotency_key, settings)
         if result is None:
             return Response(status_code=204)
         return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
@@ -155,6 +155,13 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         name = "item.html" if request.headers.get("hx-request") else "review.html"
         return templates.TemplateResponse(request, name, context)
 
+    def answered(request: Request, reviewer: str, last: dict) -> Response:
+        """htmx swaps in the next item; a plain form post (before htmx has bound the forms, or without JavaScript)
+        is redirected back to the page, so a reload never posts again."""
+        if request.headers.get("hx-request"):
+            return page_or_fragment(request, reviewer, last)
+        return RedirectResponse("/review", status_code=303)
+
     @app.get("/review", response_class=HTMLResponse, dependencies=auth)
     def review_page(request: Request):
         reviewer = request.cookies.get(REVIEWER_COOKIE)
@@ -186,13 +193,13 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             workspace, reviewer, item_id, action, idempotency_key, grade=grade, reason=reason or None,
             edited_text=edited_text or None, seconds=max(0.0, time.time() - shown_at),
         )  # fmt: skip
-        return page_or_fragment(request, reviewer, last={"action": action, "grade": result.verdict.grade})
+        return answered(request, reviewer, {"action": action, "grade": result.verdict.grade})
 
     @app.post("/ui/undo", response_class=HTMLResponse, dependencies=auth)
     def ui_undo(request: Request, idempotency_key: Annotated[str, Form()]):
         reviewer = _reviewer_of(request)
-        undone = review.undo(workspace, reviewer, idempotency_key)
-        return page_or_fragment(request, reviewer, last={"action": "undo" if undone else "nothing to undo"})
+        undone = review.undo(workspace, reviewer, idempotency_key, settings)
+        return answered(request, reviewer, {"action": "undo" if undone else "nothing to undo"})
 
     @app.get("/ui/context/{chunk_id}", response_class=HTMLResponse, dependencies=auth)
     def ui_context(request: Request, chunk_id: str):

@@ -233,8 +233,12 @@ def _edit_question(db, query_id: str, text: str, reviewer: str) -> None:
     rows.add_judgments(db, carried)
 
 
-def undo(workspace: Workspace, reviewer: str, idempotency_key: str) -> SubmitResult | None:
-    """Take back the reviewer's own last verdict; None when there is nothing to take back."""
+def undo(
+    workspace: Workspace, reviewer: str, idempotency_key: str, settings: ReviewConfig | None = None
+) -> SubmitResult | None:
+    """Take back the reviewer's own last verdict and lease its item back to them, so that the next item they get is
+    the one they undid (then the one they were holding); None when there is nothing to take back."""
+    settings = settings or ReviewConfig()
     reviewer = _reviewer(reviewer)
     with workspace.transaction() as db:
         seen = store.verdict_by_key(db, idempotency_key)
@@ -254,6 +258,7 @@ def undo(workspace: Workspace, reviewer: str, idempotency_key: str) -> SubmitRes
             last.verdict_id, idempotency_key, None, utc_timestamp(),
         )  # fmt: skip
         store.add_verdict(db, verdict)
+        store.lease(db, last.item_id, reviewer, verdict.created_at, _later(verdict.created_at, settings.lease_s))
     return SubmitResult(verdict, created=True)
 
 

@@ -1,6 +1,9 @@
 // Keyboard shortcuts for the review page: a key clicks the button that carries it in data-key.
 // Typing in a field (the edit box, the reason list) is left alone; Escape leaves the field.
+// The forms also work without htmx (a plain POST, then a redirect back), so a key pressed before htmx has bound them
+// still records its verdict; once htmx has, <body data-ready> says so.
 (function () {
+  document.addEventListener("DOMContentLoaded", function () { document.body.dataset.ready = "1"; });
   document.addEventListener("keydown", function (event) {
     var target = event.target;
     var typing = target && (target.tagName === "INPUT" || target.tagName === "TEXTAREA" || target.tagName === "SELECT");
@@ -10,8 +13,14 @@
     }
     if (event.ctrlKey || event.metaKey || event.altKey) { return; }
     var button = document.querySelector('[data-key="' + event.key.toLowerCase() + '"]');
-    if (button && !button.disabled) {
-      event.preventDefault();
+    if (!button || button.disabled) { return; }
+    event.preventDefault();
+    var form = button.closest("form");
+    if (form && window.htmx && form.getAttribute("hx-post")) {
+      // Send the form through htmx directly: a freshly swapped-in form may not be bound yet (htmx binds new
+      // content when it settles), and a plain submit would leave the page.
+      htmx.ajax("POST", form.getAttribute("hx-post"), {source: form, target: "#item", swap: "outerHTML"});
+    } else {
       button.click();
     }
   });

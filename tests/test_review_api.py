@@ -1,0 +1,106 @@
+"""The review JSON API and the page's form posts, in process (FastAPI's TestClient): the shapes scripts rely on,
+the token on every route, a verdict stored once per idempotency key, and forms that work before htmx binds them."""
+
+from __future__ import annotations
+
+import pytest
+
+from testset_builder.errors import InputError
+from testset_builder.records import JudgmentSource
+from testset_builder.store import rows
+
+TOKEN = "tok-" + "b" * 24
+
+
+@pytest.fixture
+def client(queued_workspace):
+    from fastapi.testclient import TestClient
+
+    from testset_builder.review_ui import create_app
+
+    with TestClient(create_app(queued_workspace, TOKEN)) as test_client:
+        test_client.headers["Authorization"] = f"Bearer {TOKEN}"
+        test_client.workspace = queued_workspace
+        yield test_client
+
+
+def test_next_gives_the_item_in_the_documented_shape_and_204_when_nothing_is_left(client):
+    served = client.get("/api/next", params={"reviewer": "ann"})
+    assert served.status_code == 200
+    body = served.json()
+    assert {"item_id", "query", "chunk", "lease_expires_at"} <= body.keys()
+    assert body["query"]["query_id"] == "r0" and body["query"]["text"] == "real query 0"
+    assert body["chunk"]["chunk_id"] == client.workspace.chunk_ids[0] and "title" in body["chunk"]
+    assert body["suggestion"] is None  # blind by default
+    for _ in range(3):
+        item = client.get("/api/next", params={"reviewer": "ann"}).json()
+        verdict = {"item_id": item["item_id"], "reviewer": "ann", "action": "grade", "grade": 1}
+        assert client.post("/api/verdicts", json={**verdict, "idempotency_key": item["item_id"]}).status_code == 201
+    assert client.get("/api/next", params={"reviewer": "ann"}).status_code == 204
+
+
+def test_a_repeated_idempotency_key_answers_200_with_the_same_verdict_and_stores_nothing(client):
+    item = client.get("/api/next", params={"reviewer": "ann"}).json()
+    verdict = {
+        "item_id": item["item_id"], "reviewer": "ann", "action": "grade", "grade": 2, "idempotency_key": "k-1",
+        "comment": "clearly about it",
+    }  # fmt: skip
+    first, again = client.post("/api/verdicts", json=verdict), client.post("/api/verdicts", json=verdict)
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json() == {**first.json(), "created": False}
+    human = [j for j in rows.iter_judgments(client.workspace.db) if j.source is JudgmentSource.human]
+    assert [(j.grade, j.rationale) for j in human] == [(2, "clearly about it")]
+    stats = client.get("/api/stats").json()
+    assert (stats["total"], stats["done"], stats["remaining"]) == (3, 1, 2)
+    assert stats["per_reviewer"] == {"ann": {"grade": 1}}
+
+
+@pytest.mark.parametrize(
+    "verdict, status",
+    [
+        ({"item_id": "p-nope", "action": "grade", "grade": 1}, 404),
+        ({"action": "grade", "grade": 7}, 400),
+        ({"action": "drop_question", "reason": "ambiguous"}, 400),
+        ({"action": "grade", "grade": "two"}, 422),
+    ],
+)
+def test_a_bad_verdict_is_refused_with_a_reason_and_stores_nothing(client, verdict, status):
+    item = client.get("/api/next", params={"reviewer": "ann"}).json()
+    answer = client.post(
+        "/api/verdicts", json={"item_id": item["item_id"], "reviewer": "ann", "idempotency_key": "k", **verdict}
+    )
+    assert answer.status_code == status and answer.json()
+    assert client.get("/api/stats").json()["done"] == 0
+
+
+@pytest.mark.parametrize(
+    "method, path",
+    [("get", "/api/next?reviewer=ann"), ("get", "/api/stats"), ("post", "/api/verdicts"), ("get", "/review")],
+)
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", f"Basic {TOKEN}"])
+def test_every_route_needs_the_token(client, method, path, authorization):
+    del client.headers["Authorization"]
+    headers = {"Authorization": authorization} if authorization else {}
+    assert getattr(client, method)(path, headers=headers).status_code == 401
+
+
+def test_a_form_posted_without_htmx_records_the_verdict_and_redirects_back_to_the_page(client):
+    client.cookies.set("tsb_reviewer", "ann")
+    item = client.get("/api/next", params={"reviewer": "ann"}).json()
+    form = {"item_id": item["item_id"], "action": "grade", "grade": "2", "idempotency_key": "f-1", "shown_at": "0"}
+    posted = client.post("/ui/verdict", data=form, follow_redirects=False)
+    assert posted.status_code == 303 and posted.headers["location"] == "/review"
+    human = [j for j in rows.iter_judgments(client.workspace.db) if j.source is JudgmentSource.human]
+    assert [(j.query_id, j.grade, j.reviewer) for j in human] == [("r0", 2, "ann")]
+    swapped = client.post("/ui/verdict", data={**form, "idempotency_key": "f-2"}, headers={"HX-Request": "true"})
+    assert swapped.status_code == 200 and 'id="item"' in swapped.text and "<html" not in swapped.text
+
+
+def test_serve_refuses_a_non_loopback_address_unless_asked_for_by_host():
+    from testset_builder.cli.reviewing import _check_bind
+
+    with pytest.raises(InputError, match=r"pass --host 0\.0\.0\.0"):
+        _check_bind("0.0.0.0", explicit=False)
+    _check_bind("0.0.0.0", explicit=True)
+    _check_bind("::1", explicit=False)
+    _check_bind("localhost", explicit=False)
