@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import uuid
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,7 +13,7 @@ from rich.markup import escape
 from rich.panel import Panel
 
 from ..errors import InputError
-from .app import ConfigOption, WorkspaceOption, app, err, open_workspace_for, out, settings
+from .app import ConfigOption, JsonOption, WorkspaceOption, app, err, open_workspace_for, out, settings
 
 LOOPBACK = "127.0.0.1"
 
@@ -272,3 +274,87 @@ def review_stats(
         out.print(f"  disagree: {escape(item['query_id'])} / {escape(item['chunk_id'])}: {grades}", highlight=False)
     if len(report["disagreements"]) > 10:
         out.print(f"  ... and {len(report['disagreements']) - 10} more (--json lists them all)")
+
+
+FormatOption = Annotated[str, typer.Option("--format", "-f", help="argilla or label-studio.", show_default=False)]
+
+
+@app.command("review-export")
+def review_export(
+    fmt: FormatOption,
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder to write the files into (made if missing).", show_default=False)
+    ],
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    overlap: OverlapOption = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="At most this many pairs.", show_default=False)
+    ] = None,
+    suggestions: Annotated[
+        bool,
+        typer.Option(
+            "--suggestions/--blind",
+            help="Attach the LLM judge's grade as a suggestion (Argilla) or prediction (Label Studio).",
+        ),
+    ] = True,
+    json_output: JsonOption = False,
+) -> None:
+    """Export the pairs still wanting verdicts for a team that reviews in Argilla or Label Studio.
+
+    argilla: records.json (load with dataset.records.from_json) and settings.json (rg.Settings.from_json).
+    label-studio: tasks.json (import into a project) and label_config.xml (the project's labelling interface).
+    Annotate there, export the annotations as JSON, and bring them back with `review-import`.
+    """
+    from ..stages.interchange import export_pending
+
+    resolved = _review_settings(config, workspace, overlap, None, None, None)
+    with open_workspace_for(resolved, readonly=True) as ws:
+        summary = export_pending(ws, fmt, out_dir, resolved.review.overlap, limit, suggestions)
+    if json_output:
+        print(json.dumps(summary.as_dict(), indent=2))
+        return
+    out.print(
+        f"exported {summary.items} pairs for {fmt} ({summary.with_suggestion} with the LLM's grade attached) -> "
+        f"{out_dir}: {', '.join(summary.files)}",
+        highlight=False,
+    )
+
+
+@app.command("review-import")
+def review_import(
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="Annotations exported from Argilla (records JSON, nested or flattened) or Label Studio (JSON export).",
+            show_default=False,
+        ),
+    ],
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    fmt: Annotated[
+        str | None, typer.Option("--format", "-f", help="argilla or label-studio (default: told from the file).")
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Bring grades made in Argilla or Label Studio back as human verdicts (reviewer argilla:USER or
+    label-studio:USER).
+
+    Only submitted answers count (drafts, discarded records and cancelled annotations do not). The file is checked
+    whole first: a malformed record or an item this workspace does not have stores nothing. Importing the same file
+    again stores nothing new; a grade changed since is recorded as the annotator's new verdict.
+    """
+    from ..stages.interchange import import_annotations
+
+    resolved = settings(config, workspace)
+    with open_workspace_for(resolved) as ws:
+        summary = import_annotations(ws, source, fmt)
+    if json_output:
+        print(json.dumps(summary.as_dict(), indent=2))
+        return
+    out.print(
+        f"imported {summary.format} {source.name}: {summary.grades} grades from {len(summary.reviewers)} annotators "
+        f"on {summary.records} records: {summary.new_verdicts} new verdicts, {summary.unchanged} already recorded, "
+        f"{summary.unanswered} records unanswered",
+        highlight=False,
+    )

@@ -106,15 +106,9 @@ def _describe(workspace: Workspace, chosen: store.QueuedItem, expires: str, blin
         found = rows.get_chunk(db, chosen.chunk_id)
         title = rows.get_document(db, found.doc_id).title
         chunk = {"chunk_id": found.chunk_id, "text": found.text, "title": title, "doc_id": found.doc_id}
-        if not blind:
-            proposals = [
-                j
-                for j in rows.iter_judgments(db, query.query_id)
-                if j.chunk_id == found.chunk_id and j.source is JudgmentSource.llm
-            ]
-            if proposals:
-                latest = proposals[-1]
-                suggestion = {"grade": latest.grade, "confidence": latest.confidence, "rationale": latest.rationale}
+        latest = None if blind else llm_proposal(workspace, query.query_id, found.chunk_id)
+        if latest is not None:
+            suggestion = {"grade": latest.grade, "confidence": latest.confidence, "rationale": latest.rationale}
     question = {"query_id": query.query_id, "text": query.text, "style": query.style, "origin": query.origin.value}
     if chosen.kind == "question" and query.source_chunk_id:
         source = rows.get_chunk(db, query.source_chunk_id)
@@ -125,6 +119,16 @@ def _describe(workspace: Workspace, chosen: store.QueuedItem, expires: str, blin
             "doc_id": source.doc_id,
         }
     return ReviewItem(chosen.item_id, chosen.kind, question, chunk, chosen.reason, expires, suggestion)
+
+
+def llm_proposal(workspace: Workspace, query_id: str, chunk_id: str) -> Judgment | None:
+    """The LLM judge's latest proposal on a pair (what a reviewer is shown, or a tool gets, as its suggestion)."""
+    proposals = [
+        j
+        for j in rows.iter_judgments(workspace.db, query_id)
+        if j.chunk_id == chunk_id and j.source is JudgmentSource.llm
+    ]
+    return proposals[-1] if proposals else None
 
 
 def neighbours(workspace: Workspace, chunk_id: str) -> dict:

@@ -75,6 +75,24 @@ def queued_items(db: sqlite3.Connection, limit: int | None = None, kind: str | N
     return [QueuedItem(*row) for row in db.execute(sql, args)]
 
 
+def pending_items(db: sqlite3.Connection, overlap: int = 1, kind: str = "pair") -> list[QueuedItem]:
+    """Items of ``kind`` with fewer counting verdicts than wanted (the item's overlap, or ``overlap`` when larger),
+    highest priority first."""
+    sql = (
+        "SELECT i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap FROM review_items i "
+        "WHERE i.kind = ? AND (SELECT COUNT(*) FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1) "
+        "< MAX(i.wanted_overlap, ?) ORDER BY i.priority DESC, i.item_id"
+    )
+    return [QueuedItem(*row) for row in db.execute(sql, (kind, overlap))]
+
+
+def verdict_count(db: sqlite3.Connection, item_id: str, reviewer: str) -> int:
+    """Verdicts (undos included) this reviewer has given on this item."""
+    return db.execute(
+        "SELECT COUNT(*) FROM review_verdicts WHERE item_id = ? AND reviewer = ?", (item_id, reviewer)
+    ).fetchone()[0]
+
+
 def queue_size(db: sqlite3.Connection, kind: str | None = None) -> int:
     if kind:
         return db.execute("SELECT COUNT(*) FROM review_items WHERE kind = ?", (kind,)).fetchone()[0]
