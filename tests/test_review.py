@@ -118,6 +118,23 @@ def test_a_dropped_question_leaves_the_release_and_an_edit_replaces_it_with_its_
     assert "s0" in back.queries and edited not in back.queries
 
 
+def test_a_verdict_that_comes_after_its_lease_ran_out_and_others_finished_the_item_is_refused(workspace):
+    from testset_builder.errors import ReviewConflictError
+
+    late = review.next_item(workspace, "ann", ReviewConfig(lease_s=0.1))
+    time.sleep(0.2)
+    settings = ReviewConfig(overlap=2)
+    for reviewer in ("bob", "cid"):
+        item = review.next_item(workspace, reviewer, settings)
+        assert item.item_id == late.item_id  # ann's lease ran out: the item went to the others
+        review.submit(workspace, reviewer, item.item_id, "grade", f"{reviewer}-late", grade=1, overlap=2)
+    with pytest.raises(ReviewConflictError, match=r"as many reviewers as it wants \(2"):
+        review.submit(workspace, "ann", late.item_id, "grade", "ann-late", grade=2, overlap=2)
+    assert store.verdict_by_key(workspace.db, "ann-late") is None
+    adjudicated = review.submit(workspace, "ann", late.item_id, "grade", "ann-adjudicates", grade=2)  # no overlap
+    assert adjudicated.created
+
+
 def test_a_higher_priority_lifts_an_item_already_queued_and_a_lower_one_does_not(workspace):
     item_id = store.pair_item_id("r2", workspace.chunk_ids[2])
     with workspace.transaction() as db:

@@ -104,3 +104,30 @@ def test_serve_refuses_a_non_loopback_address_unless_asked_for_by_host():
     _check_bind("0.0.0.0", explicit=True)
     _check_bind("::1", explicit=False)
     _check_bind("localhost", explicit=False)
+
+
+def test_a_verdict_no_longer_wanted_answers_409_and_the_page_says_it_was_not_saved(queued_workspace):
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from testset_builder.config import ReviewConfig
+    from testset_builder.review_ui import create_app
+
+    app = create_app(queued_workspace, TOKEN, ReviewConfig(overlap=1, lease_s=0.1))
+    with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        late = client.get("/api/next", params={"reviewer": "ann"}).json()
+        time.sleep(0.2)  # ann's lease runs out; bob takes and finishes the item
+        taken = client.get("/api/next", params={"reviewer": "bob"}).json()
+        assert taken["item_id"] == late["item_id"]
+        verdict = {"item_id": late["item_id"], "action": "grade", "grade": 1}
+        assert (
+            client.post("/api/verdicts", json={**verdict, "reviewer": "bob", "idempotency_key": "b"}).status_code == 201
+        )
+        refused = client.post("/api/verdicts", json={**verdict, "reviewer": "ann", "idempotency_key": "a"})
+        assert refused.status_code == 409 and "as many reviewers as it wants (1" in refused.json()["error"]
+        client.cookies.set("tsb_reviewer", "ann")
+        form = {"item_id": late["item_id"], "action": "grade", "grade": "2", "idempotency_key": "a2", "shown_at": "0"}
+        page = client.post("/ui/verdict", data=form, headers={"HX-Request": "true"})
+        assert page.status_code == 200 and "Not saved" in page.text
+        assert client.get("/api/stats").json()["per_reviewer"] == {"bob": {"grade": 1}}

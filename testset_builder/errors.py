@@ -73,6 +73,11 @@ class UnknownIdError(TestsetBuilderError):
         super().__init__(f"unknown {kind} id {ident!r}")
 
 
+class ReviewConflictError(TestsetBuilderError):
+    """A verdict that is no longer wanted: the item got its reviewers while this one's lease had run out. Nothing
+    was stored; ask for the next item."""
+
+
 class WorkspaceError(TestsetBuilderError):
     """The workspace cannot be opened or used as asked."""
 

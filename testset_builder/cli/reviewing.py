@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.panel import Panel
 
-from ..errors import InputError
+from ..errors import InputError, ReviewConflictError
 from .app import ConfigOption, JsonOption, WorkspaceOption, app, err, open_workspace_for, out, settings
 
 LOOPBACK = "127.0.0.1"
@@ -168,9 +168,12 @@ def review_in_terminal(
                 out.print("your last verdict was taken back" if undone else "nothing to undo")
                 continue
             try:
-                review.submit(ws, reviewer, item.item_id, **_parse(answer, item.kind), idempotency_key=key)
+                review.submit(
+                    ws, reviewer, item.item_id, **_parse(answer, item.kind), idempotency_key=key,
+                    overlap=None if adjudicate else resolved.review.overlap,
+                )  # fmt: skip
                 done += 1
-            except InputError as error:
+            except (InputError, ReviewConflictError) as error:
                 err.print(f"[yellow]{escape(str(error))}[/]")
 
 

@@ -23,7 +23,7 @@ from markupsafe import Markup, escape
 from pydantic import BaseModel, Field
 
 from ..config import ReviewConfig
-from ..errors import TestsetBuilderError, UnknownIdError
+from ..errors import ReviewConflictError, TestsetBuilderError, UnknownIdError
 from ..stages import review
 from ..store.workspace import Workspace
 
@@ -89,7 +89,8 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
 
     @app.exception_handler(TestsetBuilderError)
     async def bad_request(request: Request, error: TestsetBuilderError):
-        return JSONResponse({"error": str(error)}, status_code=404 if isinstance(error, UnknownIdError) else 400)
+        status = 404 if isinstance(error, UnknownIdError) else 409 if isinstance(error, ReviewConflictError) else 400
+        return JSONResponse({"error": str(error)}, status_code=status)
 
     def authorised(request: Request) -> None:
         header = request.headers.get("authorization", "")
@@ -107,7 +108,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
 
     @app.post("/api/verdicts", dependencies=auth)
     def api_verdict(verdict: VerdictIn):
-        result = review.submit(workspace, **verdict.model_dump())
+        result = review.submit(workspace, **verdict.model_dump(), overlap=settings.overlap)
         return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
 
     @app.post("/api/undo", dependencies=auth)
@@ -189,10 +190,13 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         edited_text: Annotated[str | None, Form()] = None,
     ):
         reviewer = _reviewer_of(request)
-        result = review.submit(
-            workspace, reviewer, item_id, action, idempotency_key, grade=grade, reason=reason or None,
-            edited_text=edited_text or None, seconds=max(0.0, time.time() - shown_at),
-        )  # fmt: skip
+        try:
+            result = review.submit(
+                workspace, reviewer, item_id, action, idempotency_key, grade=grade, reason=reason or None,
+                edited_text=edited_text or None, seconds=max(0.0, time.time() - shown_at), overlap=settings.overlap,
+            )  # fmt: skip
+        except ReviewConflictError:
+            return answered(request, reviewer, {"action": "not needed"})
         return answered(request, reviewer, {"action": action, "grade": result.verdict.grade})
 
     @app.post("/ui/undo", response_class=HTMLResponse, dependencies=auth)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ..config import ReviewConfig
-from ..errors import InputError, UnknownIdError
+from ..errors import InputError, ReviewConflictError, UnknownIdError
 from ..records import Judgment, JudgmentSource, JudgmentStatus, Query
 from ..store import review as store
 from ..store import rows
@@ -165,8 +165,13 @@ def submit(
     comment: str | None = None,
     edited_text: str | None = None,
     seconds: float | None = None,
+    overlap: int | None = None,
 ) -> SubmitResult:
-    """Record one verdict (see the module docstring); the same idempotency key again returns what was stored."""
+    """Record one verdict (see the module docstring); the same idempotency key again returns what was stored.
+
+    With ``overlap`` (the web and terminal reviewers pass theirs), a verdict that would give the item more reviewers
+    than it wants is refused with :class:`ReviewConflictError`: its reviewer's lease ran out and others finished it
+    meanwhile. An adjudicator's verdict and an import from another tool pass no overlap and are always taken."""
     reviewer = _reviewer(reviewer)
     if not idempotency_key or len(idempotency_key) > 200:
         raise InputError("a verdict needs an idempotency_key of 1 to 200 characters")
@@ -178,6 +183,16 @@ def submit(
         if target is None:
             raise UnknownIdError("review item", item_id)
         _check_action(target, action, grade, reason, edited_text)
+        wanted = None if overlap is None else max(overlap, target.wanted_overlap)
+        if (
+            wanted is not None
+            and action in store.COUNTING
+            and store.counting_verdicts_by_others(db, item_id, reviewer) >= wanted
+        ):
+            raise ReviewConflictError(
+                f"item {item_id} already has as many reviewers as it wants ({wanted}; your lease on it had run "
+                "out): nothing was stored; take the next item"
+            )
         now = utc_timestamp()
         judgment_id = None
         if action == "grade":

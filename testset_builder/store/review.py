@@ -86,6 +86,13 @@ def pending_items(db: sqlite3.Connection, overlap: int = 1, kind: str = "pair") 
     return [QueuedItem(*row) for row in db.execute(sql, (kind, overlap))]
 
 
+def counting_verdicts_by_others(db: sqlite3.Connection, item_id: str, reviewer: str) -> int:
+    """Reviewers other than this one whose standing verdict on the item counts towards its overlap."""
+    return db.execute(
+        "SELECT COUNT(*) FROM review_state WHERE item_id = ? AND reviewer != ? AND counting = 1", (item_id, reviewer)
+    ).fetchone()[0]
+
+
 def verdict_count(db: sqlite3.Connection, item_id: str, reviewer: str) -> int:
     """Verdicts (undos included) this reviewer has given on this item."""
     return db.execute(
