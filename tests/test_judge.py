@@ -8,6 +8,8 @@ import math
 
 import pytest
 from fake_provider import FakeProvider, digit_completion
+from hypothesis import given
+from hypothesis import strategies as st
 
 from testset_builder.config import JudgingConfig
 from testset_builder.errors import StructuredOutputError
@@ -16,7 +18,7 @@ from testset_builder.llm.roles import Role
 from testset_builder.llm.types import Completion, TokenLogprob
 from testset_builder.prompts import PromptError, load_prompt, parse_prompt
 from testset_builder.records import JudgmentSource, JudgmentStatus
-from testset_builder.stages.judge import Judge, JudgePair, score_position, score_probabilities
+from testset_builder.stages.judge import Judge, JudgePair, coherent_grade, score_position, score_probabilities
 from testset_builder.store import open_workspace
 
 PAIR = JudgePair(
@@ -75,7 +77,7 @@ def test_a_base_model_judgment_carries_grade_probabilities_and_lineage(workspace
     judge, provider = judge_with(workspace, lambda r: digit_completion({" 2": 0.6, " 1": 0.3, " 0": 0.1}))
     judgment = asyncio.run(judge.judge(PAIR))
     assert judgment.grade == 2 and judgment.grade_probs == pytest.approx({0: 0.1, 1: 0.3, 2: 0.6})
-    assert judgment.confidence == pytest.approx(0.6) and judgment.expected_grade == pytest.approx(1.5)
+    assert judgment.confidence == pytest.approx(0.9) and judgment.expected_grade == pytest.approx(1.5)
     assert judgment.source is JudgmentSource.llm and judgment.status is JudgmentStatus.pending
     lineage = judgment.lineage
     assert (
@@ -86,6 +88,22 @@ def test_a_base_model_judgment_carries_grade_probabilities_and_lineage(workspace
     request = provider.history[0]
     assert request.kind == "completion" and request.top_logprobs == 10 and request.stop == ("\n",)
     assert "Passage: Vitamin D lowered fracture risk" in request.prompt
+
+
+def test_a_pair_more_likely_relevant_than_not_is_never_graded_0(workspace):
+    judge, _ = judge_with(workspace, lambda r: digit_completion({" 0": 0.4, " 1": 0.3, " 2": 0.3}))
+    judgment = asyncio.run(judge.judge(PAIR))  # the single likeliest grade is 0, but P(relevant) is 0.6
+    assert (judgment.grade, judgment.confidence) == (1, pytest.approx(0.6))
+
+
+@given(st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3).filter(lambda w: sum(w) > 1e-6))
+def test_the_grade_and_the_relevant_decision_never_disagree(weights):
+    probs = {grade: w / sum(weights) for grade, w in enumerate(weights)}
+    grade, confidence = coherent_grade(probs)
+    p_relevant = probs[1] + probs[2]
+    assert (grade >= 1) == (p_relevant > 0.5)
+    assert confidence == pytest.approx(p_relevant if grade else 1 - p_relevant) and confidence >= 0.5 - 1e-9
+    assert grade != 2 or probs[2] > probs[1]
 
 
 def test_the_chat_judge_maps_umbrela_scores_to_our_three_grades(workspace):

@@ -17,7 +17,7 @@ from testset_builder.corpus.loaders import load_sources
 from testset_builder.export import read_qrels
 from testset_builder.llm import LLMClient
 from testset_builder.llm.roles import Role
-from testset_builder.stages.judge import Judge, JudgePair
+from testset_builder.stages.judge import Judge, JudgePair, coherent_grade
 from testset_builder.stages.propose import propose
 from testset_builder.stages.queries import read_queries
 from testset_builder.store import open_workspace, rows
@@ -76,7 +76,7 @@ def test_the_local_model_judges_real_scifact_pools_end_to_end_and_a_rerun_calls_
             assert judgment.grade_probs is not None and math.isclose(
                 sum(judgment.grade_probs.values()), 1.0, abs_tol=1e-4
             )
-            assert judgment.grade == max(judgment.grade_probs, key=judgment.grade_probs.get)
+            assert judgment.grade == coherent_grade(judgment.grade_probs)[0]
             assert (
                 judgment.lineage.provider == "local:gemma-3-270m@sha256:a5fd3b62230aa5ec"
                 and judgment.lineage.model == "gemma-3-270m"  # its name, never the server's path to the file

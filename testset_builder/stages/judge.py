@@ -6,9 +6,13 @@ base models the few-shot completion prompt (``prompts/judge/few-shot-completion.
 prompt's ``scale`` maps the model's score to our grades 0/1/2.
 
 Where the provider returns log-probabilities, the probability of each grade is read from the alternatives at the
-score token and stored with the judgment (``grade_probs``; ``confidence`` is the largest of them). Otherwise the
-sampled grade is stored with ``confidence`` unknown. Labels move with a prompt's wording, so every judgment keeps
-the prompt's name and sha256, the model and the provider in its lineage.
+score token and stored with the judgment (``grade_probs``), and the grade follows from them by one rule
+(:func:`coherent_grade`), so that the grade and the relevant / not-relevant decision never disagree: relevant when
+P(relevant) = P(1) + P(2) is above one half, and then 2 when P(2) > P(1), else 1; otherwise 0. ``confidence`` is the
+probability of that decision (P(relevant) or P(0)). Before, the grade was the single most likely one, so a pair with
+P(0) = 0.4, P(1) = 0.3, P(2) = 0.3 was graded 0 while being more likely relevant than not. Without
+log-probabilities the sampled grade is stored with ``confidence`` unknown. Labels move with a prompt's wording, so
+every judgment keeps the prompt's name and sha256, the model and the provider in its lineage.
 
 A judgment's id derives from the pair and the request's cache key, so "already judged" and "already paid for"
 are the same question: change anything the judge sends (the prompt, the model, the passage clipping,
@@ -88,6 +92,14 @@ def grade_probabilities(score_probs: dict[int, float], scale: dict[int, int]) ->
     for score, p in score_probs.items():
         grades[scale[score]] += p
     return {grade: round(p, 6) for grade, p in grades.items()}
+
+
+def coherent_grade(grade_probs: dict[int, float]) -> tuple[int, float]:
+    """The grade that agrees with the binary decision, and that decision's probability (see the module docstring)."""
+    p_relevant = grade_probs.get(1, 0.0) + grade_probs.get(2, 0.0)
+    if p_relevant > 0.5:
+        return (2 if grade_probs.get(2, 0.0) > grade_probs.get(1, 0.0) else 1), min(1.0, p_relevant)
+    return 0, min(1.0, 1.0 - p_relevant)
 
 
 def judgment_id(pair: JudgePair, request_key: str) -> str:
@@ -183,14 +195,14 @@ class Judge:
         rationale: str | None,
     ) -> Judgment:
         grade_probs = grade_probabilities(probs, self.scale) if probs is not None else None
-        grade = self.scale[score]
+        grade, confidence = coherent_grade(grade_probs) if grade_probs else (self.scale[score], None)
         return Judgment(
             judgment_id=judgment_id(pair, self.client.key(request)),
             query_id=pair.query_id,
             chunk_id=pair.chunk_id,
             grade=grade,
             source=JudgmentSource.llm,
-            confidence=max(grade_probs.values()) if grade_probs else None,
+            confidence=None if confidence is None else round(confidence, 6),
             grade_probs=grade_probs,
             rationale=rationale,
             status=JudgmentStatus.pending,
