@@ -13,6 +13,8 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from ..corpus.language import tokenize
 from ..tables import Run
 from ._common import corpus_key, top_k_run
@@ -70,6 +72,18 @@ class BM25Index:
         index.stem, index.language = stem, language
         index._model = bm25s.BM25.load(str(path), show_progress=False)
         return index
+
+    def scores(self, queries: Sequence[str]) -> np.ndarray:
+        """Every chunk's BM25 score for each query: an array of shape (queries, chunks), in ``chunk_ids`` order."""
+        tokenized = tokenize(queries, self.language, self.stem)
+        words = {i: w for w, i in tokenized.vocab.items()}
+        known = self._model.vocab_dict
+        out = np.zeros((len(queries), len(self.chunk_ids)), dtype=np.float32)
+        for row, ids in enumerate(tokenized.ids):
+            tokens = [words[i] for i in ids if words[i] in known]
+            if tokens:
+                out[row] = self._model.get_scores(tokens)
+        return out
 
     def search(self, query_ids: Sequence[str], queries: Sequence[str], k: int = 100, name: str = "bm25") -> Run:
         """Top ``k`` chunks per query as a Run (chunks scoring 0 are left out)."""

@@ -87,6 +87,10 @@ class DenseIndex:
             partial.unlink(missing_ok=True)
         return cls(chunk_ids, embeddings, model)
 
+    def scores(self, queries: Sequence[str]) -> np.ndarray:
+        """Every chunk's cosine similarity to each query: an array of shape (queries, chunks)."""
+        return encode(queries, self.model) @ self.embeddings.T
+
     def search(self, query_ids: Sequence[str], queries: Sequence[str], k: int = 100, name: str = "dense") -> Run:
         """Top ``k`` chunks per query by cosine similarity, as a Run."""
         k = min(k, len(self.chunk_ids))

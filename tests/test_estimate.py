@@ -1,0 +1,74 @@
+"""The relevance estimate: its features, its fit against scikit-learn's, and a refit that moves from the prior only
+as far as the verdicts justify."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import rankdata
+
+from testset_builder.stages.estimate import FEATURES, MIN_VERDICTS, PRIOR, RelevanceModel, fit, query_features, refit
+
+
+def test_features_follow_the_scores_of_the_whole_corpus():
+    dense = np.array([0.9, 0.2, 0.5, 0.5, 0.1])
+    bm25 = np.array([4.0, 0.0, 8.0, 2.0, 1.0])
+    out = query_features(
+        dense, bm25, [2, 3, 1], {"vitamin", "fracture"}, [{"vitamin", "fracture"}, {"vitamin"}, set()], [0.8, None, 0.1]
+    )
+    column = {name: out[:, i] for i, name in enumerate(FEATURES)}
+    assert column["dense"] == pytest.approx([0.5, 0.5, 0.2])
+    assert column["dense_gap"] == pytest.approx([-0.4, -0.4, -0.7])
+    assert column["bm25"] == pytest.approx([1.0, 0.25, 0.0])
+    expected_bm25_rank = rankdata(-bm25, method="min")[[2, 3, 1]]  # ties share the best rank
+    assert column["bm25_log_rank"] == pytest.approx(np.log1p(expected_bm25_rank))
+    assert column["dense_log_rank"] == pytest.approx(np.log1p(rankdata(-dense, method="min")[[2, 3, 1]]))
+    assert column["overlap"] == pytest.approx([1.0, 0.5, 0.0])
+    assert column["llm"] == pytest.approx([0.8, 0.5, 0.1]) and column["llm_missing"] == pytest.approx([0, 1, 0])
+
+
+def test_without_a_dense_model_the_dense_features_say_unrelated():
+    out = query_features(None, np.array([1.0, 0.0]), [0, 1], set(), [set(), set()], [None, None])
+    assert out[:, FEATURES.index("dense")] == pytest.approx([0, 0])
+    assert out[:, FEATURES.index("dense_gap")] == pytest.approx([-1, -1])
+    assert out[:, FEATURES.index("overlap")] == pytest.approx([0, 0])
+
+
+def synthetic(n: int, seed: int, bias: float = -1.0, weights=(2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0)):
+    chance = np.random.default_rng(seed)
+    x = chance.normal(size=(n, len(FEATURES)))
+    p = 1 / (1 + np.exp(-(bias + x @ np.array(weights))))
+    return x, (chance.random(n) < p).astype(float)
+
+
+def test_a_fit_agrees_with_scikit_learns_logistic_regression():
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = synthetic(3000, seed=1)
+    ours = fit(x, y, "test", l2=1.0)
+    theirs = LogisticRegression(C=1.0, tol=1e-10, max_iter=1000).fit(x, y)  # L2 with precision 1 on the weights
+    assert ours.weights == pytest.approx(theirs.coef_[0], abs=2e-3)
+    assert ours.p_relevant(x[:50]) == pytest.approx(theirs.predict_proba(x[:50])[:, 1], abs=2e-3)
+
+
+def test_a_refit_keeps_the_prior_with_too_few_verdicts_or_one_class_of_them():
+    x, y = synthetic(200, seed=2)
+    assert refit(x[: MIN_VERDICTS - 1], y[: MIN_VERDICTS - 1]) is PRIOR
+    assert refit(x[:50], np.ones(50)) is PRIOR
+
+
+def test_a_refit_moves_towards_the_truth_as_verdicts_accumulate():
+    truth = (2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0)
+    x, y = synthetic(4000, seed=3, weights=truth)
+    start = RelevanceModel("flat", 0.0, (0.0,) * len(FEATURES))
+    distances = [
+        np.linalg.norm(np.array(refit(x[:n], y[:n], start).weights) - truth) for n in (MIN_VERDICTS, 200, 4000)
+    ]
+    assert distances[0] > distances[1] > distances[2] and distances[2] < 0.25
+    assert refit(x[:200], y[:200], start).verdicts == 200
+
+
+def test_the_prior_ranks_a_closer_chunk_above_a_farther_one():
+    close = query_features(np.array([0.8, 0.3]), np.array([9.0, 1.0]), [0], {"a"}, [{"a"}], [None])
+    far = query_features(np.array([0.8, 0.3]), np.array([9.0, 1.0]), [1], {"a"}, [set()], [None])
+    assert PRIOR.p_relevant(close)[0] > PRIOR.p_relevant(far)[0]
