@@ -16,8 +16,8 @@ estimates (p(1-p) + 0.05); AUC measured on the pairs no verdict covered, average
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
-import random
 import sys
 import time
 from pathlib import Path
@@ -35,7 +35,7 @@ from testset_builder.metrics.agreement import cohen_kappa  # noqa: E402
 from testset_builder.records import Query, QueryOrigin  # noqa: E402
 from testset_builder.retrieval.indexes import WorkspaceIndexes  # noqa: E402
 from testset_builder.retrieval.pool import pool  # noqa: E402
-from testset_builder.stages.estimate import FEATURES, PRIOR, fit, query_features, refit, words  # noqa: E402
+from testset_builder.stages import estimate  # noqa: E402
 from testset_builder.store import open_workspace  # noqa: E402
 
 
@@ -71,11 +71,11 @@ def pairs_and_features(indexes: WorkspaceIndexes, queries: list[Query], relevant
             continue
         for c in chunks:
             if c not in chunk_words:
-                chunk_words[c] = words(indexes.passages[c])
+                chunk_words[c] = estimate.words(indexes.passages[c])
         blocks.append(
-            query_features(
+            estimate.query_features(
                 None if dense_rows is None else dense_rows[row], bm25_rows[row], [position[c] for c in chunks],
-                words(query.text), [chunk_words[c] for c in chunks], [None] * len(chunks),
+                estimate.words(query.text), [chunk_words[c] for c in chunks], [None] * len(chunks),
             )
         )  # fmt: skip
         labels.extend(c in relevant.get(query.query_id, set()) for c in chunks)
@@ -83,7 +83,7 @@ def pairs_and_features(indexes: WorkspaceIndexes, queries: list[Query], relevant
     return np.vstack(blocks), np.asarray(labels, dtype=float), keys
 
 
-def simulate(x, y, model, budget: int, strategy: str, seed: int) -> tuple[float | None, float | None]:
+def simulate(x, y, model, budget: int, strategy: str, seed: int, strength: float) -> tuple[float | None, float | None]:
     """Draw ``budget`` verdicts, refit, and measure AUC and kappa on the pairs left."""
     chance = np.random.default_rng(seed)
     n = len(y)
@@ -93,7 +93,7 @@ def simulate(x, y, model, budget: int, strategy: str, seed: int) -> tuple[float 
         p = model.p_relevant(x)
         weights = p * (1 - p) + 0.05
     chosen = chance.choice(n, size=budget, replace=False, p=weights / weights.sum())
-    refitted = refit(x[chosen], y[chosen], model)
+    refitted = estimate.refit(x[chosen], y[chosen], model, strength)
     rest = np.setdiff1d(np.arange(n), chosen)
     p_rest = refitted.p_relevant(x[rest])
     return roc_auc(p_rest, y[rest]), cohen_kappa(list(p_rest >= 0.5), list(y[rest] >= 0.5))
@@ -106,12 +106,17 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--depth", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--fit", action="store_true", help="refit the prior on the train queries and print it")
+    parser.add_argument(
+        "--strengths",
+        default=str(estimate.REFIT_STRENGTH),
+        help="the refit's pull towards the prior (comma-separated to compare)",
+    )
     args = parser.parse_args(argv)
     if not args.data.is_dir():
         sys.exit(f"SciFact not found at {args.data}")
 
     texts = {q["_id"]: q["text"] for q in map(json.loads, (args.data / "queries.jsonl").open(encoding="utf-8"))}
-    report: dict = {"depth": args.depth, "features": list(FEATURES)}
+    report: dict = {"depth": args.depth, "features": list(estimate.FEATURES)}
     with open_workspace(args.workspace) as ws:
         started = time.perf_counter()
         ingest(ws, load_sources([args.data]), ChunkingConfig(chunker="prechunked", size=1, overlap=0), [args.data])
@@ -124,50 +129,67 @@ def main(argv: list[str] | None = None) -> dict:
             split[name] = pairs_and_features(indexes, queries, relevant, args.depth)
         print(f"features of {sum(len(s[1]) for s in split.values())} pairs in {time.perf_counter() - started:.1f} s")
 
-    model = PRIOR
+    model = estimate.PRIOR
     if args.fit:
         x, y, _ = split["train"]
         x = x.copy()
-        x[:, FEATURES.index("llm")] = 0.0  # the prior gives the LLM no weight (the embedded judge is at chance)
-        x[:, FEATURES.index("llm_missing")] = 0.0
-        model = fit(x, y, PRIOR.name)
-        print("fitted on train:", json.dumps(model.as_dict(), indent=2))
-        print(f"    bias={model.bias:.4f},\n    weights=({', '.join(f'{w:.4f}' for w in model.weights)}),")
-        report["fitted"] = model.as_dict()
+        # the prior gives the LLM no weight (the embedded judge is at chance)
+        x[:, estimate.FEATURES.index("llm")] = 0.0
+        x[:, estimate.FEATURES.index("llm_missing")] = 0.0
+        model = estimate.fit(x, y, estimate.PRIOR.name)
+        lexical_x = x.copy()  # dense columns at 0 while fitting: their weights stay 0, whatever constant they hold
+        for column in ("dense", "dense_gap", "dense_log_rank"):
+            lexical_x[:, estimate.FEATURES.index(column)] = 0.0
+        lexical = estimate.fit(lexical_x, y, estimate.PRIOR_LEXICAL.name)
+        for fitted in (model, lexical):
+            print(f"fitted on train ({fitted.name}):", json.dumps(fitted.as_dict(), indent=2))
+            print(f"    bias={fitted.bias:.4f},\n    weights=({', '.join(f'{w:.4f}' for w in fitted.weights)}),")
+        report["fitted"] = [model.as_dict(), lexical.as_dict()]
 
     x, y, _ = split["test"]
     positive = int(y.sum())
     print(
         f"\nSciFact test: {len(y)} pooled pairs (depth {args.depth} per retriever and fused), {positive} human-relevant"
     )
+    lexical_model = lexical if args.fit else estimate.PRIOR_LEXICAL
     rows = {
-        "dense alone": x[:, FEATURES.index("dense")],
-        "bm25 alone": x[:, FEATURES.index("bm25")],
+        f"estimate without dense ({lexical_model.name})": lexical_model.p_relevant(
+            estimate.without_dense(x, len(indexes.chunk_ids))
+        ),
+        "dense alone": x[:, estimate.FEATURES.index("dense")],
+        "bm25 alone": x[:, estimate.FEATURES.index("bm25")],
         f"estimate ({model.name})": model.p_relevant(x),
     }
     report["auc"] = {}
     for label, scores in rows.items():
         auc = roc_auc(scores, y)
         report["auc"][label] = auc
-        kappa = cohen_kappa(list(model.p_relevant(x) >= 0.5), list(y >= 0.5)) if "estimate" in label else None
+        kappa = cohen_kappa(list(scores >= 0.5), list(y >= 0.5)) if "estimate" in label else None
         shown = f", kappa at 0.5 {kappa:.3f}" if kappa is not None else ""
         print(f"  {label:<40} AUC {auc:.3f}{shown}")
+    # a prior that knows only dense similarity stands in for a corpus unlike SciFact, where the shipped prior is off
+    weak = estimate.RelevanceModel(
+        "dense-only", -2.0, tuple(5.0 if f == "dense_gap" else 0.0 for f in estimate.FEATURES)
+    )
+    print(f"  {'a weak prior (dense gap only)':<40} AUC {roc_auc(weak.p_relevant(x), y):.3f}")
     report["refit"] = []
-    for strategy in ("uniform", "uncertain"):
-        for budget in (50, 100, 200):
-            results = [simulate(x, y, model, budget, strategy, seed) for seed in range(args.repeats)]
-            aucs = [a for a, _ in results if a is not None]
-            kappas = [k for _, k in results if k is not None]
-            row = {
-                "strategy": strategy, "verdicts": budget, "auc": float(np.mean(aucs)), "auc_min": float(min(aucs)),
-                "kappa": float(np.mean(kappas)) if kappas else None,
-            }  # fmt: skip
-            report["refit"].append(row)
-            print(
-                f"  refit on {budget:>3} verdicts drawn {strategy:<9}: AUC {row['auc']:.3f} (min {row['auc_min']:.3f} "
-                f"over {args.repeats} seeds), kappa {row['kappa']:.3f}"
-            )
-    random.seed(0)
+    for start, strength, strategy, budget in itertools.product(
+        (model, weak), [float(s) for s in args.strengths.split(",")], ("uniform", "uncertain"), (50, 100, 200)
+    ):
+        results = [simulate(x, y, start, budget, strategy, seed, strength) for seed in range(args.repeats)]
+        aucs = [a for a, _ in results if a is not None]
+        kappas = [k for _, k in results if k is not None]
+        row = {
+            "from": start.name, "strength": strength, "strategy": strategy, "verdicts": budget,
+            "auc": float(np.mean(aucs)), "auc_min": float(min(aucs)),
+            "kappa": float(np.mean(kappas)) if kappas else None,
+        }  # fmt: skip
+        report["refit"].append(row)
+        print(
+            f"  refit of {start.name} (strength {strength:g}) on {budget:>3} verdicts drawn {strategy:<9}: "
+            f"AUC {row['auc']:.3f} "
+            f"(min {row['auc_min']:.3f} over {args.repeats} seeds), kappa {row['kappa']:.3f}"
+        )
     return report
 
 

@@ -44,7 +44,8 @@ def relevance_by_overlap(request) -> object:
     passage = prompt.rsplit("Passage: ", 1)[1].lower()
     hits = sum(word in passage for word in query if len(word) > 3)
     p2 = min(0.9, 0.1 + 0.3 * hits)
-    return digit_completion({"2": p2, "1": (1 - p2) / 2, "0": (1 - p2) / 2})
+    p1 = (1 - p2) * (0.25 if hits == 0 else 0.5)  # no word in common: more likely not relevant than relevant
+    return digit_completion({"2": p2, "1": p1, "0": 1 - p2 - p1})
 
 
 # reading queries ------------------------------------------------------------------------------------------------
@@ -257,6 +258,10 @@ def test_audit_flags_pairs_where_the_judge_and_the_labels_disagree(workspace, tm
     assert summary.pairs == 2 and summary.judged == 2 and summary.agreement == 0.5
     assert [(d["chunk_id"], d["label"], d["judge"]) for d in summary.disagreements] == [(unrelated, 2, 0)]
     assert review_store.queued_items(workspace.db, limit=1)[0].chunk_id == unrelated  # disagreements first
+    audited = {d["chunk_id"]: d for d in summary.audited}  # every pair, with the tool's estimate beside the label
+    assert audited.keys() == {ndcg, unrelated} and summary.estimate_model.startswith("prior:")
+    assert (audited[ndcg]["label"], audited[ndcg]["judge"]) == (1, 2)
+    assert audited[ndcg]["p_relevant"] > audited[unrelated]["p_relevant"]  # the chunk about ndcg looks likelier
     with pytest.raises(InputError, match="1 chunk id"):
         asyncio.run(audit(workspace, Qrels.from_dict({"q1": {"nope": 1}}), queries, judge))
 

@@ -185,6 +185,7 @@ def test_audit_against_scifact_labels_through_the_cli(scifact_sample, tmp_path, 
     report = json.loads(capsys.readouterr().out)
     labelled = sum(1 for line in (scifact_sample / "qrels.tsv").read_text().splitlines()[1:])
     assert code == 0 and report["pairs"] == report["judged"] == labelled
+    assert len(report["audited"]) == labelled and all(0 <= d["p_relevant"] <= 1 for d in report["audited"])
     flagged = out.read_text().splitlines()
     assert flagged[0].split("\t") == ["query-id", "corpus-id", "label", "judge", "confidence", "rationale"]
     assert len(flagged) - 1 == len(report["disagreements"]) == round((1 - report["agreement"]) * labelled)

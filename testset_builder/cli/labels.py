@@ -408,6 +408,37 @@ def audit(
 
 
 @app.command()
+def estimate(
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Estimate P(relevant) for every pooled and queued pair, refitted on the reviewers' grades.
+
+    The estimate combines dense similarity, BM25, ranks, word overlap and the LLM judge's P(relevant) when there is
+    one. With no human grade yet it is the shipped prior (fitted on SciFact's train queries); from 20 graded pairs
+    on, it is refitted on this workspace's verdicts, pulled towards the prior. No LLM call; run it again after a
+    review session.
+    """
+    from ..stages.estimate import estimate_workspace
+
+    resolved = settings(config, workspace)
+    with open_workspace_for(resolved) as ws:
+        summary = estimate_workspace(ws)
+    if json_output:
+        print(json.dumps(summary.as_dict(), indent=2))
+        return
+    model = summary.model
+    weights = ", ".join(f"{name} {value:+.2f}" for name, value in model["weights"].items() if value)
+    out.print(
+        f"estimated {summary.pairs} pairs ({summary.new_features} newly scored"
+        f"{'' if summary.dense else '; no dense model: lexical signals only'}) with {model['name']}, fitted on "
+        f"{summary.verdicts} human-graded pairs ({summary.relevant_verdicts} relevant); weights: {weights}",
+        highlight=False,
+    )
+
+
+@app.command()
 def queue(
     workspace: WorkspaceOption = None,
     config: ConfigOption = None,

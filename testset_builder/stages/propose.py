@@ -19,9 +19,11 @@ from ..metrics.agreement import cohen_kappa
 from ..records import Judgment
 from ..retrieval.indexes import WorkspaceIndexes, retriever_names
 from ..retrieval.pool import pool, pooled_pairs
+from ..store import estimates as stored_estimates
 from ..store import history, rows
 from ..store.workspace import Workspace, utc_timestamp
 from ..tables import Qrels
+from .estimate import estimate_workspace
 from .judge import Judge, JudgePair
 from .labelling import JudgingCounts, judge_and_queue, store_queries
 from .queries import QueryFile
@@ -109,6 +111,8 @@ class AuditSummary:
     exact_agreement: float | None = None  # share with the same grade
     kappa: float | None = None  # Cohen's kappa on relevant / not relevant
     disagreements: list[dict] = field(default_factory=list)
+    audited: list[dict] = field(default_factory=list)  # every pair: its label, the judge's grade, the estimate
+    estimate_model: str | None = None
     judging: JudgingCounts = field(default_factory=JudgingCounts)
     seconds: float = 0.0
 
@@ -177,6 +181,17 @@ async def _audit(workspace: Workspace, qrels: Qrels, query_file: QueryFile, judg
         ),
         key=lambda d: (d["query_id"], d["chunk_id"]),
     )
+    estimated = estimate_workspace(workspace, [(p.query_id, p.chunk_id) for p in pairs])
+    summary.estimate_model = estimated.model["name"]
+    p_relevant = {(e.query_id, e.chunk_id): e.p_relevant for e in stored_estimates.estimates(workspace.db).values()}
+    graded = {(q, c): j.grade for (q, c), j in every.items()}
+    summary.audited = [
+        {
+            "query_id": p.query_id, "chunk_id": p.chunk_id, "label": labels[p.query_id][p.chunk_id],
+            "judge": graded.get((p.query_id, p.chunk_id)), "p_relevant": p_relevant.get((p.query_id, p.chunk_id)),
+        }
+        for p in pairs
+    ]  # fmt: skip
     summary.seconds = round(time.perf_counter() - clock, 3)
     history.record_stage(
         workspace,
@@ -185,7 +200,7 @@ async def _audit(workspace: Workspace, qrels: Qrels, query_file: QueryFile, judg
             "judge": {"provider": judge.role.provider, "model": judge.model, "prompt": judge.prompt.sha256},
             "pairs": len(pairs),
         },
-        {k: v for k, v in summary.as_dict().items() if k != "disagreements"},
+        {k: v for k, v in summary.as_dict().items() if k not in ("disagreements", "audited")},
         started,
     )
     return summary

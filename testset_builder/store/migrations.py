@@ -292,6 +292,27 @@ def m007_review_queue(db: sqlite3.Connection) -> None:
     db.execute("DELETE FROM review_assignments WHERE reviewer = '*'")
 
 
+@migration(8)
+def m008_estimates(db: sqlite3.Connection) -> None:
+    """The relevance estimate of each (query, chunk) pair: P(relevant), the model that made it and how many verdicts
+    that model saw, and the features it read (so a refit needs no retrieval). Derived data: recomputed, replaced."""
+    run_script(
+        db,
+        """
+        CREATE TABLE estimates (
+            query_id TEXT NOT NULL REFERENCES queries(query_id),
+            chunk_id TEXT NOT NULL REFERENCES chunks(chunk_id),
+            p_relevant REAL NOT NULL CHECK (p_relevant BETWEEN 0 AND 1),
+            model TEXT NOT NULL,
+            verdicts INTEGER NOT NULL CHECK (verdicts >= 0),
+            features TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (query_id, chunk_id)
+        );
+        """,
+    )
+
+
 def pair_item_id(query_id: str, chunk_id: str) -> str:
     """The review item of a (query, chunk) pair: derived from the pair, so queueing it twice is one item."""
     return "p-" + hashlib.sha256(f"{query_id}\x00{chunk_id}".encode()).hexdigest()[:20]

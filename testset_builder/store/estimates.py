@@ -1,0 +1,53 @@
+"""The estimates table: each (query, chunk) pair's P(relevant) and what made it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StoredEstimate:
+    query_id: str
+    chunk_id: str
+    p_relevant: float
+    model: str
+    verdicts: int
+    features: tuple[float, ...]
+
+
+def put_estimates(db: sqlite3.Connection, estimates: Iterable[StoredEstimate], created_at: str) -> int:
+    rows = [
+        (e.query_id, e.chunk_id, e.p_relevant, e.model, e.verdicts, json.dumps(list(e.features)), created_at)
+        for e in estimates
+    ]
+    db.executemany(
+        "INSERT INTO estimates (query_id, chunk_id, p_relevant, model, verdicts, features, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(query_id, chunk_id) DO UPDATE SET p_relevant = excluded.p_relevant, "
+        "model = excluded.model, verdicts = excluded.verdicts, features = excluded.features, "
+        "created_at = excluded.created_at",
+        rows,
+    )
+    return len(rows)
+
+
+def estimates(db: sqlite3.Connection) -> dict[tuple[str, str], StoredEstimate]:
+    return {
+        (q, c): StoredEstimate(q, c, p, model, n, tuple(json.loads(f)))
+        for q, c, p, model, n, f in db.execute(
+            "SELECT query_id, chunk_id, p_relevant, model, verdicts, features FROM estimates"
+        )
+    }
+
+
+def candidate_pairs(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """Every pooled (query, chunk) pair and every queued pair, once, in a stable order."""
+    return [
+        (q, c)
+        for q, c in db.execute(
+            "SELECT query_id, chunk_id FROM candidates UNION "
+            "SELECT query_id, chunk_id FROM review_items WHERE kind = 'pair' ORDER BY 1, 2"
+        )
+    ]
