@@ -129,3 +129,36 @@ def queued_workspace(docs_workspace):
         store.enqueue(db, items, utc_timestamp())
     ws.chunk_ids = chunk_ids
     return ws
+
+
+@pytest.fixture
+def pair_queue(docs_workspace):
+    """Two real queries, each paired with every chunk of the docs corpus in the review queue; ``truth(item)`` says
+    whether a reviewer would call the pair relevant (the chunk names the query's metric)."""
+    from testset_builder.records import Query, QueryOrigin
+    from testset_builder.store import review as review_store
+    from testset_builder.store import rows
+    from testset_builder.store.workspace import utc_timestamp
+
+    ws = docs_workspace
+    chunks = rows.live_chunk_rows(ws.db)
+    queries = [
+        Query(query_id="q-ndcg", text="how is ndcg computed", origin=QueryOrigin.real),
+        Query(query_id="q-recall", text="what does recall at k count", origin=QueryOrigin.real),
+    ]
+    items = [
+        review_store.QueuedItem(review_store.pair_item_id(q.query_id, c), "pair", q.query_id, c, 1.0, "test", 1)
+        for q in queries
+        for c, *_ in chunks
+    ]
+    with ws.transaction() as db:
+        rows.put_queries(db, queries)
+        review_store.enqueue(db, items, utc_timestamp())
+    texts = {c: text for c, _, text in chunks}
+    word = {"q-ndcg": "ndcg", "q-recall": "recall"}
+
+    def truth(query_id: str, chunk_id: str) -> bool:
+        return word[query_id] in texts[chunk_id].lower()
+
+    ws.items, ws.truth = items, truth
+    return ws

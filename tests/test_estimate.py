@@ -74,39 +74,22 @@ def test_the_prior_ranks_a_closer_chunk_above_a_farther_one():
     assert PRIOR.p_relevant(close)[0] > PRIOR.p_relevant(far)[0]
 
 
-def test_the_workspace_estimate_keeps_the_prior_until_reviewers_grade_enough_pairs(docs_workspace, capsys):
+def test_the_workspace_estimate_keeps_the_prior_until_reviewers_grade_enough_pairs(pair_queue, capsys):
     import json
 
     from testset_builder.cli import main
-    from testset_builder.records import Query, QueryOrigin
     from testset_builder.stages import review
     from testset_builder.stages.estimate import PRIOR_LEXICAL, estimate_workspace
     from testset_builder.store import estimates as stored
-    from testset_builder.store import review as review_store
-    from testset_builder.store import rows
-    from testset_builder.store.workspace import utc_timestamp
 
-    ws = docs_workspace
-    chunks = rows.live_chunk_rows(ws.db)
-    queries = [Query(query_id="q-ndcg", text="how is ndcg computed", origin=QueryOrigin.real)]
-    queries.append(Query(query_id="q-recall", text="what does recall at k count", origin=QueryOrigin.real))
-    items = [
-        review_store.QueuedItem(review_store.pair_item_id(q.query_id, c), "pair", q.query_id, c, 1.0, "test", 1)
-        for q in queries
-        for c, *_ in chunks
-    ]
-    with ws.transaction() as db:
-        rows.put_queries(db, queries)
-        review_store.enqueue(db, items, utc_timestamp())
+    ws, items = pair_queue, pair_queue.items
     first = estimate_workspace(ws)
     assert first.pairs == len(items) == first.new_features and first.verdicts == 0
     assert first.model["name"] in (PRIOR.name, PRIOR_LEXICAL.name)
     assert estimate_workspace(ws).new_features == 0  # features are stored: a rerun scores nothing again
 
-    texts = {c: text for c, _, text in chunks}
-    word = {"q-ndcg": "ndcg", "q-recall": "recall"}
-    for item in items:  # a reviewer calls a chunk relevant when it names the query's metric
-        relevant = word[item.query_id] in texts[item.chunk_id].lower()
+    for item in items:
+        relevant = ws.truth(item.query_id, item.chunk_id)
         review.submit(ws, "ann", item.item_id, "grade", item.item_id, grade=1 if relevant else 0)
     assert main(["estimate", "--workspace", str(ws.root), "--json"]) == 0
     refitted = json.loads(capsys.readouterr().out)
@@ -114,7 +97,7 @@ def test_the_workspace_estimate_keeps_the_prior_until_reviewers_grade_enough_pai
     saved = stored.estimates(ws.db)
     keys = sorted(saved)
     features = np.array([saved[k].features for k in keys])
-    labels = np.array([int(word[q] in texts[c].lower()) for q, c in keys])
+    labels = np.array([int(ws.truth(q, c)) for q, c in keys])
     prior = PRIOR if first.model["name"] == PRIOR.name else PRIOR_LEXICAL
     expected = refit(features, labels, prior).p_relevant(features)  # recomputed from the stored features
     assert [saved[k].p_relevant for k in keys] == pytest.approx(expected, abs=1e-6)

@@ -9,9 +9,9 @@ from . import corpus, labels, releases, reviewing, scoring  # noqa: F401  (regis
 from .app import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PARTIAL, app, main
 
 PIPELINE = [
-    "config", "chunk", "synthesize", "propose", "audit", "estimate", "queue", "serve", "review", "review-stats",
-    "review-export", "review-import", "costs", "resume", "release", "diff", "export", "push", "import", "score",
-    "compare", "baseline",
+    "config", "chunk", "synthesize", "propose", "audit", "estimate", "select", "queue", "serve", "review",
+    "review-stats", "review-export", "review-import", "costs", "resume", "release", "diff", "export", "push", "import",
+    "score", "compare", "baseline",
 ]  # fmt: skip
 app.registered_commands.sort(key=lambda c: PIPELINE.index(c.name or c.callback.__name__))  # --help in pipeline order
 

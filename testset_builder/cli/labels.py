@@ -438,6 +438,45 @@ def estimate(
     )
 
 
+@app.command("select")
+def select_pairs(
+    budget: Annotated[
+        int, typer.Option("--budget", "-n", min=1, help="Pairs to draw for review (on average).", show_default=False)
+    ],
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    uniform_share: Annotated[
+        float,
+        typer.Option("--uniform-share", min=0.01, max=1.0, help="Share of the budget spread evenly over every pair."),
+    ] = 0.2,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the draw (a rerun with it draws the same).")] = 0,
+    json_output: JsonOption = False,
+) -> None:
+    """Draw the pairs humans should review, the uncertain ones likelier, each with a recorded probability.
+
+    Refits the relevance estimate on the verdicts so far, then draws from the pending pairs no earlier round
+    considered: pair i with probability min(1, u + c p_i (1 - p_i)), where u spreads --uniform-share of the budget
+    evenly (no pair is ever impossible) and c makes the expected number drawn equal --budget. Drawn pairs head the
+    review queue. The probabilities are kept, drawn or not, so that figures estimated from the verdicts stay
+    unbiased. Run it again after a review session for the next round.
+    """
+    from ..stages.selection import select_for_review
+
+    resolved = settings(config, workspace)
+    with open_workspace_for(resolved) as ws:
+        summary = select_for_review(ws, budget, uniform_share, seed)
+    if json_output:
+        print(json.dumps(summary.as_dict(), indent=2))
+        return
+    smallest = "n/a" if summary.smallest_probability is None else f"{summary.smallest_probability:.4f}"
+    out.print(
+        f"round {summary.round}: drew {summary.drawn} of {summary.considered} pending pairs (budget {budget}, "
+        f"{summary.uniform_share:.0%} spread evenly; smallest probability {smallest}) using {summary.model}; "
+        "they head the review queue",
+        highlight=False,
+    )
+
+
 @app.command()
 def queue(
     workspace: WorkspaceOption = None,

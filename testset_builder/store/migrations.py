@@ -313,6 +313,30 @@ def m008_estimates(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(9)
+def m009_review_draws(db: sqlite3.Connection) -> None:
+    """Each pair a selection round considered for review: its inclusion probability, whether it was drawn, and the
+    estimate behind the probability (the weights that keep estimates from verdicts unbiased). Append-only."""
+    run_script(
+        db,
+        """
+        CREATE TABLE review_draws (
+            item_id TEXT PRIMARY KEY REFERENCES review_items(item_id),
+            round INTEGER NOT NULL CHECK (round >= 1),
+            probability REAL NOT NULL CHECK (probability > 0 AND probability <= 1),
+            drawn INTEGER NOT NULL CHECK (drawn IN (0, 1)),
+            p_relevant REAL NOT NULL CHECK (p_relevant BETWEEN 0 AND 1),
+            model TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE TRIGGER review_draws_no_update BEFORE UPDATE ON review_draws
+            BEGIN SELECT RAISE(ABORT, 'draws are append-only: a probability once used stays as it was'); END;
+        CREATE TRIGGER review_draws_no_delete BEFORE DELETE ON review_draws
+            BEGIN SELECT RAISE(ABORT, 'draws are append-only: a probability once used stays as it was'); END;
+        """,
+    )
+
+
 def pair_item_id(query_id: str, chunk_id: str) -> str:
     """The review item of a (query, chunk) pair: derived from the pair, so queueing it twice is one item."""
     return "p-" + hashlib.sha256(f"{query_id}\x00{chunk_id}".encode()).hexdigest()[:20]

@@ -1,0 +1,92 @@
+"""Selection for review: uncertain pairs drawn more often, every pair possible, and estimates from the drawn pairs
+unbiased when weighted by their known probabilities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from testset_builder.stages.selection import draw, horvitz_thompson_mean, inclusion_probabilities
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(0.0, 1.0), min_size=1, max_size=300),
+    st.floats(0.05, 1.0),
+    st.floats(0.01, 1.0),
+)
+def test_probabilities_sum_to_the_budget_and_none_is_zero(p, fraction, uniform_share):
+    budget = max(1.0, fraction * len(p))
+    pi = inclusion_probabilities(p, budget, uniform_share)
+    assert pi.sum() == pytest.approx(min(budget, len(p)), rel=1e-6)
+    assert (pi > 0).all() and (pi <= 1).all()
+
+
+def test_the_less_certain_a_pair_the_likelier_it_is_drawn():
+    p = np.array([0.01, 0.2, 0.5, 0.8, 0.99] * 40)
+    pi = inclusion_probabilities(p, budget=40, uniform_share=0.2)
+    by_p = {value: pi[p == value][0] for value in (0.01, 0.2, 0.5, 0.8, 0.99)}
+    assert by_p[0.5] > by_p[0.2] > by_p[0.01]
+    assert by_p[0.2] == pytest.approx(by_p[0.8]) and by_p[0.01] == pytest.approx(by_p[0.99])
+    assert by_p[0.01] >= 0.2 * 40 / len(p) - 1e-12  # the uniform slice is every pair's floor
+    assert inclusion_probabilities(p, budget=len(p)).tolist() == [1.0] * len(p)
+
+
+def test_a_draw_is_seeded_and_draws_about_the_budget():
+    pi = inclusion_probabilities(np.linspace(0, 1, 2000), budget=200)
+    first, again = draw(pi, seed=7), draw(pi, seed=7)
+    assert first == again
+    counts = [sum(d.drawn for d in draw(pi, seed)) for seed in range(50)]
+    assert np.mean(counts) == pytest.approx(200, abs=3 * np.sqrt(200) / np.sqrt(50) + 1)
+
+
+def test_weighted_by_their_probabilities_the_drawn_pairs_estimate_the_share_relevant_without_bias():
+    chance = np.random.default_rng(0)
+    n = 3000
+    truth = chance.random(n) < 0.1  # one pair in ten relevant
+    p = np.clip(np.where(truth, 0.6, 0.15) + chance.normal(0, 0.1, n), 0.01, 0.99)  # an estimate that leans right
+    pi = inclusion_probabilities(p, budget=150, uniform_share=0.2)
+    weighted, naive = [], []
+    for seed in range(400):
+        drawn = [d for d in draw(pi, seed) if d.drawn]
+        index = np.array([d.index for d in drawn])
+        weighted.append(horvitz_thompson_mean(truth[index], pi[index], n))
+        naive.append(truth[index].mean())
+    error = np.std(weighted) / np.sqrt(len(weighted))
+    assert abs(np.mean(weighted) - truth.mean()) < 3 * error  # unbiased
+    assert np.mean(naive) - truth.mean() > 10 * error  # the unweighted share of the drawn pairs is not
+
+
+def test_a_selection_round_draws_with_recorded_probabilities_and_puts_the_drawn_first(pair_queue, capsys):
+    import json
+
+    from testset_builder.cli import main
+    from testset_builder.stages import review
+    from testset_builder.store import draws as stored
+    from testset_builder.store import estimates
+    from testset_builder.store import review as review_store
+
+    ws, items = pair_queue, pair_queue.items
+    assert main(["select", "--budget", "10", "--workspace", str(ws.root), "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    recorded = stored.draws(ws.db)
+    assert first["round"] == 1 and first["considered"] == len(items) == len(recorded)
+    assert sum(d.probability for d in recorded.values()) == pytest.approx(10)
+    p = {(q, c): e.p_relevant for (q, c), e in estimates.estimates(ws.db).items()}
+    expected = inclusion_probabilities([p[(i.query_id, i.chunk_id)] for i in items], 10, 0.2)
+    assert [recorded[i.item_id].probability for i in items] == pytest.approx(expected)
+    drawn = {item_id for item_id, d in recorded.items() if d.drawn}
+    assert first["drawn"] == len(drawn) > 0
+    head = review_store.queued_items(ws.db, limit=len(drawn))
+    assert {i.item_id for i in head} == drawn and all(i.reason == "drawn for review, round 1" for i in head)
+
+    served = review.next_item(ws, "ann")
+    review.submit(ws, "ann", served.item_id, "grade", "k1", grade=1)
+    assert main(["select", "--budget", "5", "--workspace", str(ws.root), "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["round"] == 2 and second["considered"] == 0  # every pending pair was considered in round 1
+    with pytest.raises(Exception, match="append-only"):
+        with ws.transaction() as db:
+            db.execute("UPDATE review_draws SET probability = 1")

@@ -1,0 +1,147 @@
+"""Which pairs humans review: drawn at random with known, never-zero inclusion probabilities.
+
+Reviewing the pairs the estimate is least sure of teaches it most, but a set reviewed only where the model was
+unsure says nothing unbiased about the rest. So the draw is Poisson sampling: each pending pair is drawn
+independently with probability
+
+    pi_i = min(1, u + c * w_i),   w_i = p_i (1 - p_i)   (p_i: the pair's estimated P(relevant))
+
+where ``u`` spreads ``uniform_share`` of the budget evenly over all pairs (the uniform slice, and the floor that keeps
+every pi_i above zero) and ``c`` is set so that the expected number drawn, sum(pi_i), equals the budget. Each drawn
+pair records its pi_i and the round that drew it: an estimate from verdicts weighted by 1/pi_i (Horvitz-Thompson,
+and prediction-powered inference on top of it) stays unbiased however uneven the draw (Zrnic and Candès 2024;
+Gligorić et al. 2024).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One pair's part in a round: whether it was drawn and with what probability."""
+
+    index: int
+    drawn: bool
+    probability: float
+
+
+def inclusion_probabilities(p_relevant: Sequence[float], budget: float, uniform_share: float = 0.2) -> np.ndarray:
+    """pi_i as in the module docstring; sum(pi) equals ``budget`` (all ones when the budget covers every pair)."""
+    p = np.clip(np.asarray(p_relevant, dtype=float), 0.0, 1.0)
+    n = len(p)
+    if n == 0:
+        return p
+    if budget >= n:
+        return np.ones(n)
+    if not 0.0 < uniform_share <= 1.0:
+        raise ValueError("uniform_share must be in (0, 1]")
+    floor = uniform_share * budget / n
+    weights = p * (1.0 - p)
+    if weights.sum() <= 0 or uniform_share == 1.0:
+        return np.full(n, budget / n)
+
+    def total(c: float) -> float:
+        return float(np.minimum(1.0, floor + c * weights).sum())
+
+    low, high = 0.0, 1.0
+    while total(high) < budget:
+        high *= 2.0
+    for _ in range(100):  # bisection: total() is continuous and non-decreasing in c
+        middle = (low + high) / 2.0
+        low, high = (middle, high) if total(middle) < budget else (low, middle)
+    return np.minimum(1.0, floor + high * weights)
+
+
+def draw(probabilities: np.ndarray, seed: int) -> list[Draw]:
+    """Poisson sampling: each pair drawn independently with its probability (seeded, so a rerun draws the same)."""
+    chance = np.random.default_rng(seed).random(len(probabilities))
+    return [Draw(i, bool(u < pi), float(pi)) for i, (u, pi) in enumerate(zip(chance, probabilities))]
+
+
+def horvitz_thompson_mean(values: Sequence[float], probabilities: Sequence[float], population: int) -> float:
+    """The population mean of a quantity observed on the drawn pairs only, each weighted by 1 / pi."""
+    values, probabilities = np.asarray(values, dtype=float), np.asarray(probabilities, dtype=float)
+    if population <= 0:
+        raise ValueError("the population must hold at least one pair")
+    return float((values / probabilities).sum() / population)
+
+
+# the workspace ------------------------------------------------------------------------------------------------------
+
+DRAWN_PRIORITY = 3.0  # above any estimate-driven priority (at most 2), below an audit disagreement (2 + 2)
+
+
+@dataclass
+class SelectionSummary:
+    round: int
+    considered: int  # pending pairs no earlier round had considered
+    drawn: int
+    budget: float
+    uniform_share: float
+    smallest_probability: float | None
+    model: str
+
+    def as_dict(self) -> dict:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def select_for_review(workspace, budget: int, uniform_share: float = 0.2, seed: int = 0) -> SelectionSummary:
+    """Refit the estimate, then draw from the pending pairs no round has considered, with known probabilities
+    (see the module docstring); drawn pairs go to the head of the review queue. Every considered pair's probability
+    is recorded, drawn or not: the weights that keep estimates from the verdicts unbiased."""
+    from ..store import draws as store
+    from ..store import estimates as stored_estimates
+    from ..store import review as review_store
+    from ..store.workspace import utc_timestamp
+    from .estimate import estimate_workspace
+
+    if budget < 1:
+        raise ValueError("a budget is at least one pair")
+    fitted = estimate_workspace(workspace)
+    estimates = stored_estimates.estimates(workspace.db)
+    with workspace.transaction() as db:
+        pending = [row for row in store.undrawn_pending_pairs(db) if (row[1], row[2]) in estimates]
+        round_number = store.next_round(db)
+        p = [estimates[(q, c)].p_relevant for _, q, c in pending]
+        probabilities = inclusion_probabilities(p, budget, uniform_share)
+        outcome = draw(probabilities, seed * 1_000_003 + round_number)
+        now = utc_timestamp()
+        store.put_draws(
+            db,
+            (
+                store.StoredDraw(
+                    pending[d.index][0], round_number, d.probability, d.drawn, p[d.index], fitted.model["name"]
+                )
+                for d in outcome
+            ),
+            now,
+        )
+        chosen = [pending[d.index] for d in outcome if d.drawn]
+        review_store.enqueue(
+            db,
+            (
+                review_store.QueuedItem(
+                    item_id,
+                    "pair",
+                    q,
+                    c,
+                    DRAWN_PRIORITY + p[i] * (1 - p[i]),
+                    f"drawn for review, round {round_number}",
+                    1,
+                )
+                for i, (item_id, q, c) in enumerate(pending)
+                if outcome[i].drawn
+            ),
+            now,
+        )
+    return SelectionSummary(
+        round_number, len(pending), len(chosen), float(min(budget, len(pending))), uniform_share,
+        float(probabilities.min()) if len(pending) else None, fitted.model["name"],
+    )  # fmt: skip
