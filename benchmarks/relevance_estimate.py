@@ -5,8 +5,9 @@ Pairs are each query's pool (BM25 top k, dense top k, their RRF fusion top k; k 
 SciFact's labels are binary and only cover documents the annotators saw, so a pool member without a label counts
 as NOT relevant. Figures on the 300 *test* queries: ROC AUC and Cohen's kappa (at P >= 0.5) of dense alone, BM25
 alone, the shipped prior (``testset_builder.stages.estimate.PRIOR``), and the estimate refitted on simulated
-verdicts (human qrels answering as the reviewer): drawn uniformly, and drawn with probability favouring uncertain
-estimates (p(1-p) + 0.05); AUC measured on the pairs no verdict covered, averaged over ``--repeats`` seeds.
+verdicts (human qrels answering as the reviewer): drawn uniformly, and drawn by the review queue's own selection
+(uncertain estimates likelier, known probabilities, verdicts weighted by 1 / probability in the refit); AUC measured
+on the pairs no verdict covered, averaged over ``--repeats`` seeds.
 
 ``--fit`` refits the prior on the 809 *train* queries and prints the coefficients to ship.
 
@@ -35,7 +36,7 @@ from testset_builder.metrics.agreement import cohen_kappa  # noqa: E402
 from testset_builder.records import Query, QueryOrigin  # noqa: E402
 from testset_builder.retrieval.indexes import WorkspaceIndexes  # noqa: E402
 from testset_builder.retrieval.pool import pool  # noqa: E402
-from testset_builder.stages import estimate  # noqa: E402
+from testset_builder.stages import estimate, selection  # noqa: E402
 from testset_builder.store import open_workspace  # noqa: E402
 
 
@@ -84,17 +85,15 @@ def pairs_and_features(indexes: WorkspaceIndexes, queries: list[Query], relevant
 
 
 def simulate(x, y, model, budget: int, strategy: str, seed: int, strength: float) -> tuple[float | None, float | None]:
-    """Draw ``budget`` verdicts, refit, and measure AUC and kappa on the pairs left."""
-    chance = np.random.default_rng(seed)
-    n = len(y)
-    if strategy == "uniform":
-        weights = np.ones(n)
-    else:
-        p = model.p_relevant(x)
-        weights = p * (1 - p) + 0.05
-    chosen = chance.choice(n, size=budget, replace=False, p=weights / weights.sum())
-    refitted = estimate.refit(x[chosen], y[chosen], model, strength)
-    rest = np.setdiff1d(np.arange(n), chosen)
+    """Draw about ``budget`` verdicts, refit, and measure AUC and kappa on the pairs left. ``uniform``: every pair
+    alike; ``selection``: the review queue's own draw (stages/selection.py: uncertain pairs likelier, known
+    probabilities), the refit weighting each verdict by 1 / its probability."""
+    share = 1.0 if strategy == "uniform" else 0.2
+    probabilities = selection.inclusion_probabilities(model.p_relevant(x), budget, share)
+    chosen = np.array([d.index for d in selection.draw(probabilities, seed) if d.drawn])
+    weights = None if strategy == "uniform" else 1.0 / probabilities[chosen]
+    refitted = estimate.refit(x[chosen], y[chosen], model, strength, weights)
+    rest = np.setdiff1d(np.arange(len(y)), chosen)
     p_rest = refitted.p_relevant(x[rest])
     return roc_auc(p_rest, y[rest]), cohen_kappa(list(p_rest >= 0.5), list(y[rest] >= 0.5))
 
@@ -174,7 +173,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"  {'a weak prior (dense gap only)':<40} AUC {roc_auc(weak.p_relevant(x), y):.3f}")
     report["refit"] = []
     for start, strength, strategy, budget in itertools.product(
-        (model, weak), [float(s) for s in args.strengths.split(",")], ("uniform", "uncertain"), (50, 100, 200)
+        (model, weak), [float(s) for s in args.strengths.split(",")], ("uniform", "selection"), (50, 100, 200)
     ):
         results = [simulate(x, y, start, budget, strategy, seed, strength) for seed in range(args.repeats)]
         aucs = [a for a, _ in results if a is not None]

@@ -20,6 +20,10 @@ echo "== propose: pool candidates (BM25, plus dense if installed) for five real-
 "$cli" propose --queries "$here/queries.txt" --workspace "$workspace" --config quickstart --depth 5
 echo "   (run it again: every pair is already judged, nothing is paid twice)"
 "$cli" propose --queries "$here/queries.txt" --workspace "$workspace" --config quickstart --depth 5
+echo
+echo "== estimate and select: P(relevant) for every pooled pair from dense, BM25 and the judge (no LLM call), then a draw of pairs for review with known probabilities =="
+"$cli" estimate --workspace "$workspace"
+"$cli" select --workspace "$workspace" --budget 5
 echo "   (what a reviewer would look at first)"
 "$cli" queue --workspace "$workspace" --limit 5
 echo

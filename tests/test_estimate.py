@@ -102,3 +102,15 @@ def test_the_workspace_estimate_keeps_the_prior_until_reviewers_grade_enough_pai
     expected = refit(features, labels, prior).p_relevant(features)  # recomputed from the stored features
     assert [saved[k].p_relevant for k in keys] == pytest.approx(expected, abs=1e-6)
     assert {saved[k].model for k in keys} == {refitted["model"]["name"]} and saved[keys[0]].verdicts == len(items)
+
+
+def test_a_weighted_refit_agrees_with_scikit_learn_given_the_same_sample_weights():
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = synthetic(2000, seed=4)
+    weights = np.random.default_rng(4).uniform(1, 20, len(y))  # 1 / inclusion probability, say
+    flat = RelevanceModel("flat", 0.0, (0.0,) * len(FEATURES))
+    ours = refit(x, y, flat, strength=1.0, weights=weights)
+    theirs = LogisticRegression(C=1.0, tol=1e-10, max_iter=2000).fit(x, y, sample_weight=weights / weights.mean())
+    assert ours.weights == pytest.approx(theirs.coef_[0], abs=5e-3)
+    assert refit(x, y, flat, 1.0, weights * 7).weights == pytest.approx(ours.weights)  # only relative weights count

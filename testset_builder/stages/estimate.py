@@ -138,13 +138,21 @@ def _ranks(row: np.ndarray, positions: np.ndarray) -> np.ndarray:
 
 
 def refit(
-    features: np.ndarray, labels: np.ndarray, prior: RelevanceModel = PRIOR, strength: float = REFIT_STRENGTH
+    features: np.ndarray,
+    labels: np.ndarray,
+    prior: RelevanceModel = PRIOR,
+    strength: float = REFIT_STRENGTH,
+    weights: np.ndarray | None = None,
 ) -> RelevanceModel:
     """Refit on verdicts (``labels``: 1 relevant, 0 not), coefficients pulled towards ``prior`` with precision
     ``strength`` (maximum a posteriori, by Newton's method); the prior itself when there are too few verdicts or
-    only one class of them."""
+    only one class of them. ``weights`` (1 / inclusion probability, for verdicts drawn by
+    :mod:`~testset_builder.stages.selection`) make the likelihood that of the whole pool, not of the uncertain pairs
+    the draw favoured, so the refit stays calibrated; they are scaled to a mean of 1."""
     x = np.asarray(features, dtype=float)
     y = np.asarray(labels, dtype=float)
+    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
+    w = w / w.mean() if len(w) else w
     if len(y) < MIN_VERDICTS or y.min() == y.max():
         return prior
     design = np.hstack([np.ones((len(y), 1)), x])
@@ -154,8 +162,8 @@ def refit(
     theta = centre.copy()
     for _ in range(50):
         p = _sigmoid(design @ theta)
-        gradient = design.T @ (y - p) - penalty * (theta - centre)
-        hessian = -(design.T * (p * (1 - p))) @ design - np.diag(penalty)
+        gradient = design.T @ (w * (y - p)) - penalty * (theta - centre)
+        hessian = -(design.T * (w * p * (1 - p))) @ design - np.diag(penalty)
         step = np.linalg.solve(hessian, gradient)
         theta -= step
         if np.max(np.abs(step)) < 1e-8:
@@ -209,6 +217,18 @@ def llm_p_relevant(judgments) -> dict[tuple[str, str], float]:
     return found
 
 
+def draws_by_pair(db) -> dict[tuple[str, str], float]:
+    """The inclusion probability of each pair a selection round drew."""
+    from ..store import draws
+    from ..store import review as review_store
+
+    found = {}
+    for item_id, recorded in draws.draws(db).items():
+        if recorded.drawn and (item := review_store.item(db, item_id)) is not None:
+            found[(item.query_id, item.chunk_id)] = recorded.probability
+    return found
+
+
 def estimate_workspace(
     workspace, pairs: Sequence[tuple[str, str]] = (), strength: float = REFIT_STRENGTH
 ) -> EstimateSummary:
@@ -258,8 +278,10 @@ def estimate_workspace(
         matrix[i, FEATURES.index("llm_missing")] = 0.0 if pair in llm else 1.0
     labels = human_labels(judgments)
     labelled = [i for i, pair in enumerate(keys) if pair in labels]
+    drawn = draws_by_pair(db)  # a pair drawn for review weighs 1 / its probability; any other verdict 1
+    weights = np.array([1.0 / drawn.get(keys[i], 1.0) for i in labelled])
     prior = PRIOR if dense else PRIOR_LEXICAL
-    model = refit(matrix[labelled], np.array([labels[keys[i]] for i in labelled]), prior, strength)
+    model = refit(matrix[labelled], np.array([labels[keys[i]] for i in labelled]), prior, strength, weights)
     p = model.p_relevant(matrix) if keys else np.zeros(0)
     with workspace.transaction() as tx:
         store.put_estimates(
