@@ -9,6 +9,9 @@ agree with the human labels inside it?
    member without a label counts as NOT relevant (that makes the judge's precision a lower bound). Precision,
    recall and Cohen's kappa on relevant (grade >= 1) vs not; ROC AUC of the judge's P(relevant) where the provider
    gives log-probabilities; calls, tokens, cost and time.
+3. The relevance estimate (testset_builder/stages/estimate.py) on the same pairs: ROC AUC and kappa of the LLM
+   alone, dense alone, the shipped prior, and the estimate refitted after 50, 100 and 200 verdicts drawn by the
+   review queue's own selection (human qrels answering as the reviewer), on the pairs no verdict covered.
 
 Runs with the embedded local model by default; pass any provider's config (``--config configs/openai.yaml``) to
 measure a real judge. The workspace is kept (``--workspace``), so a rerun reads every answer from the cache.
@@ -198,7 +201,51 @@ def main(argv: list[str] | None = None) -> dict:
         if judgments and all(j.grade_probs for j in judgments):
             mean_expected = sum(j.expected_grade for j in judgments) / len(judgments)
             print(f"mean expected grade {mean_expected:.3f}")
+
+        # 3. the relevance estimate on the same pairs ------------------------------------------------------------
+        report["estimate"] = estimate_section(retrievers, queries, sample, relevant, judgments, args)
     return report
+
+
+def estimate_section(retrievers, queries, sample, relevant, judgments, args) -> dict:
+    """ROC AUC and kappa on the judged pairs of: the LLM alone, dense alone, the shipped prior, and the estimate
+    (the LLM's P(relevant) among its features) refitted after 50, 100 and 200 verdicts drawn by the review queue's
+    own selection, measured on the pairs no verdict covered (mean over seeds)."""
+    import numpy as np
+    from relevance_estimate import pairs_and_features, roc_auc
+
+    from testset_builder.stages import estimate, selection
+
+    chosen = [q for q in queries if q.query_id in set(sample)]
+    x, y, keys = pairs_and_features(retrievers, chosen, relevant, args.judge_depth)
+    llm = {(j.query_id, j.chunk_id): 1.0 - j.grade_probs.get(0, 0.0) for j in judgments if j.grade_probs}
+    for i, key in enumerate(keys):
+        x[i, estimate.FEATURES.index("llm")] = llm.get(key, 0.5)
+        x[i, estimate.FEATURES.index("llm_missing")] = 0.0 if key in llm else 1.0
+    section: dict = {"pairs": len(y), "relevant": int(y.sum()), "auc": {}, "kappa": {}}
+    prior = estimate.PRIOR.p_relevant(x)
+    rows = {"LLM alone": x[:, estimate.FEATURES.index("llm")], "dense alone": x[:, 0], "prior estimate": prior}
+    print(f"\nRelevance estimate on the same {len(y)} pooled pairs ({int(y.sum())} human-relevant)")
+    for label, scores in rows.items():
+        section["auc"][label] = roc_auc(scores, y)
+        section["kappa"][label] = cohen_kappa(list(scores >= 0.5), list(y >= 0.5))
+        print(f"  {label:<28} AUC {fmt(section['auc'][label])}, kappa at 0.5 {fmt(section['kappa'][label])}")
+    for budget in (50, 100, 200):
+        aucs, kappas = [], []
+        for seed in range(5):
+            probabilities = selection.inclusion_probabilities(prior, budget)
+            drawn = np.array([d.index for d in selection.draw(probabilities, seed) if d.drawn])
+            model = estimate.refit(x[drawn], y[drawn], estimate.PRIOR, weights=1.0 / probabilities[drawn])
+            rest = np.setdiff1d(np.arange(len(y)), drawn)
+            p = model.p_relevant(x[rest])
+            aucs.append(roc_auc(p, y[rest]))
+            kappas.append(cohen_kappa(list(p >= 0.5), list(y[rest] >= 0.5)))
+        label = f"refit on {budget} verdicts"
+        section["auc"][label] = float(np.mean([a for a in aucs if a is not None]))
+        defined = [k for k in kappas if k is not None]
+        section["kappa"][label] = float(np.mean(defined)) if defined else None
+        print(f"  {label:<28} AUC {fmt(section['auc'][label])}, kappa at 0.5 {fmt(section['kappa'][label])}")
+    return section
 
 
 if __name__ == "__main__":
