@@ -11,7 +11,8 @@ agree with the human labels inside it?
    gives log-probabilities; calls, tokens, cost and time.
 3. The relevance estimate (testset_builder/stages/estimate.py) on the same pairs: ROC AUC and kappa of the LLM
    alone, dense alone, the shipped prior, and the estimate refitted after 50, 100 and 200 verdicts drawn by the
-   review queue's own selection (human qrels answering as the reviewer), on the pairs no verdict covered.
+   review queue's own selection (human qrels answering as the reviewer) from half the queries, measured on the
+   other half's pairs.
 
 Runs with the embedded local model by default; pass any provider's config (``--config configs/openai.yaml``) to
 measure a real judge. The workspace is kept (``--workspace``), so a rerun reads every answer from the cache.
@@ -210,11 +211,11 @@ def main(argv: list[str] | None = None) -> dict:
 def estimate_section(retrievers, queries, sample, relevant, judgments, args) -> dict:
     """ROC AUC and kappa on the judged pairs of: the LLM alone, dense alone, the shipped prior, and the estimate
     (the LLM's P(relevant) among its features) refitted after 50, 100 and 200 verdicts drawn by the review queue's
-    own selection, measured on the pairs no verdict covered (mean over seeds)."""
-    import numpy as np
-    from relevance_estimate import pairs_and_features, roc_auc
+    own selection from half the queries, measured on the other half's pairs (mean over 5 seeds)."""
+    from relevance_estimate import mean, pairs_and_features, roc_auc, simulate
 
-    from testset_builder.stages import estimate, selection
+    from testset_builder.stages import estimate
+    from testset_builder.stages.estimate import REFIT_STRENGTH
 
     chosen = [q for q in queries if q.query_id in set(sample)]
     x, y, keys = pairs_and_features(retrievers, chosen, relevant, args.judge_depth)
@@ -231,20 +232,16 @@ def estimate_section(retrievers, queries, sample, relevant, judgments, args) -> 
         section["kappa"][label] = cohen_kappa(list(scores >= 0.5), list(y >= 0.5))
         print(f"  {label:<28} AUC {fmt(section['auc'][label])}, kappa at 0.5 {fmt(section['kappa'][label])}")
     for budget in (50, 100, 200):
-        aucs, kappas = [], []
-        for seed in range(5):
-            probabilities = selection.inclusion_probabilities(prior, budget)
-            drawn = np.array([d.index for d in selection.draw(probabilities, seed) if d.drawn])
-            model = estimate.refit(x[drawn], y[drawn], estimate.PRIOR, weights=1.0 / probabilities[drawn])
-            rest = np.setdiff1d(np.arange(len(y)), drawn)
-            p = model.p_relevant(x[rest])
-            aucs.append(roc_auc(p, y[rest]))
-            kappas.append(cohen_kappa(list(p >= 0.5), list(y[rest] >= 0.5)))
+        results = [simulate(x, y, keys, estimate.PRIOR, budget, "selection", seed, REFIT_STRENGTH) for seed in range(5)]
         label = f"refit on {budget} verdicts"
-        section["auc"][label] = float(np.mean([a for a in aucs if a is not None]))
-        defined = [k for k in kappas if k is not None]
-        section["kappa"][label] = float(np.mean(defined)) if defined else None
-        print(f"  {label:<28} AUC {fmt(section['auc'][label])}, kappa at 0.5 {fmt(section['kappa'][label])}")
+        for key in ("auc", "kappa"):
+            section[key][label] = mean([r[key] for r in results])
+        section["auc"][f"prior, same held-out queries ({budget})"] = mean([r["auc_before"] for r in results])
+        print(
+            f"  {label:<28} AUC {fmt(section['auc'][label])} on held-out queries (the prior there: "
+            f"{fmt(section['auc'][f'prior, same held-out queries ({budget})'])}), kappa at 0.5 "
+            f"{fmt(section['kappa'][label])}"
+        )
     return section
 
 

@@ -494,10 +494,13 @@ def queue(
     """The review queue, highest priority first: the LLM proposals a reviewer should look at next.
 
     Priority is P(relevant) + uncertainty of the judge's grade (audit disagreements first), so the likely relevant
-    and uncertain come before the confidently irrelevant. Review them with `serve` (web) or `review` (terminal).
+    and uncertain come before the confidently irrelevant; pairs drawn by `select` come before all but audit
+    disagreements. P(rel) is the judge's, estimate the tool's (`estimate`). Review them with `serve` (web) or
+    `review` (terminal).
     """
     from rich.table import Table
 
+    from ..store import estimates as stored_estimates
     from ..store import review as review_store
     from ..store import rows
 
@@ -506,6 +509,7 @@ def queue(
     with open_workspace_for(resolved, readonly=True) as ws:
         if questions:
             return _list_questions(ws, limit, full, json_output)
+        estimated = stored_estimates.estimates(ws.db)
         items = []
         for entry in review_store.queued_items(ws.db, limit=limit, kind="pair"):
             proposals = [
@@ -526,6 +530,11 @@ def queue(
                     "chunk_id": entry.chunk_id,
                     "grade": latest.grade if latest else None,
                     "p_relevant": p_relevant,
+                    "estimate": (
+                        estimated[(entry.query_id, entry.chunk_id)].p_relevant
+                        if (entry.query_id, entry.chunk_id) in estimated
+                        else None
+                    ),
                     "rationale": latest.rationale if latest else None,
                     "chunk": chunk_text if full else chunk_text[:200],
                 }
@@ -535,13 +544,14 @@ def queue(
         print(json.dumps({"total": total, "items": items}, indent=2, ensure_ascii=False))
         return
     table = Table(title=f"review queue: {len(items)} of {total}, highest priority first", title_justify="left")
-    for column in ("priority", "query", "chunk", "grade", "P(rel)"):
-        table.add_column(column, justify="right" if column in ("priority", "grade", "P(rel)") else "left")
+    for column in ("priority", "query", "chunk", "grade", "P(rel)", "estimate"):
+        table.add_column(column, justify="left" if column in ("query", "chunk") else "right")
     for item in items:
         p_rel = "?" if item["p_relevant"] is None else f"{item['p_relevant']:.2f}"
+        p_est = "?" if item["estimate"] is None else f"{item['estimate']:.2f}"
         chunk = f"{item['chunk_id']}: {' '.join(item['chunk'].split())[:width]}"
         table.add_row(
-            f"{item['priority']:.3f}", escape(item["query"][:width]), escape(chunk), str(item["grade"]), p_rel
+            f"{item['priority']:.3f}", escape(item["query"][:width]), escape(chunk), str(item["grade"]), p_rel, p_est
         )
     out.print(table)
 
