@@ -1,13 +1,14 @@
-"""Prediction-powered metric estimates (precision@k, DCG@k): with estimated labels biased on purpose and 10% of pairs
-labelled by humans, drawn by the review queue's own selection, the 95% interval covers the truth and is narrower
-than the human-only one."""
+"""Prediction-powered metric estimates: with estimated labels biased on purpose and 10% of pairs labelled by humans,
+drawn by the review queue's own selection, the 95% interval covers the truth and is narrower than the human-only
+one (precision@10, DCG@10, nDCG@10, recall@10; 200 draws each)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import require
 
-from testset_builder.metrics.ppi import PooledPair, estimate, exact
+from testset_builder.metrics.ppi import PooledPair, estimate, exact, ideal_dcg
 from testset_builder.stages.selection import draw, inclusion_probabilities
 
 
@@ -28,21 +29,37 @@ def population(seed: int, queries: int = 60, pool: int = 25):
 
 
 def test_on_complete_labels_the_metrics_match_their_definitions():
-    rows = [("q", 1, 0), ("q", 2, 1), ("q", 3, 1), ("q", None, 1), ("r", 1, 1), ("r", 12, 1)]
-    assert exact(rows, "dcg", 10) == pytest.approx((1 / np.log2(3) + 1 / np.log2(4) + 1.0) / 2)
-    assert exact(rows, "precision", 2) == pytest.approx((1 / 2 + 1 / 2) / 2)
-    with pytest.raises(ValueError, match="know precision, dcg"):
-        exact(rows, "ndcg", 10)
+    rows = [("q", 1, 0), ("q", 2, 1), ("q", 3, 1), ("q", None, 1), ("r", 1, 1), ("r", 12, 1), ("s", 1, 0)]
+    dcg_q, dcg_r = 1 / np.log2(3) + 1 / np.log2(4), 1.0
+    assert exact(rows, "dcg", 10) == pytest.approx((dcg_q + dcg_r + 0) / 3)
+    assert exact(rows, "precision", 2) == pytest.approx((1 / 2 + 1 / 2 + 0) / 3)
+    assert exact(rows, "recall", 10) == pytest.approx((2 / 3 + 1 / 2 + 0) / 3)  # s has none relevant: 0
+    ideal_q, ideal_r = 1 + 1 / np.log2(3) + 1 / np.log2(4), 1 + 1 / np.log2(3)
+    assert ideal_dcg(3, 10) == pytest.approx(ideal_q) and ideal_dcg(3, 2) == pytest.approx(ideal_r)
+    assert exact(rows, "ndcg", 10) == pytest.approx((dcg_q / ideal_q + dcg_r / ideal_r + 0) / 3)
+    with pytest.raises(ValueError, match="know precision, dcg, ndcg, recall"):
+        exact(rows, "map", 10)
 
 
-@pytest.mark.parametrize("metric", ["dcg", "precision"])
+def test_the_ndcg_on_complete_labels_agrees_with_pytrec_eval():
+    pytrec_eval = require("pytrec_eval")
+    rows = population(seed=5, queries=20)
+    qrels = {q: {f"d{i}": y for i, (qq, _, y, _) in enumerate(rows) if qq == q} for q in {r[0] for r in rows}}
+    run = {q: {f"d{i}": 100.0 - rank for i, (qq, rank, _, _) in enumerate(rows) if qq == q} for q in qrels}
+    scores = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.10"}).evaluate(run)
+    for metric, name in (("ndcg", "ndcg_cut_10"), ("recall", "recall_10")):
+        expected = np.mean([scores[q][name] for q in sorted(qrels)])
+        assert exact([(q, rank, y) for q, rank, y, _ in rows], metric, 10) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("metric", ["dcg", "precision", "ndcg", "recall"])
 def test_the_ppi_interval_covers_the_truth_and_is_narrower_than_human_labels_alone(metric):
     rows = population(seed=0)
     truth = exact([(q, rank, y) for q, rank, y, _ in rows], metric, 10)
     p = np.array([row[3] for row in rows])
     assert abs(estimate([PooledPair(q, r, pp) for q, r, _, pp in rows], metric, 10, "estimate").estimate - truth) > 0.02
     probabilities = inclusion_probabilities(p, budget=0.1 * len(rows))
-    covered, widths, human_widths = 0, [], []
+    covered, human_covered, widths, human_widths = 0, 0, [], []
     for repetition in range(200):
         pairs = [
             PooledPair(q, rank, pp, float(pi), y) if d.drawn else PooledPair(q, rank, pp)
@@ -51,7 +68,11 @@ def test_the_ppi_interval_covers_the_truth_and_is_narrower_than_human_labels_alo
         ppi = estimate(pairs, metric, 10, "ppi")
         human = estimate(pairs, metric, 10, "human")
         covered += ppi.low <= truth <= ppi.high
+        human_covered += human.low <= truth <= human.high
         widths.append(ppi.width)
         human_widths.append(human.width)
     assert covered / 200 >= 0.90, covered
-    assert np.mean(widths) < np.mean(human_widths)
+    if metric == "recall":  # per-query ratios of two or three labels: the human-only interval is no interval at all
+        assert human_covered / 200 < 0.5
+    else:
+        assert np.mean(widths) < np.mean(human_widths)
