@@ -90,3 +90,9 @@ def test_a_selection_round_draws_with_recorded_probabilities_and_puts_the_drawn_
     with pytest.raises(Exception, match="append-only"):
         with ws.transaction() as db:
             db.execute("UPDATE review_draws SET probability = 1")
+
+
+@pytest.mark.parametrize("p, budget", [([0.0, 5e-324], 1.0), ([0.0, 0.0, 0.5], 2.0), ([1.0] * 5 + [0.3], 4.0)])
+def test_certain_estimates_still_get_their_share_of_a_large_budget(p, budget):
+    pi = inclusion_probabilities(p, budget, 0.2)
+    assert np.isfinite(pi).all() and pi.sum() == pytest.approx(budget, rel=1e-6) and (pi > 0).all()

@@ -42,8 +42,11 @@ def inclusion_probabilities(p_relevant: Sequence[float], budget: float, uniform_
         raise ValueError("uniform_share must be in (0, 1]")
     floor = uniform_share * budget / n
     weights = p * (1.0 - p)
-    if weights.sum() <= 0 or uniform_share == 1.0:
+    if weights.max() <= 1e-12 or uniform_share == 1.0:
         return np.full(n, budget / n)
+    # scaled to a largest weight of 1, and never quite 0: so that some finite c reaches any budget below n (with
+    # certain estimates, p = 0 or 1, the rest of the budget spreads over them too)
+    weights = np.maximum(weights / weights.max(), 1e-9)
 
     def total(c: float) -> float:
         return float(np.minimum(1.0, floor + c * weights).sum())
