@@ -6,7 +6,8 @@
 set -euo pipefail
 cli=${1:-testset-builder}
 here=$(cd "$(dirname "$0")" && pwd)
-workspace=${DEMO_WORKSPACE:-$here/../demo-workspace}
+root=$(cd "$here/.." && pwd)
+workspace=${DEMO_WORKSPACE:-$root/demo-workspace}
 echo "== chunk: the project's docs into $workspace (markdown-aware, 600 characters, 60 overlap) =="
 "$cli" chunk "$here/../docs" --workspace "$workspace" --chunker markdown --size 600 --overlap 60
 echo "   (run it again: unchanged documents are skipped)"
