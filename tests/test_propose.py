@@ -287,6 +287,24 @@ def test_the_propose_command_pools_without_a_judge_and_prints_json(workspace, tm
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["queries"] == 3 and report["merged_duplicates"] == 1 and report["pool_max"] == 4
     assert report["retrievers"] == ["bm25"] and report["judging"]["judged"] == 0
+    from testset_builder.retrieval import dense_available
+
+    if dense_available():
+        assert report["estimate"] is None  # a BM25-only pool: no dense encoding behind the user's back
+
+
+def test_propose_with_every_signal_estimates_every_pooled_pair(workspace, tmp_path, capsys):
+    from testset_builder.retrieval import dense_available
+    from testset_builder.store import estimates
+
+    path = write(tmp_path / "q.txt", "\n".join(QUERIES))
+    args = ["propose", "--queries", str(path), "--workspace", str(workspace.root), "--no-judge", "--json"]
+    assert main([*args, "--depth", "3"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    pooled = {(q, c) for q, c in workspace.db.execute("SELECT query_id, chunk_id FROM candidates")}
+    assert report["retrievers"] == (["bm25", "dense"] if dense_available() else ["bm25"])
+    assert report["estimate"]["pairs"] == len(pooled) and report["estimate"]["model"].startswith("prior:")
+    assert set(estimates.estimates(workspace.db)) == pooled
 
 
 def test_the_propose_command_refuses_a_missing_workspace_and_an_unknown_retriever(tmp_path, capsys):

@@ -131,8 +131,9 @@ TextFieldOption = Annotated[
 VersionArgument = Annotated[str, typer.Argument(help="A released version (1.0.0), or latest.", show_default=False)]
 LOCAL_JUDGE_WARNING = (
     "[yellow]note:[/] the embedded local model (Gemma 3 270M, a base model) is a placeholder judge: its grades are "
-    "barely better than chance (benchmarks/judge_agreement.py measures it). Use a frontier model (configs/openai.yaml, "
-    "configs/anthropic.yaml) for labels you will trust."
+    "barely better than chance (benchmarks/judge_agreement.py measures it). The relevance estimate (dense, BM25, "
+    "calibrated by your reviewers: `estimate`, `select`) is the better offline signal; use a frontier model "
+    "(configs/openai.yaml, configs/anthropic.yaml) for a judge you will trust."
 )
 
 

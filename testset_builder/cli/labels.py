@@ -329,6 +329,12 @@ def propose(
             out.print(line, highlight=False)
         if judge_is_local(resolved):
             err.print(LOCAL_JUDGE_WARNING)
+    if summary.estimate:
+        out.print(
+            f"relevance estimate: P(relevant) for {summary.estimate['pairs']} pairs by {summary.estimate['model']} "
+            f"({summary.estimate['verdicts']} human-graded pairs); `select --budget N` draws pairs for review",
+            highlight=False,
+        )
     out.print(f"{summary.seconds:.1f} s -> {resolved.workspace}")
     exit_for(summary.judging.incomplete)
 

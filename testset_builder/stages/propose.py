@@ -17,6 +17,7 @@ from ..config import ProposeConfig
 from ..errors import InputError
 from ..metrics.agreement import cohen_kappa
 from ..records import Judgment
+from ..retrieval import dense_available
 from ..retrieval.indexes import WorkspaceIndexes, retriever_names
 from ..retrieval.pool import pool, pooled_pairs
 from ..store import estimates as stored_estimates
@@ -43,6 +44,7 @@ class ProposeSummary:
     no_results: dict[str, list[str]] = field(default_factory=dict)  # retriever -> queries it found nothing for
     languages: list[str] = field(default_factory=list)  # the corpus's, detected; BM25 cuts text in the first
     judging: JudgingCounts = field(default_factory=JudgingCounts)
+    estimate: dict | None = None  # the relevance estimate made at the end: model, pairs, verdicts
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
@@ -92,6 +94,9 @@ async def _propose(
         texts = {q.query_id: q.text for q in query_file.queries}
         judge_pairs = [JudgePair(q, texts[q], c, indexes.passages[c]) for q, c in pairs]
         summary.judging, _ = await judge_and_queue(workspace, judge, judge_pairs, batch=batch, progress=progress)
+    if "dense" in summary.retrievers or not dense_available():  # every signal at hand: no extra encoding
+        estimated = estimate_workspace(workspace)
+        summary.estimate = {"model": estimated.model["name"], "pairs": estimated.pairs, "verdicts": estimated.verdicts}
     summary.seconds = round(time.perf_counter() - clock, 3)
     judged_by = (
         {"provider": judge.role.provider, "model": judge.model, "prompt": judge.prompt.sha256} if judge else None
