@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> dict:
         human = [j.chunk_id in relevant[j.query_id] for j in judgments]
         judged = [j.grade >= 1 for j in judgments]
         precision, recall = precision_recall(judged, human)
-        probabilities = [1.0 - j.grade_probs[0] for j in judgments if j.grade_probs]
+        probabilities = [j.p_relevant for j in judgments if j.grade_probs]
         auc = (
             roc_auc(probabilities, [h for h, j in zip(human, judgments) if j.grade_probs])
             if len(probabilities) == len(judgments)
@@ -219,7 +219,7 @@ def estimate_section(retrievers, queries, sample, relevant, judgments, args) -> 
 
     chosen = [q for q in queries if q.query_id in set(sample)]
     x, y, keys = pairs_and_features(retrievers, chosen, relevant, args.judge_depth)
-    llm = {(j.query_id, j.chunk_id): 1.0 - j.grade_probs.get(0, 0.0) for j in judgments if j.grade_probs}
+    llm = estimate.llm_p_relevant(judgments)
     for i, key in enumerate(keys):
         x[i, estimate.FEATURES.index("llm")] = llm.get(key, 0.5)
         x[i, estimate.FEATURES.index("llm_missing")] = 0.0 if key in llm else 1.0

@@ -148,6 +148,11 @@ class Judgment(Record):
     lineage: Lineage | None = None
 
     @property
+    def p_relevant(self) -> float | None:
+        """P(grade >= 1) under ``grade_probs``; None without probabilities."""
+        return None if not self.grade_probs else sum(p for grade, p in self.grade_probs.items() if grade >= 1)
+
+    @property
     def expected_grade(self) -> float | None:
         """The mean grade under ``grade_probs`` (a graded judge's best single number); None without probabilities."""
         return None if self.grade_probs is None else sum(g * p for g, p in self.grade_probs.items())

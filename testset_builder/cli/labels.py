@@ -506,6 +506,7 @@ def queue(
     """
     from rich.table import Table
 
+    from ..stages.review import llm_proposal
     from ..store import estimates as stored_estimates
     from ..store import review as review_store
     from ..store import rows
@@ -518,13 +519,9 @@ def queue(
         estimated = stored_estimates.estimates(ws.db)
         items = []
         for entry in review_store.queued_items(ws.db, limit=limit, kind="pair"):
-            proposals = [
-                j for j in rows.iter_judgments(ws.db, entry.query_id)
-                if j.chunk_id == entry.chunk_id and j.source.value == "llm"
-            ]  # fmt: skip
-            latest = proposals[-1] if proposals else None
+            latest = llm_proposal(ws, entry.query_id, entry.chunk_id)
             query = rows.get_query(ws.db, entry.query_id)
-            p_relevant = None if not (latest and latest.grade_probs) else round(1.0 - latest.grade_probs.get(0, 0.0), 3)
+            p_relevant = None if not (latest and latest.grade_probs) else round(latest.p_relevant, 3)
             chunk_text = rows.get_chunk(ws.db, entry.chunk_id).text
             items.append(
                 {

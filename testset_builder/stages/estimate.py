@@ -214,19 +214,7 @@ def llm_p_relevant(judgments) -> dict[tuple[str, str], float]:
     found: dict[tuple[str, str], float] = {}
     for judgment in judgments:
         if judgment.source is JudgmentSource.llm and judgment.grade_probs:
-            found[(judgment.query_id, judgment.chunk_id)] = 1.0 - judgment.grade_probs.get(0, 0.0)
-    return found
-
-
-def draws_by_pair(db) -> dict[tuple[str, str], float]:
-    """The inclusion probability of each pair a selection round drew."""
-    from ..store import draws
-    from ..store import review as review_store
-
-    found = {}
-    for item_id, recorded in draws.draws(db).items():
-        if recorded.drawn and (item := review_store.item(db, item_id)) is not None:
-            found[(item.query_id, item.chunk_id)] = recorded.probability
+            found[(judgment.query_id, judgment.chunk_id)] = judgment.p_relevant
     return found
 
 
@@ -238,8 +226,8 @@ def estimate_workspace(
     humans graded, store each P(relevant) with the model's name and the verdicts it saw."""
     from ..retrieval import dense_available
     from ..retrieval.indexes import WorkspaceIndexes
+    from ..store import draws, rows
     from ..store import estimates as store
-    from ..store import rows
     from ..store.workspace import utc_timestamp
 
     db = workspace.db
@@ -279,7 +267,9 @@ def estimate_workspace(
         matrix[i, FEATURES.index("llm_missing")] = 0.0 if pair in llm else 1.0
     labels = human_labels(judgments)
     labelled = [i for i, pair in enumerate(keys) if pair in labels]
-    drawn = draws_by_pair(db)  # a pair drawn for review weighs 1 / its probability; any other verdict 1
+    drawn = draws.drawn_pair_probabilities(
+        db
+    )  # a pair drawn for review weighs 1 / its probability; any other verdict 1
     weights = np.array([1.0 / drawn.get(keys[i], 1.0) for i in labelled])
     prior = PRIOR if dense else PRIOR_LEXICAL
     model = refit(matrix[labelled], np.array([labels[keys[i]] for i in labelled]), prior, strength, weights)

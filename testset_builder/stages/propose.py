@@ -188,12 +188,12 @@ async def _audit(workspace: Workspace, qrels: Qrels, query_file: QueryFile, judg
     )
     estimated = estimate_workspace(workspace, [(p.query_id, p.chunk_id) for p in pairs])
     summary.estimate_model = estimated.model["name"]
-    p_relevant = {(e.query_id, e.chunk_id): e.p_relevant for e in stored_estimates.estimates(workspace.db).values()}
-    graded = {(q, c): j.grade for (q, c), j in every.items()}
+    stored = stored_estimates.estimates(workspace.db)
     summary.audited = [
         {
             "query_id": p.query_id, "chunk_id": p.chunk_id, "label": labels[p.query_id][p.chunk_id],
-            "judge": graded.get((p.query_id, p.chunk_id)), "p_relevant": p_relevant.get((p.query_id, p.chunk_id)),
+            "judge": every[key].grade if (key := (p.query_id, p.chunk_id)) in every else None,
+            "p_relevant": stored[key].p_relevant if key in stored else None,
         }
         for p in pairs
     ]  # fmt: skip

@@ -25,8 +25,7 @@ def uncertainty(grade_probs: dict[int, float]) -> float:
 
 def review_priority(judgment: Judgment, disagreement: bool = False) -> float:
     if judgment.grade_probs:
-        p_relevant = sum(p for grade, p in judgment.grade_probs.items() if grade >= 1)
-        value = p_relevant + uncertainty(judgment.grade_probs)
+        value = judgment.p_relevant + uncertainty(judgment.grade_probs)
     else:
         value = (1.0 if judgment.grade >= 1 else 0.0) + UNKNOWN_UNCERTAINTY
     return round(value + (DISAGREEMENT_BONUS if disagreement else 0.0), 6)

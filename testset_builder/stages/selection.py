@@ -126,21 +126,15 @@ def select_for_review(workspace, budget: int, uniform_share: float = 0.2, seed: 
             ),
             now,
         )
-        chosen = [pending[d.index] for d in outcome if d.drawn]
+        chosen = [d.index for d in outcome if d.drawn]
+        reason = f"drawn for review, round {round_number}"
         review_store.enqueue(
             db,
             (
                 review_store.QueuedItem(
-                    item_id,
-                    "pair",
-                    q,
-                    c,
-                    DRAWN_PRIORITY + p[i] * (1 - p[i]),
-                    f"drawn for review, round {round_number}",
-                    1,
+                    pending[i][0], "pair", pending[i][1], pending[i][2], DRAWN_PRIORITY + p[i] * (1 - p[i]), reason, 1
                 )
-                for i, (item_id, q, c) in enumerate(pending)
-                if outcome[i].drawn
+                for i in chosen
             ),
             now,
         )

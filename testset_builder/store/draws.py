@@ -35,6 +35,17 @@ def draws(db: sqlite3.Connection) -> dict[str, StoredDraw]:
     }
 
 
+def drawn_pair_probabilities(db: sqlite3.Connection) -> dict[tuple[str, str], float]:
+    """The inclusion probability of each (query, chunk) pair a round drew."""
+    return {
+        (q, c): p
+        for q, c, p in db.execute(
+            "SELECT i.query_id, i.chunk_id, d.probability FROM review_draws d JOIN review_items i USING (item_id) "
+            "WHERE d.drawn = 1"
+        )
+    }
+
+
 def next_round(db: sqlite3.Connection) -> int:
     return db.execute("SELECT COALESCE(MAX(round), 0) + 1 FROM review_draws").fetchone()[0]
 
