@@ -172,8 +172,13 @@ class SynthesizeConfig(Strict):
     per_document_cap: int | None = Field(default=None, ge=1, description="most chunks sampled from one document")
     validate_questions: bool = Field(default=True, description="drop empty, too short or long, non-questions, copies")
     dedupe: bool = Field(default=True, description="drop near-duplicate questions (content-word Jaccard >= 0.8)")
-    critic: bool = Field(default=True, description="the judge must grade the source chunk >= critic_min_grade")
+    critic: bool = Field(
+        default=True,
+        description="the judge must grade the source chunk >= critic_min_grade (the estimate: P(relevant) >= "
+        "critic_min_estimate)",
+    )
     critic_min_grade: int = Field(default=1, ge=1, le=2)
+    critic_min_estimate: float = Field(default=0.05, ge=0.0, le=1.0)
     round_trip_k: int | None = Field(
         default=None,
         ge=1,
@@ -181,6 +186,11 @@ class SynthesizeConfig(Strict):
     )
     mine: bool = Field(default=True, description="judge other top-ranked chunks to find unlabelled relevant ones")
     mine_depth: int = Field(default=5, ge=1)
+    relevance_by: Literal["auto", "estimate", "llm"] = Field(
+        default="auto",
+        description="who decides for the critic and mining: the relevance estimate (no LLM call), the LLM judge, or "
+        "auto: the estimate when the judge is the embedded local model (near chance), else the judge",
+    )
     max_rounds: int = Field(default=4, ge=1, description="rounds of sampling more chunks when filters removed some")
 
     @model_validator(mode="after")
@@ -229,6 +239,11 @@ class ReleaseConfig(Strict):
     """The release policy and the dataset card's facts."""
 
     include_unverified: bool = Field(default=False, description="release unverified LLM proposals, marked as such")
+    estimates: bool = Field(
+        default=True,
+        description="carry each pooled pair's relevance estimate and review draw (estimates.jsonl), with the queries "
+        "they cover, for prediction-powered scoring",
+    )
     adjudicator: str | None = Field(default=None, description="the reviewer whose verdict breaks a tie")
     license: str = Field(default="other", description="the dataset card's license (the corpus's license decides)")
     name: str | None = Field(default=None, description="the set's name in the card (default: the workspace's)")

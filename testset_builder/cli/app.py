@@ -227,16 +227,18 @@ def exit_for(incomplete: bool) -> None:
 
 
 # releases -------------------------------------------------------------------------------------------------------
-def labels_from(qrels: Path | None, release: str | None):
-    """The qrels to score against: a file, or a release's (its files checked against their manifest hashes)."""
+def labels_and_estimates(qrels: Path | None, release: str | None):
+    """The qrels to score against: a file, or a release's (its files checked against their manifest hashes); and
+    the release's estimated pairs when it carries them (else an empty list)."""
     from ..errors import InputError
     from ..export import read_qrels
 
     if (qrels is None) == (release is None):
         raise InputError("give exactly one of --qrels FILE or --release WORKSPACE@VERSION")
     if qrels is not None:
-        return read_qrels(qrels)
-    return release_from(release)[0].qrels_table()
+        return read_qrels(qrels), []
+    loaded = release_from(release)[0]
+    return loaded.qrels_table(), loaded.estimates
 
 
 def release_from(spec: str):

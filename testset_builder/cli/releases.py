@@ -41,6 +41,15 @@ def release(
             show_default=False,
         ),
     ] = None,
+    estimates: Annotated[
+        bool | None,
+        typer.Option(
+            "--estimates/--no-estimates",
+            help="Carry each pooled pair's relevance estimate and review draw (estimates.jsonl) and the queries they "
+            "cover, so `score --release` can give prediction-powered figures (default). Config: release.estimates.",
+            show_default=False,
+        ),
+    ] = None,
     adjudicator: Annotated[
         str | None,
         typer.Option(
@@ -77,8 +86,9 @@ def release(
 
     Policy (the config's `release:` section; these flags override it): a human verdict wins (reviewers' majority;
     ties to --adjudicator); synthetic source chunks are grade 2; unverified LLM proposals are left out unless
-    --include-unverified. The same workspace state always gives the same bytes and content hash; a release whose
-    content equals its parent's says so.
+    --include-unverified. With estimates (the default), estimates.jsonl carries every estimated pair of the
+    released queries, labelled or not, for prediction-powered scoring. The same workspace state always gives the
+    same bytes and content hash; a release whose content equals its parent's says so.
     """
     from ..errors import InputError
     from ..stages.release import existing_versions, next_version, write_release
@@ -89,6 +99,7 @@ def release(
         config,
         workspace,
         release__include_unverified=include_unverified,
+        release__estimates=estimates,
         release__adjudicator=adjudicator,
         release__name=name,
         release__license=license_id,
@@ -107,6 +118,14 @@ def release(
         f"parent {summary.parent_version or 'none'}",
         highlight=False,
     )
+    if "estimates" in counts:
+        carried = counts["estimates"]
+        out.print(
+            f"estimates: {carried['pairs']} pairs of {carried['queries']} queries in {carried['file']}, "
+            f"{carried['estimated_only']} on the estimate alone; {carried['drawn']} drawn for review, "
+            f"{carried['drawn_answered']} answered",
+            highlight=False,
+        )
     if summary.same_as_parent:
         out.print(
             f"[yellow]note:[/] the content equals its parent {summary.parent_version}'s: nothing changed since then"

@@ -88,76 +88,129 @@ def _check(pair: PooledPair) -> None:
         raise ValueError(f"a labelled pair of query {pair.query_id} needs its inclusion probability")
 
 
-def estimate(pairs: Sequence[PooledPair], metric: str, k: int, use: str = "ppi") -> Interval:
-    """The mean of ``metric``@``k`` over the queries of ``pairs``: ``use`` = "ppi" (estimates corrected by the
-    human labels), "human" (human labels only, weighted by 1 / pi) or "estimate" (estimates only, no interval)."""
+@dataclass(frozen=True)
+class _Linearised:
+    """A figure and each labelled pair's influence on it (its term in the linearised estimator, already divided by
+    the number of queries): the variance of a difference of two figures over the same pairs comes from the
+    differences of their influences."""
+
+    point: float
+    influence: dict[int, float]  # index in the pairs -> influence
+    probability: dict[int, float]  # index in the pairs -> inclusion probability
+    labelled: bool  # False for an estimate-only figure (no interval)
+
+    def variance(self, other: _Linearised | None = None) -> float:
+        total = 0.0
+        for i, probability in self.probability.items():
+            z = self.influence.get(i, 0.0) - (other.influence.get(i, 0.0) if other else 0.0)
+            total += (1.0 - probability) / probability**2 * z**2
+        return total
+
+
+def _linearise(pairs: Sequence[PooledPair], metric: str, k: int, use: str) -> _Linearised:
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; prediction-powered estimates know {', '.join(METRICS)}")
     if use not in ("ppi", "human", "estimate"):
         raise ValueError("use is ppi, human or estimate")
-    by_query: dict[str, list[PooledPair]] = {}
-    for pair in pairs:
-        by_query.setdefault(pair.query_id, []).append(pair)
+    by_query: dict[str, list[int]] = {}
+    for i, pair in enumerate(pairs):
+        by_query.setdefault(pair.query_id, []).append(i)
         if use != "estimate" and pair.label is not None:
             _check(pair)
     if not by_query:
         raise ValueError("no pairs")
-    queries = len(by_query)
-    labelled = [pair for pair in pairs if use != "estimate" and pair.label is not None]
+    labelled = [] if use == "estimate" else [i for i, pair in enumerate(pairs) if pair.label is not None]
     if metric in ("precision", "dcg"):
-        return _linear(pairs, labelled, metric, k, use, queries)
-    return _ratio(by_query, labelled, metric, k, use, queries)
+        point, influence = _linear(pairs, labelled, metric, k, use)
+    else:
+        point, influence = _ratio(pairs, by_query, labelled, metric, k, use)
+    queries = len(by_query)
+    return _Linearised(
+        point / queries,
+        {i: z / queries for i, z in influence.items()},
+        {i: pairs[i].probability for i in labelled},
+        use != "estimate",
+    )
 
 
-def _linear(pairs, labelled, metric: str, k: int, use: str, queries: int) -> Interval:
+def estimate(pairs: Sequence[PooledPair], metric: str, k: int, use: str = "ppi") -> Interval:
+    """The mean of ``metric``@``k`` over the queries of ``pairs``: ``use`` = "ppi" (estimates corrected by the
+    human labels), "human" (human labels only, weighted by 1 / pi) or "estimate" (estimates only, no interval)."""
+    figure = _linearise(pairs, metric, k, use)
+    return _interval(figure.point, figure.variance() if figure.labelled else None)
+
+
+def difference(
+    pairs_a: Sequence[PooledPair], pairs_b: Sequence[PooledPair], metric: str, k: int, use: str = "ppi"
+) -> Interval:
+    """The difference of two runs' figures (a minus b) over the same pooled pairs, listed in the same order with
+    each run's ranks: paired, so the labels both figures share cancel in its variance."""
+    if [(p.query_id, p.label, p.probability) for p in pairs_a] != [
+        (p.query_id, p.label, p.probability) for p in pairs_b
+    ]:
+        raise ValueError("a paired difference needs the same pooled pairs, in the same order, for both runs")
+    a, b = _linearise(pairs_a, metric, k, use), _linearise(pairs_b, metric, k, use)
+    return _interval(a.point - b.point, a.variance(b) if a.labelled else None)
+
+
+def _certain(pair: PooledPair) -> bool:
+    """A label known for sure: given outright (probability 1), not drawn at random."""
+    return pair.label is not None and pair.probability is not None and pair.probability >= 1.0
+
+
+def _linear(pairs, labelled, metric: str, k: int, use: str) -> tuple[float, dict[int, float]]:
     total = sum(_weight(metric, p.rank, k) * (0.0 if use == "human" else p.p) for p in pairs)
-    variance = 0.0
-    for pair in labelled:
+    influence = {}
+    for i in labelled:
+        pair = pairs[i]
         residual = _weight(metric, pair.rank, k) * (pair.label - (0.0 if use == "human" else pair.p))
         total += residual / pair.probability
-        variance += (1.0 - pair.probability) / pair.probability**2 * residual**2
-    return _interval(total / queries, None if use == "estimate" else variance, queries)
+        influence[i] = residual
+    return total, influence
 
 
-def _ratio(by_query, labelled, metric: str, k: int, use: str, queries: int) -> Interval:
+def _ratio(pairs, by_query, labelled, metric: str, k: int, use: str) -> tuple[float, dict[int, float]]:
+    """Pairs with a certain label count it; the others' share of R_q is kappa times their estimates, kappa from the
+    pairs drawn at random (certain labels say nothing about how the estimates err on the rest)."""
+    drawn = set(labelled)
+    random = [i for i in labelled if not _certain(pairs[i])]
     kappa, spread = 1.0, 0.0
-    if use == "ppi" and labelled:
-        observed = sum(p.label / p.probability for p in labelled)
-        spread = sum(p.p / p.probability for p in labelled)
+    if use == "ppi" and random:
+        observed = sum(pairs[i].label / pairs[i].probability for i in random)
+        spread = sum(pairs[i].p / pairs[i].probability for i in random)
         kappa = observed / spread if spread > 0 else 1.0
     total, slope_kappa = 0.0, 0.0
     influence: dict[int, float] = {}
-    drawn = {id(p) for p in labelled}
     for members in by_query.values():
-        base = [0.0 if use == "human" else p.p for p in members]
-        weight = [_weight(metric, p.rank, k) for p in members]
-        d = sum(c * b for c, b in zip(weight, base))
-        d += sum(c * (p.label - b) / p.probability for p, c, b in zip(members, weight, base) if id(p) in drawn)
+        base = {i: 0.0 if use == "human" else pairs[i].p for i in members}
+        weight = {i: _weight(metric, pairs[i].rank, k) for i in members}
+        d = sum(weight[i] * base[i] for i in members)
+        d += sum(weight[i] * (pairs[i].label - base[i]) / pairs[i].probability for i in members if i in drawn)
         if use == "human":
-            r = sum(p.label / p.probability for p in members if id(p) in drawn)
+            r = sum(pairs[i].label / pairs[i].probability for i in members if i in drawn)
         else:
-            r = kappa * sum(p.p for p in members)
+            known = {i for i in members if i in drawn and _certain(pairs[i])} if use == "ppi" else set()
+            unknown = sum(pairs[i].p for i in members if i not in known)
+            r = sum(pairs[i].label for i in known) + kappa * unknown
+            slope_kappa_q = unknown
         value, by_d, by_r = _normalised(metric, d, r, k)
         total += value
-        for p, c, b in zip(members, weight, base):
-            if id(p) in drawn:
-                share = by_d * c * (p.label - b) + (by_r * p.label if use == "human" else 0.0)
-                influence[id(p)] = influence.get(id(p), 0.0) + share
+        for i in members:
+            if i in drawn:
+                share = by_d * weight[i] * (pairs[i].label - base[i])
+                influence[i] = share + (by_r * pairs[i].label if use == "human" else 0.0)
         if use == "ppi":
-            slope_kappa += by_r * sum(p.p for p in members)
-    variance = 0.0
-    for pair in labelled:
-        z = influence.get(id(pair), 0.0)
-        if use == "ppi" and spread > 0:
-            z += slope_kappa * (pair.label - kappa * pair.p) / spread
-        variance += (1.0 - pair.probability) / pair.probability**2 * z**2
-    return _interval(total / queries, None if use == "estimate" else variance, queries)
+            slope_kappa += by_r * slope_kappa_q
+    if use == "ppi" and spread > 0:
+        for i in random:
+            influence[i] = influence.get(i, 0.0) + slope_kappa * (pairs[i].label - kappa * pairs[i].p) / spread
+    return total, influence
 
 
-def _interval(point: float, variance: float | None, queries: int) -> Interval:
+def _interval(point: float, variance: float | None) -> Interval:
     if variance is None:
         return Interval(point, None, None, None)
-    error = math.sqrt(variance) / queries
+    error = math.sqrt(variance)
     return Interval(point, point - Z95 * error, point + Z95 * error, error)
 
 

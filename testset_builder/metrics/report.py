@@ -81,6 +81,66 @@ def comparison_table(comparison: Comparison) -> Table:
     return table
 
 
+def _cell(figure: dict | None) -> str:
+    if figure is None:
+        return "n/a"
+    if "ci_low" not in figure:
+        return f"{figure['mean']:.4f}"
+    return f"{figure['mean']:.4f} [{figure['ci_low']:.4f}, {figure['ci_high']:.4f}]"
+
+
+def prediction_table(run: str, report: dict) -> Table:
+    """A run's prediction-powered, human-only and estimate-only figures (:mod:`.prediction`)."""
+    table = Table(
+        title=f"run {run}: labels part human, part estimated ({report['queries']} queries, {report['pairs']} pairs)",
+        title_justify="left",
+        caption=f"relevance {report['relevance']}; [95% CI]; * model-assisted: can be biased (see `score --help`)",
+        caption_justify="left",
+    )
+    for column in ("metric", "prediction-powered", "human-only", "estimate-only"):
+        table.add_column(column, justify="left" if column == "metric" else "right", no_wrap=True)
+    for name, figures in report["metrics"].items():
+        marked = name + ("*" if figures["design"].startswith("model") else "")
+        table.add_row(marked, _cell(figures["ppi"]), _cell(figures["human_only"]), _cell(figures["estimate_only"]))
+    return table
+
+
+def prediction_lines(report: dict) -> list[str]:
+    """Which figure applies, and the run's diagnostics, in words."""
+    figure = {"ppi": "prediction-powered", "qrels": "qrels", "estimate": "estimate-only"}[report["applies"]]
+    lines = [f"applies: {figure} ({report['why']})"]
+    diagnostics = report["diagnostics"]
+    coverage = next((v for k, v in diagnostics.items() if k.startswith("pool_coverage")), None)
+    calibration = diagnostics["calibration"]
+    drawn_key = next(k for k in calibration if k.startswith("drawn_in_top"))
+    if coverage is not None:
+        lines.append(
+            f"pool coverage: {coverage:.1%} of its top results were estimated or labelled (the rest count as not "
+            "relevant)"
+        )
+    if calibration[drawn_key]:
+        lines.append(
+            f"calibration on its own top results: {calibration[drawn_key]} drawn verdicts, humans said relevant "
+            f"{calibration['human_relevant_share']:.1%}, the estimate {calibration['mean_estimate']:.1%}"
+        )
+    return lines
+
+
+def prediction_difference_table(baseline: str, differences: list[dict]) -> Table:
+    table = Table(
+        title=f"prediction-powered differences from baseline {baseline}",
+        title_justify="left",
+        caption="diff: run - baseline, paired over the release's pairs, [95% CI]; estimate: no drawn verdicts yet",
+        caption_justify="left",
+    )
+    for column in ("metric", "run", "diff [95% CI]", "figure"):
+        table.add_column(column, no_wrap=True, justify="right" if column == "diff [95% CI]" else "left")
+    for row in differences:
+        cell = f"{row['mean']:+.4f}" + (f" [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]" if "ci_low" in row else "")
+        table.add_row(row["metric"], row["run"], cell, "prediction-powered" if row["use"] == "ppi" else "estimate")
+    return table
+
+
 def write_per_query_csv(evaluations: list[Evaluation], path: str | Path) -> None:
     """One row per (run, query) with a column per metric; queries in the evaluations' (sorted id) order."""
     names = [str(spec) for spec in evaluations[0].metrics]

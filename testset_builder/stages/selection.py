@@ -110,31 +110,32 @@ def select_for_review(workspace, budget: int, uniform_share: float = 0.2, seed: 
     fitted = estimate_workspace(workspace)
     estimates = stored_estimates.estimates(workspace.db)
     with workspace.transaction() as db:
-        pending = [row for row in store.undrawn_pending_pairs(db) if (row[1], row[2]) in estimates]
+        pending = store.undrawn_pending_pairs(db)
         round_number = store.next_round(db)
-        p = [estimates[(q, c)].p_relevant for _, q, c in pending]
+        p = [estimates[pair].p_relevant for pair in pending]
         probabilities = inclusion_probabilities(p, budget, uniform_share)
         outcome = draw(probabilities, seed * 1_000_003 + round_number)
         now = utc_timestamp()
-        store.put_draws(
-            db,
-            (
-                store.StoredDraw(
-                    pending[d.index][0], round_number, d.probability, d.drawn, p[d.index], fitted.model["name"]
-                )
-                for d in outcome
-            ),
-            now,
-        )
-        chosen = [d.index for d in outcome if d.drawn]
+        considered = [
+            store.StoredDraw(*pending[d.index], round_number, d.probability, d.drawn, p[d.index], fitted.model["name"])
+            for d in outcome
+        ]
+        store.put_draws(db, considered, now)
+        chosen = [d for d in considered if d.drawn]
         reason = f"drawn for review, round {round_number}"
         review_store.enqueue(
             db,
             (
                 review_store.QueuedItem(
-                    pending[i][0], "pair", pending[i][1], pending[i][2], DRAWN_PRIORITY + p[i] * (1 - p[i]), reason, 1
+                    d.item_id,
+                    "pair",
+                    d.query_id,
+                    d.chunk_id,
+                    DRAWN_PRIORITY + d.p_relevant * (1 - d.p_relevant),
+                    reason,
+                    1,
                 )
-                for i in chosen
+                for d in chosen
             ),
             now,
         )

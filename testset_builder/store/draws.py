@@ -1,5 +1,6 @@
-"""The review draws: for each pair considered for review, the round that considered it, its inclusion probability,
-whether it was drawn, and the estimate the probability came from."""
+"""The review draws: for each (query, chunk) pair a round considered for review, the round, its inclusion
+probability, whether it was drawn, and the estimate the probability came from. A drawn pair becomes the review item
+:func:`~.migrations.pair_item_id` names."""
 
 from __future__ import annotations
 
@@ -7,57 +8,70 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .migrations import pair_item_id
+
+_COLUMNS = "query_id, chunk_id, item_id, round, probability, drawn, p_relevant, model"
+
 
 @dataclass(frozen=True)
 class StoredDraw:
-    item_id: str
+    query_id: str
+    chunk_id: str
     round: int
     probability: float
     drawn: bool
     p_relevant: float
     model: str
 
+    @property
+    def item_id(self) -> str:
+        return pair_item_id(self.query_id, self.chunk_id)
+
 
 def put_draws(db: sqlite3.Connection, draws: Iterable[StoredDraw], created_at: str) -> int:
-    rows = [(d.item_id, d.round, d.probability, int(d.drawn), d.p_relevant, d.model, created_at) for d in draws]
-    db.executemany(
-        "INSERT INTO review_draws (item_id, round, probability, drawn, p_relevant, model, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        rows,
-    )
+    rows = [
+        (d.query_id, d.chunk_id, d.item_id, d.round, d.probability, int(d.drawn), d.p_relevant, d.model, created_at)
+        for d in draws
+    ]
+    db.executemany(f"INSERT INTO review_draws ({_COLUMNS}, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     return len(rows)
 
 
-def draws(db: sqlite3.Connection) -> dict[str, StoredDraw]:
+def pair_draws(db: sqlite3.Connection) -> dict[tuple[str, str], StoredDraw]:
+    """Each (query, chunk) pair a round considered (a pair is considered once), with that round's draw."""
     return {
-        row[0]: StoredDraw(row[0], row[1], row[2], bool(row[3]), row[4], row[5])
-        for row in db.execute("SELECT item_id, round, probability, drawn, p_relevant, model FROM review_draws")
+        (q, c): StoredDraw(q, c, round_, probability, bool(drawn), p, model)
+        for q, c, _, round_, probability, drawn, p, model in db.execute(
+            f"SELECT {_COLUMNS} FROM review_draws ORDER BY round, query_id, chunk_id"
+        )
     }
+
+
+def draws(db: sqlite3.Connection) -> dict[str, StoredDraw]:
+    """The same draws, by the review item each pair is (or would be when drawn)."""
+    return {draw.item_id: draw for draw in pair_draws(db).values()}
 
 
 def drawn_pair_probabilities(db: sqlite3.Connection) -> dict[tuple[str, str], float]:
     """The inclusion probability of each (query, chunk) pair a round drew."""
-    return {
-        (q, c): p
-        for q, c, p in db.execute(
-            "SELECT i.query_id, i.chunk_id, d.probability FROM review_draws d JOIN review_items i USING (item_id) "
-            "WHERE d.drawn = 1"
-        )
-    }
+    return {pair: draw.probability for pair, draw in pair_draws(db).items() if draw.drawn}
 
 
 def next_round(db: sqlite3.Connection) -> int:
     return db.execute("SELECT COALESCE(MAX(round), 0) + 1 FROM review_draws").fetchone()[0]
 
 
-def undrawn_pending_pairs(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
-    """Pair items no round has considered yet and no reviewer has answered: (item, query, chunk)."""
+def undrawn_pending_pairs(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """The population a review round draws from: every estimated pair that no round has considered, no reviewer
+    has answered and no human or synthetic source labels, whether queued already or not, as (query, chunk)."""
     return [
         tuple(row)
         for row in db.execute(
-            "SELECT i.item_id, i.query_id, i.chunk_id FROM review_items i WHERE i.kind = 'pair' "
-            "AND NOT EXISTS (SELECT 1 FROM review_draws d WHERE d.item_id = i.item_id) "
-            "AND NOT EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1) "
-            "ORDER BY i.item_id"
+            "SELECT e.query_id, e.chunk_id FROM estimates e WHERE NOT EXISTS (SELECT 1 FROM review_draws d "
+            "WHERE d.query_id = e.query_id AND d.chunk_id = e.chunk_id) "
+            "AND NOT EXISTS (SELECT 1 FROM review_items i JOIN review_state s USING (item_id) WHERE i.kind = 'pair' "
+            "AND i.query_id = e.query_id AND i.chunk_id = e.chunk_id AND s.counting = 1) "
+            "AND NOT EXISTS (SELECT 1 FROM judgments j WHERE j.query_id = e.query_id AND j.chunk_id = e.chunk_id "
+            "AND j.source IN ('human', 'synthetic-source')) ORDER BY 1, 2"
         )
     ]

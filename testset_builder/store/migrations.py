@@ -337,6 +337,42 @@ def m009_review_draws(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(10)
+def m010_draws_by_pair(db: sqlite3.Connection) -> None:
+    """A round draws from every estimated pair, queued or not (the population prediction-powered scoring needs):
+    draws name their (query, chunk) pair, and the item a drawn pair becomes is derived from it, so a draw no longer
+    needs a queued item. Rows are carried over; still append-only."""
+    run_script(
+        db,
+        """
+        CREATE TABLE review_draws_by_pair (
+            query_id TEXT NOT NULL REFERENCES queries(query_id),
+            chunk_id TEXT NOT NULL REFERENCES chunks(chunk_id),
+            item_id TEXT NOT NULL UNIQUE,
+            round INTEGER NOT NULL CHECK (round >= 1),
+            probability REAL NOT NULL CHECK (probability > 0 AND probability <= 1),
+            drawn INTEGER NOT NULL CHECK (drawn IN (0, 1)),
+            p_relevant REAL NOT NULL CHECK (p_relevant BETWEEN 0 AND 1),
+            model TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (query_id, chunk_id)
+        );
+        INSERT INTO review_draws_by_pair
+            SELECT i.query_id, i.chunk_id, d.item_id, d.round, d.probability, d.drawn, d.p_relevant, d.model,
+                d.created_at
+            FROM review_draws d JOIN review_items i USING (item_id);
+        DROP TRIGGER review_draws_no_update;
+        DROP TRIGGER review_draws_no_delete;
+        DROP TABLE review_draws;
+        ALTER TABLE review_draws_by_pair RENAME TO review_draws;
+        CREATE TRIGGER review_draws_no_update BEFORE UPDATE ON review_draws
+            BEGIN SELECT RAISE(ABORT, 'draws are append-only: a probability once used stays as it was'); END;
+        CREATE TRIGGER review_draws_no_delete BEFORE DELETE ON review_draws
+            BEGIN SELECT RAISE(ABORT, 'draws are append-only: a probability once used stays as it was'); END;
+        """,
+    )
+
+
 def pair_item_id(query_id: str, chunk_id: str) -> str:
     """The review item of a (query, chunk) pair: derived from the pair, so queueing it twice is one item."""
     return "p-" + hashlib.sha256(f"{query_id}\x00{chunk_id}".encode()).hexdigest()[:20]

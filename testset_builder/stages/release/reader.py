@@ -12,6 +12,7 @@ from ...export.beir import read_beir_corpus, read_beir_qrels, read_beir_queries
 from ...export.jsonl import write_jsonl_qrels
 from ...export.trec import write_trec_topics
 from ...tables import Qrels
+from .estimated import ESTIMATES_FILE, read_estimates
 from .writer import sha256_file
 
 EXPORT_FORMATS = ("hf", "beir", "trec", "jsonl")
@@ -24,6 +25,7 @@ class LoadedRelease:
     corpus: dict[str, dict]  # _id -> {"title", "text"}
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]
+    estimates: list[dict] = field(default_factory=list)  # estimates.jsonl's rows (.estimated), when it carries them
 
     @property
     def version(self) -> str:
@@ -53,12 +55,19 @@ def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
                     f"{relative} does not match the sha256 in manifest.json: the release was modified", path=path
                 )
     beir = path / "beir"
+    estimates = []
+    if ESTIMATES_FILE in files:
+        try:
+            estimates = read_estimates((path / ESTIMATES_FILE).read_text(encoding="utf-8"))
+        except ValueError:
+            raise InputError(f"{ESTIMATES_FILE} is not JSON lines", path=path) from None
     return LoadedRelease(
         path,
         manifest,
         read_beir_corpus(beir / "corpus.jsonl"),
         read_beir_queries(beir / "queries.jsonl"),
         read_beir_qrels(beir / "qrels" / "test.tsv").to_dict(),
+        estimates,
     )
 
 

@@ -27,11 +27,14 @@ from ...export.hf import dataset_card, write_hf
 from ...export.trec import write_trec_qrels
 from ...records import Judgment, Query
 from ...store import corpus as stored_corpus
+from ...store import draws as draw_store
+from ...store import estimates as estimate_store
 from ...store import history, rows
 from ...store import review as review_store
 from ...store.workspace import Workspace, utc_timestamp
 from ...tables import Qrels
 from ..policy import ORIGINS, ResolvedQrel, agreement, describe, resolve
+from .estimated import ESTIMATES_FILE, estimate_counts, estimated_pairs, estimates_text
 from .versions import existing_versions, parse_version
 
 
@@ -41,17 +44,21 @@ class ReleaseContent:
     queries: list[dict]  # {_id, text}, sorted by id
     qrels: list[ResolvedQrel]
     query_records: dict[str, Query] = field(default_factory=dict)  # the released queries, with origin and lineage
+    estimates: list[dict] = field(default_factory=list)  # the rows of estimates.jsonl (.estimated), when carried
 
     def qrels_table(self) -> Qrels:
         return Qrels.from_dict(as_dict(self.qrels))
 
     def canonical_bytes(self) -> dict[str, bytes]:
-        """The BEIR files, which are also what the content hash covers."""
-        return {
+        """The BEIR files and the estimates, which are also what the content hash covers."""
+        files = {
             "beir/corpus.jsonl": beir_corpus_text(self.corpus).encode("utf-8"),
             "beir/queries.jsonl": beir_queries_text(self.queries).encode("utf-8"),
             "beir/qrels/test.tsv": beir_qrels_text(self.qrels_table()).encode("utf-8"),
         }
+        if self.estimates:
+            files[ESTIMATES_FILE] = estimates_text(self.estimates).encode("utf-8")
+        return files
 
     def content_sha256(self) -> str:
         digest = hashlib.sha256()
@@ -70,9 +77,11 @@ def as_dict(qrels: list[ResolvedQrel]) -> dict[str, dict[str, int]]:
 
 def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent, list[Judgment]]:
     """What a release of the workspace's current state holds: every live chunk (plus any removed one a qrel still
-    names), the queries that have qrels, and the resolved qrels."""
-    dropped = review_store.dropped_queries(workspace.db)  # reviewers dropped or edited these questions away
-    judgments = [j for j in rows.iter_judgments(workspace.db) if j.query_id not in dropped]
+    names), the queries that have qrels, the resolved qrels and, when the policy carries estimates, the estimated
+    pairs (:mod:`.estimated`) and the queries they cover."""
+    db = workspace.db
+    dropped = review_store.dropped_queries(db)  # reviewers dropped or edited these questions away
+    judgments = [j for j in rows.iter_judgments(db) if j.query_id not in dropped]
     qrels = resolve(judgments, policy)
     if not qrels:
         raise InputError(
@@ -82,12 +91,23 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
     named = {q.chunk_id for q in qrels}
     corpus = [
         {"_id": chunk_id, "title": title, "text": text}
-        for chunk_id, title, text, removed in stored_corpus.iter_release_corpus(workspace.db)
+        for chunk_id, title, text, removed in stored_corpus.iter_release_corpus(db)
         if not removed or chunk_id in named
     ]
-    records = {query_id: rows.get_query(workspace.db, query_id) for query_id in sorted({q.query_id for q in qrels})}
+    estimated = []
+    if policy.estimates:
+        live = {d["_id"] for d in corpus}
+        estimated = estimated_pairs(
+            estimate_store.estimates(db),
+            draw_store.pair_draws(db),
+            qrels,
+            lambda q: q not in dropped,
+            live.__contains__,
+        )
+    query_ids = sorted({q.query_id for q in qrels} | {row["query-id"] for row in estimated})
+    records = {query_id: rows.get_query(db, query_id) for query_id in query_ids}
     queries = [{"_id": query.query_id, "text": query.text} for query in records.values()]
-    return ReleaseContent(corpus, queries, qrels, records), judgments
+    return ReleaseContent(corpus, queries, qrels, records, estimated), judgments
 
 
 @dataclass
@@ -251,6 +271,7 @@ def _manifest(workspace, version, parent, same_as_parent, content, judgments, fi
             "qrels": len(content.qrels),
             "qrels_by_origin": {o: sum(q.origin == o for q in content.qrels) for o in ORIGINS},
             "qrels_by_grade": {str(g): n for g, n in sorted(Counter(q.grade for q in content.qrels).items())},
+            **({"estimates": estimate_counts(content.estimates)} if content.estimates else {}),
         },
         "languages": corpus_languages([d["text"] for d in content.corpus]),
         "policy": describe(policy),

@@ -1,0 +1,109 @@
+"""A release carries its estimated labels (estimates.jsonl) beside the human ones, and `score --release` reports
+prediction-powered figures from them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testset_builder.cli import main
+
+
+def drawn_and_answered(ws, capsys, budget: int = 6) -> int:
+    """A selection round, every drawn pair answered as the truth says; returns how many."""
+    from testset_builder.stages import review
+
+    assert main(["select", "--budget", str(budget), "-w", str(ws.root), "--json", "--seed", "3"]) == 0
+    capsys.readouterr()
+    answered = 0
+    while (item := review.next_item(ws, "ann")) is not None and item.reason.startswith("drawn"):  # drawn come first
+        grade = int(ws.truth(item.query["query_id"], item.chunk["chunk_id"]))
+        review.submit(ws, "ann", item.item_id, "grade", f"k-{answered}", grade=grade)
+        answered += 1
+    return answered
+
+
+def release_rows(ws, version: str) -> list[dict]:
+    text = (ws.root / "releases" / version / "estimates.jsonl").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_a_release_carries_every_estimated_pair_with_its_estimate_label_and_draw(pair_queue, capsys):
+    from testset_builder.store import draws, estimates
+
+    ws = pair_queue
+    answered = drawn_and_answered(ws, capsys)
+    assert answered > 0
+    assert main(["release", "-w", str(ws.root), "--version", "1.0.0", "--json"]) == 0
+    rows = release_rows(ws, "1.0.0")
+    stored, considered = estimates.estimates(ws.db), draws.pair_draws(ws.db)
+    assert [(r["query-id"], r["corpus-id"]) for r in rows] == sorted(stored)
+    for row in rows:
+        pair = (row["query-id"], row["corpus-id"])
+        assert row["p_relevant"] == stored[pair].p_relevant and row["model"] == stored[pair].model
+        draw = considered[pair]
+        assert row["draw"] == {"round": 1, "probability": draw.probability, "drawn": draw.drawn}
+        assert (row["origin"] == "human") == draw.drawn  # every drawn pair was answered, nothing else
+        if draw.drawn:
+            assert row["label"] == int(ws.truth(*pair))
+    manifest = json.loads((ws.root / "releases" / "1.0.0" / "manifest.json").read_text(encoding="utf-8"))
+    counts = manifest["counts"]["estimates"]
+    assert (counts["pairs"], counts["drawn"], counts["drawn_answered"]) == (len(rows), answered, answered)
+    assert counts["estimated_only"] == len(rows) - answered and manifest["counts"]["queries"] == 2
+    assert "estimates.jsonl" in manifest["files"]
+
+
+def test_without_estimates_a_release_holds_only_the_labelled_queries_and_no_estimates_file(pair_queue, capsys):
+    ws = pair_queue
+    drawn_and_answered(ws, capsys, budget=2)
+    assert main(["release", "-w", str(ws.root), "--version", "1.0.0", "--no-estimates", "--json"]) == 0
+    release = ws.root / "releases" / "1.0.0"
+    manifest = json.loads((release / "manifest.json").read_text(encoding="utf-8"))
+    assert not (release / "estimates.jsonl").exists() and "estimates" not in manifest["counts"]
+    qrels = (release / "beir" / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    assert manifest["counts"]["queries"] == len({line.split("\t")[0] for line in qrels})
+
+
+def test_score_on_a_release_with_estimates_gives_the_difference_estimator_for_precision(pair_queue, capsys, tmp_path):
+    ws = pair_queue
+    drawn_and_answered(ws, capsys)
+    assert main(["release", "-w", str(ws.root), "--version", "1.0.0"]) == 0
+    rows = release_rows(ws, "1.0.0")
+    run = tmp_path / "run.trec"  # one drawn pair of each query first, then the rest by id
+    ranked = {}
+    for row in sorted(rows, key=lambda r: (r["query-id"], not (r["draw"] or {}).get("drawn"), r["corpus-id"])):
+        ranked.setdefault(row["query-id"], []).append(row["corpus-id"])
+    ranked = {q: [chunks[0], *sorted(chunks[1:])] for q, chunks in ranked.items()}
+    run.write_text(
+        "".join(
+            f"{q} Q0 {c} {rank} {100 - rank} test\n" for q, chunks in ranked.items() for rank, c in enumerate(chunks, 1)
+        ),
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["prediction_powered"]
+    assert report["applies"] == "ppi" and report["queries"] == 2
+
+    top5 = {(q, c) for q, chunks in ranked.items() for c in chunks[:5]}
+    expected, variance = 0.0, 0.0  # over the top 5: estimate + (label - estimate) / probability where drawn
+    for row in rows:
+        if (row["query-id"], row["corpus-id"]) in top5:
+            expected += row["p_relevant"]
+            if row["label"] is not None:
+                pi, residual = row["draw"]["probability"], (row["label"] - row["p_relevant"]) / 10
+                expected += residual * 10 / pi
+                variance += (1 - pi) / pi**2 * residual**2  # Poisson sampling's Horvitz-Thompson variance
+    figures = report["metrics"]["precision@5"]
+    assert figures["ppi"]["mean"] == pytest.approx(expected / (5 * 2))
+    half = 1.959963984540054 * variance**0.5
+    assert figures["ppi"]["ci_low"] == pytest.approx(expected / 10 - half)
+    assert figures["ppi"]["ci_high"] == pytest.approx(expected / 10 + half)
+    assert figures["estimate_only"]["mean"] == pytest.approx(
+        sum(r["p_relevant"] for r in rows if (r["query-id"], r["corpus-id"]) in top5) / 10
+    )
+
+    assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5,ndcg@5"]) == 0
+    shown = capsys.readouterr().out
+    assert "prediction-powered" in shown and "applies: prediction-powered" in shown and "ndcg@5*" in shown

@@ -1,0 +1,124 @@
+"""End to end on real data (SciFact): labels part human, part estimated, and scores with intervals that hold.
+
+A team has human qrels for some queries (imported) and new real queries without labels. It proposes pools for the new
+ones with the embedded default (BM25 + dense, the relevance estimate; no LLM), draws 100 pairs for review, answers
+them through the review API (SciFact's human qrels answer as the reviewer), releases, and scores two retrievers on
+the release. SciFact's full human qrels give the figures the labels should yield; the prediction-powered 95%
+intervals of precision@10 (linear in the labels, design-unbiased) must contain them. nDCG@10's and recall@10's
+figures (model-assisted) came out 0.10-0.14 too high here and are marked so; they are not asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from conftest import require
+
+from testset_builder.cli import main
+from testset_builder.export import read_qrels, read_run
+from testset_builder.metrics import evaluate
+
+TOKEN = "tok-" + "e" * 24
+IMPORTED, PROPOSED, OTHER_DOCS, BUDGET = 20, 60, 1200, 100
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def scifact_sample(scifact_dir, tmp_path_factory):
+    """80 SciFact test queries with their qrels, and a corpus of their relevant abstracts plus 1,200 others."""
+    rng = random.Random(7)
+    qrels = read_qrels(scifact_dir / "qrels" / "test.tsv").to_dict()
+    query_ids = sorted(rng.sample(sorted(qrels), IMPORTED + PROPOSED))
+    texts = {q["_id"]: q["text"] for q in map(json.loads, (scifact_dir / "queries.jsonl").open(encoding="utf-8"))}
+    corpus = [json.loads(line) for line in (scifact_dir / "corpus.jsonl").open(encoding="utf-8")]
+    relevant = {doc for q in query_ids for doc in qrels[q]}
+    others = rng.sample([d for d in corpus if d["_id"] not in relevant], OTHER_DOCS)
+    root = tmp_path_factory.mktemp("scifact-sample")
+    (root / "corpus").mkdir()
+    write_jsonl(root / "corpus" / "corpus.jsonl", [d for d in corpus if d["_id"] in relevant] + others)
+    imported, proposed = query_ids[:IMPORTED], query_ids[IMPORTED:]
+    write_jsonl(root / "imported.jsonl", [{"_id": q, "text": texts[q]} for q in imported])
+    write_jsonl(root / "proposed.jsonl", [{"_id": q, "text": texts[q]} for q in proposed])
+    (root / "imported-qrels.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q in imported for d, g in qrels[q].items()),
+        encoding="utf-8",
+    )
+    (root / "qrels.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q in query_ids for d, g in qrels[q].items()),
+        encoding="utf-8",
+    )
+    return root, {q: qrels[q] for q in query_ids}
+
+
+def review_drawn_pairs(workspace_root, truth) -> int:
+    """Answer every drawn pair through the JSON API as SciFact's annotators did; returns how many were answered."""
+    from fastapi.testclient import TestClient
+
+    from testset_builder.review_ui import create_app
+    from testset_builder.store import open_workspace
+
+    answered = 0
+    with open_workspace(workspace_root) as ws, TestClient(create_app(ws, TOKEN)) as client:
+        client.headers["Authorization"] = f"Bearer {TOKEN}"
+        while (served := client.get("/api/next", params={"reviewer": "annotator"})).status_code == 200:
+            item = served.json()
+            assert item["reason"].startswith("drawn for review")  # nothing else was queued
+            grade = truth.get(item["query"]["query_id"], {}).get(item["chunk"]["chunk_id"], 0)
+            verdict = {
+                "item_id": item["item_id"], "reviewer": "annotator", "action": "grade", "grade": grade,
+                "idempotency_key": f"v-{item['item_id']}",
+            }  # fmt: skip
+            assert client.post("/api/verdicts", json=verdict).status_code == 201
+            answered += 1
+    return answered
+
+
+def test_on_scifact_the_prediction_powered_precision_intervals_contain_the_human_qrels_figures_of_two_retrievers(
+    scifact_sample, tmp_path, capsys
+):
+    require("sentence_transformers")
+    source, truth = scifact_sample
+    ws = tmp_path / "ws"
+    assert main(["chunk", str(source / "corpus"), "--chunker", "prechunked", "-w", str(ws)]) == 0
+    assert (
+        main(["import", str(source / "imported-qrels.tsv"), "-Q", str(source / "imported.jsonl"), "-w", str(ws)]) == 0
+    )
+    assert main(["propose", "-Q", str(source / "proposed.jsonl"), "--no-judge", "-w", str(ws), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["select", "--budget", str(BUDGET), "-w", str(ws), "--json"]) == 0
+    selection = json.loads(capsys.readouterr().out)
+    answered = review_drawn_pairs(ws, truth)
+    assert answered == selection["drawn"] and 80 <= answered <= 120  # Poisson sampling: about the budget
+    assert main(["release", "-w", str(ws), "--version", "1.0.0", "--json"]) == 0
+    manifest = json.loads((ws / "releases" / "1.0.0" / "manifest.json").read_text(encoding="utf-8"))
+    carried = manifest["counts"]["estimates"]
+    assert carried["queries"] == IMPORTED + PROPOSED and carried["drawn_answered"] == answered
+    assert carried["estimated_only"] > 10 * answered  # most of the labels are estimates
+
+    human = read_qrels(source / "qrels.tsv")
+    rows = (ws / "releases" / "1.0.0" / "estimates.jsonl").read_text(encoding="utf-8").splitlines()
+    carried_pairs = {(row["query-id"], row["corpus-id"]) for row in map(json.loads, rows)}
+    proposed = {json.loads(line)["_id"] for line in (source / "proposed.jsonl").read_text().splitlines()}
+    for retriever in ("bm25", "dense"):
+        run_file = tmp_path / f"{retriever}.trec"
+        assert main(["baseline", "--release", f"{ws}@1.0.0", "--retriever", retriever, "--out", str(run_file)]) == 0
+        capsys.readouterr()
+        assert main(["score", "--release", f"{ws}@1.0.0", "-r", str(run_file), "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)["prediction_powered"]
+        assert report["applies"] == "ppi" and report["queries"] == IMPORTED + PROPOSED
+        reference = evaluate(human, read_run(run_file), "precision@10").mean("precision@10")
+        figures = report["metrics"]["precision@10"]
+        ppi, human_only = figures["ppi"], figures["human_only"]
+        assert figures["design"].startswith("design-unbiased")
+        assert ppi["ci_low"] <= reference <= ppi["ci_high"], (retriever, reference, ppi)
+        assert ppi["ci_high"] - ppi["ci_low"] < human_only["ci_high"] - human_only["ci_low"]
+        assert report["metrics"]["ndcg@10"]["design"].startswith("model-assisted")  # not yet trustworthy: see ppi
+        top10 = [(q, c) for q, c, _, rank in read_run(run_file).ranked_rows() if rank <= 10]
+        assert all((q, c) in carried_pairs for q, c in top10 if q in proposed)  # the pool holds both retrievers' top 10
+        expected = sum((q, c) in carried_pairs for q, c in top10) / len(top10)  # imported queries: their qrels only
+        assert report["diagnostics"]["pool_coverage@10"] == pytest.approx(expected, abs=1e-4)
