@@ -107,3 +107,37 @@ def test_score_on_a_release_with_estimates_gives_the_difference_estimator_for_pr
     assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5,ndcg@5"]) == 0
     shown = capsys.readouterr().out
     assert "prediction-powered" in shown and "applies: prediction-powered" in shown and "ndcg@5*" in shown
+
+
+def test_compare_on_a_release_with_estimates_gives_the_paired_prediction_powered_difference(
+    pair_queue, capsys, tmp_path
+):
+    ws = pair_queue
+    drawn_and_answered(ws, capsys)
+    assert main(["release", "-w", str(ws.root), "--version", "1.0.0"]) == 0
+    ranked = {}
+    for row in release_rows(ws, "1.0.0"):
+        ranked.setdefault(row["query-id"], []).append(row["corpus-id"])
+    runs = []
+    for name, order in (("by-id", sorted), ("reversed", lambda chunks: sorted(chunks, reverse=True))):
+        path = tmp_path / f"{name}.trec"
+        path.write_text(
+            "".join(
+                f"{q} Q0 {c} {rank} {100 - rank} {name}\n"
+                for q, chunks in ranked.items()
+                for rank, c in enumerate(order(chunks), 1)
+            ),
+            encoding="utf-8",
+        )
+        runs.append(path)
+    means = []
+    for path in runs:
+        capsys.readouterr()
+        assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(path), "-m", "precision@5", "--json"]) == 0
+        means.append(json.loads(capsys.readouterr().out)["prediction_powered"]["metrics"]["precision@5"]["ppi"]["mean"])
+    capsys.readouterr()
+    assert main(["compare", *map(str, runs), "--release", f"{ws.root}@1.0.0", "-m", "precision@5", "--json"]) == 0
+    [difference] = json.loads(capsys.readouterr().out)["prediction_powered"]
+    assert (difference["run"], difference["metric"], difference["use"]) == ("reversed", "precision@5", "ppi")
+    assert difference["mean"] == pytest.approx(means[1] - means[0])
+    assert difference["ci_low"] <= difference["mean"] <= difference["ci_high"]
