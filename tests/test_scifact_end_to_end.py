@@ -4,8 +4,7 @@ A team has human qrels for some queries (imported) and new real queries without 
 ones with the embedded default (BM25 + dense, the relevance estimate; no LLM), draws 100 pairs for review, answers
 them through the review API (SciFact's human qrels answer as the reviewer), releases, and scores two retrievers on
 the release. SciFact's full human qrels give the figures the labels should yield; the prediction-powered 95%
-intervals of precision@10 (linear in the labels, design-unbiased) must contain them. nDCG@10's and recall@10's
-figures (model-assisted) came out 0.10-0.14 too high here and are marked so; they are not asserted.
+intervals of precision@10, recall@10 and nDCG@10 must contain them.
 """
 
 from __future__ import annotations
@@ -78,7 +77,7 @@ def review_drawn_pairs(workspace_root, truth) -> int:
     return answered
 
 
-def test_on_scifact_the_prediction_powered_precision_intervals_contain_the_human_qrels_figures_of_two_retrievers(
+def test_on_scifact_the_prediction_powered_intervals_contain_the_human_qrels_figures_of_two_retrievers(
     scifact_sample, tmp_path, capsys
 ):
     require("sentence_transformers")
@@ -111,13 +110,16 @@ def test_on_scifact_the_prediction_powered_precision_intervals_contain_the_human
         assert main(["score", "--release", f"{ws}@1.0.0", "-r", str(run_file), "--json"]) == 0
         report = json.loads(capsys.readouterr().out)["prediction_powered"]
         assert report["applies"] == "ppi" and report["queries"] == IMPORTED + PROPOSED
-        reference = evaluate(human, read_run(run_file), "precision@10").mean("precision@10")
-        figures = report["metrics"]["precision@10"]
-        ppi, human_only = figures["ppi"], figures["human_only"]
-        assert figures["design"].startswith("design-unbiased")
-        assert ppi["ci_low"] <= reference <= ppi["ci_high"], (retriever, reference, ppi)
-        assert ppi["ci_high"] - ppi["ci_low"] < human_only["ci_high"] - human_only["ci_low"]
-        assert report["metrics"]["ndcg@10"]["design"].startswith("model-assisted")  # not yet trustworthy: see ppi
+        reference = evaluate(human, read_run(run_file), "precision@10,recall@10,ndcg@10").means()
+        for metric, figure in reference.items():
+            ppi = report["metrics"][metric]["ppi"]
+            assert ppi["ci_low"] <= figure <= ppi["ci_high"], (retriever, metric, figure, ppi)
+            assert ppi["ci_high"] - ppi["ci_low"] < 0.15, (retriever, metric, ppi)
+        precision = report["metrics"]["precision@10"]
+        assert precision["design"].startswith("design-unbiased")
+        assert precision["ppi"]["ci_high"] - precision["ppi"]["ci_low"] < (
+            precision["human_only"]["ci_high"] - precision["human_only"]["ci_low"]
+        )
         top10 = [(q, c) for q, c, _, rank in read_run(run_file).ranked_rows() if rank <= 10]
         assert all((q, c) in carried_pairs for q, c in top10 if q in proposed)  # the pool holds both retrievers' top 10
         expected = sum((q, c) in carried_pairs for q, c in top10) / len(top10)  # imported queries: their qrels only

@@ -55,9 +55,9 @@ def score(
     On a release that carries estimates (estimates.jsonl: labels part human, part estimated), each run also gets
     prediction-powered figures for precision@k, recall@k and nDCG@k: the estimates corrected by the human verdicts
     on pairs drawn at random (`select`), with 95% intervals, next to the human-only and estimate-only figures, and
-    a line saying which applies. Precision's is design-unbiased; recall's and nDCG's (marked *) rest on the
-    estimated count of relevant pairs per query and can be biased (on SciFact about +0.1). JSON: the
-    `prediction_powered` key.
+    a line saying which applies. Precision's is design-unbiased; recall's and nDCG's (marked *) are the metrics'
+    expectations under the estimates recalibrated on the verdicts, corrected verdict by verdict (model-assisted).
+    JSON: the `prediction_powered` key.
     """
     from ..export import read_run
     from ..metrics import evaluate, parse_metrics

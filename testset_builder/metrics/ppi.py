@@ -8,17 +8,24 @@ probability pi_i), a human label y_i in {0, 1}. The figure is the mean of a per-
   The difference estimator sum_i c_i p_i + sum_{i drawn} c_i (y_i - p_i) / pi_i is unbiased under the draw however
   biased the estimates are (the humans correct them: Horvitz-Thompson on the residual).
 - Normalised metrics (nDCG@k = DCG@k / IDCG@k(R_q), recall@k = hits@k / R_q, with R_q the query's relevant pairs):
-  the numerator as above; the denominator from R_q = kappa * sum_i p_i with one correction kappa = (sum_{drawn}
-  y_i / pi_i) / (sum_{drawn} p_i / pi_i) shared by all queries (a ratio estimator). A per-query Horvitz-Thompson
-  count from the two or three labels a query gets swings wildly (interval widths in the thousands in simulation);
-  the shared ratio is stable and close to unbiased when the estimates rank queries' relevant counts about right,
-  which is the model assumption these two metrics add.
+  first the estimates are recalibrated by one shift in log-odds that makes them agree, on average, with the drawn
+  verdicts (weighted by 1 / pi); then per query, the metric's expectation when each label nobody gave is relevant
+  with its recalibrated estimate (independently; certain labels fixed), computed exactly (:func:`expected_ratio`);
+  then for each drawn pair, the change its verdict makes to that expectation, over its inclusion probability. The
+  expectation is linear in each label's probability and equals the metric on 0/1 labels, so each verdict's own
+  effect is corrected without bias; what is left is the interaction of several unseen errors within one query,
+  which the recalibration keeps small. Measured: on SciFact (80 queries, 93 drawn verdicts) the intervals contain
+  the figures of the complete human labels for BM25 and dense; plugging the estimates into the ratio instead
+  (dividing by the expected count of relevant pairs) came out 0.10-0.14 too high there, since the mean of 1 / R_q
+  is not 1 / (mean R_q); without the recalibration, estimates biased by +1 in log-odds (the simulation test) left
+  the figure 0.1-0.16 below the truth.
 
 Intervals: the estimate +- 1.96 standard errors, the variance by linearisation (the delta method) under Poisson
-sampling: sum over drawn pairs of (1 - pi_i) / pi_i^2 z_i^2, z_i being the pair's residual times the metric's
-derivative (and, for normalised metrics, its share in kappa). The human-only figure uses the labels alone (p = 0,
-per-query counts); the estimate-only one uses p alone (no interval). The target is the metric of *these* queries on
-complete labels of their pools: the interval covers what labelling every pooled pair would have given.
+sampling: sum over drawn pairs of (1 - pi_i) / pi_i^2 z_i^2, z_i being the pair's effect on the figure (its
+weighted residual, or the change its verdict makes to the query's expected metric); the recalibration's own
+uncertainty is left out (one parameter fitted on all drawn verdicts). The human-only figure uses the labels alone
+(p = 0, per-query counts); the estimate-only one uses p alone (no interval). The target is the metric of *these*
+queries on complete labels of their pools: the interval covers what labelling every pooled pair would have given.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 METRICS = ("precision", "dcg", "ndcg", "recall")
 Z95 = 1.959963984540054
@@ -170,41 +179,121 @@ def _linear(pairs, labelled, metric: str, k: int, use: str) -> tuple[float, dict
 
 
 def _ratio(pairs, by_query, labelled, metric: str, k: int, use: str) -> tuple[float, dict[int, float]]:
-    """Pairs with a certain label count it; the others' share of R_q is kappa times their estimates, kappa from the
-    pairs drawn at random (certain labels say nothing about how the estimates err on the rest)."""
+    """Recall and nDCG: per query, the metric's expectation with every label not known drawn from its estimate
+    (certain labels fixed), plus, for each randomly drawn pair, the change its verdict makes to that expectation
+    over its inclusion probability. The human-only figure counts the labels alone, weighted by 1 / pi."""
+    if use == "human":
+        return _ratio_from_labels(pairs, by_query, labelled, metric, k)
     drawn = set(labelled)
     random = [i for i in labelled if not _certain(pairs[i])]
-    kappa, spread = 1.0, 0.0
-    if use == "ppi" and random:
-        observed = sum(pairs[i].label / pairs[i].probability for i in random)
-        spread = sum(pairs[i].p / pairs[i].probability for i in random)
-        kappa = observed / spread if spread > 0 else 1.0
-    total, slope_kappa = 0.0, 0.0
-    influence: dict[int, float] = {}
+    shift = _calibration_shift(pairs, random) if use == "ppi" else 0.0
+    total, influence = 0.0, {}
     for members in by_query.values():
-        base = {i: 0.0 if use == "human" else pairs[i].p for i in members}
-        weight = {i: _weight(metric, pairs[i].rank, k) for i in members}
-        d = sum(weight[i] * base[i] for i in members)
-        d += sum(weight[i] * (pairs[i].label - base[i]) / pairs[i].probability for i in members if i in drawn)
-        if use == "human":
-            r = sum(pairs[i].label / pairs[i].probability for i in members if i in drawn)
+        known = [i in drawn and _certain(pairs[i]) for i in members]
+        p = np.array(
+            [float(pairs[i].label) if sure else _shifted(pairs[i].p, shift) for i, sure in zip(members, known)]
+        )
+        c = np.array([_weight(metric, pairs[i].rank, k) for i in members])
+        base = expected_ratio(metric, k, p, c)
+        total += base
+        for j, i in enumerate(members):
+            if use == "ppi" and i in drawn and not known[j]:
+                revealed = p.copy()
+                revealed[j] = pairs[i].label
+                change = expected_ratio(metric, k, revealed, c) - base
+                total += change / pairs[i].probability
+                influence[i] = change
+    return total, influence
+
+
+def _shifted(p: float, shift: float) -> float:
+    if shift == 0.0 or p <= 0.0 or p >= 1.0:
+        return p
+    return 1.0 / (1.0 + math.exp(-(math.log(p / (1.0 - p)) + shift)))
+
+
+def _calibration_shift(pairs, random: list[int]) -> float:
+    """The shift in log-odds that makes the estimates agree on average with the randomly drawn verdicts, each
+    weighted by 1 / pi (so the agreement is over the whole pool, not the uncertain pairs the draw favoured): the
+    root of sum w (y - sigmoid(logit p + b)) = 0, by bisection; 0 without verdicts of both kinds."""
+    labels = [pairs[i].label for i in random]
+    if not random or min(labels) == max(labels):
+        return 0.0
+    p = np.clip([pairs[i].p for i in random], 1e-6, 1 - 1e-6)
+    logits = np.log(p / (1 - p))
+    weights = np.array([1.0 / pairs[i].probability for i in random])
+    y = np.array(labels, dtype=float)
+
+    def excess(b: float) -> float:
+        return float(weights @ (y - 1.0 / (1.0 + np.exp(-(logits + b)))))
+
+    low, high = -20.0, 20.0
+    for _ in range(80):
+        middle = (low + high) / 2
+        if excess(middle) > 0:
+            low = middle
         else:
-            known = {i for i in members if i in drawn and _certain(pairs[i])} if use == "ppi" else set()
-            unknown = sum(pairs[i].p for i in members if i not in known)
-            r = sum(pairs[i].label for i in known) + kappa * unknown
-            slope_kappa_q = unknown
+            high = middle
+    return (low + high) / 2
+
+
+def _ratio_from_labels(pairs, by_query, labelled, metric: str, k: int) -> tuple[float, dict[int, float]]:
+    drawn = set(labelled)
+    total, influence = 0.0, {}
+    for members in by_query.values():
+        mine = [i for i in members if i in drawn]
+        d = sum(_weight(metric, pairs[i].rank, k) * pairs[i].label / pairs[i].probability for i in mine)
+        r = sum(pairs[i].label / pairs[i].probability for i in mine)
         value, by_d, by_r = _normalised(metric, d, r, k)
         total += value
-        for i in members:
-            if i in drawn:
-                share = by_d * weight[i] * (pairs[i].label - base[i])
-                influence[i] = share + (by_r * pairs[i].label if use == "human" else 0.0)
-        if use == "ppi":
-            slope_kappa += by_r * slope_kappa_q
-    if use == "ppi" and spread > 0:
-        for i in random:
-            influence[i] = influence.get(i, 0.0) + slope_kappa * (pairs[i].label - kappa * pairs[i].p) / spread
+        for i in mine:
+            influence[i] = by_d * _weight(metric, pairs[i].rank, k) * pairs[i].label + by_r * pairs[i].label
     return total, influence
+
+
+def _count_distribution(p: np.ndarray) -> np.ndarray:
+    """The distribution of the number of relevant pairs when each is relevant with its own probability (Poisson
+    binomial): entry r is P(R = r)."""
+    dist = np.zeros(len(p) + 1)
+    dist[0] = 1.0
+    for q in p:
+        dist[1:] = dist[1:] * (1.0 - q) + dist[:-1] * q
+        dist[0] *= 1.0 - q
+    return dist
+
+
+def _without(dist: np.ndarray, q: float) -> np.ndarray:
+    """The count's distribution with one pair (relevant with probability ``q``) taken out: the division of the
+    generating polynomial by (1 - q + q z), run from the end whose divisor is at least 1/2, so errors shrink."""
+    out = np.zeros(len(dist) - 1)
+    if q <= 0.5:
+        carry = 0.0
+        for r in range(len(out)):
+            carry = (dist[r] - q * carry) / (1.0 - q)
+            out[r] = carry
+    else:
+        carry = 0.0
+        for r in range(len(out) - 1, -1, -1):
+            carry = (dist[r + 1] - (1.0 - q) * carry) / q
+            out[r] = carry
+    return np.clip(out, 0.0, 1.0)
+
+
+def expected_ratio(metric: str, k: int, p: np.ndarray, c: np.ndarray) -> float:
+    """E[sum_i c_i y_i / N(R)] with y_i independent Bernoulli(p_i) and R = sum_i y_i, N(R) = R (recall) or
+    IDCG@k of R relevant pairs (nDCG); 0 when R = 0. Exact: sum_i c_i p_i E[1 / N(1 + R without i)]. On 0/1 labels
+    it is the metric itself, and it is linear in each p_i, so revealing one label moves it by a known amount."""
+    dist = _count_distribution(p)
+    counts = np.arange(1, len(p) + 1)
+    if metric == "recall":
+        inverse = 1.0 / counts
+    else:
+        ideal = np.cumsum(1.0 / np.log2(np.arange(k) + 2))
+        inverse = 1.0 / ideal[np.minimum(counts, k) - 1]
+    total = 0.0
+    for i in np.flatnonzero((c > 0) & (p > 0)):
+        total += c[i] * p[i] * float(_without(dist, p[i]) @ inverse)
+    return total
 
 
 def _interval(point: float, variance: float | None) -> Interval:

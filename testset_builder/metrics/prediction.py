@@ -12,9 +12,8 @@ Each release pair becomes a :class:`~.ppi.PooledPair`, relevance binary (grade >
 A run's results outside the release's pairs count as not relevant (the pooling assumption, as trec_eval counts
 unjudged chunks); each run's ``pool_coverage`` says how much of its top k that assumption covers. The figures are
 the mean over the queries the release estimated or labelled; they cover precision@k, recall@k and nDCG@k (binary
-gain). Precision's figure is design-unbiased; recall's and nDCG's divide by a per-query count of relevant pairs that
-the estimates give (:mod:`.ppi`), and on real data (SciFact, 80 queries, 93 drawn verdicts) they came out 0.10-0.14
-above the truth with intervals that missed it: each metric's ``design`` says which kind it is. Per run,
+gain). Precision's figure is design-unbiased; recall's and nDCG's are model-assisted (:mod:`.ppi` says how and
+what was measured): each metric's ``design`` says which kind it is. Per run,
 ``calibration`` compares the humans' verdicts with the estimates on the drawn pairs in its own top k: a shared
 calibration can err differently for different systems (arXiv 2605.06939), and this is where it shows.
 """
@@ -30,12 +29,11 @@ from .spec import MetricSpec
 
 CERTAIN_ORIGINS = ("human", "synthetic-source")
 DESIGN = {  # how far each prediction-powered figure can be trusted
-    "precision": "design-unbiased: linear in the labels, the human verdicts correct the estimates exactly in "
-    "expectation",
-    "recall": "model-assisted: the per-query count of relevant pairs comes from the estimates with one shared "
-    "correction; biased when those counts are poorly estimated (on SciFact +0.11 to +0.14 over the truth)",
-    "ndcg": "model-assisted: the ideal DCG comes from the estimated count of relevant pairs with one shared "
-    "correction; biased when those counts are poorly estimated (on SciFact +0.10 to +0.11 over the truth)",
+    "precision": "design-unbiased: linear in the labels, the verdicts correct the estimates exactly in expectation",
+    "recall": "model-assisted: the expected recall under the recalibrated estimates, corrected verdict by verdict; "
+    "unbiased for each verdict's own effect, not for interactions of unseen errors within a query",
+    "ndcg": "model-assisted: the expected nDCG under the recalibrated estimates, corrected verdict by verdict; "
+    "unbiased for each verdict's own effect, not for interactions of unseen errors within a query",
 }
 
 

@@ -94,7 +94,7 @@ def prediction_table(run: str, report: dict) -> Table:
     table = Table(
         title=f"run {run}: labels part human, part estimated ({report['queries']} queries, {report['pairs']} pairs)",
         title_justify="left",
-        caption=f"relevance {report['relevance']}; [95% CI]; * model-assisted: can be biased (see `score --help`)",
+        caption=f"relevance {report['relevance']}; [95% CI]; * model-assisted (see `score --help`)",
         caption_justify="left",
     )
     for column in ("metric", "prediction-powered", "human-only", "estimate-only"):
