@@ -112,6 +112,15 @@ def synthesize(
             show_default=False,
         ),
     ] = None,
+    relevance_by: Annotated[
+        str | None,
+        typer.Option(
+            "--relevance-by",
+            help="Who decides for the critic and mining: estimate (the relevance estimate, no LLM call), llm (the "
+            "judge), or auto (default): the estimate when the judge is the embedded local model, else the judge.",
+            show_default=False,
+        ),
+    ] = None,
     max_cost_usd: MaxCostOption = None,
     batch: BatchOption = False,
     json_output: JsonOption = False,
@@ -120,8 +129,9 @@ def synthesize(
 
     Chunks are sampled across documents (short, boilerplate and duplicate chunks skipped), questions come in the
     configured styles, and the filters (validation, answerability critic, optional round trip, near-duplicates)
-    each count what they removed. False-negative mining then has the judge grade each question's top other chunks,
-    and queues the relevant ones for review. The generator role writes, the judge role criticises and mines. The
+    each count what they removed. False-negative mining then scores each question's top other chunks and queues the
+    likely relevant ones for review. The generator role writes; the judge role criticises and mines, unless the
+    relevance estimate does (--relevance-by; by default when the judge is the embedded local model). The
     `synthesize:` section of a config holds every setting; the flags override it. Rerunning the same settings pays
     for nothing twice and stores nothing twice. A cost-limit stop keeps what was made, prints the summary and exits 3.
     """
@@ -137,6 +147,7 @@ def synthesize(
         synthesize__critic=critic,
         synthesize__round_trip_k=round_trip,
         synthesize__mine=mine,
+        synthesize__relevance_by=relevance_by,
         limits__max_cost_usd=max_cost_usd,
     )
     prompts = prompt_library(resolved)
@@ -198,14 +209,16 @@ def _print_synthesis(summary, resolved) -> None:
         f"{generated}; removed {removed}; {summary.surplus} surplus dropped{held}",
         f"labels: {summary.source_labels} source chunks and {summary.twin_labels} duplicate twins, grade 2",
     ]
-    if resolved.synthesize.mine:
-        mining = summary.mining
-        lines.append(
-            f"mining: {mining.pairs} other chunks judged ({mining.already_judged} before, {mining.failed} failed"
-            + (f", {mining.not_judged_budget} left for lack of budget" if mining.not_judged_budget else "")
-            + f"), {mining.queued} judged relevant and newly queued for review; "
-            f"{summary.questions_with_extra_relevant} questions gained extra relevant chunks"
+    if summary.critic_by:
+        by_estimate = summary.critic_by.startswith("estimate")
+        bar = (
+            f"P(relevant) >= {resolved.synthesize.critic_min_estimate}"
+            if by_estimate
+            else f"grade >= {resolved.synthesize.critic_min_grade}"
         )
+        lines.append(f"critic: {summary.critic_by}: each source's {bar}")
+    if summary.mined_by:
+        lines.append(f"mining by {summary.mined_by}: {_mining(summary)}")
     lines.append(
         f"LLM: {summary.calls} calls ({summary.cache_hits} from the cache), {summary.input_tokens} input and "
         f"{summary.output_tokens} output tokens, ${summary.cost_usd:.4f}; {summary.seconds:.1f} s -> "
@@ -220,8 +233,26 @@ def _print_synthesis(summary, resolved) -> None:
         )
     if summary.shortfall:
         err.print(f"[yellow]fewer than asked:[/] {escape(summary.shortfall)}")
-    if judge_is_local(resolved) and (resolved.synthesize.critic or resolved.synthesize.mine):
+    if judge_is_local(resolved) and any(by and by.startswith("llm") for by in (summary.critic_by, summary.mined_by)):
         err.print(LOCAL_JUDGE_WARNING)
+
+
+def _mining(summary) -> str:
+    """What mining did: estimated (no LLM call) or judged, what it queued, which questions gained chunks."""
+    from ..stages.synthesize.mining import MINED_RELEVANT
+
+    mining, gained = summary.mining, summary.questions_with_extra_relevant
+    if summary.mined_by.startswith("estimate"):
+        return (
+            f"{mining.pairs} other chunks estimated (no LLM call), {mining.queued} at P(relevant) >= {MINED_RELEVANT} "
+            f"newly queued for review; {gained} questions gained likely relevant chunks"
+        )
+    return (
+        f"{mining.pairs} other chunks judged ({mining.already_judged} before, {mining.failed} failed"
+        + (f", {mining.not_judged_budget} left for lack of budget" if mining.not_judged_budget else "")
+        + f"), {mining.queued} judged relevant and newly queued for review; {gained} questions gained extra relevant "
+        "chunks"
+    )
 
 
 @app.command()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +41,7 @@ MIN_VERDICTS = 20
 # 0.886 to 0.927 with 50 verdicts; 1 let the in-domain AUC slip (benchmarks/relevance_estimate.py --strengths 1,10)
 REFIT_STRENGTH = 10.0
 WORD = re.compile(r"\w{3,}", re.UNICODE)
+Pair = tuple[str, str]  # (query id, chunk id)
 
 
 @dataclass(frozen=True)
@@ -218,21 +219,38 @@ def llm_p_relevant(judgments) -> dict[tuple[str, str], float]:
     return found
 
 
-def estimate_workspace(
-    workspace, pairs: Sequence[tuple[str, str]] = (), strength: float = REFIT_STRENGTH
-) -> EstimateSummary:
-    """Estimate every pooled and queued pair of ``workspace``, and ``pairs`` besides (an audit's): compute the
-    features not stored yet (one scoring pass per query, BM25 and dense when installed), refit the model on the pairs
-    humans graded, store each P(relevant) with the model's name and the verdicts it saw."""
+def pair_features(indexes, texts: Mapping[str, str], chunks: Mapping[str, Sequence[str]]) -> dict[Pair, np.ndarray]:
+    """The features of each query's pairs (``chunks``: query id -> chunk ids; ``texts``: query id -> text; a query
+    need not be stored), the LLM's as missing: one scoring pass over the corpus per query, 256 queries at a time for
+    bounded memory, by ``indexes``' BM25 and their dense model when they hold one. A chunk not live is left out."""
+    dense = "dense" in indexes.indexes
+    position = {c: i for i, c in enumerate(indexes.chunk_ids)}
+    query_ids = list(chunks)
+    found: dict[Pair, np.ndarray] = {}
+    for start in range(0, len(query_ids), 256):
+        batch = query_ids[start : start + 256]
+        batch_texts = [texts[q] for q in batch]
+        dense_rows = indexes.indexes["dense"].scores(batch_texts) if dense else None
+        bm25_rows = indexes.indexes["bm25"].scores(batch_texts)
+        for row, query_id in enumerate(batch):
+            live = [c for c in chunks[query_id] if c in position]
+            block = query_features(
+                None if dense_rows is None else dense_rows[row], bm25_rows[row], [position[c] for c in live],
+                words(batch_texts[row]), [words(indexes.passages[c]) for c in live], [None] * len(live),
+            )  # fmt: skip
+            found.update({(query_id, c): block[i] for i, c in enumerate(live)})
+    return found
+
+
+def _workspace_features(workspace, pairs: Sequence[Pair], indexes=None) -> tuple[dict[Pair, np.ndarray], int, bool]:
+    """The pairs' features: stored ones as stored, the rest computed now (by ``indexes``, else the workspace's
+    BM25 and dense when installed); how many were computed; whether the dense model's features are in them."""
     from ..retrieval import dense_available
     from ..retrieval.indexes import WorkspaceIndexes
-    from ..store import draws, rows
     from ..store import estimates as store
-    from ..store.workspace import utc_timestamp
+    from ..store import rows
 
-    db = workspace.db
-    pairs = sorted(set(store.candidate_pairs(db)) | set(pairs))
-    stored = store.estimates(db)
+    stored = store.estimates(workspace.db)
     features = {
         pair: np.asarray(e.features, dtype=float) for pair, e in stored.items() if len(e.features) == len(FEATURES)
     }
@@ -241,24 +259,21 @@ def estimate_workspace(
         if (query_id, chunk_id) not in features:
             todo.setdefault(query_id, []).append(chunk_id)
     dense = any(e.features and e.features[FEATURES.index("dense_gap")] > -1.0 for e in stored.values())
-    if todo:
-        indexes = WorkspaceIndexes(workspace, ("bm25", "dense") if dense_available() else ("bm25",))
+    if todo or indexes is not None:
+        indexes = indexes or WorkspaceIndexes(workspace, ("bm25", "dense") if dense_available() else ("bm25",))
         dense = "dense" in indexes.indexes
-        position = {c: i for i, c in enumerate(indexes.chunk_ids)}
-        query_ids = list(todo)
-        for start in range(0, len(query_ids), 256):  # bounded memory: 256 rows of corpus-wide scores at a time
-            batch = query_ids[start : start + 256]
-            texts = [rows.get_query(db, q).text for q in batch]
-            dense_rows = indexes.indexes["dense"].scores(texts) if dense else None
-            bm25_rows = indexes.indexes["bm25"].scores(texts)
-            for row, query_id in enumerate(batch):
-                chunks = [c for c in todo[query_id] if c in position]  # a chunk removed since it was pooled: skipped
-                block = query_features(
-                    None if dense_rows is None else dense_rows[row], bm25_rows[row], [position[c] for c in chunks],
-                    words(texts[row]), [words(indexes.passages[c]) for c in chunks], [None] * len(chunks),
-                )  # fmt: skip
-                features.update({(query_id, c): block[i] for i, c in enumerate(chunks)})
-    judgments = list(rows.iter_judgments(db))
+        texts = {q: rows.get_query(workspace.db, q).text for q in todo}
+        features.update(pair_features(indexes, texts, todo))
+    return features, sum(len(v) for v in todo.values()), dense
+
+
+def _fitted(workspace, features: Mapping[Pair, np.ndarray], pairs: Sequence[Pair], dense: bool, strength: float):
+    """The model fitted on the humans' verdicts among ``pairs`` (see :func:`refit`), over the pairs' feature matrix
+    with the LLM's latest P(relevant) filled in; returns the model, the pairs with features, the matrix, and the
+    verdicts' labels by pair."""
+    from ..store import draws, rows
+
+    judgments = list(rows.iter_judgments(workspace.db))
     llm = llm_p_relevant(judgments)
     keys = [pair for pair in pairs if pair in features]
     matrix = np.vstack([features[pair] for pair in keys]) if keys else np.zeros((0, len(FEATURES)))
@@ -267,12 +282,43 @@ def estimate_workspace(
         matrix[i, FEATURES.index("llm_missing")] = 0.0 if pair in llm else 1.0
     labels = human_labels(judgments)
     labelled = [i for i, pair in enumerate(keys) if pair in labels]
-    drawn = draws.drawn_pair_probabilities(
-        db
-    )  # a pair drawn for review weighs 1 / its probability; any other verdict 1
+    drawn = draws.drawn_pair_probabilities(workspace.db)  # a pair drawn for review weighs 1 / its probability
     weights = np.array([1.0 / drawn.get(keys[i], 1.0) for i in labelled])
     prior = PRIOR if dense else PRIOR_LEXICAL
-    model = refit(matrix[labelled], np.array([labels[keys[i]] for i in labelled]), prior, strength, weights)
+    y = np.array([labels[keys[i]] for i in labelled])
+    model = refit(matrix[labelled], y, prior, strength, weights)
+    return model, keys, matrix, {keys[i]: labels[keys[i]] for i in labelled}
+
+
+def current_model(workspace, indexes=None, strength: float = REFIT_STRENGTH) -> RelevanceModel:
+    """The model :func:`estimate_workspace` would use now (refitted on the pairs humans graded, if enough, else the
+    prior; with ``indexes``' dense model or without it), storing nothing."""
+    from ..store import estimates as store
+    from ..store import rows
+
+    graded = sorted(set(store.candidate_pairs(workspace.db)) & set(human_labels(rows.iter_judgments(workspace.db))))
+    features, _, dense = _workspace_features(workspace, graded, indexes)
+    return _fitted(workspace, features, graded, dense, strength)[0]
+
+
+def described(name: str, verdicts: int) -> str:
+    """How a summary names the estimate that decided: ``estimate (prior scifact-train-v1)``."""
+    return f"estimate ({name.replace(':', ' ', 1)}{f', {verdicts} verdicts' if verdicts else ''})"
+
+
+def estimate_workspace(
+    workspace, pairs: Sequence[Pair] = (), strength: float = REFIT_STRENGTH, indexes=None
+) -> EstimateSummary:
+    """Estimate every pooled and queued pair of ``workspace``, and ``pairs`` besides (an audit's): compute the
+    features not stored yet (one scoring pass per query, by ``indexes`` or the workspace's BM25 and dense when
+    installed), refit the model on the pairs humans graded, store each P(relevant) with the model's name and the
+    verdicts it saw."""
+    from ..store import estimates as store
+    from ..store.workspace import utc_timestamp
+
+    pairs = sorted(set(store.candidate_pairs(workspace.db)) | set(pairs))
+    features, computed, dense = _workspace_features(workspace, pairs, indexes)
+    model, keys, matrix, labels = _fitted(workspace, features, pairs, dense, strength)
     p = model.p_relevant(matrix) if keys else np.zeros(0)
     with workspace.transaction() as tx:
         store.put_estimates(
@@ -283,7 +329,4 @@ def estimate_workspace(
             ),
             utc_timestamp(),
         )
-    return EstimateSummary(
-        len(keys), sum(len(v) for v in todo.values()), len(labelled),
-        sum(labels[keys[i]] for i in labelled), model.as_dict(), dense,
-    )  # fmt: skip
+    return EstimateSummary(len(keys), computed, len(labels), sum(labels.values()), model.as_dict(), dense)

@@ -7,8 +7,10 @@ Each round:
 3. filter, counting each removal: validation, the answerability critic (:mod:`.critic`), the optional round-trip
    check, then near-duplicates across the whole set.
 
-Then the questions and their source labels are stored (:mod:`.labels`) and, with ``mine``, the judge looks for other
-chunks that answer them (:mod:`.mining`). A budget stop ends the rounds early; the summary says so and what was made
+Then the questions and their source labels are stored (:mod:`.labels`) and, with ``mine``, other chunks that answer
+them are looked for (:mod:`.mining`). The critic and mining ask the LLM judge, or the relevance estimate with no LLM
+call (``relevance_by``; ``auto``: the estimate when the judge is the embedded local model, which is near chance on
+relevance, else the judge). A budget stop ends the rounds early; the summary says so and what was made
 is kept. Every LLM answer is cached and query and judgment ids derive from content, so a rerun spends nothing twice
 and stores nothing twice.
 """
@@ -22,22 +24,23 @@ from dataclasses import asdict, astuple, dataclass, field
 
 from ...config import JudgingConfig, SynthesizeConfig
 from ...errors import BudgetExceededError, InputError
-from ...llm.roles import Roles
+from ...llm.roles import Role, Roles
 from ...llm.types import Completion
 from ...prompts import PromptLibrary
 from ...records import Query, QueryOrigin
 from ...retrieval.indexes import WorkspaceIndexes, retriever_names
 from ...store import history, rows
 from ...store.workspace import Workspace, utc_timestamp
+from ..estimate import current_model, described
 from ..judge import Judge
 from ..labelling import JudgingCounts
 from ..questions import NearDuplicates, clean, lexical_overlap, validation_problem
 from ..sampling import SourceChunk, allocate_styles, eligible_chunks, slot_seed, stratified_sample
 from .batching import WaitingForBatch, submit_or_go_on
-from .critic import critic
+from .critic import critic, critic_by_estimate
 from .generation import Generator, Slot, partner, query_id_for
 from .labels import store_questions
-from .mining import mine
+from .mining import mine, mine_by_estimate
 
 
 @dataclass
@@ -65,6 +68,8 @@ class SynthesizeSummary:
     twin_labels: int = 0
     mining: JudgingCounts = field(default_factory=JudgingCounts)
     questions_with_extra_relevant: int = 0
+    critic_by: str | None = None  # what decided: "estimate (prior scifact-train-v1)" or "llm judge local:gemma-3-270m"
+    mined_by: str | None = None
     calls: int = 0
     cache_hits: int = 0
     input_tokens: int = 0
@@ -101,14 +106,20 @@ async def synthesize(
     progress=None,
     batch: bool = False,
 ) -> SynthesizeSummary:
-    """See the module docstring. The generator role writes, the judge role criticises and mines. With ``batch``,
-    LLM calls go through the provider's batch API, one step per run."""
+    """See the module docstring. The generator role writes; the judge role, or the relevance estimate, criticises and
+    mines. With ``batch``, LLM calls go through the provider's batch API, one step per run."""
     settings = settings or SynthesizeConfig()
     with workspace.exclusive("synthesize"):
         try:
             return await _Run(workspace, roles, settings, judging, prompts, progress, batch).run()
         except WaitingForBatch as waiting:
             return SynthesizeSummary(requested=settings.questions, batch_id=waiting.batch_id, batch_step=waiting.step)
+
+
+def decides_by_estimate(relevance_by: str, judge: Role) -> bool:
+    """Whether the relevance estimate, not the LLM judge, decides for the critic and mining: ``auto`` picks it when
+    the judge is the embedded local model (near chance on relevance; the estimate is far better and costs no call)."""
+    return relevance_by == "estimate" or (relevance_by == "auto" and judge.is_local)
 
 
 class _Run:
@@ -120,7 +131,11 @@ class _Run:
         self.summary = SynthesizeSummary(requested=settings.questions)
         prompts = prompts or PromptLibrary()
         self.generator = Generator(roles.generator, settings.temperature, prompts)
-        self.judge = Judge(roles.judge, judging, prompts) if settings.critic or settings.mine else None
+        self.by_estimate = decides_by_estimate(settings.relevance_by, roles.judge)
+        judged = (settings.critic or settings.mine) and not self.by_estimate
+        self.judge = Judge(roles.judge, judging, prompts) if judged else None
+        self.judge_name = f"llm judge {roles.judge.provider.split(':', 1)[0]}:{roles.judge.model}"
+        self.model = None  # the estimate's model, fitted once a run needs it
         self.accepted: list[tuple[Slot, Query]] = []
         self.sampled: set[str] = set()
         self.taken: Counter = Counter()
@@ -189,8 +204,10 @@ class _Run:
             reasons = ", ".join(f"{n} {r}" for r, n in skipped.items())
             raise InputError(f"no chunk is informative enough for a question ({reasons}); lower synthesize.min_chars?")
         self.by_id = {c.chunk_id: c for c in self.eligible}
-        # one index load for the stage: BM25 pairs multi-chunk questions and checks round trips; mining adds dense
-        self.indexes = WorkspaceIndexes(workspace, retriever_names("auto") if settings.mine else ("bm25",))
+        # one index load for the stage: BM25 pairs multi-chunk questions and checks round trips; mining and the
+        # estimate add dense
+        dense = settings.mine or (settings.critic and self.by_estimate)
+        self.indexes = WorkspaceIndexes(workspace, retriever_names("auto") if dense else ("bm25",))
         self.bm25 = self.indexes.indexes["bm25"]
 
     def _slots(self, round_number: int, want: int) -> list[Slot]:
@@ -250,7 +267,13 @@ class _Run:
     async def _criticise(self, survivors: list[Slot]) -> list[Slot]:
         if not (self.settings.critic and survivors):
             return survivors
-        outcome = await critic(self.judge, survivors, self.settings.critic_min_grade, self.progress, self.batch)
+        if self.by_estimate:
+            self.model = self.model or current_model(self.workspace, self.indexes)
+            self.summary.critic_by = described(self.model.name, self.model.verdicts)
+            outcome = critic_by_estimate(self.model, self.indexes, survivors, self.settings.critic_min_estimate)
+        else:
+            self.summary.critic_by = self.judge_name
+            outcome = await critic(self.judge, survivors, self.settings.critic_min_grade, self.progress, self.batch)
         self.summary.removed["critic"] += outcome.removed
         self.summary.critic_failed += outcome.failed
         return outcome.kept
@@ -302,10 +325,16 @@ class _Run:
         summary.mean_overlap = {style: round(sum(v) / len(v), 3) for style, v in sorted(overlaps.items())}
 
     async def _mine(self) -> None:
-        summary = self.summary
+        summary, depth = self.summary, self.settings.mine_depth
         queries = [q for _, q in self.accepted]
+        if self.by_estimate:
+            summary.mining, summary.questions_with_extra_relevant, summary.mined_by = mine_by_estimate(
+                self.workspace, self.indexes, queries, depth
+            )
+            return
+        summary.mined_by = self.judge_name
         summary.mining, summary.questions_with_extra_relevant = await mine(
-            self.workspace, self.judge, self.indexes, queries, self.settings.mine_depth, self.progress, self.batch
+            self.workspace, self.judge, self.indexes, queries, depth, self.progress, self.batch
         )
         if summary.mining.batch_id:
             summary.batch_id, summary.batch_step = summary.mining.batch_id, "mining other chunks"
