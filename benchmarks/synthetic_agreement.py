@@ -1,15 +1,39 @@
-"""Does a synthetic test set rank retrievers the way human labels do?
+"""Does a synthetic test set rank retrievers the way human labels do, and how far can that be trusted?
 
 Builds a synthetic set from the SciFact corpus with ``synthesize`` (one chunk per abstract, so chunk ids are SciFact
-document ids), then scores the same retrievers on it and on SciFact's human test qrels, and prints both nDCG@10
-columns and Kendall's tau between the two rankings. Retrievers: BM25 (Snowball stemming, title + abstract), BM25
-without stemming, BM25 on titles only, BM25 on abstracts only, dense all-MiniLM-L6-v2 and the RRF hybrid of BM25
-and dense (the last two when the dense extra is installed).
+document ids), scores 15 retrievers on it and on SciFact's human test qrels (300 queries), and reports:
+
+- nDCG@10 of every retriever on each set, and each retriever's rank;
+- Kendall's tau-b between the human and the synthetic rankings, with a 95% bootstrap interval over queries (human
+  and synthetic queries resampled independently, both rankings recomputed per resample, seeded; resampling adds
+  noise to both rankings, so the resampled taus sit below the point estimate and a high tau's interval can end at
+  it: the median of the resamples is reported too);
+- the significant-pair agreement: of the retriever pairs whose human nDCG@10 differs significantly (paired
+  randomization test over queries, Holm-corrected over all pairs, alpha 0.05), how many the synthetic set orders the
+  same way, how many it also finds significant, and how many it finds significant the other way round;
+- a noise ceiling: tau between the human rankings on disjoint random subsets of the human queries (as many as the
+  synthetic set has, against the rest), i.e. what a perfect synthetic set of that size could reach;
+- the overlap control: the share of each question's content words found in its source chunk(s)
+  (``stages.questions.lexical_overlap``), and the same figures on the questions with overlap at most a cap
+  (``--max-overlap``; default the median), to show whether lexical leakage from the source inflates BM25;
+- with ``--mine``, a second synthetic column whose labels add the mined relevant chunks: estimates with
+  P(relevant) >= 0.5 (the estimates table) when mining wrote any for these questions, else the judge's positive
+  (``llm``) grades.
+
+Retrievers: BM25 (bm25s Lucene, Snowball stemming, title + abstract) at k1/b = 1.5/0.75 (bm25s default), 0.9/0.4,
+1.2/1.0 and 2.0/0.75; BM25 without stemming; BM25 on titles, on abstracts, on each abstract's first sentence; dense
+all-MiniLM-L6-v2 on title + abstract, on its first 32 words, and on titles; RRF (k=60) of bm25+dense,
+bm25-title+dense, bm25-nostem+dense and bm25+bm25-title. BM25Index has no k1/b parameters, so the k1/b variants
+are a subclass that only passes them to bm25s (each cached in a directory of its own). Indexes are cached under
+``benchmarks/.cache/indexes``; dense needs the dense extra (without it the dense retrievers and mixes are left out).
 
 Runs with the embedded local model by default; any provider's config can be passed (``--config
-configs/openai.yaml``). The workspace is kept, so a rerun reads every answer from the cache.
+configs/openai.yaml``). Each question count and seed gets a workspace of its own under ``benchmarks/.cache`` that is
+kept, so a rerun reads every LLM answer from the cache; only the questions this run's ``synthesize`` accepted are
+scored (earlier runs with other settings may have left others in the workspace).
 
-    python benchmarks/synthetic_agreement.py [--questions 100] [--config FILE] [--mine]
+    python benchmarks/synthetic_agreement.py [--questions 100] [--seed 0] [--config FILE] [--mine]
+        [--max-overlap 0.8] [--resamples 1000] [--set synthesize.relevance_by=llm] [--json report.json]
 """
 
 from __future__ import annotations
@@ -17,68 +41,220 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
 from pathlib import Path
 
-from scipy.stats import kendalltau
+import numpy as np
+import yaml
+from scipy.stats import kendalltau, spearmanr
 
 ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
+CACHE = ROOT / "benchmarks" / ".cache"
 
 from testset_builder.config import ChunkingConfig, resolve_config  # noqa: E402
 from testset_builder.corpus.ingest import ingest  # noqa: E402
+from testset_builder.corpus.language import tokenize  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
 from testset_builder.export import read_qrels  # noqa: E402
 from testset_builder.llm.roles import open_roles  # noqa: E402
 from testset_builder.metrics import evaluate  # noqa: E402
+from testset_builder.metrics.stats import holm, randomization_test  # noqa: E402
 from testset_builder.records import passage_text  # noqa: E402
 from testset_builder.retrieval import BM25Index, DenseIndex, dense_available, reciprocal_rank_fusion  # noqa: E402
+from testset_builder.stages.questions import lexical_overlap  # noqa: E402
+from testset_builder.stages.synthesize import stage as synthesize_stage  # noqa: E402
 from testset_builder.stages.synthesize import synthesize  # noqa: E402
 from testset_builder.store import open_workspace  # noqa: E402
 from testset_builder.tables import Qrels  # noqa: E402
 
-
-def synthetic_qrels(db, include_mined: bool) -> tuple[Qrels, dict[str, str]]:
-    """Source labels (grade 2) of the synthetic queries, plus the judge's positive mined proposals if asked."""
-    labels: dict[str, dict[str, int]] = {}
-    for query_id, chunk_id, grade, source in db.execute(
-        "SELECT j.query_id, j.chunk_id, j.grade, j.source FROM judgments j JOIN queries q USING (query_id) WHERE "
-        "q.origin = 'synthetic'"
-    ):
-        if source == "synthetic-source" or (include_mined and source == "llm" and grade >= 1):
-            labels.setdefault(query_id, {})[chunk_id] = max(grade, labels.get(query_id, {}).get(chunk_id, 0))
-    texts = dict(db.execute("SELECT query_id, text FROM queries WHERE origin = 'synthetic'").fetchall())
-    return Qrels.from_dict(labels), {q: texts[q] for q in labels}
+METRIC = "ndcg@10"
+BM25_SETTINGS = ((0.9, 0.4), (1.2, 1.0), (2.0, 0.75))  # besides bm25s's default k1=1.5, b=0.75
+MIXES = (("bm25", "dense"), ("bm25-title", "dense"), ("bm25-nostem", "dense"), ("bm25", "bm25-title"))
+MINED_P = 0.5
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=SCIFACT)
-    parser.add_argument("--workspace", type=Path, default=ROOT / "benchmarks" / ".cache" / "synthetic-agreement")
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help="provider config (default: from the environment; the local model without keys)",
-    )
-    parser.add_argument("--questions", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--mine",
-        action="store_true",
-        help="also mine other relevant chunks and score a second synthetic column with them",
-    )
-    args = parser.parse_args(argv)
+# statistics (pure numpy; tests/test_synthetic_agreement_stats.py) ---------------------------------------------------
+def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b between the rows of ``x`` and ``y`` (each (B, R): B rankings of R items), vectorised over B.
 
-    corpus = [json.loads(line) for line in (args.data / "corpus.jsonl").open(encoding="utf-8")]
+    A single pair of 1-d vectors gives a 0-d array. NaN where either row is constant."""
+    single = np.ndim(x) == 1 and np.ndim(y) == 1
+    x, y = np.atleast_2d(np.asarray(x, dtype=np.float64)), np.atleast_2d(np.asarray(y, dtype=np.float64))
+    i, j = np.triu_indices(x.shape[1], 1)
+    dx, dy = np.sign(x[:, i] - x[:, j]), np.sign(y[:, i] - y[:, j])
+    pairs = len(i)
+    untied_x, untied_y = pairs - (dx == 0).sum(axis=1), pairs - (dy == 0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tau = (dx * dy).sum(axis=1) / np.sqrt(untied_x * untied_y)
+    return tau.reshape(()) if single else tau
+
+
+def resampled_means(scores: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Means of ``scores`` (retrievers x queries) over ``resamples`` bootstrap resamples of the queries: (B, R)."""
+    n = scores.shape[1]
+    counts = np.zeros((resamples, n))
+    rows = np.repeat(np.arange(resamples), n)
+    np.add.at(counts, (rows, rng.integers(0, n, size=resamples * n)), 1.0)
+    return counts @ scores.T / n
+
+
+def bootstrap_tau(
+    human: np.ndarray, synthetic: np.ndarray, resamples: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> dict:
+    """Tau between the retrievers' mean scores on two query sets (each retrievers x queries), with a percentile
+    bootstrap interval: both query sets resampled independently, both rankings recomputed each time."""
+    rng = np.random.default_rng(seed)
+    point = float(kendall_tau_b(human.mean(axis=1), synthetic.mean(axis=1)))
+    taus = kendall_tau_b(resampled_means(human, resamples, rng), resampled_means(synthetic, resamples, rng))
+    taus = taus[~np.isnan(taus)]
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(taus, [tail, 1.0 - tail]) if len(taus) else (float("nan"), float("nan"))
+    return {
+        "tau": point,
+        "ci_low": float(low),
+        "ci_high": float(high),
+        "resampled_median": float(np.median(taus)) if len(taus) else float("nan"),
+        "share_at_least_0.9": float((taus >= 0.9).mean()) if len(taus) else float("nan"),
+        "resamples": resamples,
+    }
+
+
+def split_tau(human: np.ndarray, size: int, draws: int = 1000, seed: int = 0) -> dict:
+    """The noise ceiling: tau between the rankings on ``size`` random human queries and on the other ones."""
+    rng = np.random.default_rng(seed)
+    n = human.shape[1]
+    size = min(size, n - 1)
+    order = np.argsort(rng.random((draws, n)), axis=1)
+    inside = np.zeros((draws, n), dtype=bool)
+    np.put_along_axis(inside, order[:, :size], True, axis=1)
+    a = inside.astype(np.float64) @ human.T / size
+    b = (~inside).astype(np.float64) @ human.T / (n - size)
+    taus = kendall_tau_b(a, b)
+    return {
+        "queries": size,
+        "median": float(np.nanmedian(taus)),
+        "p2.5": float(np.nanquantile(taus, 0.025)),
+        "p97.5": float(np.nanquantile(taus, 0.975)),
+    }
+
+
+def pairwise_tests(scores: np.ndarray, alpha: float = 0.05, resamples: int = 10_000, seed: int = 0) -> dict:
+    """Every retriever pair (i < j): mean difference (j - i), two-sided paired randomization p-value, and whether
+    it is significant after Holm's correction over all pairs."""
+    i, j = np.triu_indices(scores.shape[0], 1)
+    diff = scores[j].mean(axis=1) - scores[i].mean(axis=1)
+    p = np.array([randomization_test(scores[a], scores[b], resamples=resamples, seed=seed) for a, b in zip(i, j)])
+    adjusted = holm(p)
+    return {"i": i, "j": j, "difference": diff, "p": p, "p_holm": adjusted, "significant": adjusted < alpha}
+
+
+def pair_agreement(human: dict, synthetic: dict) -> dict:
+    """Of the pairs the human labels separate significantly: how many the synthetic set orders the same way, how many
+    it also separates significantly the same way, and how many it separates significantly the other way."""
+    sig = human["significant"]
+    same = np.sign(human["difference"]) == np.sign(synthetic["difference"])
+    return {
+        "pairs": len(sig),
+        "human_significant": int(sig.sum()),
+        "same_order": int((sig & same).sum()),
+        "same_order_share": float((sig & same).sum() / sig.sum()) if sig.any() else float("nan"),
+        "synthetic_significant_same": int((sig & same & synthetic["significant"]).sum()),
+        "synthetic_significant_opposite": int((sig & ~same & synthetic["significant"]).sum()),
+        "synthetic_significant": int(synthetic["significant"].sum()),
+        "all_pairs_same_order": int(same.sum()),
+    }
+
+
+def overlap_cap(overlaps: np.ndarray, cap: float | None) -> float:
+    """The cap as given, or the median overlap; when ties at the median would keep more than two thirds of the
+    questions, the largest overlap below the median instead (so the subset is a real low-overlap half)."""
+    if cap is not None:
+        return cap
+    median = float(np.median(overlaps))
+    below = overlaps[overlaps < median]
+    if (overlaps <= median).mean() > 2 / 3 and len(below):
+        return float(below.max())
+    return median
+
+
+# retrievers ------------------------------------------------------------------------------------------------------
+def tuned_bm25(k1: float, b: float) -> type[BM25Index]:
+    """BM25Index with other k1/b (it takes none; bm25s does). The cache key omits them: cache each in its own dir."""
+
+    class TunedBM25(BM25Index):
+        def __init__(self, chunk_ids, texts, stem: bool = True, language: str = "en") -> None:
+            import bm25s
+
+            self.chunk_ids, self.stem, self.language = list(chunk_ids), stem, language
+            self._model = bm25s.BM25(k1=k1, b=b)
+            self._model.index(tokenize(texts, language, stem), show_progress=False)
+
+    return TunedBM25
+
+
+def first_sentence(text: str) -> str:
+    return re.split(r"(?<=[.!?])\s+(?=[A-Z0-9(])", text.strip(), maxsplit=1)[0]
+
+
+def first_words(text: str, count: int = 32) -> str:
+    return " ".join(text.split()[:count])
+
+
+def read_corpus(data: Path) -> list[dict]:
+    """SciFact's abstracts in chunk-id order, the order a workspace indexes them in (so the caches are shared)."""
+    corpus = [json.loads(line) for line in (data / "corpus.jsonl").open(encoding="utf-8")]
+    return sorted(corpus, key=lambda d: d["_id"])
+
+
+def build_indexes(corpus: list[dict], cache: Path) -> dict:
     ids = [d["_id"] for d in corpus]
-    human = read_qrels(args.data / "qrels" / "test.tsv")
-    texts = {q["_id"]: q["text"] for q in map(json.loads, (args.data / "queries.jsonl").open(encoding="utf-8"))}
-    human_ids = human.query_ids()
+    full = [passage_text(d["title"], d["text"]) for d in corpus]  # as the workspace indexes them
+    indexes = {"bm25": BM25Index.cached(cache, ids, full)}
+    for k1, b in BM25_SETTINGS:
+        indexes[f"bm25-k1={k1}-b={b}"] = tuned_bm25(k1, b).cached(cache / f"bm25-k1={k1}-b={b}", ids, full)
+    indexes["bm25-nostem"] = BM25Index.cached(cache, ids, full, stem=False)
+    indexes["bm25-title"] = BM25Index.cached(cache, ids, [d["title"] for d in corpus])
+    indexes["bm25-abstract"] = BM25Index.cached(cache, ids, [d["text"] for d in corpus])
+    indexes["bm25-first-sentence"] = BM25Index.cached(cache, ids, [first_sentence(d["text"]) for d in corpus])
+    if dense_available():
+        indexes["dense"] = DenseIndex.cached(cache, ids, full)
+        indexes["dense-first32"] = DenseIndex.cached(cache, ids, [first_words(t) for t in full])
+        indexes["dense-title"] = DenseIndex.cached(cache, ids, [d["title"] for d in corpus])
+    return indexes
 
-    overrides = {"synthesize.questions": args.questions, "synthesize.seed": args.seed, "synthesize.mine": args.mine}
-    settings = resolve_config(args.config, overrides)
+
+def per_query_scores(indexes: dict, qrels: Qrels, query_texts: dict[str, str]) -> tuple[list[str], np.ndarray]:
+    """nDCG@10 of every retriever (and RRF mix) on every query of ``qrels``: (names, retrievers x queries)."""
+    qids = sorted(query_texts)
+    texts = [query_texts[q] for q in qids]
+    runs = {name: index.search(qids, texts, k=100, name=name) for name, index in indexes.items()}
+    for a, b in MIXES:
+        if a in runs and b in runs:
+            runs[f"rrf({a},{b})"] = reciprocal_rank_fusion([runs[a], runs[b]], name=f"rrf({a},{b})")
+    names, rows, order = [], [], None
+    for name, run in runs.items():
+        evaluation = evaluate(qrels, run, METRIC)
+        if order is None:
+            order = evaluation.query_ids
+        assert np.array_equal(order, evaluation.query_ids)
+        names.append(name)
+        rows.append(evaluation.per_query[METRIC])
+    return names, np.vstack(rows)
+
+
+# the synthetic set ----------------------------------------------------------------------------------------------
+def build_synthetic(args, settings) -> tuple[object, list[str], float]:
+    """Run synthesize on the workspace; returns its summary, the ids of the questions it accepted, and seconds."""
+    accepted: list[str] = []
+    store = synthesize_stage.store_questions
+
+    def recording(workspace, questions, duplicates):  # the summary has counts only; note which questions it kept
+        accepted.extend(query.query_id for _, query in questions)
+        return store(workspace, questions, duplicates)
+
     with open_workspace(args.workspace) as ws:
         ingest(ws, load_sources([args.data]), ChunkingConfig(chunker="prechunked", size=1, overlap=0), [args.data])
 
@@ -87,61 +263,276 @@ def main(argv: list[str] | None = None) -> dict:
                 return await synthesize(ws, roles, settings.synthesize, judging=settings.judging)
 
         clock = time.perf_counter()
-        summary = asyncio.run(build())
-        seconds = time.perf_counter() - clock
-        sets = {"synthetic": synthetic_qrels(ws.db, include_mined=False)}
-        if args.mine:
-            sets["synthetic+mined"] = synthetic_qrels(ws.db, include_mined=True)
-    made = summary.made + summary.already_made
+        synthesize_stage.store_questions = recording
+        try:
+            summary = asyncio.run(build())
+        finally:
+            synthesize_stage.store_questions = store
+        return summary, accepted, time.perf_counter() - clock
+
+
+def read_synthetic(workspace: Path, accepted: list[str]) -> dict:
+    """The accepted questions' texts, source labels, mined labels and lexical overlap with their sources."""
+    with open_workspace(workspace) as ws:
+        db = ws.db
+        wanted = set(accepted) if accepted else None  # None: the stage changed and nothing was recorded; take all
+        if wanted is None:
+            print("  note: could not tell this run's questions apart; scoring every synthetic question stored")
+        queries = {
+            q: (text, style, json.loads(meta or "{}"))
+            for q, text, style, meta in db.execute(
+                "SELECT query_id, text, style, metadata FROM queries WHERE origin = 'synthetic'"
+            )
+            if wanted is None or q in wanted
+        }
+        source: dict[str, dict[str, int]] = {}
+        llm: dict[str, dict[str, int]] = {}
+        for query_id, chunk_id, grade, kind in db.execute(
+            "SELECT query_id, chunk_id, grade, source FROM judgments WHERE source IN ('synthetic-source', 'llm')"
+        ):
+            if query_id not in queries:
+                continue
+            if kind == "synthetic-source":
+                source.setdefault(query_id, {})[chunk_id] = 2
+            elif grade >= 1:
+                llm.setdefault(query_id, {})[chunk_id] = max(grade, llm.get(query_id, {}).get(chunk_id, 0))
+        estimated: dict[str, dict[str, int]] = {}
+        estimate_rows = 0
+        for query_id, chunk_id, p in db.execute("SELECT query_id, chunk_id, p_relevant FROM estimates"):
+            if query_id in queries:
+                estimate_rows += 1
+                if p >= MINED_P:
+                    estimated.setdefault(query_id, {})[chunk_id] = 1
+        queued = sum(
+            query_id in queries for (query_id,) in db.execute("SELECT query_id FROM review_items WHERE kind = 'pair'")
+        )
+        chunk_text = {}
+        needed = {c for labels in source.values() for c in labels}
+        for q in queries:
+            needed.update(queries[q][2].get("source_chunk_ids", []))
+        for chunk_id, text in db.execute("SELECT chunk_id, text FROM chunks"):
+            if chunk_id in needed:
+                chunk_text[chunk_id] = text
+    qids = sorted(q for q in queries if q in source)
+    overlap = {}
+    for q in qids:
+        text, _, meta = queries[q]
+        sources = meta.get("source_chunk_ids") or sorted(source[q])
+        overlap[q] = lexical_overlap(text, " ".join(chunk_text[c] for c in sources if c in chunk_text))
+    mined_from, mined = ("estimates", estimated) if estimate_rows else ("llm judgments", llm)
+    with_mined = {q: {**{c: g for c, g in mined.get(q, {}).items() if c not in source[q]}, **source[q]} for q in qids}
+    return {
+        "texts": {q: queries[q][0] for q in qids},
+        "styles": {q: queries[q][1] for q in qids},
+        "source": Qrels.from_dict({q: source[q] for q in qids}),
+        "mined": Qrels.from_dict(with_mined),
+        "mined_from": mined_from,
+        "mined_pairs": sum(len(v) - len(source[q]) for q, v in with_mined.items()),
+        "mined_questions": sum(len(v) > len(source[q]) for q, v in with_mined.items()),
+        "estimate_rows": estimate_rows,
+        "queued_pairs": int(queued),
+        "overlap": overlap,
+    }
+
+
+# the report ------------------------------------------------------------------------------------------------------
+def agreement(human: np.ndarray, synthetic: np.ndarray, human_tests: dict, args) -> dict:
+    tests = pairwise_tests(synthetic, args.alpha, args.test_resamples, args.seed)
+    return {
+        "queries": int(synthetic.shape[1]),
+        **bootstrap_tau(human, synthetic, args.resamples, args.seed),
+        "scipy_tau_b": float(kendalltau(human.mean(axis=1), synthetic.mean(axis=1))[0]),
+        "ceiling": split_tau(human, synthetic.shape[1], args.resamples, args.seed),
+        "significant_pairs": pair_agreement(human_tests, tests),
+        "means": synthetic.mean(axis=1).tolist(),
+    }
+
+
+def ranks(values: np.ndarray) -> np.ndarray:
+    return (-values).argsort(kind="stable").argsort() + 1
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=SCIFACT)
+    parser.add_argument(
+        "--workspace", type=Path, default=None, help="default: benchmarks/.cache/synthetic-agreement-q{N}"
+    )
+    parser.add_argument("--index-cache", type=Path, default=CACHE / "indexes")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="provider config (default: from the environment; the local model without keys)",
+    )
+    parser.add_argument("--questions", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mine", action="store_true", help="mine other relevant chunks; add a column with them")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any config override, e.g. synthesize.relevance_by=llm (repeatable; VALUE is parsed as YAML)",
+    )
+    parser.add_argument("--max-overlap", type=float, default=None, help="overlap cap of the control (default median)")
+    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for the tau interval")
+    parser.add_argument("--test-resamples", type=int, default=10_000, help="randomization-test resamples per pair")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (Holm over all pairs)")
+    parser.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
+    args = parser.parse_args(argv)
+    if args.workspace is None:
+        suffix = f"-seed{args.seed}" if args.seed else ""
+        args.workspace = CACHE / f"synthetic-agreement-q{args.questions}{suffix}"
+
+    corpus = read_corpus(args.data)
+    human = read_qrels(args.data / "qrels" / "test.tsv")
+    texts = {q["_id"]: q["text"] for q in map(json.loads, (args.data / "queries.jsonl").open(encoding="utf-8"))}
+
+    overrides = {"synthesize.questions": args.questions, "synthesize.seed": args.seed, "synthesize.mine": args.mine}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        overrides[key.strip()] = yaml.safe_load(value)
+    settings = resolve_config(args.config, overrides)
+    summary, accepted, seconds = build_synthetic(args, settings)
+    synthetic = read_synthetic(args.workspace, accepted)
+    generator = f"{settings.generator_role().kind}:{settings.generator_role().model_name}"
     print(
-        f"synthetic set: {made} of {args.questions} questions with "
-        f"{settings.generator_role().kind}:{settings.generator_role().model_name} in {seconds:.1f} s "
+        f"synthetic set: {len(synthetic['texts'])} of {args.questions} questions with {generator} in {seconds:.1f} s "
         f"({summary.calls} calls, {summary.cache_hits} cached); styles {summary.styles}; removed {summary.removed}"
     )
     if summary.shortfall:
         print(f"  fewer than asked: {summary.shortfall}")
+
+    clock = time.perf_counter()
+    indexes = build_indexes(corpus, args.index_cache)
+    names, human_scores = per_query_scores(indexes, human, {q: texts[q] for q in human.query_ids()})
+    synth_ids = sorted(synthetic["texts"])
+    columns = {"synthetic": per_query_scores(indexes, synthetic["source"], synthetic["texts"])}
+    if args.mine:
+        columns["synthetic+mined"] = per_query_scores(indexes, synthetic["mined"], synthetic["texts"])
+    for _, (column_names, _) in columns.items():
+        assert column_names == names
+    overlaps = np.array([synthetic["overlap"][q] for q in synth_ids])
+    cap = overlap_cap(overlaps, args.max_overlap)
+    low = overlaps <= cap
+    variants = {}
+    for column, (_, matrix) in columns.items():
+        variants[column] = matrix
+        variants[f"{column}, overlap<={cap:.2f}"] = matrix[:, low]
+    human_tests = pairwise_tests(human_scores, args.alpha, args.test_resamples, args.seed)
+    results = {name: agreement(human_scores, matrix, human_tests, args) for name, matrix in variants.items()}
+    scoring_seconds = time.perf_counter() - clock
+
+    by_style: dict[str, list[float]] = {}
+    for q in synth_ids:
+        by_style.setdefault(synthetic["styles"][q] or "?", []).append(synthetic["overlap"][q])
+    bm25_gain = variants["synthetic"][names.index("bm25")] - variants["synthetic"][names.index("dense")]
+    overlap_report = {
+        "mean": float(overlaps.mean()),
+        "median": float(np.median(overlaps)),
+        "quartiles": [float(v) for v in np.quantile(overlaps, [0.25, 0.75])],
+        "share_complete": float((overlaps >= 1.0).mean()),
+        "by_style": {s: {"n": len(v), "mean": float(np.mean(v))} for s, v in sorted(by_style.items())},
+        "cap": cap,
+        "kept_under_cap": int(low.sum()),
+        "spearman_overlap_vs_bm25_minus_dense": float(spearmanr(overlaps, bm25_gain)[0]) if "dense" in names else None,
+    }
+
+    # the printed table
+    human_means = human_scores.mean(axis=1)
+    order = np.argsort(-human_means, kind="stable")
+    headers = ["human", *variants]
+    print(
+        f"\n{METRIC} on SciFact (rank in brackets): human test qrels ({human_scores.shape[1]} queries) vs "
+        f"synthetic ({len(synth_ids)} questions; {int(low.sum())} with overlap <= {cap:.2f})"
+    )
+    all_means = [human_means, *(m.mean(axis=1) for m in variants.values())]
+    all_ranks = [ranks(m) for m in all_means]
+    width = max(len(n) for n in names)
+    print(f"{'retriever':<{width}} | " + " | ".join(f"{h:>24}" for h in headers))
+    for r in order:
+        cells = [f"{m[r]:.4f} ({k[r]:>2})" for m, k in zip(all_means, all_ranks)]
+        print(f"{names[r]:<{width}} | " + " | ".join(f"{c:>24}" for c in cells))
+    s = human_tests["significant"]
+    print(
+        f"\nhuman: {int(s.sum())} of {len(s)} retriever pairs differ significantly (paired randomization test, "
+        f"{args.test_resamples} sign flips, Holm over all pairs, alpha {args.alpha})"
+    )
+    for name, r in results.items():
+        a = r["significant_pairs"]
+        c = r["ceiling"]
+        print(
+            f"{name}: {r['queries']} questions; tau {r['tau']:.3f} [95% CI {r['ci_low']:.3f}, {r['ci_high']:.3f}], "
+            f"resampled median {r['resampled_median']:.3f}, P(tau>=0.9) {r['share_at_least_0.9']:.2f};\n"
+            f"    human-significant pairs ordered the same {a['same_order']}/{a['human_significant']}, "
+            f"also significant on synthetic {a['synthetic_significant_same']}, "
+            f"significant the other way {a['synthetic_significant_opposite']};\n"
+            f"    noise ceiling (human {c['queries']} queries vs the rest) tau {c['median']:.3f} "
+            f"[{c['p2.5']:.3f}, {c['p97.5']:.3f}]"
+        )
+    style_text = ", ".join(f"{s} {v['mean']:.2f} (n={v['n']})" for s, v in overlap_report["by_style"].items())
+    rho = overlap_report["spearman_overlap_vs_bm25_minus_dense"]
+    print(
+        f"lexical overlap of question with source: mean {overlap_report['mean']:.3f}, median "
+        f"{overlap_report['median']:.3f}, {overlap_report['share_complete']:.0%} fully contained; by style: "
+        f"{style_text}; Spearman(overlap, bm25 - dense nDCG per question) "
+        f"{'n/a' if rho is None else f'{rho:.3f}'}"
+    )
     if args.mine:
         print(
-            f"  mining: {summary.mining.pairs} other pairs judged, {summary.questions_with_extra_relevant} questions "
-            "gained extra relevant chunks"
+            f"mining: {synthetic['mined_pairs']} extra relevant pairs on {synthetic['mined_questions']} questions, "
+            f"from {synthetic['mined_from']} ({synthetic['estimate_rows']} estimates for these questions, "
+            f"{synthetic['queued_pairs']} pairs queued for review)"
         )
+    print(f"scoring and statistics: {scoring_seconds:.1f} s")
 
-    cache = args.workspace / "indexes"
-    full = [passage_text(d["title"], d["text"]) for d in corpus]  # as the workspace indexes them
-    indexes = {
-        "bm25": BM25Index.cached(cache, ids, full),
-        "bm25-nostem": BM25Index.cached(cache, ids, full, stem=False),
-        "bm25-title": BM25Index.cached(cache, ids, [d["title"] for d in corpus]),
-        "bm25-abstract": BM25Index.cached(cache, ids, [d["text"] for d in corpus]),
+    report = {
+        "retrievers": names,
+        "metric": METRIC,
+        "generator": generator,
+        "questions_requested": args.questions,
+        "questions": len(synth_ids),
+        "human_queries": int(human_scores.shape[1]),
+        "overrides": dict(overrides),
+        "synthesize": {
+            "critic_by": getattr(summary, "critic_by", None),
+            "mined_by": getattr(summary, "mined_by", None),
+            "seconds": round(seconds, 1),
+            "calls": summary.calls,
+            "cache_hits": summary.cache_hits,
+            "styles": summary.styles,
+            "removed": summary.removed,
+            "shortfall": summary.shortfall,
+        },
+        "scores": {
+            name: {"human": float(human_means[i]), **{v: float(m[i].mean()) for v, m in variants.items()}}
+            for i, name in enumerate(names)
+        },
+        "human_significant_pairs": [
+            [names[i], names[j], float(d), float(p)]
+            for i, j, d, p, sig in zip(
+                human_tests["i"],
+                human_tests["j"],
+                human_tests["difference"],
+                human_tests["p_holm"],
+                human_tests["significant"],
+            )
+            if sig
+        ],
+        "test": {"kind": "paired randomization", "resamples": args.test_resamples, "correction": "holm"},
+        "alpha": args.alpha,
+        "variants": results,
+        "overlap": overlap_report,
+        "mining": {k: synthetic[k] for k in ("mined_from", "mined_pairs", "mined_questions", "estimate_rows")}
+        | {"queued_pairs": synthetic["queued_pairs"]}
+        if args.mine
+        else None,
+        "scoring_seconds": round(scoring_seconds, 1),
     }
-    if dense_available():
-        indexes["dense-minilm"] = DenseIndex.cached(cache, ids, full)
-    query_sets = {"human": (human, {q: texts[q] for q in human_ids}), **sets}
-    scores: dict[str, dict[str, float]] = {}
-    for set_name, (qrels, query_texts) in query_sets.items():
-        qids = list(query_texts)
-        runs = {
-            name: index.search(qids, [query_texts[q] for q in qids], k=100, name=name)
-            for name, index in indexes.items()
-        }
-        if "dense-minilm" in runs:
-            runs["rrf(bm25,dense)"] = reciprocal_rank_fusion([runs["bm25"], runs["dense-minilm"]], name="rrf")
-        for name, run in runs.items():
-            scores.setdefault(name, {})[set_name] = evaluate(qrels, run, "ndcg@10").mean("ndcg@10")
-
-    columns = list(query_sets)
-    print(f"\nnDCG@10 on SciFact: human test qrels ({len(human_ids)} queries) vs synthetic ({made} questions)")
-    print(" | ".join(["retriever", *columns]))
-    for name in sorted(scores, key=lambda n: -scores[n]["human"]):
-        print(" | ".join([name, *(f"{scores[name][c]:.4f}" for c in columns)]))
-    report = {"scores": scores, "questions": made, "calls": summary.calls, "seconds": round(seconds, 1)}
-    for column in columns[1:]:
-        names = list(scores)
-        tau, p = kendalltau([scores[n]["human"] for n in names], [scores[n][column] for n in names])
-        report[f"kendall_tau_{column}"] = tau
-        print(
-            f"Kendall's tau between the human and {column} rankings of {len(names)} retrievers: {tau:.3f} (p = {p:.3f})"
-        )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
     return report
 
 
