@@ -12,13 +12,14 @@ document ids), scores 15 retrievers on it and on SciFact's human test qrels (300
   randomization test over queries, Holm-corrected over all pairs, alpha 0.05), how many the synthetic set orders the
   same way, how many it also finds significant, and how many it finds significant the other way round;
 - a noise ceiling: tau between the human rankings on disjoint random subsets of the human queries (as many as the
-  synthetic set has, against the rest), i.e. what a perfect synthetic set of that size could reach;
+  synthetic set has, against the rest): what a set of that size drawn like the human queries typically reaches;
 - the overlap control: the share of each question's content words found in its source chunk(s)
   (``stages.questions.lexical_overlap``), and the same figures on the questions with overlap at most a cap
-  (``--max-overlap``; default the median), to show whether lexical leakage from the source inflates BM25;
-- with ``--mine``, a second synthetic column whose labels add the mined relevant chunks: estimates with
-  P(relevant) >= 0.5 (the estimates table) when mining wrote any for these questions, else the judge's positive
-  (``llm``) grades.
+  (``--max-overlap``; default the median, or the next value below it when ties at the median would keep over two
+  thirds), to show whether lexical leakage from the source inflates BM25;
+- with ``--mine``, a second synthetic column whose labels add the mined relevant chunks (grade 1): the pairs the
+  estimate puts at P(relevant) >= 0.5 (the estimates table) when the stage mined by estimate, the judge's positive
+  (``llm``) grades when it mined with the LLM judge.
 
 Retrievers: BM25 (bm25s Lucene, Snowball stemming, title + abstract) at k1/b = 1.5/0.75 (bm25s default), 0.9/0.4,
 1.2/1.0 and 2.0/0.75; BM25 without stemming; BM25 on titles, on abstracts, on each abstract's first sentence; dense
@@ -28,9 +29,11 @@ are a subclass that only passes them to bm25s (each cached in a directory of its
 ``benchmarks/.cache/indexes``; dense needs the dense extra (without it the dense retrievers and mixes are left out).
 
 Runs with the embedded local model by default; any provider's config can be passed (``--config
-configs/openai.yaml``). Each question count and seed gets a workspace of its own under ``benchmarks/.cache`` that is
-kept, so a rerun reads every LLM answer from the cache; only the questions this run's ``synthesize`` accepted are
-scored (earlier runs with other settings may have left others in the workspace).
+configs/openai.yaml``; ``--set KEY=VALUE`` overrides any setting). Each question count and seed gets a workspace of
+its own (``benchmarks/.cache/synthetic-agreement-q{N}``) that is kept, so a rerun reads every LLM answer from the
+cache; only the questions this run's ``synthesize`` accepted are scored (earlier runs with other settings may have
+left others in the workspace). The first run of 100 questions with the local model took 32 min on two busy cores;
+a cached rerun takes about a minute, most of it the randomization tests.
 
     python benchmarks/synthetic_agreement.py [--questions 100] [--seed 0] [--config FILE] [--mine]
         [--max-overlap 0.8] [--resamples 1000] [--set synthesize.relevance_by=llm] [--json report.json]
@@ -271,8 +274,10 @@ def build_synthetic(args, settings) -> tuple[object, list[str], float]:
         return summary, accepted, time.perf_counter() - clock
 
 
-def read_synthetic(workspace: Path, accepted: list[str]) -> dict:
-    """The accepted questions' texts, source labels, mined labels and lexical overlap with their sources."""
+def read_synthetic(workspace: Path, accepted: list[str], mined_by: str | None = None) -> dict:
+    """The accepted questions' texts, source labels, mined labels and lexical overlap with their sources. Mined
+    labels come from the judge's positive grades when ``mined_by`` (the stage's summary) names the LLM judge, else
+    from the estimates (P >= 0.5) when there are any for these questions, else from the judge's grades."""
     with open_workspace(workspace) as ws:
         db = ws.db
         wanted = set(accepted) if accepted else None  # None: the stage changed and nothing was recorded; take all
@@ -319,7 +324,8 @@ def read_synthetic(workspace: Path, accepted: list[str]) -> dict:
         text, _, meta = queries[q]
         sources = meta.get("source_chunk_ids") or sorted(source[q])
         overlap[q] = lexical_overlap(text, " ".join(chunk_text[c] for c in sources if c in chunk_text))
-    mined_from, mined = ("estimates", estimated) if estimate_rows else ("llm judgments", llm)
+    by_judge = (mined_by or "").startswith("llm") or not estimate_rows
+    mined_from, mined = ("llm judgments", llm) if by_judge else ("estimates", estimated)
     with_mined = {q: {**{c: g for c, g in mined.get(q, {}).items() if c not in source[q]}, **source[q]} for q in qids}
     return {
         "texts": {q: queries[q][0] for q in qids},
@@ -395,7 +401,7 @@ def main(argv: list[str] | None = None) -> dict:
         overrides[key.strip()] = yaml.safe_load(value)
     settings = resolve_config(args.config, overrides)
     summary, accepted, seconds = build_synthetic(args, settings)
-    synthetic = read_synthetic(args.workspace, accepted)
+    synthetic = read_synthetic(args.workspace, accepted, getattr(summary, "mined_by", None))
     generator = f"{settings.generator_role().kind}:{settings.generator_role().model_name}"
     print(
         f"synthetic set: {len(synthetic['texts'])} of {args.questions} questions with {generator} in {seconds:.1f} s "
