@@ -96,3 +96,24 @@ def test_a_selection_round_draws_with_recorded_probabilities_and_puts_the_drawn_
 def test_certain_estimates_still_get_their_share_of_a_large_budget(p, budget):
     pi = inclusion_probabilities(p, budget, 0.2)
     assert np.isfinite(pi).all() and pi.sum() == pytest.approx(budget, rel=1e-6) and (pi > 0).all()
+
+
+def test_the_rest_of_the_queue_follows_the_estimate_while_drawn_pairs_stay_ahead(pair_queue, capsys):
+    from testset_builder.cli import main
+    from testset_builder.stages.queue import estimate_priority
+    from testset_builder.store import draws as stored
+    from testset_builder.store import estimates
+    from testset_builder.store import review as review_store
+
+    ws = pair_queue
+    assert {i.priority for i in review_store.queued_items(ws.db)} == {1.0}  # as queued, before any estimate
+    assert main(["select", "--budget", "3", "--workspace", str(ws.root), "--json"]) == 0
+    drawn = {item_id for item_id, d in stored.draws(ws.db).items() if d.drawn}
+    p = estimates.estimates(ws.db)
+    queue = review_store.queued_items(ws.db)
+    head, rest = queue[: len(drawn)], queue[len(drawn) :]
+    assert {i.item_id for i in head} == drawn
+    assert [i.priority for i in rest] == pytest.approx(
+        [estimate_priority(p[(i.query_id, i.chunk_id)].p_relevant) for i in rest]
+    )
+    assert len({round(i.priority, 3) for i in rest}) > 1  # an order, not a tie

@@ -306,15 +306,30 @@ def described(name: str, verdicts: int) -> str:
     return f"estimate ({name.replace(':', ' ', 1)}{f', {verdicts} verdicts' if verdicts else ''})"
 
 
+def _queue_order(keys, p, matrix: np.ndarray, model: RelevanceModel) -> dict:
+    """The review priority the estimate gives each pair (P(relevant) + uncertainty, as the judge's). A pair an LLM
+    judged keeps the judge's order until the model is refitted on verdicts: the prior gives the LLM no weight, a
+    refit learns what it is worth."""
+    from .queue import estimate_priority
+
+    judged = matrix[:, FEATURES.index("llm_missing")] == 0.0
+    return {
+        pair: estimate_priority(round(float(p[i]), 6)) for i, pair in enumerate(keys) if model.verdicts or not judged[i]
+    }
+
+
 def estimate_workspace(
     workspace, pairs: Sequence[Pair] = (), strength: float = REFIT_STRENGTH, indexes=None
 ) -> EstimateSummary:
     """Estimate every pooled and queued pair of ``workspace``, and ``pairs`` besides (an audit's): compute the
     features not stored yet (one scoring pass per query, by ``indexes`` or the workspace's BM25 and dense when
     installed), refit the model on the pairs humans graded, store each P(relevant) with the model's name and the
-    verdicts it saw."""
+    verdicts it saw, and re-order the queued pairs by it (:func:`_queue_order`; drawn and disputed pairs stay
+    ahead)."""
     from ..store import estimates as store
+    from ..store import review as review_store
     from ..store.workspace import utc_timestamp
+    from .queue import DISAGREEMENT_BONUS
 
     pairs = sorted(set(store.candidate_pairs(workspace.db)) | set(pairs))
     features, computed, dense = _workspace_features(workspace, pairs, indexes)
@@ -329,4 +344,5 @@ def estimate_workspace(
             ),
             utc_timestamp(),
         )
+        review_store.reorder_pairs(tx, _queue_order(keys, p, matrix, model), DISAGREEMENT_BONUS)
     return EstimateSummary(len(keys), computed, len(labels), sum(labels.values()), model.as_dict(), dense)

@@ -56,6 +56,20 @@ def enqueue(db: sqlite3.Connection, items: Iterable[QueuedItem], created_at: str
     return db.execute("SELECT COUNT(*) FROM review_items").fetchone()[0] - before
 
 
+def reorder_pairs(db: sqlite3.Connection, priorities: dict[tuple[str, str], float], below: float) -> int:
+    """Set the priority of each queued (query, chunk) pair item whose priority is under ``below`` (neither drawn
+    for review nor lifted by an audit disagreement): the estimate re-orders the rest of the queue as it refits.
+    Returns how many items moved."""
+    moved = 0
+    for (query_id, chunk_id), priority in priorities.items():
+        moved += db.execute(
+            "UPDATE review_items SET priority = ? WHERE item_id = ? AND kind = 'pair' AND priority < ? "
+            "AND priority != ?",
+            (priority, pair_item_id(query_id, chunk_id), below, priority),
+        ).rowcount
+    return moved
+
+
 def item(db: sqlite3.Connection, item_id: str) -> QueuedItem | None:
     row = db.execute(
         "SELECT item_id, kind, query_id, chunk_id, priority, reason, wanted_overlap FROM review_items "
