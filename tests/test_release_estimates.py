@@ -52,6 +52,11 @@ def test_a_release_carries_every_estimated_pair_with_its_estimate_label_and_draw
     assert (counts["pairs"], counts["drawn"], counts["drawn_answered"]) == (len(rows), answered, answered)
     assert counts["estimated_only"] == len(rows) - answered and manifest["counts"]["queries"] == 2
     assert "estimates.jsonl" in manifest["files"]
+    card = (ws.root / "releases" / "1.0.0" / "README.md").read_text(encoding="utf-8")
+    assert f"`estimates.jsonl` gives P(relevant) for {len(rows)} pairs of 2 queries" in card
+    out = ws.root.parent / "hf-export"
+    assert main(["export", "-w", str(ws.root), "--version", "1.0.0", "--format", "hf", "--out", str(out)]) == 0
+    assert (out / "estimates.jsonl").read_text(encoding="utf-8").splitlines() == [json.dumps(r) for r in rows]
 
 
 def test_without_estimates_a_release_holds_only_the_labelled_queries_and_no_estimates_file(pair_queue, capsys):

@@ -105,6 +105,7 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         f"({counts['queries_by_origin'].get('synthetic', 0)} synthetic, "
         f"{counts['queries_by_origin'].get('real', 0)} real); qrels: {counts['qrels']} ({grades})\n"
         f"- where the labels come from: {origin}\n"
+        f"{_estimates_line(counts.get('estimates'))}"
         f"- content sha256: `{manifest['content_sha256']}`; parent version: {manifest['parent_version'] or 'none'}\n\n"
         "## How it was made\n\n"
         f"- policy: {'; '.join(manifest['policy']['rules'])}\n"
@@ -117,6 +118,17 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         'queries = load_dataset(PATH, "queries", split="queries")\n```\n\n'
         "BEIR files are in `beir/`, TREC qrels in `qrels.trec`, and `manifest.json` lists every file's sha256 and "
         "the lineage.\n"
+    )
+
+
+def _estimates_line(estimates: dict | None) -> str:
+    if not estimates:
+        return ""
+    return (
+        f"- estimated labels: `{estimates['file']}` gives P(relevant) for {estimates['pairs']} pairs of "
+        f"{estimates['queries']} queries ({estimates['estimated_only']} have no human label; {estimates['drawn']} "
+        f"were drawn for review with known probabilities, {estimates['drawn_answered']} answered), for "
+        "prediction-powered scoring (`testset-builder score --release`)\n"
     )
 
 

@@ -118,8 +118,8 @@ def diff_releases(old: LoadedRelease, new: LoadedRelease) -> ReleaseDiff:
 
 
 def export(release: LoadedRelease, fmt: str, out_dir: str | Path) -> list[Path]:
-    """Copy ``release`` out as ``hf`` (parquet, card, manifest), ``beir``, ``trec`` (qrels.trec and queries.tsv) or
-    ``jsonl`` (qrels, queries, corpus); refuses a non-empty ``out_dir``."""
+    """Copy ``release`` out as ``hf`` (parquet, card, manifest, and estimates.jsonl when it carries one), ``beir``,
+    ``trec`` (qrels.trec and queries.tsv) or ``jsonl`` (qrels, queries, corpus); refuses a non-empty ``out_dir``."""
     if fmt not in EXPORT_FORMATS:
         raise InputError(f"unknown export format {fmt!r}; use {', '.join(EXPORT_FORMATS)}")
     out_dir = Path(out_dir)
@@ -131,8 +131,9 @@ def export(release: LoadedRelease, fmt: str, out_dir: str | Path) -> list[Path]:
     source = release.path
     if fmt == "hf":
         shutil.copytree(source / "hf", out_dir / "hf")
-        for name in ("README.md", "manifest.json"):
-            shutil.copy2(source / name, out_dir / name)
+        for name in ("README.md", "manifest.json", ESTIMATES_FILE):
+            if (source / name).is_file():
+                shutil.copy2(source / name, out_dir / name)
     elif fmt == "beir":
         shutil.copytree(source / "beir", out_dir, dirs_exist_ok=True)
     elif fmt == "trec":
