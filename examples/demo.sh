@@ -13,7 +13,7 @@ echo "== chunk: the project's docs into $workspace (markdown-aware, 600 characte
 echo "   (run it again: unchanged documents are skipped)"
 "$cli" chunk "$here/../docs" --workspace "$workspace" --chunker markdown --size 600 --overlap 60
 echo
-echo "== synthesize: six questions from the docs, written by the local model; each labels its source chunk; the relevance estimate checks each question against its source and finds other chunks that answer it =="
+echo "== synthesize: six questions from the docs, written by the local model; each labels its source chunk, and the relevance estimate finds other chunks that answer it =="
 # exit code 3 means it finished with fewer questions than asked and said why: the demo goes on
 "$cli" synthesize --workspace "$workspace" --config quickstart --questions 6 || [ $? -eq 3 ]
 echo
