@@ -24,9 +24,8 @@ document ids), scores 15 retrievers on it and on SciFact's human test qrels (300
 Retrievers: BM25 (bm25s Lucene, Snowball stemming, title + abstract) at k1/b = 1.5/0.75 (bm25s default), 0.9/0.4,
 1.2/1.0 and 2.0/0.75; BM25 without stemming; BM25 on titles, on abstracts, on each abstract's first sentence; dense
 all-MiniLM-L6-v2 on title + abstract, on its first 32 words, and on titles; RRF (k=60) of bm25+dense,
-bm25-title+dense, bm25-nostem+dense and bm25+bm25-title. BM25Index has no k1/b parameters, so the k1/b variants
-are a subclass that only passes them to bm25s (each cached in a directory of its own). Indexes are cached under
-``benchmarks/.cache/indexes``; dense needs the dense extra (without it the dense retrievers and mixes are left out).
+bm25-title+dense, bm25-nostem+dense and bm25+bm25-title. Indexes are cached under ``benchmarks/.cache/indexes``;
+dense needs the dense extra (without it the dense retrievers and mixes are left out).
 
 Runs with the embedded local model by default; any provider's config can be passed (``--config
 configs/openai.yaml``; ``--set KEY=VALUE`` overrides any setting). Each question count and seed gets a workspace of
@@ -59,7 +58,6 @@ CACHE = ROOT / "benchmarks" / ".cache"
 
 from testset_builder.config import ChunkingConfig, resolve_config  # noqa: E402
 from testset_builder.corpus.ingest import ingest  # noqa: E402
-from testset_builder.corpus.language import tokenize  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
 from testset_builder.export import read_qrels  # noqa: E402
 from testset_builder.llm.roles import open_roles  # noqa: E402
@@ -184,20 +182,6 @@ def overlap_cap(overlaps: np.ndarray, cap: float | None) -> float:
 
 
 # retrievers ------------------------------------------------------------------------------------------------------
-def tuned_bm25(k1: float, b: float) -> type[BM25Index]:
-    """BM25Index with other k1/b (it takes none; bm25s does). The cache key omits them: cache each in its own dir."""
-
-    class TunedBM25(BM25Index):
-        def __init__(self, chunk_ids, texts, stem: bool = True, language: str = "en") -> None:
-            import bm25s
-
-            self.chunk_ids, self.stem, self.language = list(chunk_ids), stem, language
-            self._model = bm25s.BM25(k1=k1, b=b)
-            self._model.index(tokenize(texts, language, stem), show_progress=False)
-
-    return TunedBM25
-
-
 def first_sentence(text: str) -> str:
     return re.split(r"(?<=[.!?])\s+(?=[A-Z0-9(])", text.strip(), maxsplit=1)[0]
 
@@ -217,7 +201,7 @@ def build_indexes(corpus: list[dict], cache: Path) -> dict:
     full = [passage_text(d["title"], d["text"]) for d in corpus]  # as the workspace indexes them
     indexes = {"bm25": BM25Index.cached(cache, ids, full)}
     for k1, b in BM25_SETTINGS:
-        indexes[f"bm25-k1={k1}-b={b}"] = tuned_bm25(k1, b).cached(cache / f"bm25-k1={k1}-b={b}", ids, full)
+        indexes[f"bm25-k1={k1}-b={b}"] = BM25Index.cached(cache, ids, full, k1=k1, b=b)
     indexes["bm25-nostem"] = BM25Index.cached(cache, ids, full, stem=False)
     indexes["bm25-title"] = BM25Index.cached(cache, ids, [d["title"] for d in corpus])
     indexes["bm25-abstract"] = BM25Index.cached(cache, ids, [d["text"] for d in corpus])

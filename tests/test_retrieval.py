@@ -69,3 +69,31 @@ def test_dense_minilm_on_scifact_beats_chance_by_far_and_caches_its_embeddings(s
         again.search(test_ids[:3], [queries[q] for q in test_ids[:3]], k=5).to_dict()
         == index.search(test_ids[:3], [queries[q] for q in test_ids[:3]], k=5).to_dict()
     )
+
+
+@pytest.mark.parametrize("k1, b", [(1.5, 0.75), (0.9, 0.4), (2.0, 1.0)])
+def test_bm25_scores_follow_lucenes_formula_with_the_k1_and_b_asked_for(k1, b, tmp_path):
+    import math
+
+    texts = ["apple banana apple", "banana cherry", "cherry cherry cherry durian elderberry", "apple"]
+    ids = [f"d{i}" for i in range(len(texts))]
+    lengths = [len(t.split()) for t in texts]
+    average = sum(lengths) / len(lengths)
+
+    def lucene(query: str, doc: int) -> float:
+        total = 0.0
+        for word in query.split():
+            df = sum(word in t.split() for t in texts)
+            tf = texts[doc].split().count(word)
+            idf = math.log(1 + (len(texts) - df + 0.5) / (df + 0.5))
+            total += idf * tf / (tf + k1 * (1 - b + b * lengths[doc] / average))
+        return total
+
+    index = BM25Index.cached(tmp_path, ids, texts, stem=False, k1=k1, b=b)
+    again = BM25Index.cached(tmp_path, ids, texts, stem=False, k1=k1, b=b)  # from the cache
+    for query in ("apple", "cherry banana"):
+        expected = [lucene(query, d) for d in range(len(texts))]
+        assert index.scores([query])[0] == pytest.approx(expected, rel=1e-5)
+        assert again.scores([query])[0] == pytest.approx(expected, rel=1e-5)
+    keys = {BM25Index.key(ids, texts, False, k1=k, b=bb) for k, bb in ((1.5, 0.75), (0.9, 0.4), (2.0, 1.0))}
+    assert len(keys) == 3 and BM25Index.key(ids, texts, False) == BM25Index.key(ids, texts, False, k1=1.5, b=0.75)

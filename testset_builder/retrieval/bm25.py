@@ -19,37 +19,58 @@ from ..corpus.language import tokenize
 from ..tables import Run
 from ._common import corpus_key, top_k_run
 
+K1, B = 1.5, 0.75  # bm25s's (and Lucene's) defaults
+
 
 class BM25Index:
     """``language`` (ISO 639-1) picks the tokens: CJK bigrams, the language's stop words and Snowball stemmer (see
-    :mod:`~testset_builder.corpus.language`); queries are cut the same way."""
+    :mod:`~testset_builder.corpus.language`); queries are cut the same way. ``k1`` (term-frequency saturation) and
+    ``b`` (length normalisation) are BM25's two parameters."""
 
-    def __init__(self, chunk_ids: Sequence[str], texts: Sequence[str], stem: bool = True, language: str = "en") -> None:
+    def __init__(
+        self,
+        chunk_ids: Sequence[str],
+        texts: Sequence[str],
+        stem: bool = True,
+        language: str = "en",
+        k1: float = K1,
+        b: float = B,
+    ) -> None:
         import bm25s
 
         self.chunk_ids = list(chunk_ids)
         self.stem = stem
         self.language = language
-        self._model = bm25s.BM25()
+        self._model = bm25s.BM25(k1=k1, b=b)
         self._model.index(tokenize(texts, language, stem), show_progress=False)
 
     @staticmethod
-    def key(chunk_ids: Sequence[str], texts: Sequence[str], stem: bool, language: str = "en") -> str:
-        return corpus_key(f"bm25s stem={stem} language={language} cjk=bigrams", chunk_ids, texts)
+    def key(
+        chunk_ids: Sequence[str], texts: Sequence[str], stem: bool, language: str = "en", k1: float = K1, b: float = B
+    ) -> str:
+        tuned = "" if (k1, b) == (K1, B) else f" k1={k1} b={b}"  # the defaults keep the keys indexes were cached by
+        return corpus_key(f"bm25s stem={stem} language={language} cjk=bigrams{tuned}", chunk_ids, texts)
 
     @classmethod
     def cached(
-        cls, directory: Path, chunk_ids: Sequence[str], texts: Sequence[str], stem: bool = True, language: str = "en"
+        cls,
+        directory: Path,
+        chunk_ids: Sequence[str],
+        texts: Sequence[str],
+        stem: bool = True,
+        language: str = "en",
+        k1: float = K1,
+        b: float = B,
     ) -> BM25Index:
         """Load the index for exactly these chunks from ``directory``, building and saving it if absent.
 
         The index is built under a name of this process's own and renamed into place, so a reader never sees half
         an index; when two processes build it at once, the second rename finds the first's index and keeps it. A
         cache that cannot be written (read-only media) only costs the rebuild next time."""
-        path = Path(directory) / f"bm25-{cls.key(chunk_ids, texts, stem, language)}"
+        path = Path(directory) / f"bm25-{cls.key(chunk_ids, texts, stem, language, k1, b)}"
         if (path / "chunk_ids.json").exists():
             return cls._load(path, stem, language)
-        index = cls(chunk_ids, texts, stem, language)
+        index = cls(chunk_ids, texts, stem, language, k1, b)
         partial = path.with_name(f"{path.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         try:
             index._model.save(str(partial), show_progress=False)
