@@ -66,7 +66,6 @@ from testset_builder.metrics.stats import holm, randomization_test  # noqa: E402
 from testset_builder.records import passage_text  # noqa: E402
 from testset_builder.retrieval import BM25Index, DenseIndex, dense_available, reciprocal_rank_fusion  # noqa: E402
 from testset_builder.stages.questions import lexical_overlap  # noqa: E402
-from testset_builder.stages.synthesize import stage as synthesize_stage  # noqa: E402
 from testset_builder.stages.synthesize import synthesize  # noqa: E402
 from testset_builder.store import open_workspace  # noqa: E402
 from testset_builder.tables import Qrels  # noqa: E402
@@ -235,13 +234,6 @@ def per_query_scores(indexes: dict, qrels: Qrels, query_texts: dict[str, str]) -
 # the synthetic set ----------------------------------------------------------------------------------------------
 def build_synthetic(args, settings) -> tuple[object, list[str], float]:
     """Run synthesize on the workspace; returns its summary, the ids of the questions it accepted, and seconds."""
-    accepted: list[str] = []
-    store = synthesize_stage.store_questions
-
-    def recording(workspace, questions, duplicates):  # the summary has counts only; note which questions it kept
-        accepted.extend(query.query_id for _, query in questions)
-        return store(workspace, questions, duplicates)
-
     with open_workspace(args.workspace) as ws:
         ingest(ws, load_sources([args.data]), ChunkingConfig(chunker="prechunked", size=1, overlap=0), [args.data])
 
@@ -250,12 +242,8 @@ def build_synthetic(args, settings) -> tuple[object, list[str], float]:
                 return await synthesize(ws, roles, settings.synthesize, judging=settings.judging)
 
         clock = time.perf_counter()
-        synthesize_stage.store_questions = recording
-        try:
-            summary = asyncio.run(build())
-        finally:
-            synthesize_stage.store_questions = store
-        return summary, accepted, time.perf_counter() - clock
+        summary = asyncio.run(build())
+        return summary, summary.query_ids, time.perf_counter() - clock
 
 
 def read_synthetic(workspace: Path, accepted: list[str], mined_by: str | None = None) -> dict:

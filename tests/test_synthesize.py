@@ -168,6 +168,8 @@ def test_a_rerun_of_the_same_settings_calls_nothing_and_stores_nothing_twice(wor
     again = run(workspace, provider, questions=8)
     assert len(provider.history) == calls and again.calls == 0
     assert again.made == 0 and again.already_made == 8 and again.styles == first.styles
+    stored = {q for (q,) in workspace.db.execute("SELECT query_id FROM queries WHERE origin = 'synthetic'")}
+    assert sorted(again.query_ids) == sorted(first.query_ids) and set(first.query_ids) == stored  # the same eight
     assert workspace.db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0] == judgments
     other_seed = run(workspace, provider, questions=8, seed=5, mine=False)
     assert other_seed.made + other_seed.already_made == 8 and other_seed.made > 0

@@ -48,6 +48,7 @@ class SynthesizeSummary:
     requested: int = 0
     made: int = 0
     already_made: int = 0
+    query_ids: list[str] = field(default_factory=list)  # the questions this run made or found already made
     rounds: int = 0
     chunks_eligible: int = 0
     chunks_skipped: dict[str, int] = field(default_factory=dict)
@@ -317,6 +318,7 @@ class _Run:
         summary = self.summary
         stored = store_questions(self.workspace, self.accepted, self.duplicates)
         summary.made, summary.already_made = stored.made, stored.already_made
+        summary.query_ids = [query.query_id for _, query in self.accepted]
         summary.source_labels, summary.twin_labels = stored.source_labels, stored.twin_labels
         overlaps: dict[str, list[float]] = {}
         for _, query in self.accepted:
