@@ -297,11 +297,32 @@ class Config(Strict):
         return self.judge.over(self.generator_role()) if self.judge else self.generator_role()
 
 
-def _problems(error: ValidationError) -> str:
+def _problems(error: ValidationError, text: str | None = None) -> str:
+    """Each problem as ``section.key (line N): what is wrong``; the line when the YAML ``text`` is at hand."""
+
     def where(e: dict) -> str:
-        return ".".join(str(part) for part in e["loc"] if not str(part).startswith("function-after"))
+        path = [str(part) for part in e["loc"] if not str(part).startswith("function-after")]
+        line = _line(text, path) if text else None
+        return ".".join(path) + (f" (line {line})" if line else "")
 
     return "; ".join(f"{where(e) or 'config'}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors())
+
+
+def _line(text: str, path: list[str]) -> int | None:
+    """The line of the deepest key of ``path`` found in the YAML ``text`` (1-based)."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for part in path:
+        if not isinstance(node, yaml.MappingNode):
+            break
+        match = next(((key, value) for key, value in node.value if str(key.value) == part), None)
+        if match is None:
+            break
+        line, node = match[0].start_mark.line + 1, match[1]
+    return line
 
 
 def _read(text: str, where: str | Path) -> dict:
@@ -314,11 +335,11 @@ def _read(text: str, where: str | Path) -> dict:
     return data
 
 
-def _validate(data: dict, where: str | Path) -> Config:
+def _validate(data: dict, where: str | Path, text: str | None = None) -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as error:
-        raise InputError(f"invalid config: {_problems(error)}", path=where) from None
+        raise InputError(f"invalid config: {_problems(error, text)}", path=where) from None
 
 
 def bundled_config(name: str) -> Config:
@@ -326,7 +347,8 @@ def bundled_config(name: str) -> Config:
     resource = bundled.config_files() / f"{name}.yaml"
     if not resource.is_file() or name == "prices":
         raise InputError(f"no config {name!r}: give a file, or one of {', '.join(bundled.config_names())}")
-    return _validate(_read(resource.read_text(encoding="utf-8"), f"{name} (bundled)"), f"{name} (bundled)")
+    text = resource.read_text(encoding="utf-8")
+    return _validate(_read(text, f"{name} (bundled)"), f"{name} (bundled)", text)
 
 
 def load_config(source: str | Path) -> Config:
@@ -344,7 +366,7 @@ def load_config(source: str | Path) -> Config:
     for key in ("workspace", "prompts_dir", "prices"):
         if isinstance(data.get(key), str) and not Path(data[key]).expanduser().is_absolute():
             data[key] = str(path.parent / data[key])
-    return _validate(data, path)
+    return _validate(data, path, text)
 
 
 def default_config() -> Config:

@@ -1,6 +1,6 @@
 """The ``testset-builder`` command. Thin: parse options, call the library, print.
 
-Commands are registered in pipeline order by importing their modules: corpus (config, chunk), labels (synthesize,
+Commands are registered in pipeline order by importing their modules: corpus (init, config, chunk), labels (synthesize,
 propose, audit, queue, costs, resume), reviewing (serve, review), releases (release, diff, export, push, import),
 scoring (score, compare, baseline).
 """
@@ -9,7 +9,7 @@ from . import corpus, labels, releases, reviewing, scoring  # noqa: F401  (regis
 from .app import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PARTIAL, app, main
 
 PIPELINE = [
-    "config", "chunk", "synthesize", "propose", "audit", "estimate", "select", "queue", "serve", "review",
+    "init", "config", "chunk", "synthesize", "propose", "audit", "estimate", "select", "queue", "serve", "review",
     "review-stats", "review-export", "review-import", "costs", "resume", "release", "diff", "export", "push", "import",
     "score", "compare", "baseline",
 ]  # fmt: skip

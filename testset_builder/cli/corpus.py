@@ -12,6 +12,36 @@ from rich.markup import escape
 from .app import ConfigOption, JsonOption, WorkspaceOption, app, err, open_workspace_for, out, settings
 
 
+@app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(help="The folder for the new test set (created if needed).")],
+    starting_from: Annotated[
+        str,
+        typer.Option("--from", help="The bundled config to start from: quickstart (local model), openai, anthropic."),
+    ] = "quickstart",
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the files if they are there.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Start a new test set: a config with every setting, its value and what it does; a sample queries file; a
+    README stub.
+
+    Example: `testset-builder init my-set --from openai`, then edit my-set/testset-builder.yaml and pass
+    `--config my-set/testset-builder.yaml` to every command. The workspace is my-set/testset.
+    """
+    from ..scaffold import init_project
+
+    summary = init_project(directory, starting_from, force)
+    if json_output:
+        print(json.dumps(summary.as_dict(), indent=2))
+        return
+    config = directory / summary.files[0]
+    out.print(
+        f"wrote {', '.join(summary.files)} in {directory} (config started from {starting_from}); next: "
+        f"testset-builder chunk DOCS/ --config {config}",
+        highlight=False,
+    )
+
+
 @app.command("config")
 def show_config(
     config: Annotated[

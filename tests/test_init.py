@@ -1,0 +1,55 @@
+"""`init`: a new set's folder with a config that explains every setting, loads back as the config it started from,
+and names the key and line of a mistake."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testset_builder.cli import main
+from testset_builder.config import Config, bundled_config, load_config
+
+
+@pytest.mark.parametrize("starting_from", ["quickstart", "openai", "anthropic"])
+def test_init_writes_a_commented_config_that_loads_back_as_the_one_it_started_from(tmp_path, capsys, starting_from):
+    target = tmp_path / "my-set"
+    assert main(["init", str(target), "--from", starting_from, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert sorted(summary["files"]) == ["README.md", "queries.jsonl", "testset-builder.yaml"]
+    text = (target / "testset-builder.yaml").read_text(encoding="utf-8")
+    loaded = load_config(target / "testset-builder.yaml")
+    expected = bundled_config(starting_from)
+    assert loaded.model_dump(exclude={"workspace"}) == expected.model_dump(exclude={"workspace"})
+    assert loaded.workspace == target / "testset"  # beside the config
+    for section in Config.model_fields:  # every section is there, and every described key says why
+        assert f"\n{section}:" in "\n" + text
+    described = [f for f in Config.model_fields["synthesize"].annotation.model_fields.values() if f.description]
+    assert all(f"# {f.description.split()[0]}" in text for f in described)
+    assert max(len(line) for line in text.splitlines()) <= 120
+    queries = [json.loads(line) for line in (target / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert queries and all({"_id", "text"} <= q.keys() for q in queries)
+
+
+def test_init_refuses_to_overwrite_unless_forced(tmp_path, capsys):
+    assert main(["init", str(tmp_path)]) == 0
+    (tmp_path / "testset-builder.yaml").write_text("workspace: mine\n", encoding="utf-8")
+    assert main(["init", str(tmp_path)]) == 1
+    assert "already there" in capsys.readouterr().err
+    assert (tmp_path / "testset-builder.yaml").read_text(encoding="utf-8") == "workspace: mine\n"
+    assert main(["init", str(tmp_path), "--force"]) == 0
+    assert "# testset-builder config" in (tmp_path / "testset-builder.yaml").read_text(encoding="utf-8")
+
+
+def test_a_mistake_in_a_config_names_the_key_and_its_line(tmp_path, capsys):
+    assert main(["init", str(tmp_path)]) == 0
+    path = tmp_path / "testset-builder.yaml"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("questions:"))
+    lines[at] = "  questions: many"
+    lines.insert(at + 1, "  qestions_typo: 3")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["config", str(path)]) == 1
+    error = capsys.readouterr().err
+    assert f"synthesize.questions (line {at + 1})" in error
+    assert f"synthesize.qestions_typo (line {at + 2})" in error
