@@ -9,6 +9,33 @@ import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+TEST_OUTPUT = Path(os.environ.get("TEST_OUTPUT_DIR", Path(__file__).resolve().parents[1] / "test-output"))
+CHROMIUM_FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless Chromium driven by Playwright; CI must have both, elsewhere their absence skips."""
+    import shutil
+
+    executable = shutil.which("chromium") or "/usr/bin/chromium"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have playwright: {error}")
+        pytest.skip(f"playwright is not installed: {error}")
+    if not Path(executable).exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI must have Debian's chromium (make test installs it with apt)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
 
 
 def answered_requests(db_path: Path) -> list[str]:

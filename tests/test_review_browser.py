@@ -7,43 +7,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import TEST_OUTPUT as OUTPUT
 
 from testset_builder.cli import main
 from testset_builder.store import open_workspace, rows
 
 pytestmark = pytest.mark.slow
-OUTPUT = Path(os.environ.get("TEST_OUTPUT_DIR", Path(__file__).resolve().parents[1] / "test-output"))
 HOSTILE = 'Beware <script>alert("x")</script> {{ 7*7 }} "><img src=x onerror=alert(1)> and ranking.'
-CHROMIUM_FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = shutil.which("chromium") or "/usr/bin/chromium"
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as error:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must have playwright: {error}")
-        pytest.skip(f"playwright is not installed: {error}")
-    if not Path(executable).exists():
-        if os.environ.get("CI"):
-            pytest.fail("CI must have Debian's chromium (make test installs it with apt)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture

@@ -189,3 +189,47 @@ def baseline(
         f"{retriever} run over {len(loaded.corpus)} chunks for {len(loaded.queries)} queries of release "
         f"{loaded.version} -> {out_file}"
     )
+
+
+@app.command()
+def report(
+    release: ReleaseOption = None,
+    run: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--run", "-r", help="A run to score in the report (TREC or JSONL). Repeat for several.", show_default=False
+        ),
+    ] = None,
+    out_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Where to write the HTML (default: WORKSPACE/reports/VERSION.html).", show_default=False
+        ),
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """One self-contained HTML page about a release: what it holds, a sample of labelled pairs, the review's
+    agreement, the trust figures (estimate and calibration), each run's metrics with intervals and recall@k curves,
+    and the lineage. Plots are inline SVG; the page loads nothing from the network.
+
+    Example: `testset-builder report --release testset@latest --run bm25.trec --run dense.trec`.
+    """
+    from ..errors import InputError
+    from ..export import read_run
+    from ..report import build_report, render
+
+    if release is None:
+        raise InputError("give --release WORKSPACE@VERSION (or a release directory)")
+    loaded, _ = release_from(release)
+    if out_file is None:
+        if "@" not in release or Path(release).exists():
+            raise InputError("give --out FILE.html for a release directory")
+        out_file = Path(release.rsplit("@", 1)[0]) / "reports" / f"{loaded.version}.html"
+    runs = [read_run(path) for path in run or []]
+    html = render(build_report(loaded, runs))
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(html, encoding="utf-8")
+    if json_output:
+        print(json.dumps({"report": str(out_file), "version": loaded.version, "runs": [r.name for r in runs]}))
+        return
+    out.print(f"report of release {loaded.version} ({len(runs)} runs scored) -> {out_file}", highlight=False)

@@ -1,0 +1,154 @@
+"""The report of a release: one self-contained HTML file (inline SVG plots, inline CSS, no script, no network).
+
+Sections: what the set holds (queries by origin, labels by grade and origin, question-source word overlap), a sample
+of questions with their source chunk, the review's agreement, the trust figures (the relevance estimate's spread and
+its calibration against the drawn verdicts), each scored run's metrics with intervals (and prediction-powered
+figures when the release carries estimates) with recall@k curves, and the lineage (models, prompts, policy).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from .. import __version__
+from ..export.hf import data_files, read_rows
+from ..metrics import evaluate, parse_metrics
+from ..metrics.prediction import prediction_report, release_pairs
+from ..metrics.report import score_dict
+from ..stages.questions import lexical_overlap
+from ..tables import Run
+from . import plots
+
+SAMPLE_SIZE = 12
+CURVE_KS = (1, 2, 3, 5, 10, 20, 50, 100)
+REPORT_METRICS = "recall@10,precision@10,mrr,ndcg@10,hit_rate@5,map"
+
+
+@dataclass
+class Report:
+    title: str
+    version: str
+    counts: dict
+    plots: dict[str, str] = field(default_factory=dict)  # name -> inline SVG
+    sample: list[dict] = field(default_factory=list)
+    overlap: dict | None = None
+    review: dict = field(default_factory=dict)
+    trust: dict | None = None
+    runs: list[dict] = field(default_factory=list)
+    lineage: dict = field(default_factory=dict)
+    generator: str = __version__
+
+
+def origins(release) -> dict[tuple[str, str], str]:
+    """Each qrel's origin, from the release's ``judgments`` data (human, synthetic-source, llm-unverified)."""
+    files = data_files(release.path).get("judgments") or []
+    rows = read_rows(files, ("query-id", "corpus-id", "origin")) if files else []
+    return {(str(r["query-id"]), str(r["corpus-id"])): r["origin"] for r in rows}
+
+
+def passage(release, chunk_id: str) -> str:
+    doc = release.corpus.get(chunk_id) or {}
+    return "\n".join(part for part in (doc.get("title"), doc.get("text")) if part)
+
+
+def build_report(release, runs: Sequence[Run] = (), seed: int = 0) -> Report:
+    manifest, counts = release.manifest, release.manifest["counts"]
+    report = Report(manifest.get("name") or "test set", manifest["version"], counts)
+    origin = origins(release)
+    by_origin = Counter(origin.values())
+    report.plots["queries_by_origin"] = plots.bars(
+        list(counts["queries_by_origin"]), list(counts["queries_by_origin"].values()), "query origin", "queries"
+    )
+    report.plots["labels_by_grade"] = plots.bars(
+        [f"grade {g}" for g in counts["qrels_by_grade"]], list(counts["qrels_by_grade"].values()), "", "qrels"
+    )
+    report.plots["labels_by_origin"] = plots.bars(list(by_origin), list(by_origin.values()), "label origin", "qrels")
+
+    sources = sorted(pair for pair, o in origin.items() if o == "synthetic-source" and pair[0] in release.queries)
+    overlaps = [lexical_overlap(release.queries[q], passage(release, c)) for q, c in sources]
+    if overlaps:
+        report.overlap = {
+            "questions": len(overlaps),
+            "mean": sum(overlaps) / len(overlaps),
+            "contained": sum(o >= 1.0 for o in overlaps) / len(overlaps),
+        }
+        report.plots["overlap"] = plots.histogram(overlaps, 10, "share of the question's content words in its source")
+    labelled = sorted((q, c) for q, chunks in release.qrels.items() for c, g in chunks.items() if g >= 1)
+    chosen = random.Random(seed).sample(labelled, min(SAMPLE_SIZE, len(labelled)))
+    report.sample = [
+        {
+            "query_id": q, "question": release.queries.get(q, ""), "chunk_id": c,
+            "passage": passage(release, c)[:600], "grade": release.qrels[q][c], "origin": origin.get((q, c), "?"),
+        }
+        for q, c in sorted(chosen)
+    ]  # fmt: skip
+
+    lineage = manifest.get("lineage", {})
+    report.review = {"reviewers": lineage.get("reviewers", []), **(lineage.get("review_agreement") or {})}
+    report.lineage = {
+        "models": lineage.get("models", []),
+        "prompts": lineage.get("prompts", []),
+        "rules": manifest.get("policy", {}).get("rules", []),
+        "content_sha256": manifest.get("content_sha256"),
+        "parent_version": manifest.get("parent_version"),
+        "created_at": manifest.get("created_at"),
+        "testset_builder_version": manifest.get("testset_builder_version"),
+    }
+    if release.estimates:
+        report.trust = trust(release.estimates, counts.get("estimates", {}), report.plots)
+    for run in runs:
+        report.runs.append(scored_run(release, run))
+    if report.runs:
+        report.plots["recall_curves"] = plots.curves(
+            {r["name"]: (list(CURVE_KS), r["recall_curve"]) for r in report.runs}, "k (log scale)", "recall@k"
+        )
+    return report
+
+
+def trust(rows: list[dict], counts: dict, figures: dict) -> dict:
+    """The estimate's spread over the pairs no human labelled, and its calibration on the drawn verdicts."""
+    estimated = [row["p_relevant"] for row in rows if row["label"] is None and row["p_relevant"] is not None]
+    drawn = [
+        (row["p_relevant"], int(row["label"] >= 1))
+        for row in rows
+        if row["draw"] and row["draw"]["drawn"] and row["origin"] == "human" and row["p_relevant"] is not None
+    ]
+    if estimated:
+        figures["estimates"] = plots.histogram(estimated, 20, "estimated P(relevant) of the pairs no human labelled")
+    if drawn:
+        figures["calibration"] = plots.calibration([p for p, _ in drawn], [y for _, y in drawn])
+    pairs = release_pairs(rows)
+    return {
+        **counts,
+        "drawn_relevant_share": sum(y for _, y in drawn) / len(drawn) if drawn else None,
+        "drawn_mean_estimate": sum(p for p, _ in drawn) / len(drawn) if drawn else None,
+        "expected_relevant": sum(p for _, _, p, _, label in pairs if label is None),
+    }
+
+
+def scored_run(release, run: Run) -> dict:
+    specs = parse_metrics(REPORT_METRICS)
+    qrels = release.qrels_table()
+    scored = score_dict(evaluate(qrels, run, specs))
+    curve = evaluate(qrels, run, [f"recall@{k}" for k in CURVE_KS])
+    entry = {
+        "name": run.name,
+        "metrics": scored["metrics"],
+        "queries": scored["queries"],
+        "recall_curve": [curve.mean(f"recall@{k}") for k in CURVE_KS],
+    }
+    if release.estimates:
+        entry["prediction_powered"] = prediction_report(release.estimates, run, specs)
+    return entry
+
+
+def render(report: Report) -> str:
+    environment = Environment(
+        loader=PackageLoader("testset_builder.report", "templates"), autoescape=select_autoescape(["html"])
+    )
+    return environment.get_template("report.html").render(report=report)
