@@ -253,6 +253,23 @@ class ReleaseConfig(Strict):
     name: str | None = Field(default=None, description="the set's name in the card (default: the workspace's)")
 
 
+class RunConfig(Strict):
+    """What ``testset-builder run`` does: chunk the sources, synthesize, propose for the queries, draw pairs for review,
+    release when something changed, score the baselines and write the report. Paths are relative to the config."""
+
+    sources: list[Path] = Field(default_factory=list, description="documents to chunk: files or folders")
+    queries: Path | None = Field(
+        default=None, description="real queries for propose (JSONL, CSV or one per line); none: synthetic only"
+    )
+    review_budget: int = Field(
+        default=100, ge=0, description="pairs a selection round draws for review (0: release without review)"
+    )
+    baselines: list[Literal["bm25", "dense"]] = Field(
+        default_factory=lambda: ["bm25", "dense"],
+        description="runs scored on each release in the report (dense when installed)",
+    )
+
+
 class Config(Strict):
     workspace: Path = DEFAULT_WORKSPACE
     prompts_dir: Path | None = Field(default=None, description="your prompt files; the bundled ones fill the gaps")
@@ -266,6 +283,7 @@ class Config(Strict):
     propose: ProposeConfig = ProposeConfig()
     review: ReviewConfig = ReviewConfig()
     release: ReleaseConfig = ReleaseConfig()
+    run: RunConfig = RunConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -364,9 +382,22 @@ def load_config(source: str | Path) -> Config:
         raise InputError("config is not UTF-8 text", path=path) from None
     data = _read(text, path)
     for key in ("workspace", "prompts_dir", "prices"):
-        if isinstance(data.get(key), str) and not Path(data[key]).expanduser().is_absolute():
-            data[key] = str(path.parent / data[key])
+        if key in data:
+            data[key] = _beside(path, data[key])
+    if isinstance(data.get("run"), dict):  # run's paths too
+        run = data["run"] = dict(data["run"])
+        if "queries" in run:
+            run["queries"] = _beside(path, run["queries"])
+        if isinstance(run.get("sources"), list):
+            run["sources"] = [_beside(path, source) for source in run["sources"]]
     return _validate(data, path, text)
+
+
+def _beside(config_file: Path, value):
+    """A relative path written in a config, taken from the config's folder (anything else as it is)."""
+    if isinstance(value, str) and not Path(value).expanduser().is_absolute():
+        return str(config_file.parent / value)
+    return value
 
 
 def default_config() -> Config:

@@ -1,17 +1,17 @@
 """The ``testset-builder`` command. Thin: parse options, call the library, print.
 
-Commands are registered in pipeline order by importing their modules: corpus (init, config, chunk), labels (synthesize,
-propose, audit, queue, costs, resume), reviewing (serve, review), releases (release, diff, export, push, import),
-scoring (score, compare, baseline, report).
+Commands are registered in pipeline order by importing their modules: corpus (init, config, chunk), pipeline (run),
+labels (synthesize, propose, audit, estimate, select, queue, costs, resume), reviewing (serve, review), releases
+(release, diff, export, push, import), scoring (score, compare, baseline, report).
 """
 
-from . import corpus, labels, releases, reviewing, scoring  # noqa: F401  (registers the commands)
+from . import corpus, labels, pipeline, releases, reviewing, scoring  # noqa: F401  (registers the commands)
 from .app import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PARTIAL, app, main
 
 PIPELINE = [
-    "init", "config", "chunk", "synthesize", "propose", "audit", "estimate", "select", "queue", "serve", "review",
-    "review-stats", "review-export", "review-import", "costs", "resume", "release", "diff", "export", "push", "import",
-    "score", "compare", "baseline", "report",
+    "init", "run", "config", "chunk", "synthesize", "propose", "audit", "estimate", "select", "queue", "serve",
+    "review", "review-stats", "review-export", "review-import", "costs", "resume", "release", "diff", "export",
+    "push", "import", "score", "compare", "baseline", "report",
 ]  # fmt: skip
 app.registered_commands.sort(key=lambda c: PIPELINE.index(c.name or c.callback.__name__))  # --help in pipeline order
 

@@ -177,6 +177,7 @@ def baseline(
     ],
     retriever: Annotated[str, typer.Option("--retriever", help="bm25, or dense (with the dense extra).")] = "bm25",
     k: Annotated[int, typer.Option("--k", min=1, help="Results per query.")] = 100,
+    json_output: JsonOption = False,
 ) -> None:
     """A baseline run over a release's own corpus and queries, ready for `score --release`."""
     from ..export import write_trec_run
@@ -185,6 +186,9 @@ def baseline(
     loaded, cache = release_from(release)
     run = baseline_run(loaded.corpus, loaded.queries, retriever, k, cache)
     write_trec_run(run, out_file)
+    if json_output:
+        print(json.dumps({"run": str(out_file), "retriever": retriever, "version": loaded.version, "k": k}))
+        return
     out.print(
         f"{retriever} run over {len(loaded.corpus)} chunks for {len(loaded.queries)} queries of release "
         f"{loaded.version} -> {out_file}"

@@ -75,3 +75,11 @@ def undrawn_pending_pairs(db: sqlite3.Connection) -> list[tuple[str, str]]:
             "AND j.source IN ('human', 'synthetic-source')) ORDER BY 1, 2"
         )
     ]
+
+
+def waiting_pairs(db: sqlite3.Connection) -> int:
+    """How many drawn pairs no reviewer has answered yet."""
+    return db.execute(
+        "SELECT COUNT(*) FROM review_draws d WHERE d.drawn = 1 AND NOT EXISTS "
+        "(SELECT 1 FROM review_state s WHERE s.item_id = d.item_id AND s.counting = 1)"
+    ).fetchone()[0]

@@ -183,6 +183,23 @@ def write_release(
         return _write_release(workspace, version, policy, notes, parent)
 
 
+def release_if_changed(
+    workspace: Workspace, policy: ReleaseConfig | None = None, bump: str = "minor"
+) -> tuple[ReleaseSummary | None, str]:
+    """Release the next version (the latest, bumped) when the workspace's content differs from the latest
+    release's; else nothing. Returns the new release's summary (or None) and the version that holds the content."""
+    from .versions import next_version
+
+    policy = policy or ReleaseConfig()
+    versions = existing_versions(workspace)
+    if versions:
+        content, _ = gather(workspace, policy)
+        if history.release_content_sha256(workspace.db, versions[-1]) == content.content_sha256():
+            return None, versions[-1]
+    summary = write_release(workspace, next_version(versions, bump), policy)
+    return summary, summary.version
+
+
 def _write_release(
     workspace: Workspace, version: str, policy: ReleaseConfig, notes: str, parent: str | None
 ) -> ReleaseSummary:

@@ -1,0 +1,95 @@
+"""`run`: init, then the whole job from one config with the embedded local model; it stops for review (exit 4), a
+reviewer answers through the review API, and the second run releases and writes a report that opens in Chromium."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import TEST_OUTPUT
+
+from testset_builder.cli import main
+
+pytestmark = pytest.mark.slow
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+TOKEN = "tok-" + "r" * 24
+
+
+def run(config: Path) -> tuple[int, dict]:
+    """`testset-builder run CONFIG --json` in its own process (the browser's event loop holds this one)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "testset_builder", "run", str(config), "--json"], capture_output=True, text=True
+    )
+    return done.returncode, json.loads(done.stdout)
+
+
+def answer_drawn_pairs(workspace: Path) -> int:
+    from fastapi.testclient import TestClient
+
+    from testset_builder.review_ui import create_app
+    from testset_builder.store import open_workspace
+
+    answered = 0
+    with open_workspace(workspace) as ws, TestClient(create_app(ws, TOKEN)) as client:
+        client.headers["Authorization"] = f"Bearer {TOKEN}"
+        while (served := client.get("/api/next", params={"reviewer": "ann"})).status_code == 200:
+            item = served.json()
+            if not item["reason"].startswith("drawn"):
+                break
+            words = item["query"]["text"].lower().split()[-1].strip("?")
+            grade = 1 if words in item["chunk"]["text"].lower() else 0
+            verdict = {
+                "item_id": item["item_id"], "reviewer": "ann", "action": "grade", "grade": grade,
+                "idempotency_key": f"k-{item['item_id']}",
+            }  # fmt: skip
+            assert client.post("/api/verdicts", json=verdict).status_code == 201
+            answered += 1
+    return answered
+
+
+def test_init_then_run_stops_for_review_and_the_second_run_releases_and_reports(tmp_path, browser):
+    target = tmp_path / "my-set"
+    assert main(["init", str(target)]) == 0
+    config = target / "testset-builder.yaml"
+    settings = yaml.safe_load(config.read_text(encoding="utf-8"))
+    settings["run"].update(sources=[str(DOCS)], queries="queries.jsonl", review_budget=6)
+    settings["synthesize"]["questions"] = 3
+    config.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
+    (target / "queries.jsonl").write_text(
+        '{"_id": "r1", "text": "how is ndcg computed"}\n{"_id": "r2", "text": "what does recall at k count"}\n',
+        encoding="utf-8",
+    )
+    code, first = run(config)
+    assert code == 4
+    assert first["waiting"] > 0 and "serve --config" in first["message"]
+    assert [s for s in first["stages"]] == ["chunk", "synthesize", "propose", "select"]
+    assert first["stages"]["synthesize"]["result"]["made"] == 3
+    assert not (target / "testset" / "releases").exists()  # nothing released while review is pending
+
+    assert answer_drawn_pairs(target / "testset") == first["waiting"]
+    code, second = run(config)
+    assert code == 0
+    assert second["release"] == "0.1.0" and second["stages"]["release"]["result"]["new"]
+    assert second["stages"]["synthesize"]["result"]["calls"] == 0  # the rerun pays for nothing twice
+    manifest = json.loads((target / "testset" / "releases" / "0.1.0" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["counts"]["qrels_by_origin"]["human"] == first["waiting"]
+    assert manifest["counts"]["estimates"]["drawn_answered"] == first["waiting"]
+
+    page_file = Path(second["report"])
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    errors = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.goto(page_file.as_uri())
+    assert page.locator("figure[data-plot] svg").count() >= 6 and page.locator("h3").count() >= 1  # runs scored
+    TEST_OUTPUT.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(TEST_OUTPUT / "run-report.png"), full_page=True)
+    page.close()
+    assert errors == []
+
+    code, third = run(config)  # once more: nothing changed, no new release
+    assert code == 0
+    assert third["release"] == "0.1.0" and not third["stages"]["release"]["result"]["new"]
