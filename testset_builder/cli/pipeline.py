@@ -35,11 +35,37 @@ def _stage(argv: list[str]) -> tuple[int, dict | list | None]:
         return code, None
 
 
+def said(stage: str, result) -> str:
+    """One line of what a stage did, from its JSON document."""
+    if not isinstance(result, dict):
+        return "done"
+    if stage == "chunk":
+        return (
+            f"{result['documents']} documents ({result['new']} new, {result['changed']} changed, "
+            f"{result['unchanged']} unchanged), {result['chunks_added']} chunks added"
+        )
+    if stage == "synthesize":
+        return (
+            f"{result['made']} questions made, {result['already_made']} already made; {result['calls']} LLM calls "
+            f"({result['cache_hits']} from the cache)"
+        )
+    if stage == "propose":
+        return f"{result['queries']} queries, {result['candidates']} candidate rows pooled"
+    if stage == "select":
+        return f"round {result['round']}: {result['drawn']} of {result['considered']} pairs drawn for review"
+    if stage == "report":
+        return result["report"]
+    return "done"
+
+
 @app.command()
 def run(
     config: Annotated[
         str, typer.Argument(help="The config (from `testset-builder init`) whose `run:` section says what to do.")
     ],
+    workspace: Annotated[
+        Path | None, typer.Option("--workspace", "-w", help="Overrides the config's workspace.", show_default=False)
+    ] = None,
     no_review: Annotated[
         bool, typer.Option("--no-review", help="Release what needs no human instead of stopping for review.")
     ] = False,
@@ -60,12 +86,12 @@ def run(
     from ..stages.release import release_if_changed
     from ..store import draws, estimates
 
-    resolved = settings(config)
+    resolved = settings(config, workspace)
     plan = resolved.run
     if not plan.sources:
         raise InputError("the config's run.sources lists no documents to chunk (files or folders)")
-    workspace = str(resolved.workspace)
-    base = ["--config", config]
+    root = str(resolved.workspace)  # the config's, or --workspace
+    base = ["--config", config, "--workspace", root]
     stages: dict[str, dict] = {}
 
     def step(name: str, argv: list[str], partial_ok: bool = False) -> dict:
@@ -76,7 +102,7 @@ def run(
         if code != EXIT_OK:
             finish(code, f"{name} stopped with exit code {code}: fix what it said, then run again")
         if not json_output:
-            out.print(f"[bold]{name}[/]: done", highlight=False)
+            out.print(f"[bold]{name}[/]: {said(name, document)}", highlight=False)
         return stages[name]
 
     def finish(code: int, message: str, **extra) -> None:
@@ -112,12 +138,12 @@ def run(
     stages["release"] = {"exit_code": EXIT_OK, "result": {"version": version, "new": made is not None}}
     if not json_output:
         out.print(f"[bold]release[/]: {version}{' (new)' if made else ' (unchanged)'}", highlight=False)
-    release = f"{workspace}@{version}"
+    release = f"{root}@{version}"
     runs = []
     for retriever in plan.baselines:
         if retriever == "dense" and not dense_available():
             continue
-        path = Path(workspace) / "reports" / "runs" / f"{retriever}-{version}.trec"
+        path = Path(root) / "reports" / "runs" / f"{retriever}-{version}.trec"
         path.parent.mkdir(parents=True, exist_ok=True)
         code, _ = _stage(["baseline", "--release", release, "--retriever", retriever, "--out", str(path)])
         if code != EXIT_OK:
@@ -127,7 +153,7 @@ def run(
     page = report["result"]["report"]
     finish(
         EXIT_OK,
-        f"release {version}: {Path(workspace) / 'releases' / version}; report: {page}",
+        f"release {version}: {Path(root) / 'releases' / version}; report: {page}",
         release=version,
         report=page,
     )
