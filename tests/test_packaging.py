@@ -134,3 +134,9 @@ def test_a_wheel_installed_in_a_fresh_venv_runs_chunk_synthesize_and_release_wit
     assert '"queries": 2' in released.stdout
     manifest = (work / "ws" / "releases" / "1.0.0" / "manifest.json").read_text(encoding="utf-8")
     assert str(tmp_path) not in manifest and str(Path.home()) not in manifest
+    cli("baseline", "--release", "ws@1.0.0", "--out", "bm25.trec")
+    cli("report", "--release", "ws@1.0.0", "--run", "bm25.trec")  # its template is package data
+    page = (work / "ws" / "reports" / "1.0.0.html").read_text(encoding="utf-8")
+    assert page.startswith("<!doctype html>") and page.count("<svg") >= 4
+    assert "testset-builder run" in cli("init", "new-set").stdout
+    assert (work / "new-set" / "testset-builder.yaml").is_file()

@@ -36,8 +36,8 @@ def init(
         return
     config = directory / summary.files[0]
     out.print(
-        f"wrote {', '.join(summary.files)} in {directory} (config started from {starting_from}); next: "
-        f"testset-builder chunk DOCS/ --config {config}",
+        f"wrote {', '.join(summary.files)} in {directory} (config started from {starting_from}); next: list your "
+        f"documents under run: sources: in {config}, then `testset-builder run {config}`",
         highlight=False,
     )
 
