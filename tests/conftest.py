@@ -189,3 +189,28 @@ def pair_queue(docs_workspace):
 
     ws.items, ws.truth = items, truth
     return ws
+
+
+def answer_drawn_through_api(workspace_root: Path, grade_of, reviewer: str = "ann") -> int:
+    """A reviewer answering, through the review JSON API, every pair a selection round drew (they head the queue):
+    ``grade_of(item)`` gives each grade. Returns how many were answered."""
+    from fastapi.testclient import TestClient
+
+    from testset_builder.review_ui import create_app
+    from testset_builder.store import open_workspace
+
+    token = "tok-" + "d" * 24
+    answered = 0
+    with open_workspace(workspace_root) as ws, TestClient(create_app(ws, token)) as client:
+        client.headers["Authorization"] = f"Bearer {token}"
+        while (served := client.get("/api/next", params={"reviewer": reviewer})).status_code == 200:
+            item = served.json()
+            if not item["reason"].startswith("drawn for review"):
+                break
+            verdict = {
+                "item_id": item["item_id"], "reviewer": reviewer, "action": "grade", "grade": grade_of(item),
+                "idempotency_key": f"k-{item['item_id']}",
+            }  # fmt: skip
+            assert client.post("/api/verdicts", json=verdict).status_code == 201
+            answered += 1
+    return answered

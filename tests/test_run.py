@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TEST_OUTPUT
+from conftest import TEST_OUTPUT, answer_drawn_through_api
 
 from testset_builder.cli import main
 
 pytestmark = pytest.mark.slow
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-TOKEN = "tok-" + "r" * 24
 
 
 def run(config: Path) -> tuple[int, dict]:
@@ -27,28 +26,9 @@ def run(config: Path) -> tuple[int, dict]:
     return done.returncode, json.loads(done.stdout)
 
 
-def answer_drawn_pairs(workspace: Path) -> int:
-    from fastapi.testclient import TestClient
-
-    from testset_builder.review_ui import create_app
-    from testset_builder.store import open_workspace
-
-    answered = 0
-    with open_workspace(workspace) as ws, TestClient(create_app(ws, TOKEN)) as client:
-        client.headers["Authorization"] = f"Bearer {TOKEN}"
-        while (served := client.get("/api/next", params={"reviewer": "ann"})).status_code == 200:
-            item = served.json()
-            if not item["reason"].startswith("drawn"):
-                break
-            words = item["query"]["text"].lower().split()[-1].strip("?")
-            grade = 1 if words in item["chunk"]["text"].lower() else 0
-            verdict = {
-                "item_id": item["item_id"], "reviewer": "ann", "action": "grade", "grade": grade,
-                "idempotency_key": f"k-{item['item_id']}",
-            }  # fmt: skip
-            assert client.post("/api/verdicts", json=verdict).status_code == 201
-            answered += 1
-    return answered
+def by_last_word(item: dict) -> int:
+    """A reviewer's rule here: relevant when the chunk holds the query's last word."""
+    return int(item["query"]["text"].lower().split()[-1].strip("?") in item["chunk"]["text"].lower())
 
 
 def test_init_then_run_stops_for_review_and_the_second_run_releases_and_reports(tmp_path, browser):
@@ -70,7 +50,7 @@ def test_init_then_run_stops_for_review_and_the_second_run_releases_and_reports(
     assert first["stages"]["synthesize"]["result"]["made"] == 3
     assert not (target / "testset" / "releases").exists()  # nothing released while review is pending
 
-    assert answer_drawn_pairs(target / "testset") == first["waiting"]
+    assert answer_drawn_through_api(target / "testset", by_last_word) == first["waiting"]
     code, second = run(config)
     assert code == 0
     assert second["release"] == "0.1.0" and second["stages"]["release"]["result"]["new"]

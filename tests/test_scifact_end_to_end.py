@@ -13,13 +13,14 @@ import json
 import random
 
 import pytest
-from conftest import require
+from conftest import answer_drawn_through_api, require
 
 from testset_builder.cli import main
 from testset_builder.export import read_qrels, read_run
 from testset_builder.metrics import evaluate
+from testset_builder.store import open_workspace
+from testset_builder.store import review as review_store
 
-TOKEN = "tok-" + "e" * 24
 IMPORTED, PROPOSED, OTHER_DOCS, BUDGET = 20, 60, 1200, 100
 
 
@@ -54,29 +55,6 @@ def scifact_sample(scifact_dir, tmp_path_factory):
     return root, {q: qrels[q] for q in query_ids}
 
 
-def review_drawn_pairs(workspace_root, truth) -> int:
-    """Answer every drawn pair through the JSON API as SciFact's annotators did; returns how many were answered."""
-    from fastapi.testclient import TestClient
-
-    from testset_builder.review_ui import create_app
-    from testset_builder.store import open_workspace
-
-    answered = 0
-    with open_workspace(workspace_root) as ws, TestClient(create_app(ws, TOKEN)) as client:
-        client.headers["Authorization"] = f"Bearer {TOKEN}"
-        while (served := client.get("/api/next", params={"reviewer": "annotator"})).status_code == 200:
-            item = served.json()
-            assert item["reason"].startswith("drawn for review")  # nothing else was queued
-            grade = truth.get(item["query"]["query_id"], {}).get(item["chunk"]["chunk_id"], 0)
-            verdict = {
-                "item_id": item["item_id"], "reviewer": "annotator", "action": "grade", "grade": grade,
-                "idempotency_key": f"v-{item['item_id']}",
-            }  # fmt: skip
-            assert client.post("/api/verdicts", json=verdict).status_code == 201
-            answered += 1
-    return answered
-
-
 def test_on_scifact_the_prediction_powered_intervals_contain_the_human_qrels_figures_of_two_retrievers(
     scifact_sample, tmp_path, capsys
 ):
@@ -91,8 +69,12 @@ def test_on_scifact_the_prediction_powered_intervals_contain_the_human_qrels_fig
     capsys.readouterr()
     assert main(["select", "--budget", str(BUDGET), "-w", str(ws), "--json"]) == 0
     selection = json.loads(capsys.readouterr().out)
-    answered = review_drawn_pairs(ws, truth)
+    answered = answer_drawn_through_api(
+        ws, lambda item: truth.get(item["query"]["query_id"], {}).get(item["chunk"]["chunk_id"], 0)
+    )
     assert answered == selection["drawn"] and 80 <= answered <= 120  # Poisson sampling: about the budget
+    with open_workspace(ws) as opened:
+        assert len(review_store.queued_items(opened.db)) == answered  # nothing but the drawn pairs was queued
     assert main(["release", "-w", str(ws), "--version", "1.0.0", "--json"]) == 0
     manifest = json.loads((ws / "releases" / "1.0.0" / "manifest.json").read_text(encoding="utf-8"))
     carried = manifest["counts"]["estimates"]
