@@ -319,3 +319,36 @@ def test_read_only_commands_work_on_a_read_only_workspace(tmp_path, capsys, read
     assert sorted(p.name for p in ws.iterdir()) == before
     code, _, err = run_cli(capsys, "chunk", str(corpus), "--workspace", str(frozen), "--chunker", "prechunked")
     assert code == EXIT_BAD_INPUT and "cannot write to this workspace" in err, err
+
+
+def every_command() -> list[str]:
+    from testset_builder.cli import PIPELINE
+
+    return [name for name in PIPELINE if name not in ("serve", "review")]  # interactive: a server, a terminal session
+
+
+@pytest.mark.parametrize("command", every_command())
+def test_with_json_a_mistake_is_one_json_document_on_stdout_for_every_command(command, capsys):
+    from testset_builder.cli import main
+
+    assert main([command, "--no-such-option", "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["exit_code"] == 1 and "--no-such-option" in document["error"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["score", "--qrels", "missing.tsv", "--run", "missing.trec"],
+        ["release", "--version", "1.0.0", "--workspace", "empty-ws"],
+        ["config", "no-such-config"],
+        ["run", "missing.yaml"],
+    ],
+)
+def test_with_json_a_failure_of_the_work_itself_is_one_json_document_too(argv, capsys, tmp_path, monkeypatch):
+    from testset_builder.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["exit_code"] == 1 and document["error"]

@@ -10,6 +10,7 @@ overrides of that config through :func:`~testset_builder.config.resolve_config`;
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from contextlib import nullcontext
@@ -258,7 +259,15 @@ def renamed(evaluation, name: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app and map outcomes to exit codes 0 / 1 / 2 / 3."""
+    """Entry point: run the app and map outcomes to exit codes 0 / 1 / 2 / 3. With ``--json``, a failure is one JSON
+    document on stdout too (``{"error", "exit_code"}``), so a script reads one document whatever happened."""
+    json_mode = "--json" in (sys.argv[1:] if argv is None else argv)
+
+    def failed(code: int, message: str) -> int:
+        if json_mode:
+            print(json.dumps({"error": message, "exit_code": code}))
+        return code
+
     try:
         code = app(args=argv, standalone_mode=False)  # without standalone mode, click returns typer.Exit's code
         if isinstance(code, int) and code != EXIT_OK:
@@ -267,16 +276,16 @@ def main(argv: list[str] | None = None) -> int:
         return done.exit_code
     except typer.Abort:
         err.print("aborted")
-        return EXIT_BAD_INPUT
+        return failed(EXIT_BAD_INPUT, "aborted")
     except typer.TyperException as error:  # usage errors: unknown option, missing argument, bad value
         error.show(file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return failed(EXIT_BAD_INPUT, error.format_message())
     except TestsetBuilderError as error:
         err.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)  # one line, unfolded
-        return EXIT_BAD_INPUT
+        return failed(EXIT_BAD_INPUT, str(error))
     except KeyboardInterrupt:
         err.print("interrupted: what was finished is kept; rerun to go on")
-        return 130
+        return failed(130, "interrupted")
     except Exception as error:  # anything else is our bug: say so, show the traceback only on request
         if os.environ.get("TESTSET_BUILDER_DEBUG"):
             raise
@@ -285,5 +294,5 @@ def main(argv: list[str] | None = None) -> int:
             "This is a bug in testset-builder; rerun with TESTSET_BUILDER_DEBUG=1 for the traceback.",
             highlight=False,
         )
-        return EXIT_INTERNAL
+        return failed(EXIT_INTERNAL, f"internal error: {type(error).__name__}: {error}")
     return EXIT_OK

@@ -180,6 +180,7 @@ def export_release(
     ] = "hf",
     workspace: WorkspaceOption = None,
     config: ConfigOption = None,
+    json_output: JsonOption = False,
 ) -> None:
     """Copy a release out in one format (the release itself stays as it is)."""
     from ..errors import InputError
@@ -189,6 +190,10 @@ def export_release(
     if fmt not in ("hf", "beir", "trec", "jsonl"):
         raise InputError(f"unknown format {fmt!r}; use hf, beir, trec or jsonl")
     written = run_export(load_release(release_dir(settings(config, workspace).workspace, version)), fmt, out_dir)
+    if json_output:
+        files = [str(path.relative_to(out_dir)) for path in written]
+        print(json.dumps({"version": version, "format": fmt, "out": str(out_dir), "files": files}, indent=2))
+        return
     out.print(f"exported {version} as {fmt}: {len(written)} files -> {out_dir}")
 
 
