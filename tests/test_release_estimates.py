@@ -146,3 +146,25 @@ def test_compare_on_a_release_with_estimates_gives_the_paired_prediction_powered
     assert (difference["run"], difference["metric"], difference["use"]) == ("reversed", "precision@5", "ppi")
     assert difference["mean"] == pytest.approx(means[1] - means[0])
     assert difference["ci_low"] <= difference["mean"] <= difference["ci_high"]
+
+
+def test_a_run_with_no_drawn_verdict_in_its_top_k_is_warned_that_its_interval_may_be_too_narrow(
+    pair_queue, capsys, tmp_path
+):
+    ws = pair_queue
+    drawn_and_answered(ws, capsys)
+    assert main(["release", "-w", str(ws.root), "--version", "1.0.0"]) == 0
+    rows = release_rows(ws, "1.0.0")
+    undrawn = [r for r in rows if not (r["draw"] or {}).get("drawn")]
+    run = tmp_path / "undrawn.trec"  # each query's top 5: pairs no round drew
+    ranked = {}
+    for row in undrawn:
+        ranked.setdefault(row["query-id"], []).append(row["corpus-id"])
+    run.write_text(
+        "".join(f"{q} Q0 {c} {r} {100 - r} t\n" for q, cs in ranked.items() for r, c in enumerate(cs[:5], 1)),
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5"]) == 0
+    shown = capsys.readouterr().out
+    assert "no drawn verdict falls in this run's top results" in " ".join(shown.split())

@@ -123,6 +123,11 @@ def prediction_lines(report: dict) -> list[str]:
             f"calibration on its own top results: {calibration[drawn_key]} drawn verdicts, humans said relevant "
             f"{calibration['human_relevant_share']:.1%}, the estimate {calibration['mean_estimate']:.1%}"
         )
+    elif report["applies"] == "ppi":
+        lines.append(
+            "[yellow]warning:[/] no drawn verdict falls in this run's top results, so its intervals cannot show how "
+            "the estimates err there (they may be too narrow); draw more pairs for review (`select`)"
+        )
     return lines
 
 
