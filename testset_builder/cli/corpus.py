@@ -97,7 +97,7 @@ def chunk(
         typer.Option(
             "--size",
             min=1,
-            help="Largest chunk: characters, or tokens for --chunker tokens (default 1000).",
+            help="Largest chunk: characters, or tokens for --chunker tokens. Config: chunking.size.",
             show_default=False,
         ),
     ] = None,
@@ -106,7 +106,7 @@ def chunk(
         typer.Option(
             "--overlap",
             min=0,
-            help="Text repeated between neighbouring chunks, same unit as --size (default 100).",
+            help="Text repeated between neighbouring chunks, same unit as --size. Config: chunking.overlap.",
             show_default=False,
         ),
     ] = None,

@@ -59,14 +59,17 @@ def synthesize(
             "--questions",
             "-n",
             min=1,
-            help="Questions to make: exactly this many, or a statement of why fewer (default 100).",
+            help="Questions to make: exactly this many, or a statement of why fewer. Config: synthesize.questions.",
             show_default=False,
         ),
     ] = None,
     per_chunk: Annotated[
         int | None,
         typer.Option(
-            "--per-chunk", min=1, help="Questions asked of each sampled chunk (default 1).", show_default=False
+            "--per-chunk",
+            min=1,
+            help="Questions asked of each sampled chunk. Config: synthesize.per_chunk.",
+            show_default=False,
         ),
     ] = None,
     styles: Annotated[
@@ -82,7 +85,7 @@ def synthesize(
         int | None,
         typer.Option(
             "--seed",
-            help="Seed for sampling and generation (default 0); another seed makes another set.",
+            help="Seed for sampling and generation; another seed makes another set. Config: synthesize.seed.",
             show_default=False,
         ),
     ] = None,
@@ -90,7 +93,7 @@ def synthesize(
         bool | None,
         typer.Option(
             "--critic/--no-critic",
-            help="The judge checks that the source chunk answers each question (default on).",
+            help="The judge checks that the source chunk answers each question. Config: synthesize.critic.",
             show_default=False,
         ),
     ] = None,
@@ -108,7 +111,7 @@ def synthesize(
         bool | None,
         typer.Option(
             "--mine/--no-mine",
-            help="Judge each question's top other chunks and queue the relevant ones for review (default on).",
+            help="Find each question's other relevant chunks and queue them for review. Config: synthesize.mine.",
             show_default=False,
         ),
     ] = None,
@@ -272,7 +275,9 @@ def propose(
     ] = None,
     depth: Annotated[
         int | None,
-        typer.Option("--depth", min=1, help="Each retriever's top k in the pool (default 20).", show_default=False),
+        typer.Option(
+            "--depth", min=1, help="Each retriever's top k in the pool. Config: propose.depth.", show_default=False
+        ),
     ] = None,
     fused_depth: Annotated[
         int | None,
