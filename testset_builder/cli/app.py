@@ -252,12 +252,6 @@ def release_from(spec: str):
     return load_release(spec), None
 
 
-def renamed(evaluation, name: str):
-    from dataclasses import replace
-
-    return replace(evaluation, run_name=name)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app and map outcomes to exit codes 0 / 1 / 2 / 3. With ``--json``, a failure is one JSON
     document on stdout too (``{"error", "exit_code"}``), so a script reads one document whatever happened."""

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from .app import EXIT_OK, EXIT_PARTIAL, JsonOption, app, err, judge_is_local, open_workspace_for, out, settings
+from .app import EXIT_OK, JsonOption, app, err, judge_is_local, open_workspace_for, out, settings
 
 EXIT_REVIEW = 4  # drawn pairs wait for a reviewer: review them (serve or review), then run again
 
@@ -94,11 +94,9 @@ def run(
     base = ["--config", config, "--workspace", root]
     stages: dict[str, dict] = {}
 
-    def step(name: str, argv: list[str], partial_ok: bool = False) -> dict:
+    def step(name: str, argv: list[str]) -> dict:
         code, document = _stage(argv)
         stages[name] = {"exit_code": code, "result": document}
-        if code == EXIT_PARTIAL and partial_ok:
-            return stages[name]
         if code != EXIT_OK:
             finish(code, f"{name} stopped with exit code {code}: fix what it said, then run again")
         if not json_output:
@@ -120,20 +118,19 @@ def run(
             ["propose", "-Q", str(plan.queries), *base, *(["--no-judge"] if judge_is_local(resolved) else [])],
         )
     with open_workspace_for(resolved) as ws:
-        has_round = draws.next_round(ws.db) > 1
-        estimated = bool(estimates.estimates(ws.db))
-    if plan.review_budget and estimated and not has_round and not no_review:
+        first_round = draws.next_round(ws.db) == 1 and estimates.any_estimates(ws.db)
+    if plan.review_budget and first_round and not no_review:
         step("select", ["select", "--budget", str(plan.review_budget), *base])
     with open_workspace_for(resolved) as ws:
-        waiting = draws.waiting_pairs(ws.db)
-    if waiting and not no_review:
-        finish(
-            EXIT_REVIEW,
-            f"{waiting} pairs drawn for review wait for a human: run `testset-builder serve --config {config}` (or "
-            f"`testset-builder review --reviewer NAME --config {config}`), then `testset-builder run {config}` again",
-            waiting=waiting,
-        )
-    with open_workspace_for(resolved) as ws:
+        waiting = 0 if no_review else draws.waiting_pairs(ws.db)
+        if waiting:
+            finish(
+                EXIT_REVIEW,
+                f"{waiting} pairs drawn for review wait for a human: run `testset-builder serve --config {config}` "
+                f"(or `testset-builder review --reviewer NAME --config {config}`), then `testset-builder run {config}` "
+                "again",
+                waiting=waiting,
+            )
         made, version = release_if_changed(ws, resolved.release)
     stages["release"] = {"exit_code": EXIT_OK, "result": {"version": version, "new": made is not None}}
     if not json_output:

@@ -21,7 +21,6 @@ from .app import (
     labels_and_estimates,
     out,
     release_from,
-    renamed,
 )
 
 
@@ -146,11 +145,9 @@ def compare(
         check_writable(per_query, "--per-query")
     labels, estimates = labels_and_estimates(qrels, release)
     loaded = [read_run(path) for path in runs]
-    evaluations = [evaluate(labels, r, specs) for r in loaded]
-    names = [e.run_name for e in evaluations]
-    if len(set(names)) < len(names):
-        evaluations = [renamed(e, path.stem) for e, path in zip(evaluations, runs)]
+    if len({r.name for r in loaded}) < len(loaded):  # runs sharing a tag are called by their files' names
         loaded = [replace(r, name=path.stem) for r, path in zip(loaded, runs)]
+    evaluations = [evaluate(labels, r, specs) for r in loaded]
     result = compare_runs(evaluations[0], evaluations[1:], test=test, alpha=alpha, resamples=resamples, seed=seed)
     differences = prediction_differences(estimates, loaded[0], loaded[1:], specs) if estimates else None
     if per_query:

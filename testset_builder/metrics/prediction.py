@@ -51,15 +51,23 @@ def release_pairs(rows: Sequence[dict]) -> list[tuple[str, str, float, float | N
     for row in rows:
         label = int(row["label"] >= 1) if row["origin"] in CERTAIN_ORIGINS else None
         p = row["p_relevant"] if row["p_relevant"] is not None else float(label or 0)
-        probability = None
-        if label is not None:
-            draw = row["draw"]
-            if draw and draw["drawn"] and row["origin"] == "human":
-                probability = min(1.0, draw["probability"] * answered[draw["round"]] / asked[draw["round"]])
-            elif row["origin"] == "synthetic-source" or not (draw and draw["drawn"]):
-                probability = 1.0
-        out.append((row["query-id"], row["corpus-id"], p, probability, label if probability else None))
+        probability, draw = None, row["draw"]
+        if label is not None and draw and draw["drawn"] and row["origin"] == "human":
+            probability = min(1.0, draw["probability"] * answered[draw["round"]] / asked[draw["round"]])
+        elif label is not None:
+            probability = 1.0  # a synthetic source, or a human label nobody drew: known for sure
+        out.append((row["query-id"], row["corpus-id"], p, probability, label))
     return out
+
+
+def drawn_at_random(pairs) -> int:
+    """How many labels came from a draw at random (inclusion probability below 1): what corrects the estimates."""
+    return sum(label is not None and probability < 1.0 for *_, probability, label in pairs)
+
+
+def _depth(specs: Sequence[MetricSpec]) -> int:
+    """How deep a run must be read for the covered metrics."""
+    return max((s.k for s in specs if covered(s)), default=10)
 
 
 def run_ranks(run: Run, query_ids: set[str], depth: int) -> dict[tuple[str, str], int]:
@@ -79,7 +87,7 @@ def _figure(interval: ppi.Interval) -> dict:
 def applies(pairs) -> tuple[str, str]:
     """Which figure stands for the release's labels, and why."""
     estimated_only = sum(label is None for *_, label in pairs)
-    drawn = sum(probability is not None and probability < 1.0 for *_, probability, _ in pairs)
+    drawn = drawn_at_random(pairs)
     if not estimated_only:
         return "qrels", "every pair is labelled: the qrels figure is exact and the others agree with it"
     if not drawn:
@@ -98,10 +106,10 @@ def prediction_report(rows: Sequence[dict], run: Run, specs: Sequence[MetricSpec
     applies, and the run's diagnostics."""
     pairs = release_pairs(rows)
     query_ids = {q for q, *_ in pairs}
-    depth = max((s.k for s in specs if covered(s)), default=10)
+    depth = _depth(specs)
     ranks = run_ranks(run, query_ids, depth)
     members = pooled(pairs, ranks)
-    random = any(m.probability < 1.0 for m in members if m.label is not None)  # else no interval means anything
+    random = drawn_at_random(pairs) > 0  # else no interval means anything
     metrics = {}
     for spec in specs:
         if covered(spec):
@@ -130,7 +138,9 @@ def diagnostics(pairs, ranks: dict[tuple[str, str], int], depth: int) -> dict:
     called relevant against the mean estimate."""
     known = {(q, c) for q, c, *_ in pairs}
     drawn = [
-        (p, label) for q, c, p, probability, label in pairs if (q, c) in ranks and label is not None and probability < 1
+        (p, label)
+        for q, c, p, probability, label in pairs
+        if (q, c) in ranks and label is not None and probability < 1.0  # drawn at random, in its top k
     ]
     return {
         f"pool_coverage@{depth}": round(sum(pair in known for pair in ranks) / len(ranks), 4) if ranks else None,
@@ -147,9 +157,9 @@ def prediction_differences(rows: Sequence[dict], baseline: Run, others: Sequence
     interval (the labels both figures share cancel)."""
     pairs = release_pairs(rows)
     query_ids = {q for q, *_ in pairs}
-    depth = max((s.k for s in specs if covered(s)), default=10)
+    depth = _depth(specs)
     base = pooled(pairs, run_ranks(baseline, query_ids, depth))
-    random = any(p < 1.0 for *_, p, label in pairs if label is not None)
+    random = drawn_at_random(pairs) > 0
     out = []
     for run in others:
         mine = pooled(pairs, run_ranks(run, query_ids, depth))

@@ -42,6 +42,10 @@ def estimates(db: sqlite3.Connection) -> dict[tuple[str, str], StoredEstimate]:
     }
 
 
+def any_estimates(db: sqlite3.Connection) -> bool:
+    return bool(db.execute("SELECT EXISTS (SELECT 1 FROM estimates)").fetchone()[0])
+
+
 def candidate_pairs(db: sqlite3.Connection) -> list[tuple[str, str]]:
     """Every pooled (query, chunk) pair and every queued pair, once, in a stable order."""
     return [
