@@ -352,3 +352,99 @@ def test_with_json_a_failure_of_the_work_itself_is_one_json_document_too(argv, c
     assert main([*argv, "--json"]) == 1
     document = json.loads(capsys.readouterr().out)
     assert document["exit_code"] == 1 and document["error"]
+
+
+def every_command_with_its_click_command() -> dict:
+    import typer.main
+
+    from testset_builder.cli import app
+
+    return typer.main.get_command(app).commands
+
+
+EXAMPLE_SPAN = re.compile(r"`([^`]*testset-builder [^`]*)`")
+
+
+@pytest.mark.parametrize("command", list(every_command_with_its_click_command()))
+def test_the_help_of_every_command_shows_an_example_using_only_options_it_has(command, capsys):
+    assert main([command, "--help"]) == EXIT_OK
+    assert "Example" in capsys.readouterr().out
+    clicked = every_command_with_its_click_command()[command]
+    example = clicked.help[clicked.help.index("Example:") :]
+    own = [" ".join(span.split()) for span in EXAMPLE_SPAN.findall(example) if f"testset-builder {command} " in span]
+    assert own, f"the example of {command} never runs `testset-builder {command} ...`"
+    options = {name for param in clicked.params for name in (*param.opts, *param.secondary_opts)}
+    for invocation in own:
+        spelled = set(re.findall(r"(?<!\S)(--[a-z][a-z-]*)", invocation.split(f"testset-builder {command} ", 1)[1]))
+        assert spelled <= options, f"{command}'s example uses options it does not have: {spelled - options}"
+
+
+def test_quiet_anywhere_on_the_line_silences_stdout_and_keeps_the_exit_code(capsys, tmp_path):
+    from testset_builder.cli.app import out
+
+    score = ["score", "--qrels", QRELS, "--run", BM25, "--metrics", "mrr"]
+    assert run_cli(capsys, *score)[1], "without --quiet, score prints its table"
+    for argv in ([*score, "--quiet"], ["--quiet", *score]):
+        code, printed, _ = run_cli(capsys, *argv)
+        assert (code, printed) == (EXIT_OK, "")
+    chunk = ["chunk", str(EXAMPLES / "queries.txt"), "--workspace", str(tmp_path / "ws")]
+    code, printed, err = run_cli(capsys, *chunk, "--quiet")
+    assert (code, printed, err) == (EXIT_OK, "", "")  # not even the progress bar's end
+    assert run_cli(capsys, *chunk)[1], "without --quiet, chunk prints its summary"
+    assert not out.quiet, "--quiet lasts only as long as its command"
+
+
+def test_quiet_keeps_an_error_on_stderr_and_its_exit_code(capsys):
+    code, printed, err = run_cli(capsys, "score", "--qrels", "missing.tsv", "--run", BM25, "--quiet")
+    assert (code, printed) == (EXIT_BAD_INPUT, "")
+    assert "missing.tsv: no such file" in err
+    code, printed, err = run_cli(capsys, "score", "--qrels", QRELS, "--quiet", "--no-such-option")
+    assert (code, printed) == (EXIT_BAD_INPUT, "") and "--no-such-option" in err
+
+
+@pytest.mark.parametrize(
+    "argv, code",
+    [
+        (["score", "--qrels", QRELS, "--run", BM25, "--metrics", "mrr"], EXIT_OK),
+        (["score", "--qrels", "missing.tsv", "--run", BM25], EXIT_BAD_INPUT),
+    ],
+)
+def test_quiet_with_json_still_prints_the_one_json_document(argv, code, capsys):
+    got, printed, _ = run_cli(capsys, *argv, "--quiet", "--json")
+    assert got == code
+    document = json.loads(printed)
+    assert ("error" in document) == (code != EXIT_OK)
+
+
+def test_quiet_turns_the_llm_progress_bar_off(monkeypatch):
+    import contextlib
+    import importlib
+
+    cli = importlib.import_module("testset_builder.cli.app")  # the package's `app` attribute is the Typer app
+    bars = []
+
+    @contextlib.asynccontextmanager
+    async def no_roles(config, ws, stage):
+        yield None
+
+    async def work(roles, progress):
+        return progress
+
+    monkeypatch.setattr("testset_builder.llm.roles.open_roles", no_roles)
+    monkeypatch.setattr(
+        "testset_builder.llm.progress.llm_progress",
+        lambda console: bars.append(console) or contextlib.nullcontext("bar"),
+    )
+    assert cli.run_with_roles(None, None, "synthesize", False, work) == "bar" and len(bars) == 1
+    monkeypatch.setattr(cli.out, "quiet", True)
+    assert cli.run_with_roles(None, None, "synthesize", False, work) is None and len(bars) == 1
+
+
+def test_quiet_does_not_hide_the_items_the_terminal_reviewer_asks_about(queued_workspace, capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("q\n"))
+    code, printed, _ = run_cli(
+        capsys, "review", "--reviewer", "ann", "--workspace", str(queued_workspace.root), "--quiet"
+    )
+    assert code == EXIT_OK and "real query 0" in printed

@@ -4,6 +4,10 @@ Exit codes scripts can trust: 0 success, 1 bad input (a one-line message names t
 2 internal error (a bug: the message says how to get the traceback), 3 finished but some items failed or were
 left for lack of budget (what was done is kept; rerun to go on).
 
+Output discipline: reports for people go to ``out`` (stdout), progress bars, warnings and errors to ``err``
+(stderr), JSON documents to stdout with a plain ``print``. ``--quiet``, anywhere on the command line, silences
+``out`` and every progress bar; errors, warnings, exit codes and the ``--json`` document stay.
+
 Every command that reads a config takes ``--config`` (a file, or a bundled config's name) and turns its flags into
 overrides of that config through :func:`~testset_builder.config.resolve_config`; nothing else reaches a stage.
 """
@@ -13,7 +17,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,8 +46,13 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 # piped output (CI logs, files) gets room for the comparison table instead of rich's 80-column default
-out = Console(width=None if sys.stdout.isatty() else 160)
+out = Console(width=None if sys.stdout.isatty() else 160)  # out.quiet is --quiet: see main()
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+QUIET = "--quiet"
+QUIET_HELP = (
+    "No progress bars and no report on stdout; errors and warnings still go to stderr, the exit code is the same, "
+    "and --json still prints its document. Accepted anywhere on the command line."
+)
 
 DEFAULT_METRICS = "recall@10,precision@10,mrr,ndcg@10,hit_rate@5,map"
 METRICS_HELP = (
@@ -149,8 +159,22 @@ def _main(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
+    quiet: Annotated[bool, typer.Option(QUIET, help=QUIET_HELP)] = False,
 ) -> None:
     """Build retrieval test sets you can trust, and score retrievers against them."""
+    if quiet:  # main() takes --quiet out of the arguments first; this is for a caller that runs the app directly
+        out.quiet = True
+
+
+@contextmanager
+def interactive() -> Iterator[None]:
+    """For serve and review: what they print (the reviewer's link, the items to grade) is how they are used, not a
+    report, so --quiet does not hide it."""
+    was_quiet, out.quiet = out.quiet, False
+    try:
+        yield
+    finally:
+        out.quiet = was_quiet
 
 
 # settings and workspaces -----------------------------------------------------------------------------------------
@@ -180,7 +204,7 @@ def open_workspace_for(config, create: bool = False, readonly: bool = False):
 
 def run_with_roles(ws, config, stage: str, quiet: bool, work):
     """Run ``await work(roles, progress)`` with the config's generator and judge for ``stage`` and a progress bar
-    (none when ``quiet``); returns what ``work`` returned."""
+    (none when ``quiet`` or under --quiet); returns what ``work`` returned."""
     import asyncio
 
     from ..llm.progress import llm_progress
@@ -188,7 +212,7 @@ def run_with_roles(ws, config, stage: str, quiet: bool, work):
 
     async def go():
         async with open_roles(config, ws, stage) as roles:
-            with llm_progress(err) if not quiet else nullcontext() as progress:
+            with nullcontext() if quiet or out.quiet else llm_progress(err) as progress:
                 return await work(roles, progress)
 
     return asyncio.run(go())
@@ -254,8 +278,22 @@ def release_from(spec: str):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app and map outcomes to exit codes 0 / 1 / 2 / 3. With ``--json``, a failure is one JSON
-    document on stdout too (``{"error", "exit_code"}``), so a script reads one document whatever happened."""
-    json_mode = "--json" in (sys.argv[1:] if argv is None else argv)
+    document on stdout too (``{"error", "exit_code"}``), so a script reads one document whatever happened.
+
+    ``--quiet`` is taken out of the arguments wherever it stands (users write it after the command, where click
+    would refuse an option of the app) and silences ``out`` until this call returns. A call nested in a quiet one
+    (``run`` calls each stage through here) stays quiet."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    was_quiet = out.quiet
+    out.quiet = was_quiet or QUIET in args
+    try:
+        return _outcome([arg for arg in args if arg != QUIET], json_mode="--json" in args)
+    finally:
+        out.quiet = was_quiet
+
+
+def _outcome(args: list[str], json_mode: bool) -> int:
+    """Run the app on ``args`` and turn what happened into an exit code (and, with ``--json``, an error document)."""
 
     def failed(code: int, message: str) -> int:
         if json_mode:
@@ -263,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
 
     try:
-        code = app(args=argv, standalone_mode=False)  # without standalone mode, click returns typer.Exit's code
+        code = app(args=args, standalone_mode=False)  # without standalone mode, click returns typer.Exit's code
         if isinstance(code, int) and code != EXIT_OK:
             return code
     except typer.Exit as done:

@@ -55,8 +55,9 @@ def show_config(
 ) -> None:
     """Print a config with every setting and its default filled in: the settings commands run with.
 
-    Start your own from a bundled one: `testset-builder config openai > testset-builder.yaml`, edit it, and pass
-    `--config testset-builder.yaml` (or set TESTSET_BUILDER_CONFIG). Command-line flags override it.
+    Example: `testset-builder config openai > testset-builder.yaml` starts your own from a bundled one; edit it and
+    pass `--config testset-builder.yaml` to every command (or set TESTSET_BUILDER_CONFIG). Command-line flags
+    override it.
     """
     from ..config import as_yaml
 
@@ -147,6 +148,8 @@ def chunk(
     (text, Markdown, HTML, PDF, JSONL, Parquet, BEIR corpus.jsonl) and reports what it skipped; with two folders,
     ids start with the folder's name. Unreadable files and lines are reported with file and line and skipped (or
     fatal with --strict). The config's `chunking:` section gives the defaults.
+
+    Example: `testset-builder chunk docs/ --workspace testset --chunker markdown --size 800 --overlap 80`.
     """
     import sys
 
@@ -176,7 +179,7 @@ def chunk(
     )
     with (
         open_workspace_for(resolved, create=True) as ws,
-        Progress(console=err, transient=True, disable=json_output) as progress,
+        Progress(console=err, transient=True, disable=json_output or out.quiet) as progress,
     ):
         try:
             summary = ingest(ws, loaded, chunking, progress=progress, allow_removal=allow_removal)

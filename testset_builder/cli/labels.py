@@ -137,6 +137,8 @@ def synthesize(
     relevance estimate does (--relevance-by; by default when the judge is the embedded local model). The
     `synthesize:` section of a config holds every setting; the flags override it. Rerunning the same settings pays
     for nothing twice and stores nothing twice. A cost-limit stop keeps what was made, prints the summary and exits 3.
+
+    Example: `testset-builder synthesize --config my-set/testset-builder.yaml --questions 50`.
     """
     from ..stages.synthesize import synthesize as run_synthesize
 
@@ -307,6 +309,8 @@ def propose(
     rationale become a pending `llm` proposal in the review queue, the most uncertain and most likely relevant
     first. The config's `propose:` and `judging:` sections give the defaults. A rerun after a crash pays for nothing
     twice.
+
+    Example: `testset-builder propose --queries queries.jsonl --config my-set/testset-builder.yaml --depth 20`.
     """
     import asyncio
 
@@ -394,6 +398,8 @@ def audit(
     The qrels' document ids must be chunk ids of the workspace (chunk a BEIR corpus with --chunker prechunked to
     keep its ids). A disagreement is a pair the labels call relevant (grade >= 1) and the judge does not, or the
     reverse; they head the review queue. Reports agreement and Cohen's kappa.
+
+    Example: `testset-builder audit --qrels qrels.tsv --queries queries.jsonl --workspace testset --out disagree.tsv`.
     """
     import csv
 
@@ -461,6 +467,8 @@ def estimate(
     one. With no human grade yet it is the shipped prior (fitted on SciFact's train queries); from 20 graded pairs
     on, it is refitted on this workspace's verdicts, pulled towards the prior. No LLM call; run it again after a
     review session.
+
+    Example: `testset-builder estimate --workspace testset`.
     """
     from ..stages.estimate import estimate_workspace
 
@@ -501,6 +509,9 @@ def select_pairs(
     evenly (no pair is ever impossible) and c makes the expected number drawn equal --budget. Drawn pairs head the
     review queue. The probabilities are kept, drawn or not, so that figures estimated from the verdicts stay
     unbiased. Run it again after a review session for the next round.
+
+    Example: `testset-builder select --budget 50 --workspace testset`; reviewers then grade the drawn pairs in
+    `serve` or `review`.
     """
     from ..stages.selection import select_for_review
 
@@ -539,6 +550,8 @@ def queue(
     and uncertain come before the confidently irrelevant; pairs drawn by `select` come before all but audit
     disagreements. P(rel) is the judge's, estimate the tool's (`estimate`). Review them with `serve` (web) or
     `review` (terminal).
+
+    Example: `testset-builder queue --workspace testset --limit 10`.
     """
     from rich.table import Table
 
@@ -637,7 +650,10 @@ def costs(
     config: ConfigOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """What the LLM calls recorded in a workspace cost, by stage, provider and model (from the llm_calls ledger)."""
+    """What the LLM calls recorded in a workspace cost, by stage, provider and model (from the llm_calls ledger).
+
+    Example: `testset-builder costs --workspace testset`.
+    """
     from rich.table import Table
 
     from ..store.llm import cost_summary
@@ -679,6 +695,8 @@ def resume(
     """Poll the batches submitted with --batch and cache the answers of those that ended.
 
     Then rerun the command that submitted them: it goes on from the cache without new calls.
+
+    Example: `testset-builder resume --config my-set/testset-builder.yaml`, then the command you gave --batch again.
     """
 
     async def poll(roles, progress) -> dict[str, int]:

@@ -89,6 +89,8 @@ def release(
     --include-unverified. With estimates (the default), estimates.jsonl carries every estimated pair of the
     released queries, labelled or not, for prediction-powered scoring. The same workspace state always gives the
     same bytes and content hash; a release whose content equals its parent's says so.
+
+    Example: `testset-builder release --bump minor --workspace testset --notes "second review round"`.
     """
     from ..errors import InputError
     from ..stages.release import existing_versions, next_version, write_release
@@ -140,7 +142,10 @@ def diff(
     config: ConfigOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """What changed between two releases: queries and qrels added, removed and regraded."""
+    """What changed between two releases: queries and qrels added, removed and regraded.
+
+    Example: `testset-builder diff 1.0.0 latest --workspace testset`.
+    """
     from ..stages.release import diff_releases, load_release, release_dir
 
     root = settings(config, workspace).workspace
@@ -182,7 +187,10 @@ def export_release(
     config: ConfigOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Copy a release out in one format (the release itself stays as it is)."""
+    """Copy a release out in one format (the release itself stays as it is).
+
+    Example: `testset-builder export --version 1.0.0 --format beir --out beir/ --workspace testset`.
+    """
     from ..errors import InputError
     from ..stages.release import export as run_export
     from ..stages.release import load_release, release_dir
@@ -209,7 +217,10 @@ def push(
     private: Annotated[bool, typer.Option("--private", help="Create the repository private.")] = False,
     json_output: JsonOption = False,
 ) -> None:
-    """Upload a release to the Hugging Face hub and tag that revision vVERSION. The token comes from HF_TOKEN."""
+    """Upload a release to the Hugging Face hub and tag that revision vVERSION. The token comes from HF_TOKEN.
+
+    Example: `HF_TOKEN=... testset-builder push --version 1.0.0 --repo-id acme/support-set --workspace testset`.
+    """
     from ..hub import push_release
     from ..stages.release import load_release, release_dir
 
@@ -251,6 +262,8 @@ def import_set(
 
     Documents become one chunk each and keep their ids; a qrels file needs the chunks in the workspace already
     (chunk the corpus with --chunker prechunked) and --queries. With --version the imported state is released.
+
+    Example: `testset-builder import beir-folder/ --workspace testset --version 1.0.0`.
     """
     from ..stages.importer import import_labelled_set
     from ..stages.release import write_release

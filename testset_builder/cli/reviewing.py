@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.panel import Panel
 
 from ..errors import InputError, ReviewConflictError
-from .app import ConfigOption, JsonOption, WorkspaceOption, app, err, open_workspace_for, out, settings
+from .app import ConfigOption, JsonOption, WorkspaceOption, app, err, interactive, open_workspace_for, out, settings
 
 LOOPBACK = "127.0.0.1"
 
@@ -86,6 +86,9 @@ def serve(
     printed at start (it carries the token once and sets a cookie), or send `Authorization: Bearer TOKEN`. The
     token is $TESTSET_BUILDER_REVIEW_TOKEN, else one made for the workspace (review.token in it). Every verdict is
     committed before the next item shows: stop the server at any time and nothing acknowledged is lost.
+
+    Example: `testset-builder serve --workspace testset`, then open the printed link (`--host 0.0.0.0` to serve
+    reviewers on other machines).
     """
     import socket
 
@@ -108,7 +111,10 @@ def serve(
         sock.bind((bind, port))
         sock.listen(128)  # connections wait from here on, so the URL below works the moment it is printed
         shown = f"[{bind}]" if ":" in bind else bind
-        out.print(f"review at http://{shown}:{sock.getsockname()[1]}/?token={token}", highlight=False, soft_wrap=True)
+        with interactive():  # the link is how the server is used: --quiet keeps it
+            out.print(
+                f"review at http://{shown}:{sock.getsockname()[1]}/?token={token}", highlight=False, soft_wrap=True
+            )
         err.print("(the token is in that link: share it only with your reviewers; Ctrl-C stops the server)")
         server = uvicorn.Server(uvicorn.Config(web, log_level="warning", access_log=False))  # URLs carry the token
         server.run(sockets=[sock])
@@ -142,12 +148,14 @@ def review_in_terminal(
 
     For a pair type 0, 1 or 2 (grade), s (skip), u (undo your last verdict) or q (quit), then Enter. For a question:
     k (keep), d REASON (drop: unanswerable, ambiguous, answer leaked, not a realistic query, other), e NEW TEXT (edit).
+
+    Example: `testset-builder review --reviewer ann --workspace testset`.
     """
     from ..stages import review
 
     resolved = _review_settings(config, workspace, overlap, lease_s, blind, questions)
     done = 0
-    with open_workspace_for(resolved) as ws:
+    with open_workspace_for(resolved) as ws, interactive():  # the items and answers are the session: --quiet keeps them
         if resolved.review.questions:
             review.queue_questions(ws)
         while True:
@@ -229,6 +237,8 @@ def review_stats(
     Quadratic-weighted Cohen's kappa for each pair of reviewers, Krippendorff's alpha (ordinal) across all of them,
     exact agreement, and the LLM judge against the reviewers' resolved grade (weighted kappa and a confusion
     matrix); then the items reviewers disagree on. A reviewer named --adjudicator settles those: `review --adjudicate`.
+
+    Example: `testset-builder review-stats --workspace testset --adjudicator ann`.
     """
     import json
 
@@ -308,6 +318,8 @@ def review_export(
     argilla: records.json (load with dataset.records.from_json) and settings.json (rg.Settings.from_json).
     label-studio: tasks.json (import into a project) and label_config.xml (the project's labelling interface).
     Annotate there, export the annotations as JSON, and bring them back with `review-import`.
+
+    Example: `testset-builder review-export --format label-studio --out to-label/ --workspace testset`.
     """
     from ..stages.interchange import export_pending
 
@@ -346,6 +358,8 @@ def review_import(
     Only submitted answers count (drafts, discarded records and cancelled annotations do not). The file is checked
     whole first: a malformed record or an item this workspace does not have stores nothing. Importing the same file
     again stores nothing new; a grade changed since is recorded as the annotator's new verdict.
+
+    Example: `testset-builder review-import annotations.json --workspace testset`.
     """
     from ..stages.interchange import import_annotations
 

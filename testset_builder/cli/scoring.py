@@ -57,6 +57,8 @@ def score(
     a line saying which applies. Precision's is design-unbiased; recall's and nDCG's (marked *) are the metrics'
     expectations under the estimates recalibrated on the verdicts, corrected verdict by verdict (model-assisted).
     JSON: the `prediction_powered` key.
+
+    Example: `testset-builder score --release testset@latest --run bm25.trec --metrics ndcg@10,recall@10`.
     """
     from ..export import read_run
     from ..metrics import evaluate, parse_metrics
@@ -124,6 +126,8 @@ def compare(
 
     p-values are Holm-corrected over every (run, metric) test shown, so 'significant' controls the family-wise
     error at --alpha.
+
+    Example: `testset-builder compare bm25.trec dense.trec --release testset@latest --metrics ndcg@10,recall@10`.
     """
     from ..errors import InputError
     from ..export import read_run
@@ -176,7 +180,10 @@ def baseline(
     k: Annotated[int, typer.Option("--k", min=1, help="Results per query.")] = 100,
     json_output: JsonOption = False,
 ) -> None:
-    """A baseline run over a release's own corpus and queries, ready for `score --release`."""
+    """A baseline run over a release's own corpus and queries, ready for `score --release`.
+
+    Example: `testset-builder baseline --release testset@latest --out bm25.trec`.
+    """
     from ..export import write_trec_run
     from ..retrieval.baseline import baseline_run
 
