@@ -18,12 +18,16 @@ pytestmark = pytest.mark.slow
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
-def run(config: Path) -> tuple[int, dict]:
+def run(config: Path, *flags: str) -> tuple[int, dict]:
     """`testset-builder run CONFIG --json` in its own process (the browser's event loop holds this one)."""
     done = subprocess.run(
-        [sys.executable, "-m", "testset_builder", "run", str(config), "--json"], capture_output=True, text=True
+        [sys.executable, "-m", "testset_builder", "run", str(config), "--json", *flags], capture_output=True, text=True
     )
     return done.returncode, json.loads(done.stdout)
+
+
+def within_half_again(planned: float, spent: float) -> bool:
+    return spent > 0 and 1 / 1.5 <= planned / spent <= 1.5
 
 
 def by_last_word(item: dict) -> int:
@@ -37,17 +41,26 @@ def test_init_then_run_stops_for_review_and_the_second_run_releases_and_reports(
     config = target / "testset-builder.yaml"
     settings = yaml.safe_load(config.read_text(encoding="utf-8"))
     settings["run"].update(sources=[str(DOCS)], queries="queries.jsonl", review_budget=6)
-    settings["synthesize"]["questions"] = 3
+    settings["synthesize"]["questions"] = 6  # the demo's count: the plan is checked against it
     config.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
     (target / "queries.jsonl").write_text(
         '{"_id": "r1", "text": "how is ndcg computed"}\n{"_id": "r2", "text": "what does recall at k count"}\n',
         encoding="utf-8",
     )
+    code, dry = run(config, "--dry-run")
+    assert code == 0 and not (target / "testset").exists()  # a dry run writes nothing
     code, first = run(config)
     assert code == 4
     assert first["waiting"] > 0 and "serve --config" in first["message"]
-    assert [s for s in first["stages"]] == ["chunk", "synthesize", "propose", "select"]
-    assert first["stages"]["synthesize"]["result"]["made"] == 3
+    assert [s for s in first["stages"]] == ["chunk", "plan", "synthesize", "propose", "select"]
+    made = first["stages"]["synthesize"]["result"]
+    assert made["made"] == 6
+    # the plan, made before anything was chunked, is within half again of what the local model spent
+    questions = dry["plan"]["steps"][0]
+    assert questions["step"] == "questions" and questions["cost_usd"] == 0
+    for figure in ("calls", "input_tokens", "output_tokens"):
+        assert within_half_again(questions[figure], made[figure]), (figure, questions, made)
+    assert "not measured on this machine yet" in dry["plan"]["timing"][0]
     assert not (target / "testset" / "releases").exists()  # nothing released while review is pending
 
     assert answer_drawn_through_api(target / "testset", by_last_word) == first["waiting"]
@@ -55,6 +68,9 @@ def test_init_then_run_stops_for_review_and_the_second_run_releases_and_reports(
     assert code == 0
     assert second["release"] == "0.1.0" and second["stages"]["release"]["result"]["new"]
     assert second["stages"]["synthesize"]["result"]["calls"] == 0  # the rerun pays for nothing twice
+    replanned = second["stages"]["plan"]["result"]
+    assert replanned["paid_calls"] == 0 and replanned["seconds"] == 0  # and its plan said so
+    assert "measured on this machine over" in replanned["timing"][0]  # the first run's calls timed the model
     manifest = json.loads((target / "testset" / "releases" / "0.1.0" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["counts"]["qrels_by_origin"]["human"] == first["waiting"]
     assert manifest["counts"]["estimates"]["drawn_answered"] == first["waiting"]

@@ -202,9 +202,21 @@ def open_workspace_for(config, create: bool = False, readonly: bool = False):
     return open_workspace(config.workspace, create=create, on_wait=_waiting, readonly=readonly)
 
 
+# `run` calls each stage with --json to read its result; while it does (and is neither --json nor --quiet itself),
+# the stages' progress bars still show on stderr
+stage_progress = {"under_json": False}
+
+
+def shows_progress(json_output: bool) -> bool:
+    """Whether a command draws progress bars (on stderr): not under --quiet, nor under its own --json unless `run`
+    is calling it."""
+    return not out.quiet and (not json_output or stage_progress["under_json"])
+
+
 def run_with_roles(ws, config, stage: str, quiet: bool, work):
     """Run ``await work(roles, progress)`` with the config's generator and judge for ``stage`` and a progress bar
-    (none when ``quiet`` or under --quiet); returns what ``work`` returned."""
+    (none when ``quiet``, i.e. --json, unless :func:`shows_progress` says otherwise); returns what ``work``
+    returned."""
     import asyncio
 
     from ..llm.progress import llm_progress
@@ -212,7 +224,7 @@ def run_with_roles(ws, config, stage: str, quiet: bool, work):
 
     async def go():
         async with open_roles(config, ws, stage) as roles:
-            with nullcontext() if quiet or out.quiet else llm_progress(err) as progress:
+            with llm_progress(err) if shows_progress(quiet) else nullcontext() as progress:
                 return await work(roles, progress)
 
     return asyncio.run(go())

@@ -9,7 +9,17 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from .app import ConfigOption, JsonOption, WorkspaceOption, app, err, open_workspace_for, out, settings
+from .app import (
+    ConfigOption,
+    JsonOption,
+    WorkspaceOption,
+    app,
+    err,
+    open_workspace_for,
+    out,
+    settings,
+    shows_progress,
+)
 
 
 @app.command()
@@ -179,7 +189,7 @@ def chunk(
     )
     with (
         open_workspace_for(resolved, create=True) as ws,
-        Progress(console=err, transient=True, disable=json_output or out.quiet) as progress,
+        Progress(console=err, transient=True, disable=not shows_progress(json_output)) as progress,
     ):
         try:
             summary = ingest(ws, loaded, chunking, progress=progress, allow_removal=allow_removal)

@@ -16,23 +16,128 @@ from typing import Annotated
 
 import typer
 
-from .app import EXIT_OK, JsonOption, app, err, judge_is_local, open_workspace_for, out, settings
+from .app import (
+    EXIT_OK,
+    JsonOption,
+    MaxCostOption,
+    app,
+    err,
+    judge_is_local,
+    open_workspace_for,
+    out,
+    settings,
+    stage_progress,
+)
 
 EXIT_REVIEW = 4  # drawn pairs wait for a reviewer: review them (serve or review), then run again
 
 
-def _stage(argv: list[str]) -> tuple[int, dict | list | None]:
-    """One command, in process, with --json: its exit code and its JSON document (None when it printed none)."""
+def _stage(argv: list[str], progress: bool = False) -> tuple[int, dict | list | None]:
+    """One command, in process, with --json: its exit code and its JSON document (None when it printed none); with
+    ``progress``, its progress bars show on stderr."""
     from . import main
 
     captured = io.StringIO()
-    with contextlib.redirect_stdout(captured):
-        code = main([*argv, "--json"])
+    was, stage_progress["under_json"] = stage_progress["under_json"], progress
+    try:
+        with contextlib.redirect_stdout(captured):
+            code = main([*argv, "--json"])
+    finally:
+        stage_progress["under_json"] = was
     text = captured.getvalue().strip()
     try:
         return code, json.loads(text) if text else None
     except ValueError:
         return code, None
+
+
+def _propose_judges(resolved) -> bool:
+    """``run`` pools only when the judge is the embedded local model (near chance: the estimate grades instead)."""
+    return not judge_is_local(resolved)
+
+
+def _plan(resolved, ws):
+    """The run's plan over the workspace's chunks, or (``ws`` None: a dry run) the sources chunked in memory."""
+    from ..corpus.chunkers import chunk_document
+    from ..corpus.loaders import load_sources
+    from ..stages.plan import measurements, plan_run
+    from ..stages.queries import read_queries
+    from ..stages.sampling import SourceChunk
+    from ..store import rows
+
+    if ws is None:
+        chunking = resolved.chunking
+        loaded = load_sources(
+            resolved.run.sources,
+            id_field=chunking.id_field,
+            text_field=chunking.text_field,
+            title_field=chunking.title_field,
+        )
+        chunks = [
+            SourceChunk(c.chunk_id, c.doc_id, c.text) for d in loaded.documents for c in chunk_document(d, chunking)
+        ]
+        known = (Path(resolved.workspace) / "testset.db").exists()
+        with open_workspace_for(resolved, readonly=True) if known else contextlib.nullcontext() as existing:
+            measured = measurements(existing)
+    else:
+        chunks = [SourceChunk(*row) for row in rows.live_chunk_rows(ws.db)]
+        measured = measurements(ws)
+    queries = read_queries(resolved.run.queries).queries if resolved.run.queries is not None else None
+    return plan_run(
+        resolved,
+        chunks,
+        None if queries is None else [q.text for q in queries],
+        measured,
+        propose_judges=_propose_judges(resolved),
+        query_ids=[q.query_id for q in queries or ()],
+    )
+
+
+def _print_plan(planned) -> None:
+    from rich.table import Table
+
+    table = Table(title="plan", title_justify="left", show_edge=False)
+    for name in ("stage", "step", "model", "calls", "cached", "input tok", "output tok", "cost", "time"):
+        table.add_column(name, justify="right" if name not in ("stage", "step", "model") else "left")
+    for s in planned.steps:
+        if s.note:
+            table.add_row(s.stage, s.step, "-", "0", "", "", "", "", "")
+            continue
+        cost = _cost(s.cost_usd)
+        table.add_row(
+            s.stage, s.step, s.model, f"{s.calls:,}", f"{s.cached:,}", f"{s.input_tokens:,}",
+            f"{s.output_tokens:,}", cost, _duration(s.seconds),
+        )  # fmt: skip
+    table.add_row(
+        "[bold]total[/]", "", "", f"{planned.calls:,}", "", f"{planned.input_tokens:,}", f"{planned.output_tokens:,}",
+        _cost(planned.cost_usd), _duration(planned.seconds),
+    )  # fmt: skip
+    out.print(table)
+    for s in planned.steps:
+        if s.note:
+            out.print(f"[dim]{s.stage} {s.step}: {s.note}[/]", highlight=False)
+    for line in planned.timing:
+        out.print(f"[dim]time: {line}[/]", highlight=False)
+    for line in planned.warnings:
+        err.print(f"[yellow]warning:[/] {line}", highlight=False)
+    if planned.over_budget:
+        err.print(
+            f"[yellow]over budget:[/] the plan costs about ${planned.cost_usd:.4f}, above --max-cost-usd "
+            f"${planned.max_cost_usd:.4f}: the run stops before passing it and keeps what it made",
+            highlight=False,
+        )
+
+
+def _cost(usd: float | None) -> str:
+    return "price unknown" if usd is None else "free" if usd == 0 else f"${usd:.4f}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"~{seconds:.0f} s"
+    if seconds < 5400:
+        return f"~{seconds / 60:.0f} min"
+    return f"~{seconds / 3600:.1f} h"
 
 
 def said(stage: str, result) -> str:
@@ -69,33 +174,52 @@ def run(
     no_review: Annotated[
         bool, typer.Option("--no-review", help="Release what needs no human instead of stopping for review.")
     ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the plan (LLM calls, tokens, cost and time of each step) and stop: nothing is written, "
+            "nothing is called.",
+        ),
+    ] = False,
+    max_cost_usd: MaxCostOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Build the whole test set from one config, each stage skipping what is done: chunk, synthesize, propose,
     review, release, baselines, report.
 
-    While pairs drawn for review wait for a human, `run` stops with exit code 4 and the command to review them;
-    run it again when they are answered. A rerun after a crash, a budget stop or a batch wait goes on where it was
+    Every run prints its plan first (calls, tokens, cost and time of each LLM step, from the settings, the corpus
+    and what this workspace and machine measured); `--dry-run` prints it and stops. While pairs drawn for review
+    wait for a human, `run` stops with exit code 4 and the command to review them; run it again when they are
+    answered. A rerun after a crash, a budget stop or a batch wait goes on where it was
     and pays for nothing twice.
 
     Example: `testset-builder init my-set`, list your documents under `run: sources:` in
-    my-set/testset-builder.yaml, then `testset-builder run my-set/testset-builder.yaml`.
+    my-set/testset-builder.yaml, then `testset-builder run my-set/testset-builder.yaml --dry-run`, then without
+    `--dry-run`.
     """
     from ..errors import InputError
     from ..retrieval import dense_available
     from ..stages.release import release_if_changed
     from ..store import draws, estimates
 
-    resolved = settings(config, workspace)
+    resolved = settings(config, workspace, limits__max_cost_usd=max_cost_usd)
     plan = resolved.run
     if not plan.sources:
         raise InputError("the config's run.sources lists no documents to chunk (files or folders)")
     root = str(resolved.workspace)  # the config's, or --workspace
     base = ["--config", config, "--workspace", root]
     stages: dict[str, dict] = {}
+    if dry_run:
+        planned = _plan(resolved, None)
+        if json_output:
+            print(json.dumps({"exit_code": EXIT_OK, "dry_run": True, "plan": planned.as_dict()}, indent=2))
+        else:
+            _print_plan(planned)
+        return
 
     def step(name: str, argv: list[str]) -> dict:
-        code, document = _stage(argv)
+        code, document = _stage(argv, progress=not json_output)
         stages[name] = {"exit_code": code, "result": document}
         if code != EXIT_OK:
             finish(code, f"{name} stopped with exit code {code}: fix what it said, then run again")
@@ -111,11 +235,30 @@ def run(
         raise typer.Exit(code)
 
     step("chunk", ["chunk", *map(str, plan.sources), *base])
-    step("synthesize", ["synthesize", *base])
+    with open_workspace_for(resolved, readonly=True) as ws:
+        planned = _plan(resolved, ws)
+    stages["plan"] = {"exit_code": EXIT_OK, "result": planned.as_dict()}
+    if not json_output:
+        _print_plan(planned)
+    spent = 0.0
+
+    def budget() -> list[str]:
+        """What is left of --max-cost-usd for the next stage (the limit bounds the whole run)."""
+        limit = resolved.limits.max_cost_usd
+        return [] if limit is None else ["--max-cost-usd", f"{max(0.0, limit - spent):.6f}"]
+
+    spent += step("synthesize", ["synthesize", *base, *budget()])["result"]["cost_usd"]
     if plan.queries is not None:
         step(
             "propose",
-            ["propose", "-Q", str(plan.queries), *base, *(["--no-judge"] if judge_is_local(resolved) else [])],
+            [
+                "propose",
+                "-Q",
+                str(plan.queries),
+                *base,
+                *budget(),
+                *([] if _propose_judges(resolved) else ["--no-judge"]),
+            ],
         )
     with open_workspace_for(resolved) as ws:
         first_round = draws.next_round(ws.db) == 1 and estimates.any_estimates(ws.db)

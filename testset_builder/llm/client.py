@@ -32,6 +32,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from ..errors import BudgetExceededError, InputError, ProviderError, StructuredOutputError
 from ..store import llm as ledger
 from ..store.workspace import Workspace
+from . import throughput
 from .prices import PriceTable
 from .providers import Provider
 from .ratelimit import RateLimiter
@@ -139,6 +140,7 @@ class LLMClient:
         self.cache_hits = 0
         self.usage = Usage()
         self.cost_usd = 0.0
+        self.measured: dict[str, throughput.Measured] = {}  # per model: what the provider delivered, for plans
 
     @property
     def max_cost_usd(self) -> float | None:
@@ -155,6 +157,8 @@ class LLMClient:
         finally:
             self._hold.close()
             self._holding = False
+            measured, self.measured = self.measured, {}
+            throughput.record({throughput.key(self.provider.identity, m): v for m, v in measured.items()})
 
     def spend(self) -> Spend:
         return Spend(self.calls_made, self.cache_hits, self.usage.input_tokens, self.usage.output_tokens, self.cost_usd)
@@ -254,8 +258,9 @@ class LLMClient:
         except ProviderError as error:
             self._record(key, request, None, None, time.perf_counter() - started, attempts, str(error))
             raise
-        cost = self.prices.cost(request.model, completion.usage)
-        self._record(key, request, completion, cost, time.perf_counter() - started, attempts, None)
+        cost, latency = self.prices.cost(request.model, completion.usage), time.perf_counter() - started
+        self._record(key, request, completion, cost, latency, attempts, None)
+        self.measured.setdefault(request.model, throughput.Measured()).add(completion, latency)
         return completion, cost
 
     async def gather(

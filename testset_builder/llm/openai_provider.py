@@ -207,6 +207,7 @@ def parse_chat(response: Any, request: LLMRequest) -> Completion:
         usage=_usage(response.usage),
         finish_reason=choice.finish_reason,
         logprobs=logprobs,
+        server_seconds=_server_seconds(response),
     )
 
 
@@ -218,4 +219,16 @@ def parse_completion(response: Any, request: LLMRequest) -> Completion:
         usage=_usage(response.usage),
         finish_reason=choice.finish_reason,
         logprobs=parse_completion_logprobs(choice.logprobs),
+        server_seconds=_server_seconds(response),
     )
+
+
+def _server_seconds(response: Any) -> tuple[float, float] | None:
+    """The prompt and generation seconds llama.cpp's server reports beside the OpenAI fields (``timings``)."""
+    timings = getattr(response, "timings", None)
+    if not isinstance(timings, dict):
+        return None
+    try:
+        return float(timings["prompt_ms"]) / 1000, float(timings["predicted_ms"]) / 1000
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -91,6 +91,7 @@ class Completion(BaseModel):
     finish_reason: str | None = None
     logprobs: tuple[TokenLogprob, ...] = ()
     cached: bool = False
+    server_seconds: tuple[float, float] | None = None  # (prompt, generation) as the server timed them (llama.cpp)
 
     def public_model(self, requested: str) -> str:
         """The model to name in lineage: the one the provider reports (often a dated version of the one asked

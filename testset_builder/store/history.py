@@ -44,3 +44,11 @@ def record_stage(workspace: Workspace, stage: str, settings: dict, counts: dict,
     """One finished stage run, in its own transaction."""
     with workspace.transaction() as db:
         record_stage_run(db, stage, settings_sha256(settings), counts, started_at)
+
+
+def latest_counts(db: sqlite3.Connection, stage: str) -> dict | None:
+    """The counts of the stage's last finished run (None when it never ran)."""
+    row = db.execute(
+        "SELECT counts FROM stage_runs WHERE stage = ? AND status = 'done' ORDER BY run_id DESC LIMIT 1", (stage,)
+    ).fetchone()
+    return json.loads(row[0]) if row else None

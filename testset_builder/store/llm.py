@@ -136,3 +136,12 @@ def cost_summary(db: sqlite3.Connection) -> list[dict]:
         else:
             entry["cost_usd"] += cost
     return [summary[key] for key in sorted(summary)]
+
+
+def answered_calls(db: sqlite3.Connection, limit: int = 5000) -> list[tuple[str, str, str]]:
+    """The latest answered calls' model, request and usage (JSON text): what a plan learns token counts from."""
+    sql = (
+        "SELECT model, request, usage FROM llm_calls WHERE response IS NOT NULL AND usage IS NOT NULL "
+        "ORDER BY rowid DESC LIMIT ?"
+    )
+    return [tuple(row) for row in db.execute(sql, (limit,))]

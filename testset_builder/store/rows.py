@@ -284,3 +284,8 @@ def live_chunks_of(db: sqlite3.Connection, doc_id: str) -> list[Chunk]:
     """A document's live chunks, in document order."""
     rows = db.execute('SELECT * FROM chunks WHERE doc_id = ? AND removed_at IS NULL ORDER BY start, "end"', (doc_id,))
     return [_chunk(row) for row in rows]
+
+
+def pooled_query_ids(db: sqlite3.Connection) -> set[str]:
+    """Queries with a candidate pool (proposed, or synthetic questions mined)."""
+    return {row[0] for row in db.execute("SELECT DISTINCT query_id FROM candidates")}

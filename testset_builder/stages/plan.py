@@ -1,0 +1,406 @@
+"""The plan of a run before it spends: for each LLM step, the calls, input and output tokens, cost and time.
+
+``run --dry-run`` prints it and stops; every real ``run`` prints it before its first LLM call. The figures come from
+the settings and the corpus at hand, corrected by what this workspace and this machine have measured:
+
+- calls: synthesize sends requests in rounds until ``questions`` are accepted, as the stage does, at the yield
+  (accepted questions per request) of this workspace's last synthesize run, else :data:`PRIOR_YIELD`; the critic
+  asks the judge once per question that passed validation, and mining once per pooled other chunk, unless the
+  relevance estimate decides (no call); propose judges each pooled pair of the queries not proposed yet (the pool
+  size of the last proposal, else ``depth`` x pooled lists x :data:`POOL_OVERLAP`);
+- input tokens: the stage's own prompts rendered over a sample of the corpus's chunks (and the real queries), at the
+  characters per token this workspace measured for the model, else :data:`CHARS_PER_TOKEN`;
+- output tokens: the mean this workspace measured for the same kind of request, else :data:`TYPICAL_OUTPUT`;
+- cost: the price table (the embedded local model is free);
+- time: the local model's prompt and generation speeds measured on this machine (see
+  :mod:`~testset_builder.llm.throughput`), else the provider's measured seconds per call at the configured
+  concurrency, else the assumptions the plan names.
+
+Work a rerun repeats is answered from the cache and costs nothing: the questions the last synthesize run delivered
+and the queries already proposed count as done.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from ..config import Config, ProviderConfig
+from ..llm import throughput
+from ..llm.prices import PriceTable
+from ..llm.types import LLMRequest, Usage
+from ..prompts import PromptLibrary
+from ..retrieval import dense_available
+from .judge import Judge, JudgePair
+from .sampling import SourceChunk, allocate_styles, skip_reason, stratified_sample
+from .synthesize.generation import Generator, Slot
+
+PRIOR_YIELD = {"completion": 0.75, "chat": 0.9}  # accepted / requested; the demo's local run: 6 of 8
+PRIOR_VALIDATION_PASS = {"completion": 0.8, "chat": 0.95}
+POOL_OVERLAP = 0.5  # on the docs at depth 5 from BM25, dense and fused: 7.5-8.5 mining pairs a question, 7 a query
+CHARS_PER_TOKEN = 4.0  # English prose; Gemma's tokenizer measured 4.2 on the docs, GPT-4o's about 4
+# tokens an answer takes: the local model's questions averaged 18 on the demo and 30 on the docs chunked as `init`
+# chunks them; a grade digit and its stop, 2; a chat verdict's JSON with its two-sentence rationale, about 80
+TYPICAL_OUTPUT = {
+    ("question", "completion"): 24,
+    ("question", "chat"): 30,
+    ("judge", "completion"): 2,
+    ("judge", "chat"): 80,
+}
+SAMPLE = 40  # chunks whose prompts are rendered to count input tokens
+ASSUMED_LOCAL = (250.0, 44.0)  # prompt and output tokens/s of the local model on an idle 2-core machine
+ASSUMED_API_CALL_S = 1.5
+LOCAL_START_S = 3.0  # llama-server up and the model loaded
+
+
+@dataclass
+class Step:
+    stage: str
+    step: str
+    role: str
+    model: str
+    calls: int = 0
+    cached: int = 0  # of the calls, answered before: from the cache, free
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0  # None: the model has no price in the table
+    seconds: float = 0.0
+    note: str | None = None  # why a step makes no call
+
+
+@dataclass
+class Plan:
+    steps: list[Step] = field(default_factory=list)
+    timing: list[str] = field(default_factory=list)  # how each model's time was estimated
+    warnings: list[str] = field(default_factory=list)
+    max_cost_usd: float | None = None
+
+    @property
+    def calls(self) -> int:
+        return sum(s.calls for s in self.steps)
+
+    @property
+    def paid_calls(self) -> int:
+        return sum(s.calls - s.cached for s in self.steps)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(s.input_tokens for s in self.steps)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(s.output_tokens for s in self.steps)
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [s.cost_usd for s in self.steps]
+        return None if any(c is None for c in costs) else sum(costs)
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.steps)
+
+    @property
+    def over_budget(self) -> bool:
+        cost = self.cost_usd
+        return self.max_cost_usd is not None and cost is not None and cost > self.max_cost_usd
+
+    def as_dict(self) -> dict:
+        return {
+            "steps": [asdict(s) for s in self.steps],
+            "calls": self.calls,
+            "paid_calls": self.paid_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+            "seconds": round(self.seconds, 1),
+            "timing": self.timing,
+            "warnings": self.warnings,
+            "max_cost_usd": self.max_cost_usd,
+            "over_budget": self.over_budget,
+        }
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """What the workspace and the machine know: the last runs' counts, token figures per model, speeds."""
+
+    synthesize: dict | None = None  # the last synthesize run's counts
+    propose: dict | None = None
+    proposed_query_ids: frozenset[str] = frozenset()
+    calls: Sequence[tuple[str, str, str]] = ()  # (model, request JSON, usage JSON) of answered calls
+    machine: dict[str, throughput.Measured] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Role:
+    """What building a request needs of a role, without a client (planning opens no connection)."""
+
+    model: str
+    prompt_style: str
+    logprobs: bool
+    client: None = None
+
+
+def _role(config: ProviderConfig, logprobs: bool | None) -> _Role:
+    style = config.prompt_style if config.prompt_style != "auto" else "completion" if config.kind == "local" else "chat"
+    return _Role(config.model_name, style, config.kind != "anthropic" if logprobs is None else logprobs)
+
+
+class _Tokens:
+    """Characters per token and output tokens per kind of request, as this workspace measured them."""
+
+    def __init__(self, calls: Sequence[tuple[str, str, str]]) -> None:
+        chars: dict[str, list[int]] = {}
+        outputs: dict[tuple, list[int]] = {}
+        for model, request_json, usage_json in calls:
+            request = LLMRequest.model_validate_json(request_json)
+            usage = Usage.model_validate_json(usage_json)
+            if usage.input_tokens:
+                pair = chars.setdefault(model, [0, 0])
+                pair[0], pair[1] = pair[0] + len(request.text), pair[1] + usage.input_tokens
+            outputs.setdefault(_kind(request), []).append(usage.output_tokens)
+        self.chars = {model: c / t for model, (c, t) in chars.items() if t}
+        self.outputs = {kind: sum(v) / len(v) for kind, v in outputs.items() if len(v) >= 3}
+
+    def input(self, request: LLMRequest) -> float:
+        return len(request.text) / self.chars.get(request.model, CHARS_PER_TOKEN)
+
+    def output(self, request: LLMRequest, purpose: str) -> float:
+        measured = self.outputs.get(_kind(request))
+        if measured is not None:
+            return measured
+        typical = TYPICAL_OUTPUT.get((purpose, request.kind), request.max_tokens)
+        return min(typical, request.max_tokens)
+
+
+def _kind(request: LLMRequest) -> tuple:
+    """What makes two requests the same kind for output length: model, chat or completion, the token cap, a schema."""
+    return request.model, request.kind, request.max_tokens, request.response_schema is not None
+
+
+def eligible(chunks: Sequence[SourceChunk], min_chars: int) -> list[SourceChunk]:
+    return [c for c in chunks if skip_reason(c.text, min_chars) is None]
+
+
+def synthesis_requests(questions: int, eligible_chunks: int, per_chunk: int, max_rounds: int, rate: float) -> int:
+    """Requests the synthesize stage sends to accept ``questions`` at ``rate`` accepted per request: its rounds,
+    each sampling more chunks than wanted by how many the filters removed, in expectation."""
+    attempted, accepted, remaining = 0, 0.0, eligible_chunks
+    for round_number in range(max_rounds):
+        want = questions - math.floor(accepted + 1e-9)
+        if want <= 0 or remaining <= 0:
+            break
+        factor = 1.0 if round_number == 0 else min(4.0, max(1.5, attempted / max(1.0, accepted)))
+        chunks = min(remaining, math.ceil(want * factor / per_chunk))
+        remaining -= chunks
+        attempted += chunks * per_chunk
+        accepted += chunks * per_chunk * rate
+    return attempted
+
+
+def plan_run(
+    config: Config,
+    chunks: Sequence[SourceChunk],
+    queries: Sequence[str] | None,
+    measured: Measurements,
+    *,
+    propose_judges: bool = True,
+    query_ids: Sequence[str] = (),
+) -> Plan:
+    """The plan of ``run`` with ``config`` over ``chunks`` and the real ``queries`` (None: synthetic only); see the
+    module docstring. ``query_ids`` are the queries' ids (those already proposed count as done)."""
+    plan = Plan(max_cost_usd=config.limits.max_cost_usd)
+    tokens = _Tokens(measured.calls)
+    synth = config.synthesize
+    generator_config, judge_config = config.generator_role(), config.judge_role()
+    generator, judge_role = _role(generator_config, None), _role(judge_config, config.judging.logprobs)
+    prompts = PromptLibrary(config.prompts_dir)
+    pool = eligible(chunks, synth.min_chars)
+    sample = stratified_sample(pool, min(SAMPLE, len(pool)), synth.seed)
+    by_estimate = synth.relevance_by == "estimate" or (synth.relevance_by == "auto" and judge_config.kind == "local")
+    judge = Judge(judge_role, config.judging, prompts)
+
+    # synthesize: questions
+    last = measured.synthesize or {}
+    delivered_before = min(synth.questions, last.get("made", 0) + last.get("already_made", 0))
+    rate = _yield(last, generator.prompt_style)
+    requests = synthesis_requests(synth.questions, len(pool), synth.per_chunk, synth.max_rounds, rate)
+    repeated = synthesis_requests(delivered_before, len(pool), synth.per_chunk, synth.max_rounds, rate)
+    delivered = min(synth.questions, requests * rate)
+    if delivered < synth.questions - 0.5:
+        plan.warnings.append(
+            f"about {delivered:.0f} of {synth.questions} questions: the corpus has {len(pool)} chunks worth a question "
+            f"and {synth.per_chunk} asked of each (raise synthesize.per_chunk, or add documents)"
+        )
+    question_requests = _question_requests(Generator(generator, synth.temperature, prompts), sample, synth)
+    plan.steps.append(
+        _step("synthesize", "questions", "generator", generator_config, requests, min(repeated, requests),
+              question_requests, "question", tokens)
+    )  # fmt: skip
+    # the critic, mining and propose ask the judge about (question, chunk) pairs like these
+    typical = "x" * (round(sum(map(len, queries)) / len(queries)) if queries else 60)
+    texts = list(queries or ()) or [typical]
+    judged = [judge.request(JudgePair("q", texts[i % len(texts)], c.chunk_id, c.text)) for i, c in enumerate(sample)]
+    mined = _per_query(last.get("mining", {}).get("pairs"), last, synth.mine_depth, _lists("auto"))
+    passes = _validation_pass(last, generator.prompt_style)
+    for step, wanted, calls, cached in (
+        ("critic", synth.critic, requests * passes, repeated * passes),
+        ("mining", synth.mine, delivered * mined, delivered_before * mined),
+    ):
+        if not wanted:
+            continue
+        if by_estimate:
+            plan.steps.append(Step("synthesize", step, "judge", "-", note="by the relevance estimate: no call"))
+        else:
+            plan.steps.append(
+                _step("synthesize", step, "judge", judge_config, round(calls), round(cached), judged, "judge", tokens)
+            )
+    if queries is not None:
+        if not propose_judges:
+            note = "pools only: the embedded local judge is near chance, the relevance estimate grades"
+            plan.steps.append(Step("propose", "judging", "judge", "-", note=note))
+        else:
+            settings = config.propose
+            last_propose = measured.propose or {}
+            per_query = last_propose.get("pool_mean") or settings.depth * _lists(settings.retrievers) * POOL_OVERLAP
+            done = sum(q in measured.proposed_query_ids for q in query_ids)
+            calls, cached = round(len(queries) * per_query), round(done * per_query)
+            plan.steps.append(
+                _step("propose", "judging", "judge", judge_config, calls, cached, judged, "judge", tokens)
+            )
+    _price_and_time(plan, config, measured.machine)
+    return plan
+
+
+def _lists(setting) -> int:
+    """Ranked lists a pool takes from: each retriever's, and their fusion's when there are two or more."""
+    from ..retrieval.indexes import RETRIEVERS
+
+    count = len(RETRIEVERS if dense_available() else ("bm25",)) if setting == "auto" else len(setting)
+    return count + 1 if count > 1 else count
+
+
+def _yield(last: dict, style: str) -> float:
+    """Accepted questions per request: the last run's, else the prior for the prompt style (the critic's removals
+    are not in the prior: a run measures them)."""
+    requested = last.get("generated", 0) + last.get("generation_failed", 0)
+    if requested >= 5:
+        return max(0.05, (last.get("made", 0) + last.get("already_made", 0) + last.get("surplus", 0)) / requested)
+    return PRIOR_YIELD[style]
+
+
+def _validation_pass(last: dict, style: str) -> float:
+    generated = last.get("generated", 0)
+    if generated >= 5:
+        return (generated - last.get("removed", {}).get("validation", 0)) / generated
+    return PRIOR_VALIDATION_PASS[style]
+
+
+def _per_query(pairs: int | None, last: dict, depth: int, lists: int) -> float:
+    """Pooled other chunks per question: the last run's, else depth x pooled lists x overlap."""
+    questions = last.get("made", 0) + last.get("already_made", 0)
+    if pairs and questions:
+        return pairs / questions
+    return depth * lists * POOL_OVERLAP
+
+
+def _question_requests(generator: Generator, sample: Sequence[SourceChunk], settings) -> list[LLMRequest]:
+    """The question requests of a sample of chunks in the configured styles (a multi question's second passage is
+    the next chunk of the sample; with one chunk, a multi question is asked as natural, as the stage does)."""
+    requests = []
+    for i, (chunk, style) in enumerate(zip(sample, allocate_styles(len(sample), settings.styles, settings.seed))):
+        sources = (chunk, sample[(i + 1) % len(sample)]) if style == "multi" and len(sample) > 1 else (chunk,)
+        style = "natural" if style == "multi" and len(sources) == 1 else style
+        requests.append(generator.request(Slot(i, style, sources, settings.seed)))
+    return requests
+
+
+def _step(stage, step, role, provider: ProviderConfig, calls, cached, requests, purpose, tokens: _Tokens) -> Step:
+    if not requests:
+        return Step(stage, step, role, provider.model_name, calls, min(cached, calls))
+    per_input = sum(tokens.input(r) for r in requests) / len(requests)
+    per_output = sum(tokens.output(r, purpose) for r in requests) / len(requests)
+    return Step(
+        stage, step, role, provider.model_name, calls, min(cached, calls),
+        round(calls * per_input), round(calls * per_output),
+    )  # fmt: skip
+
+
+def _price_and_time(plan: Plan, config: Config, machine: dict[str, throughput.Measured]) -> None:
+    """Each step's cost (of the calls not cached) and time; ``plan.timing`` says how each model was timed."""
+    prices = PriceTable.load(config.prices)
+    providers = {"generator": config.generator_role(), "judge": config.judge_role()}
+    local_started = False
+    for step in plan.steps:
+        if not step.calls:
+            continue
+        provider = providers[step.role]
+        share = (step.calls - step.cached) / step.calls
+        usage = Usage(input_tokens=round(step.input_tokens * share), output_tokens=round(step.output_tokens * share))
+        step.cost_usd = 0.0 if provider.kind == "local" else prices.cost(provider.model_name, usage)
+        figures, how = _speeds(provider, config, machine)
+        if how not in plan.timing:
+            plan.timing.append(how)
+        paid = step.calls - step.cached
+        if provider.kind == "local":
+            prompt_rate, output_rate = figures
+            step.seconds = usage.input_tokens / prompt_rate + usage.output_tokens / output_rate + 0.01 * paid
+            if paid and not local_started:
+                step.seconds += LOCAL_START_S
+                local_started = True
+        else:
+            per_call = figures[0]
+            step.seconds = paid * per_call / config.limits.max_in_flight
+            if config.limits.requests_per_minute:
+                step.seconds = max(step.seconds, paid / config.limits.requests_per_minute * 60)
+        step.seconds = round(step.seconds, 1)
+
+
+def _speeds(provider: ProviderConfig, config: Config, machine: dict[str, throughput.Measured]):
+    """(prompt tokens/s, output tokens/s) for the local model, (seconds per call,) for a provider; and how known."""
+    name = provider.model_name
+    if provider.kind == "local":
+        timed = [m for k, m in machine.items() if k.startswith("local:") and k.endswith(f" {name}")]
+        total = sum(timed, throughput.Measured())
+        if total.timed_calls >= 5 and total.prompt_s > 0 and total.output_s > 0:
+            prompt_rate, output_rate = (
+                total.timed_input_tokens / total.prompt_s,
+                total.timed_output_tokens / total.output_s,
+            )
+            return (prompt_rate, output_rate), (
+                f"{name}: measured on this machine over {total.timed_calls} calls ({prompt_rate:.0f} prompt and "
+                f"{output_rate:.0f} output tokens/s, prompt-cache reuse included)"
+            )
+        return ASSUMED_LOCAL, (
+            f"{name}: not measured on this machine yet, assumed {ASSUMED_LOCAL[0]:.0f} prompt and "
+            f"{ASSUMED_LOCAL[1]:.0f} output tokens/s (an idle 2-core machine) until its first calls here measure it"
+        )
+    where = provider.base_url or ""
+    seen = [
+        m for k, m in machine.items() if k.startswith(f"{provider.kind}:") and where in k and k.endswith(f" {name}")
+    ]
+    total = sum(seen, throughput.Measured())
+    if total.calls >= 5:
+        per_call = total.latency_s / total.calls
+        return (per_call,), f"{name}: {per_call:.2f} s a call measured on this machine over {total.calls} calls"
+    return (ASSUMED_API_CALL_S,), f"{name}: not measured on this machine yet, assumed {ASSUMED_API_CALL_S} s a call"
+
+
+def measurements(workspace) -> Measurements:
+    """What ``workspace`` (None: a workspace not made yet) and this machine have measured."""
+    from ..store import history, rows
+    from ..store import llm as ledger
+
+    machine = throughput.load()
+    if workspace is None:
+        return Measurements(machine=machine)
+    db = workspace.db
+    return Measurements(
+        synthesize=history.latest_counts(db, "synthesize"),
+        propose=history.latest_counts(db, "propose"),
+        proposed_query_ids=frozenset(rows.pooled_query_ids(db)),
+        calls=ledger.answered_calls(db),
+        machine=machine,
+    )
