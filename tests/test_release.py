@@ -163,6 +163,22 @@ def test_a_release_round_trips_through_datasets_beir_and_trec(workspace, tmp_pat
     }  # the reviewer's regrade, not the proposal
 
 
+def test_a_release_says_where_each_chunk_lies_in_its_document_and_where_each_question_came_from(workspace):
+    summary = write_release(workspace, "1.0.0")
+    released = load_release(summary.path)
+
+    assert set(released.chunk_spans) == set(released.corpus)
+    for chunk_id, span in released.chunk_spans.items():
+        document = rows.get_document(workspace.db, span["doc_id"])
+        assert document.text[span["start"] : span["end"]] == released.corpus[chunk_id]["text"]
+    assert released.query_meta["real-1"] == {"origin": "real"} and released.source_document("real-1") is None
+    synthetic = [q for q, meta in released.query_meta.items() if meta["origin"] == "synthetic"]
+    assert len(synthetic) == 6
+    for query_id in synthetic:
+        source = released.query_meta[query_id]["source_chunk_id"]
+        assert released.source_document(query_id) == rows.get_chunk(workspace.db, source).doc_id
+
+
 def test_trec_qrels_of_a_release_score_identically_with_pytrec_eval_and_ours(workspace):
     import pytrec_eval
 

@@ -84,14 +84,14 @@ def duplicate_counts(db: sqlite3.Connection) -> tuple[int, int]:
     return tuple(db.execute("SELECT COUNT(DISTINCT group_id), COUNT(*) FROM chunk_duplicates").fetchone())
 
 
-def iter_release_corpus(db: sqlite3.Connection) -> Iterator[tuple[str, str, str, bool]]:
-    """(chunk_id, document title, chunk text, removed) of every chunk ever stored, by id."""
+def iter_release_corpus(db: sqlite3.Connection) -> Iterator[tuple[str, str, str, bool, str, int, int]]:
+    """(chunk_id, document title, chunk text, removed, doc_id, start, end) of every chunk ever stored, by id."""
     sql = (
-        "SELECT c.chunk_id, d.title, c.text, c.removed_at FROM chunks c JOIN documents d USING (doc_id) "
-        "ORDER BY c.chunk_id"
+        'SELECT c.chunk_id, d.title, c.text, c.removed_at, c.doc_id, c.start, c."end" FROM chunks c '
+        "JOIN documents d USING (doc_id) ORDER BY c.chunk_id"
     )
-    for chunk_id, title, text, removed in db.execute(sql):
-        yield chunk_id, title, text, removed is not None
+    for chunk_id, title, text, removed, doc_id, start, end in db.execute(sql):
+        yield chunk_id, title, text, removed is not None, doc_id, start, end
 
 
 def chunker_configs(db: sqlite3.Connection) -> list[str]:

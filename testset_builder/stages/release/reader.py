@@ -13,7 +13,7 @@ from ...export.jsonl import write_jsonl_qrels
 from ...export.trec import write_trec_topics
 from ...tables import Qrels
 from .estimated import ESTIMATES_FILE, read_estimates
-from .writer import sha256_file
+from .writer import CHUNKS_META, QUERIES_META, sha256_file
 
 EXPORT_FORMATS = ("hf", "beir", "trec", "jsonl")
 
@@ -26,10 +26,17 @@ class LoadedRelease:
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]
     estimates: list[dict] = field(default_factory=list)  # estimates.jsonl's rows (.estimated), when it carries them
+    chunk_spans: dict[str, dict] = field(default_factory=dict)  # chunk id -> {doc_id, start, end} (meta/chunks.jsonl)
+    query_meta: dict[str, dict] = field(default_factory=dict)  # query id -> {origin, style, source_chunk_id}
 
     @property
     def version(self) -> str:
         return self.manifest["version"]
+
+    def source_document(self, query_id: str) -> str | None:
+        """The document a synthetic question was written from (None for a real query, or a release without meta/)."""
+        source = self.query_meta.get(query_id, {}).get("source_chunk_id")
+        return self.chunk_spans.get(source, {}).get("doc_id") if source else None
 
     def qrels_table(self) -> Qrels:
         return Qrels.from_dict(self.qrels)
@@ -68,7 +75,20 @@ def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
         read_beir_queries(beir / "queries.jsonl"),
         read_beir_qrels(beir / "qrels" / "test.tsv").to_dict(),
         estimates,
+        _by_id(path, CHUNKS_META, files),
+        _by_id(path, QUERIES_META, files),
     )
+
+
+def _by_id(path: Path, relative: str, files: dict) -> dict[str, dict]:
+    """A meta/ file's rows by ``_id`` (empty for a release written before it had one)."""
+    if relative not in files:
+        return {}
+    try:
+        rows = [json.loads(line) for line in (path / relative).read_text(encoding="utf-8").splitlines() if line]
+        return {row.pop("_id"): row for row in rows}
+    except (ValueError, KeyError, AttributeError):
+        raise InputError(f"{relative} is not JSON lines with an _id on each", path=path) from None
 
 
 @dataclass

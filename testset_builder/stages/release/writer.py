@@ -1,8 +1,9 @@
 """Writing a release: gather what the policy releases from the workspace, and write ``releases/<version>/``.
 
 It holds ``hf/`` (the MTEB retrieval layout: configs ``corpus``, ``queries``, ``default`` = qrels, plus
-``judgments`` with each qrel's origin), ``beir/``, ``qrels.trec``, ``manifest.json`` and the dataset card
-``README.md``. Everything but the manifest's ``created_at`` is a function of the workspace's content, so two
+``judgments`` with each qrel's origin), ``beir/``, ``qrels.trec``, ``meta/`` (each chunk's document span and
+each query's origin and source, what ``remap`` and clustered intervals read), ``manifest.json`` and the dataset
+card ``README.md``. Everything but the manifest's ``created_at`` is a function of the workspace's content, so two
 releases of the same state are byte-identical and share a content hash. The directory is written under a
 temporary name and renamed into place: a crash never leaves half a release. A version, once written, is never
 overwritten. Nothing written names a path of this machine.
@@ -37,6 +38,9 @@ from ..policy import ORIGINS, ResolvedQrel, agreement, describe, resolve
 from .estimated import ESTIMATES_FILE, estimate_counts, estimated_pairs, estimates_text
 from .versions import existing_versions, parse_version
 
+CHUNKS_META = "meta/chunks.jsonl"  # {_id, doc_id, start, end}: where each chunk lies in its document
+QUERIES_META = "meta/queries.jsonl"  # {_id, origin, style, source_chunk_id}
+
 
 @dataclass
 class ReleaseContent:
@@ -45,6 +49,7 @@ class ReleaseContent:
     qrels: list[ResolvedQrel]
     query_records: dict[str, Query] = field(default_factory=dict)  # the released queries, with origin and lineage
     estimates: list[dict] = field(default_factory=list)  # the rows of estimates.jsonl (.estimated), when carried
+    chunk_spans: list[dict] = field(default_factory=list)  # {_id, doc_id, start, end}, sorted by id
 
     def qrels_table(self) -> Qrels:
         return Qrels.from_dict(as_dict(self.qrels))
@@ -58,6 +63,9 @@ class ReleaseContent:
         }
         if self.estimates:
             files[ESTIMATES_FILE] = estimates_text(self.estimates).encode("utf-8")
+        if self.chunk_spans:
+            files[CHUNKS_META] = json_lines(self.chunk_spans).encode("utf-8")
+            files[QUERIES_META] = json_lines(query_meta(self.query_records)).encode("utf-8")
         return files
 
     def content_sha256(self) -> str:
@@ -66,6 +74,23 @@ class ReleaseContent:
             digest.update(f"{name}\n{len(data)}\n".encode())
             digest.update(data)
         return digest.hexdigest()
+
+
+def json_lines(records: list[dict]) -> str:
+    """Canonical JSON lines: keys sorted, compact, in the order given."""
+    return "".join(json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
+
+
+def query_meta(records: dict[str, Query]) -> list[dict]:
+    """Each released query's origin, style, and for a synthetic question its source chunk and document."""
+    meta = []
+    for query_id in sorted(records):
+        query = records[query_id]
+        row = {"_id": query_id, "origin": query.origin.value, "style": query.style}
+        if query.source_chunk_id:
+            row["source_chunk_id"] = query.source_chunk_id
+        meta.append({k: v for k, v in row.items() if v is not None})
+    return meta
 
 
 def as_dict(qrels: list[ResolvedQrel]) -> dict[str, dict[str, int]]:
@@ -89,10 +114,11 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
             "(synthesize questions, review proposals, or pass --include-unverified)"
         )
     named = {q.chunk_id for q in qrels}
-    corpus = [
-        {"_id": chunk_id, "title": title, "text": text}
-        for chunk_id, title, text, removed in stored_corpus.iter_release_corpus(db)
-        if not removed or chunk_id in named
+    released = [row for row in stored_corpus.iter_release_corpus(db) if not row[3] or row[0] in named]
+    corpus = [{"_id": chunk_id, "title": title, "text": text} for chunk_id, title, text, *_ in released]
+    spans = [
+        {"_id": chunk_id, "doc_id": doc_id, "start": start, "end": end}
+        for chunk_id, _, _, _, doc_id, start, end in released
     ]
     estimated = []
     if policy.estimates:
@@ -107,7 +133,7 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
     query_ids = sorted({q.query_id for q in qrels} | {row["query-id"] for row in estimated})
     records = {query_id: rows.get_query(db, query_id) for query_id in query_ids}
     queries = [{"_id": query.query_id, "text": query.text} for query in records.values()]
-    return ReleaseContent(corpus, queries, qrels, records, estimated), judgments
+    return ReleaseContent(corpus, queries, qrels, records, estimated, spans), judgments
 
 
 @dataclass
