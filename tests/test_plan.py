@@ -211,7 +211,8 @@ def test_a_dry_run_prints_the_plan_as_json_and_writes_nothing(tmp_path, capsys):
 
 
 def test_the_machine_keeps_what_each_model_delivered_and_the_plan_times_the_local_model_by_it(tmp_path):
-    """Figures a client measured are added to the machine's file; a plan for the local model then uses them."""
+    """Figures a client measured are added to the machine's file (earlier ones halved, so recent load counts most);
+    a plan for the local model then uses them."""
     measured = throughput.Measured()
     for _ in range(6):
         measured.add(
@@ -221,7 +222,7 @@ def test_the_machine_keeps_what_each_model_delivered_and_the_plan_times_the_loca
     throughput.record({throughput.key("local:gemma-3-270m@sha256:0123", "gemma-3-270m"): measured})
     throughput.record({throughput.key("local:gemma-3-270m@sha256:0123", "gemma-3-270m"): measured})
     machine = throughput.load()
-    assert machine["local:gemma-3-270m@sha256:0123 gemma-3-270m"].timed_calls == 12
+    assert machine["local:gemma-3-270m@sha256:0123 gemma-3-270m"].timed_calls == 6 * throughput.DECAY + 6
 
     chunks = [SourceChunk(f"c{i}", f"d{i}", PASSAGE) for i in range(12)]
     config = Config(generator={"kind": "local"}, synthesize={"questions": 4, "mine": False, "critic": False})
@@ -230,4 +231,4 @@ def test_the_machine_keeps_what_each_model_delivered_and_the_plan_times_the_loca
     # 400 prompt tokens/s and 10 output tokens/s, measured
     expected = step.input_tokens / 400 + step.output_tokens / 10 + 0.01 * step.calls + 3.0
     assert step.seconds == pytest.approx(expected, abs=0.1)
-    assert "measured on this machine over 12 calls" in plan.timing[0]
+    assert "measured on this machine, 400 prompt and 10 output tokens/s" in plan.timing[0]

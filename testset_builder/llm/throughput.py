@@ -3,9 +3,10 @@
 Kept in a small JSON file in the user's cache (``$TESTSET_BUILDER_CACHE_DIR``, else ``$XDG_CACHE_HOME/testset-builder``,
 else ``~/.cache/testset-builder``), written when a client closes, so the plan of a later run (``run --dry-run``) times
 the embedded local model by what it did on this machine, not by a guess. The local server reports its own prompt and
-generation seconds per call (llama.cpp's ``timings``); other providers are timed by each call's wall time. The file
-holds no request, answer or key. Two processes writing at once may lose one's figures, never the file: a write
-replaces it atomically, and an unreadable or unwritable file is ignored.
+generation seconds per call (llama.cpp's ``timings``); other providers are timed by each call's wall time. Each new
+client's figures are added to the earlier ones halved (:data:`DECAY`), so the figures follow the machine's recent
+load rather than its whole history. The file holds no request, answer or key. Two processes writing at once may lose
+one's figures, never the file: a write replaces it atomically, and an unreadable or unwritable file is ignored.
 """
 
 from __future__ import annotations
@@ -19,19 +20,20 @@ from pathlib import Path
 from .types import Completion
 
 FILE_NAME = "throughput.json"
+DECAY = 0.5  # what earlier clients measured counts half as much as each new client's figures
 
 
 @dataclass
 class Measured:
-    """Sums over calls answered by a provider (cache hits excluded)."""
+    """Sums over calls answered by a provider (cache hits excluded); weighted counts once decayed, hence floats."""
 
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
+    calls: float = 0
+    input_tokens: float = 0
+    output_tokens: float = 0
     latency_s: float = 0.0  # each call's wall time, retries and rate-limit waits included
-    timed_calls: int = 0  # calls whose server reported its own seconds
-    timed_input_tokens: int = 0
-    timed_output_tokens: int = 0
+    timed_calls: float = 0  # calls whose server reported its own seconds
+    timed_input_tokens: float = 0
+    timed_output_tokens: float = 0
     prompt_s: float = 0.0
     output_s: float = 0.0
 
@@ -50,6 +52,9 @@ class Measured:
 
     def __add__(self, other: Measured) -> Measured:
         return Measured(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def scaled(self, factor: float) -> Measured:
+        return Measured(*(getattr(self, f.name) * factor for f in fields(self)))
 
     @classmethod
     def from_dict(cls, data: dict) -> Measured:
@@ -84,7 +89,7 @@ def record(measured: dict[str, Measured]) -> None:
         return
     merged = load()
     for name, figures in measured.items():
-        merged[name] = merged.get(name, Measured()) + figures
+        merged[name] = merged.get(name, Measured()).scaled(DECAY) + figures
     directory = cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)

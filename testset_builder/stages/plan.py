@@ -370,8 +370,8 @@ def _speeds(provider: ProviderConfig, config: Config, machine: dict[str, through
                 total.timed_output_tokens / total.output_s,
             )
             return (prompt_rate, output_rate), (
-                f"{name}: measured on this machine over {total.timed_calls} calls ({prompt_rate:.0f} prompt and "
-                f"{output_rate:.0f} output tokens/s, prompt-cache reuse included)"
+                f"{name}: measured on this machine, {prompt_rate:.0f} prompt and {output_rate:.0f} output tokens/s "
+                "over its recent calls (prompt-cache reuse included)"
             )
         return ASSUMED_LOCAL, (
             f"{name}: not measured on this machine yet, assumed {ASSUMED_LOCAL[0]:.0f} prompt and "
@@ -384,7 +384,7 @@ def _speeds(provider: ProviderConfig, config: Config, machine: dict[str, through
     total = sum(seen, throughput.Measured())
     if total.calls >= 5:
         per_call = total.latency_s / total.calls
-        return (per_call,), f"{name}: {per_call:.2f} s a call measured on this machine over {total.calls} calls"
+        return (per_call,), f"{name}: measured on this machine, {per_call:.2f} s a call over its recent calls"
     return (ASSUMED_API_CALL_S,), f"{name}: not measured on this machine yet, assumed {ASSUMED_API_CALL_S} s a call"
 
 
