@@ -73,8 +73,8 @@ def _isolated_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN"):
-        monkeypatch.delenv(key, raising=False)
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "XDG_CACHE_HOME", "TESTSET_BUILDER_CACHE_DIR"):
+        monkeypatch.delenv(key, raising=False)  # caches (the machine's model speeds too) go under the temp HOME
 
 
 @pytest.fixture(scope="session")
