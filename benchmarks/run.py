@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import judge_agreement
 import llm_throughput
 import metrics_speed
 import synthetic_agreement
+import vs_ragas
 
 if __name__ == "__main__":
     print("== metrics: testset-builder vs pytrec_eval vs ranx ==")
@@ -24,3 +26,8 @@ if __name__ == "__main__":
     judge_agreement.main([])
     print("\n== synthesize: does a synthetic SciFact set rank retrievers as the human labels do? ==")
     synthetic_agreement.main([])
+    if os.environ.get("BENCH_SKIP_RAGAS"):
+        print("\n== vs Ragas: skipped (BENCH_SKIP_RAGAS is set) ==")
+    else:
+        print("\n== synthesize vs Ragas TestsetGenerator: calls, tokens, time per question, source chunk ids ==")
+        vs_ragas.main([])
