@@ -62,6 +62,29 @@ def test_a_legacy_completion_returns_log_probabilities(client):
     assert math.isclose(max(first.top.values()), first.logprob, abs_tol=1e-6)  # temperature 0 takes the likeliest
 
 
+def test_the_servers_own_timings_come_back_and_the_machine_keeps_them_when_the_client_closes(server, tmp_path):
+    """llama.cpp times each answer's prompt and generation; a plan's time for the local model is made of them."""
+    from testset_builder.llm import throughput
+
+    request = LLMRequest(
+        kind="completion", model="gemma-3-270m", prompt=INPARS.format(doc="Ties are broken by document id."),
+        max_tokens=12, stop=("\n",), seed=7,
+    )  # fmt: skip
+
+    async def ask():
+        with open_workspace(tmp_path / "ws") as workspace:
+            async with LLMClient(local.LocalProvider(server), workspace, "integration") as client:
+                return await client.complete(request)
+
+    completion = asyncio.run(ask())
+    prompt_s, output_s = completion.server_seconds
+    assert prompt_s >= 0 and output_s > 0
+    kept = [m for key, m in throughput.load().items() if key.startswith("local:gemma-3-270m@")]
+    assert len(kept) == 1 and kept[0].timed_calls == 1
+    assert kept[0].timed_output_tokens == completion.usage.output_tokens
+    assert kept[0].output_s == pytest.approx(output_s)
+
+
 def test_an_anthropic_message_through_the_anthropic_sdk(server):
     import anthropic
 
