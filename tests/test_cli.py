@@ -138,12 +138,12 @@ def test_bad_input_exits_1_with_one_clear_line(capsys, args, message):
 
 
 def test_an_internal_error_exits_2_and_says_it_is_a_bug(capsys, monkeypatch):
-    import testset_builder.metrics
+    import testset_builder.metrics.many
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(testset_builder.metrics, "evaluate", broken)
+    monkeypatch.setattr(testset_builder.metrics.many, "evaluate_with_curve", broken)
     code, _, err = run_cli(capsys, "score", "--qrels", QRELS, "--run", BM25)
     assert code == EXIT_INTERNAL
     assert "internal error: ZeroDivisionError: boom" in err and "TESTSET_BUILDER_DEBUG=1" in err

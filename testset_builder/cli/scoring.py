@@ -1,4 +1,4 @@
-"""Scoring commands: score, compare, baseline."""
+"""Scoring commands: score, compare, baseline, report."""
 
 from __future__ import annotations
 
@@ -18,23 +18,110 @@ from .app import (
     ReleaseOption,
     SeedOption,
     app,
+    err,
     labels_and_estimates,
     out,
     release_from,
 )
 
+EXIT_REGRESSION = 5  # compare --fail-if-worse: the candidate is significantly worse than the baseline (1 is bad input)
+
+ClusterByOption = Annotated[
+    str,
+    typer.Option(
+        "--cluster-by",
+        help="What resamples together in intervals and paired tests: document (a synthetic question's source "
+        "document, from the release's meta/; a query with none known is its own cluster), query, or auto "
+        "(document where the release knows it, else query).",
+    ),
+]
+DetectOption = Annotated[
+    float | None,
+    typer.Option(
+        "--detect",
+        min=0.0,
+        help="Also say how many queries (and clusters) the set needs to detect a difference this large "
+        "(alpha 0.05, 80%% power, paired).",
+        show_default=False,
+    ),
+]
+AlphaOption = Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Family-wise significance level.")]
+
+
+def scoring_inputs(qrels: Path | None, release: str | None):
+    """The qrels, the release's estimated pairs, and (for a release) its ``source_document`` lookup."""
+    if release is not None and qrels is None:
+        loaded = release_from(release)[0]
+        return loaded.qrels_table(), loaded.estimates, loaded.source_document
+    labels, estimates = labels_and_estimates(qrels, release)
+    return labels, estimates, None
+
+
+def run_paths(run: list[Path] | None, runs: list[str] | None, more: list[Path] | None) -> list[Path]:
+    """--run files, --runs globs (or files) and extra paths, in that order, each once."""
+    import glob
+
+    from ..errors import InputError
+
+    paths = list(run or [])
+    for pattern in runs or []:
+        matched = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if not matched:
+            raise InputError(f"--runs {pattern!r}: no file matches")
+        paths += [Path(p) for p in matched]
+    paths += list(more or [])
+    if not paths:
+        raise InputError("Missing option '--run' (or --runs 'DIR/*.trec'): the runs to score")
+    return list(dict.fromkeys(paths))
+
+
+def read_runs(paths: list[Path]):
+    """The runs; runs sharing a tag are called by their files' names."""
+    from ..export import read_run
+
+    loaded = [read_run(path) for path in paths]
+    if len({r.name for r in loaded}) < len(loaded):
+        loaded = [replace(r, name=path.stem) for r, path in zip(loaded, paths)]
+    if len({r.name for r in loaded}) < len(loaded):
+        loaded = [replace(r, name=str(path)) for r, path in zip(loaded, paths)]
+    return loaded
+
+
+def parse_targets(text: str) -> list[float]:
+    from ..errors import InputError
+
+    try:
+        targets = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InputError(f"--target-recall {text!r}: give recalls between 0 and 1, e.g. 0.9,0.95") from None
+    if not targets or not all(0 < t <= 1 for t in targets):
+        raise InputError(f"--target-recall {text!r}: give recalls between 0 and 1, e.g. 0.9,0.95")
+    return targets
+
 
 @app.command()
 def score(
+    more: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="More runs (what the shell expands an unquoted --runs DIR/*.trec into).", show_default=False
+        ),
+    ] = None,
     run: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Option(
             "--run",
             "-r",
             help="A run: TREC (qid Q0 docid rank score tag) or JSONL. Repeat for several.",
             show_default=False,
         ),
-    ],
+    ] = None,
+    runs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--runs", help="Runs by a glob in quotes ('runs/*.trec') or paths; repeatable.", show_default=False
+        ),
+    ] = None,
     qrels: OptionalQrelsOption = None,
     release: ReleaseOption = None,
     metrics: MetricsOption = DEFAULT_METRICS,
@@ -45,11 +132,26 @@ def score(
         int, typer.Option("--resamples", min=100, help="Bootstrap resamples for the intervals.")
     ] = 1000,
     seed: SeedOption = 0,
+    cluster_by: ClusterByOption = "auto",
+    target_recall: Annotated[
+        str, typer.Option("--target-recall", help="Recalls whose smallest reaching k (up to 100) each run reports.")
+    ] = "0.9,0.95",
+    detect: DetectOption = None,
+    alpha: AlphaOption = 0.05,
 ) -> None:
     """Score runs against qrels with trec_eval's conventions.
 
     Every query of the qrels counts: a query the run missed scores 0, and run queries the qrels lack are dropped;
     the summary line says how many of each.
+
+    Intervals resample clusters of queries that are not independent: on a release that knows where its synthetic
+    questions came from, a question's source document (--cluster-by); the line 'clusters:' gives the design effect
+    (how much clustering widened the intervals). Each run's recall@k for k = 1..100 is drawn in the terminal, with
+    the smallest k that reaches each --target-recall (the course's rule of thumb: recall@10 >= 0.9 and
+    recall@20 >= 0.95). Several runs (--runs 'runs/*.trec', or --run repeated) share one table, each run tested
+    against the best run of every metric (paired randomization test, Holm over the runs). The 'set size' line says
+    the smallest difference the set can detect (from the two best runs' paired differences; with one run, assuming
+    a second run as variable and uncorrelated, an upper bound) and, with --detect, the queries needed.
 
     On a release that carries estimates (estimates.jsonl: labels part human, part estimated), each run also gets
     prediction-powered figures for precision@k, recall@k and nDCG@k: the estimates corrected by the human verdicts
@@ -58,10 +160,14 @@ def score(
     expectations under the estimates recalibrated on the verdicts, corrected verdict by verdict (model-assisted).
     JSON: the `prediction_powered` key.
 
-    Example: `testset-builder score --release testset@latest --run bm25.trec --metrics ndcg@10,recall@10`.
+    Example: `testset-builder score --release testset@latest --runs 'runs/*.trec' --metrics ndcg@10,recall@10`.
     """
-    from ..export import read_run
-    from ..metrics import evaluate, parse_metrics
+    import numpy as np
+
+    from ..metrics import parse_metrics
+    from ..metrics.clusters import resolve_clusters
+    from ..metrics.guidance import cluster_line, half_width_line, recall_curves_table, runs_table, set_size_line
+    from ..metrics.many import against_best, evaluate_with_curve, smallest_k
     from ..metrics.prediction import prediction_report
     from ..metrics.report import (
         check_writable,
@@ -74,29 +180,81 @@ def score(
     )  # fmt: skip
 
     specs = parse_metrics(metrics)
+    targets = parse_targets(target_recall)
+    paths = run_paths(run, runs, more)
     if per_query:
         check_writable(per_query, "--per-query")
-    labels, estimates = labels_and_estimates(qrels, release)
-    runs = [read_run(path) for path in run]
-    evaluations = [evaluate(labels, r, specs) for r in runs]
-    reports = [score_dict(e, ci=ci, resamples=resamples, seed=seed) for e in evaluations]
+    labels, estimates, source_document = scoring_inputs(qrels, release)
+    loaded = read_runs(paths)
+    scored = [evaluate_with_curve(labels, r, specs) for r in loaded]
+    evaluations = [evaluation for evaluation, _ in scored]
+    clusters = resolve_clusters(evaluations[0].query_ids, cluster_by, source_document)
+    reports = []
+    for evaluation, curve in scored:
+        report = score_dict(evaluation, ci=ci, resamples=resamples, seed=seed, clusters=clusters.codes)
+        report["recall_curve"] = [float(v) for v in curve]
+        report["target_recall"] = {str(t): smallest_k(curve, t) for t in targets}
+        reports.append(report)
     if estimates:
-        for report, r in zip(reports, runs):
+        for report, r in zip(reports, loaded):
             report["prediction_powered"] = prediction_report(estimates, r, specs)
+    best = against_best(evaluations, clusters.codes, alpha=alpha, seed=seed) if len(evaluations) > 1 else None
+    sizes = score_set_sizes(evaluations, clusters.codes, alpha, detect)
     if per_query:
         write_per_query_csv(evaluations, per_query)
+    extra = {"clusters": clusters.as_dict(), "set_size": [s.as_dict() for s in sizes]}
     if json_output:
-        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+        if len(reports) == 1:
+            document = {**reports[0], **extra}
+        else:
+            document = {"runs": reports, "against_best": best, "alpha": alpha, "correction": "holm", **extra}
+        print(json.dumps(document, indent=2))
         return
+    effects = {name: e["design_effect"] for name, e in reports[0]["metrics"].items() if "design_effect" in e}
+    if best is None:
+        out.print(score_table(reports[0]))
+    else:
+        resampled = "clusters" if clusters.codes is not None else "queries"
+        out.print(runs_table(reports, best, alpha, f"resampling {resampled}"))
     for report in reports:
-        out.print(score_table(report))
         if "prediction_powered" in report:
             out.print(prediction_table(report["run"], report["prediction_powered"]))
             for line in prediction_lines(report["prediction_powered"]):
                 out.print(line, highlight=False)
+    curves = {r["run"]: np.asarray(r["recall_curve"]) for r in reports}  # what the JSON holds, drawn
+    out.print(recall_curves_table(curves, {r["run"]: r["target_recall"] for r in reports}))
     out.print(queries_line(reports[0]["queries"]))
+    if clusters.by != "query" or clusters.asked == "document":
+        out.print(cluster_line(clusters.describe(), effects), highlight=False)
+    if best is None and ci:
+        out.print(half_width_line(reports[0]), highlight=False)
+    out.print(set_size_line(sizes), highlight=False)
     if per_query:
         out.print(f"per-query values written to {per_query}")
+
+
+def score_set_sizes(evaluations, clusters, alpha: float, detect: float | None):
+    """What the set can detect per metric: from the per-query differences of the two best runs of the metric, or,
+    with one run, from its own per-query variance doubled (a second run as variable and uncorrelated: the
+    variance of a difference is at most that when runs correlate positively, as runs on one set do)."""
+    from ..metrics.power import set_size
+
+    sizes = []
+    for spec in evaluations[0].metrics:
+        name = str(spec)
+        ranked = sorted(evaluations, key=lambda e: e.mean(name), reverse=True)
+        if len(ranked) > 1:
+            differences = ranked[0].per_query[name] - ranked[1].per_query[name]
+            sizes.append(
+                set_size(name, differences, clusters, alpha=alpha, detect=detect, assumption="the two best runs")
+            )
+        else:
+            assumption = "one run: a second as variable and uncorrelated assumed, an upper bound; compare measures it"
+            values = ranked[0].per_query[name]
+            sizes.append(
+                set_size(name, values, clusters, alpha, detect=detect, variance_factor=2.0, assumption=assumption)
+            )
+    return sizes
 
 
 @app.command()
@@ -113,13 +271,31 @@ def compare(
     test: Annotated[
         str, typer.Option("--test", help="Significance test that decides 'significant': randomization or t.")
     ] = "randomization",
-    alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Family-wise significance level.")] = 0.05,
+    alpha: AlphaOption = 0.05,
     resamples: Annotated[int, typer.Option("--resamples", min=100, help="Randomization-test permutations.")] = 10_000,
     json_output: JsonOption = False,
     per_query: PerQueryOption = None,
     seed: SeedOption = 0,
+    cluster_by: ClusterByOption = "auto",
+    detect: DetectOption = None,
+    fail_if_worse: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-if-worse",
+            help="METRIC:MARGIN (repeatable or comma-separated): exit 5 when a run is significantly worse than the "
+            "baseline by more than MARGIN on METRIC (one-sided bound below -MARGIN), listing the queries that lost "
+            "most.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Compare runs on the same qrels: paired differences, 95% bootstrap intervals, t and randomization tests.
+
+    Queries that are not independent resample together (--cluster-by: a synthetic question's source document on
+    a release that knows it): the bootstrap resamples clusters, the randomization test flips each cluster's
+    summed difference, the t-test uses the cluster-robust variance, and the 'clusters:' line gives the design
+    effect. The 'set size' line says the smallest difference this set detects (alpha 0.05, 80% power, paired)
+    and, with --detect, the queries needed for a smaller one.
 
     On a release that carries estimates, also the paired prediction-powered difference of each run from the
     baseline for precision@k, recall@k and nDCG@k, with its 95% interval (JSON: `prediction_powered`).
@@ -127,12 +303,18 @@ def compare(
     p-values are Holm-corrected over every (run, metric) test shown, so 'significant' controls the family-wise
     error at --alpha.
 
-    Example: `testset-builder compare bm25.trec dense.trec --release testset@latest --metrics ndcg@10,recall@10`.
+    Regression gate (--fail-if-worse ndcg@10:0.01): exit code 5 when, for some run and gated metric, the upper
+    end of the one-sided (1 - alpha/g) bootstrap bound of the mean difference (run - baseline) is below -margin
+    (g: gated run-metric pairs), i.e. the run is significantly worse by more than the margin; 0 otherwise.
+
+    Example: `testset-builder compare bm25.trec dense.trec --release testset@latest --fail-if-worse ndcg@10:0.01`.
     """
     from ..errors import InputError
-    from ..export import read_run
     from ..metrics import evaluate, parse_metrics
+    from ..metrics.clusters import resolve_clusters
     from ..metrics.compare import compare as compare_runs
+    from ..metrics.gate import parse_gate, regression_gate
+    from ..metrics.guidance import cluster_line, gate_lines, set_size_line
     from ..metrics.prediction import prediction_differences
     from ..metrics.report import (
         check_writable,
@@ -145,24 +327,54 @@ def compare(
     if len(runs) < 2:
         raise InputError("compare needs at least two runs (the first is the baseline)")
     specs = parse_metrics(metrics)
+    rules = parse_gate(fail_if_worse or [])
+    specs += [spec for spec in parse_metrics([r.metric for r in rules]) if spec not in specs] if rules else []
     if per_query:
         check_writable(per_query, "--per-query")
-    labels, estimates = labels_and_estimates(qrels, release)
-    loaded = [read_run(path) for path in runs]
-    if len({r.name for r in loaded}) < len(loaded):  # runs sharing a tag are called by their files' names
-        loaded = [replace(r, name=path.stem) for r, path in zip(loaded, runs)]
+    labels, estimates, source_document = scoring_inputs(qrels, release)
+    loaded = read_runs(runs)
     evaluations = [evaluate(labels, r, specs) for r in loaded]
-    result = compare_runs(evaluations[0], evaluations[1:], test=test, alpha=alpha, resamples=resamples, seed=seed)
+    clusters = resolve_clusters(evaluations[0].query_ids, cluster_by, source_document)
+    result = compare_runs(
+        evaluations[0], evaluations[1:], test=test, alpha=alpha, resamples=resamples, seed=seed,
+        clusters=clusters.codes, detect=detect,
+    )  # fmt: skip
+    gate = regression_gate(evaluations[0], evaluations[1:], rules, clusters.codes, alpha, resamples, seed)
+    failed = any(outcome.failed for outcome in gate)
     differences = prediction_differences(estimates, loaded[0], loaded[1:], specs) if estimates else None
     if per_query:
         write_per_query_csv(evaluations, per_query)
     if json_output:
-        print(json.dumps({**result.as_dict(), **({"prediction_powered": differences} if estimates else {})}, indent=2))
-        return
-    out.print(comparison_table(result))
-    if differences:
-        out.print(prediction_difference_table(loaded[0].name, differences))
-    out.print(queries_line(evaluations[0].summary.as_dict()))
+        document = {**result.as_dict(), "clusters": clusters.as_dict()}
+        if estimates:
+            document["prediction_powered"] = differences
+        if rules:
+            document["gate"] = {
+                "failed": failed,
+                "exit_code": EXIT_REGRESSION if failed else 0,
+                "rule": "fail when the one-sided (1 - alpha/g) bootstrap upper bound of mean(run - baseline) < -margin",
+                "outcomes": [outcome.as_dict() for outcome in gate],
+            }
+        print(json.dumps(document, indent=2))
+    else:
+        resampled = "clusters" if clusters.codes is not None else "queries"
+        out.print(comparison_table(result, resampled))
+        if differences:
+            out.print(prediction_difference_table(loaded[0].name, differences))
+        out.print(queries_line(evaluations[0].summary.as_dict()))
+        if clusters.by != "query" or clusters.asked == "document":
+            effects = {f"{row.metric} ({row.candidate})": row.design_effect for row in result.rows}
+            out.print(cluster_line(clusters.describe(), effects), highlight=False)
+        for candidate in result.candidates:
+            sizes = [s for s, row in zip(result.set_sizes, result.rows) if row.candidate == candidate]
+            label = f" ({candidate} vs {result.baseline})" if len(result.candidates) > 1 else ""
+            out.print(set_size_line(sizes, label), highlight=False)
+        for line in gate_lines(gate):
+            out.print(line, highlight=False)
+    if failed:
+        worse = ", ".join(f"{o.candidate} on {o.metric}" for o in gate if o.failed)
+        err.print(f"[bold red]regression:[/] significantly worse than the baseline: {worse} (exit {EXIT_REGRESSION})")
+        raise typer.Exit(EXIT_REGRESSION)
 
 
 @app.command()

@@ -5,23 +5,30 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 from rich.table import Table
 
 from ..errors import InputError
 from .compare import Comparison
 from .evaluate import Evaluation
-from .stats import bootstrap_ci
+from .stats import bootstrap_intervals, design_effects
 
 
-def score_dict(evaluation: Evaluation, ci: bool = True, resamples: int = 1000, seed: int = 0) -> dict:
-    metrics = {}
-    for spec in evaluation.metrics:
-        name = str(spec)
-        entry = {"mean": evaluation.mean(spec)}
-        if ci:
-            low, high = bootstrap_ci(evaluation.per_query[name], resamples=resamples, seed=seed)
-            entry.update(ci_low=low, ci_high=high)
-        metrics[name] = entry
+def score_dict(
+    evaluation: Evaluation, ci: bool = True, resamples: int = 1000, seed: int = 0, clusters: np.ndarray | None = None
+) -> dict:
+    """A run's means, with percentile bootstrap intervals (of clusters when ``clusters`` is given: then also each
+    metric's design effect)."""
+    names = [str(spec) for spec in evaluation.metrics]
+    metrics = {name: {"mean": evaluation.mean(name)} for name in names}
+    values = np.column_stack([evaluation.per_query[name] for name in names])
+    if ci:
+        low, high = bootstrap_intervals(values, clusters, resamples=resamples, seed=seed)
+        for i, name in enumerate(names):
+            metrics[name].update(ci_low=float(low[i]), ci_high=float(high[i]))
+    if clusters is not None:
+        for name, effect in zip(names, design_effects(values, clusters)):
+            metrics[name]["design_effect"] = float(effect)
     return {"run": evaluation.run_name, "metrics": metrics, "queries": evaluation.summary.as_dict()}
 
 
@@ -30,12 +37,17 @@ def score_table(report: dict) -> Table:
     table.add_column("metric")
     table.add_column("mean", justify="right")
     with_ci = any("ci_low" in entry for entry in report["metrics"].values())
+    with_effect = any("design_effect" in entry for entry in report["metrics"].values())
     if with_ci:
         table.add_column("95% CI", justify="right")
+    if with_effect:
+        table.add_column("design effect", justify="right")
     for name, entry in report["metrics"].items():
         cells = [name, f"{entry['mean']:.4f}"]
         if with_ci:
             cells.append(f"[{entry['ci_low']:.4f}, {entry['ci_high']:.4f}]")
+        if with_effect:
+            cells.append(f"{entry['design_effect']:.2f}")
         table.add_row(*cells)
     return table
 
@@ -51,14 +63,14 @@ def queries_line(summary: dict) -> str:
     return "; ".join(parts)
 
 
-def comparison_table(comparison: Comparison) -> Table:
+def comparison_table(comparison: Comparison, resampled: str = "queries") -> Table:
     label = "randomization test" if comparison.test == "randomization" else "t-test"
     several = len(comparison.candidates) > 1
     table = Table(
         title=f"{', '.join(comparison.candidates)} vs baseline {comparison.baseline} ({comparison.queries} queries)",
         title_justify="left",
         caption=f"Holm: {label} p-value, Holm-corrected over all {len(comparison.rows)} tests; "
-        f"sig. when < {comparison.alpha}. diff: run - baseline, [95% bootstrap CI].",
+        f"sig. when < {comparison.alpha}. diff: run - baseline, [95% bootstrap CI, resampling {resampled}].",
         caption_justify="left",
     )
     table.add_column("metric", no_wrap=True)

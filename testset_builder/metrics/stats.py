@@ -1,10 +1,21 @@
-"""Uncertainty of scores and significance of differences, over queries.
+"""Uncertainty of scores and significance of differences, over queries or over clusters of queries.
 
-* :func:`bootstrap_ci`: percentile bootstrap confidence interval of a mean, resampling queries (seeded).
-* :func:`paired_t_test`: two-sided paired t-test on per-query differences.
-* :func:`randomization_test`: two-sided paired randomization (sign-flip) test, seeded, with the +1 correction
-  ``p = (1 + #{|mean diff*| >= |mean diff|}) / (1 + resamples)`` so p is never 0 (Smucker et al., CIKM 2007).
-* :func:`holm`: Holm-Bonferroni step-down adjustment across the metrics compared.
+* :func:`bootstrap_ci` / :func:`bootstrap_intervals`: percentile bootstrap confidence intervals of means (seeded),
+  resampling queries, or whole clusters when ``clusters`` is given (the mean of a resample is its total over its
+  query count: the ratio estimator, since clusters differ in size).
+* :func:`paired_t_test` / :func:`paired_t_tests`: two-sided paired t-tests on per-query differences; with clusters,
+  the cluster-robust variance of the mean and G - 1 degrees of freedom (G clusters).
+* :func:`randomization_test` / :func:`randomization_tests`: two-sided paired randomization (sign-flip) tests, seeded,
+  with the +1 correction ``p = (1 + #{|mean diff*| >= |mean diff|}) / (1 + resamples)`` so p is never 0 (Smucker et
+  al., CIKM 2007). With clusters, each cluster's summed difference flips sign as one.
+* :func:`mean_variance`, :func:`design_effects`: the variance of a mean under clustering, and its ratio to the
+  variance under independence (Kish's design effect), from cluster totals.
+* :func:`holm`: Holm-Bonferroni step-down adjustment across the hypotheses tested together.
+
+``clusters`` is always an integer code per query (0..G-1), or None for "each query is its own cluster"; None and
+all-singleton codes give the same figures, and None takes the plain (fast) path. The ``*s`` forms take a
+(queries x columns) matrix and share one set of resamples across its columns: with one seed every column sees the
+same draws, as separate seeded calls would, at the cost of one draw.
 """
 
 from __future__ import annotations
@@ -15,57 +26,172 @@ import numpy as np
 _BLOCK_CELLS = 4_000_000
 
 
-def _blocks(total: int, n: int):
-    size = max(1, _BLOCK_CELLS // max(n, 1))
+def _blocks(total: int, n: int, cells: int = _BLOCK_CELLS):
+    size = max(1, cells // max(n, 1))
     for start in range(0, total, size):
         yield min(size, total - start)
 
 
-def bootstrap_ci(
-    values: np.ndarray, confidence: float = 0.95, resamples: int = 1000, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``values.mean()``; (nan, nan) for no values."""
+def _columns(values) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
-    n = len(values)
-    if n == 0:
-        return (float("nan"), float("nan"))
+    return values[:, None] if values.ndim == 1 else values
+
+
+def cluster_totals(values: np.ndarray, clusters: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each cluster's sum of ``values`` (clusters x columns) and its query count; the values themselves and ones
+    when ``clusters`` is None."""
+    values = _columns(values)
+    if clusters is None:
+        return values, np.ones(len(values))
+    groups = int(clusters.max()) + 1 if len(clusters) else 0
+    totals = np.zeros((groups, values.shape[1]))
+    np.add.at(totals, clusters, values)
+    return totals, np.bincount(clusters, minlength=groups).astype(np.float64)
+
+
+def _draw_counts(rng: np.random.Generator, size: int, groups: int) -> np.ndarray:
+    """How many times each of ``groups`` units is drawn in each of ``size`` bootstrap resamples (size x groups).
+
+    The draws are ``rng.integers(0, groups, (size, groups))``, the same a gather of resampled indices would use,
+    counted so that a resample's sums become one matrix product."""
+    draws = rng.integers(0, groups, size=(size, groups))
+    draws += (np.arange(size) * groups)[:, None]
+    return np.bincount(draws.ravel(), minlength=size * groups).reshape(size, groups).astype(np.float64)
+
+
+def resampled_means(
+    values: np.ndarray, clusters: np.ndarray | None = None, resamples: int = 1000, seed: int = 0
+) -> np.ndarray:
+    """Bootstrap means (resamples x columns) of each column of ``values``, resampling queries or clusters."""
+    totals, sizes = cluster_totals(values, clusters)
+    groups = len(totals)
     rng = np.random.default_rng(seed)
-    means = np.concatenate([values[rng.integers(0, n, size=(size, n))].mean(axis=1) for size in _blocks(resamples, n)])
+    means = []
+    for size in _blocks(resamples, groups, _BLOCK_CELLS // 2):  # counts, draws: two arrays of a block each
+        counts = _draw_counts(rng, size, groups)
+        means.append((counts @ totals) / (counts @ sizes)[:, None])
+    return np.concatenate(means)
+
+
+def bootstrap_intervals(
+    values: np.ndarray,
+    clusters: np.ndarray | None = None,
+    confidence: float = 0.95,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap intervals of each column's mean; nan for no values."""
+    values = _columns(values)
+    if len(values) == 0:
+        nan = np.full(values.shape[1], np.nan)
+        return nan, nan.copy()
+    means = resampled_means(values, clusters, resamples, seed)
     alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return float(low), float(high)
+    low, high = np.quantile(means, [alpha, 1.0 - alpha], axis=0)
+    return low, high
 
 
-def paired_t_test(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided p-value of the paired t-test of mean(b - a) = 0. Identical inputs give p = 1."""
+def bootstrap_ci(
+    values: np.ndarray,
+    confidence: float = 0.95,
+    resamples: int = 1000,
+    seed: int = 0,
+    clusters: np.ndarray | None = None,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``values.mean()`` (of clusters when given); (nan, nan) for no values."""
+    low, high = bootstrap_intervals(values, clusters, confidence, resamples, seed)
+    return float(low[0]), float(high[0])
+
+
+def mean_variance(values: np.ndarray, clusters: np.ndarray | None = None) -> np.ndarray:
+    """Estimated variance of each column's mean: ``s^2 / n`` for independent queries; with clusters the
+    cluster-robust (linearised ratio) estimator ``G / (G - 1) * sum_g (T_g - n_g * mean)^2 / n^2``, which is
+    ``s^2 / n`` again when every cluster holds one query."""
+    values = _columns(values)
+    n = len(values)
+    if n < 2:
+        return np.zeros(values.shape[1])
+    if clusters is None:
+        return values.var(axis=0, ddof=1) / n
+    totals, sizes = cluster_totals(values, clusters)
+    groups = len(totals)
+    if groups < 2:
+        return np.full(values.shape[1], np.inf)
+    residual = totals - sizes[:, None] * values.mean(axis=0)
+    return groups / (groups - 1) * (residual**2).sum(axis=0) / n**2
+
+
+def design_effects(values: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
+    """Variance of each column's mean under the clustering over its variance were the queries independent (1 for
+    no clustering, and where the values do not vary). The interval widens by about its square root."""
+    values = _columns(values)
+    if clusters is None or len(values) < 2:
+        return np.ones(values.shape[1])
+    independent = mean_variance(values)
+    clustered = mean_variance(values, clusters)
+    out = np.ones(values.shape[1])
+    np.divide(clustered, independent, out=out, where=independent > 0)
+    return out
+
+
+def paired_t_tests(differences: np.ndarray, clusters: np.ndarray | None = None) -> np.ndarray:
+    """Two-sided p-values of mean(difference) = 0 for each column (cluster-robust with G - 1 df under clusters)."""
     from scipy import stats
 
+    differences = _columns(differences)
+    n, columns = differences.shape
+    p = np.ones(columns)
+    if n < 2:
+        return p
+    mean = differences.mean(axis=0)
+    variance = mean_variance(differences, clusters)
+    groups = n if clusters is None else int(clusters.max()) + 1
+    constant = variance <= 1e-30 * np.maximum(1.0, mean**2)
+    p[constant] = np.where(mean[constant] == 0, 1.0, 0.0)
+    varying = ~constant & np.isfinite(variance)
+    if clusters is None and varying.any():  # scipy's own test, so the plain case is exactly the textbook one
+        p[varying] = stats.ttest_1samp(differences[:, varying], 0.0, axis=0).pvalue
+    elif varying.any():
+        t = mean[varying] / np.sqrt(variance[varying])
+        p[varying] = 2.0 * stats.t.sf(np.abs(t), df=groups - 1)
+    return p
+
+
+def paired_t_test(a: np.ndarray, b: np.ndarray, clusters: np.ndarray | None = None) -> float:
+    """Two-sided p-value of the paired t-test of mean(b - a) = 0. Identical inputs give p = 1."""
     diff = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
-    if len(diff) < 2:
-        return 1.0
-    if np.all(diff == diff[0]):
-        return 1.0 if diff[0] == 0 else 0.0
-    return float(stats.ttest_1samp(diff, 0.0).pvalue)
+    return float(paired_t_tests(diff, clusters)[0])
 
 
-def randomization_test(a: np.ndarray, b: np.ndarray, resamples: int = 10_000, seed: int = 0) -> float:
-    """Two-sided paired randomization test: flip the sign of each query's difference at random.
-
-    The observed difference counts as one of the permutations (the +1 correction), so p >= 1 / (resamples + 1).
-    """
-    diff = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
-    n = len(diff)
+def randomization_tests(
+    differences: np.ndarray, clusters: np.ndarray | None = None, resamples: int = 10_000, seed: int = 0
+) -> np.ndarray:
+    """Two-sided paired randomization test of each column: flip the sign of each query's (or cluster's summed)
+    difference at random. The observed difference counts as one of the permutations (the +1 correction), so
+    p >= 1 / (resamples + 1)."""
+    differences = _columns(differences)
+    n = len(differences)
     if n == 0:
-        return 1.0
-    observed = abs(diff.mean())
+        return np.ones(differences.shape[1])
+    totals, _ = cluster_totals(differences, clusters)
+    groups = len(totals)
+    observed = np.abs(totals.sum(axis=0)) / n
+    tolerance = 1e-12 * np.maximum(1.0, observed)
     rng = np.random.default_rng(seed)
-    at_least_as_extreme = 0
-    tolerance = 1e-12 * max(1.0, observed)
-    for size in _blocks(resamples, n):
-        signs = rng.integers(0, 2, size=(size, n), dtype=np.int8) * 2 - 1
-        permuted = np.abs(signs @ diff) / n
-        at_least_as_extreme += int(np.count_nonzero(permuted >= observed - tolerance))
+    at_least_as_extreme = np.zeros(differences.shape[1], dtype=np.int64)
+    for size in _blocks(resamples, groups):
+        signs = rng.integers(0, 2, size=(size, groups), dtype=np.int8) * 2 - 1
+        permuted = np.abs(signs @ totals) / n
+        at_least_as_extreme += np.count_nonzero(permuted >= observed - tolerance, axis=0)
     return (at_least_as_extreme + 1) / (resamples + 1)
+
+
+def randomization_test(
+    a: np.ndarray, b: np.ndarray, resamples: int = 10_000, seed: int = 0, clusters: np.ndarray | None = None
+) -> float:
+    """Two-sided paired randomization test of mean(b - a) = 0 (see :func:`randomization_tests`)."""
+    diff = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    return float(randomization_tests(diff, clusters, resamples, seed)[0])
 
 
 def holm(pvalues: list[float] | np.ndarray) -> np.ndarray:

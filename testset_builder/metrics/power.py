@@ -1,0 +1,80 @@
+"""How big a difference a set can detect, and how many queries a smaller one would need.
+
+Two-sided paired test at level alpha with power 1 - beta, normal approximation:
+
+    MDE = (z_{1 - alpha/2} + z_{1 - beta}) * SE,   SE = sd_diff / sqrt(n_eff),   n_eff = n / design effect
+
+where SE is the standard error of the mean paired difference, cluster-robust when queries are clustered
+(:func:`~.stats.mean_variance`), so clustering shrinks the effective number of queries. To detect a difference
+``d`` instead, the set must grow by ``(MDE / d)^2``: that many times its queries, and its clusters, assuming new
+queries come in clusters like the ones it has.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .stats import mean_variance
+
+RULE_OF_THUMB = "course's rule: 50-100 queries are directional, 500+ detect a 2-3% recall difference"
+
+
+@dataclass(frozen=True)
+class SetSize:
+    """What a set of ``queries`` (in ``clusters``) can detect on one metric."""
+
+    metric: str
+    queries: int
+    clusters: int
+    sd_difference: float  # per-query standard deviation of the paired differences
+    effective_queries: float  # n / design effect
+    min_detectable_difference: float
+    alpha: float
+    power: float
+    detect: float | None = None
+    queries_needed: int | None = None
+    clusters_needed: int | None = None
+    assumption: str = ""
+
+    def as_dict(self) -> dict:
+        """JSON-ready: a figure that cannot be computed (no variation) is None, not NaN."""
+        return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in asdict(self).items()}
+
+
+def z_sum(alpha: float = 0.05, power: float = 0.8) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(1.0 - alpha / 2.0) + norm.ppf(power))
+
+
+def set_size(
+    metric: str,
+    differences: np.ndarray,
+    clusters: np.ndarray | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    detect: float | None = None,
+    variance_factor: float = 1.0,
+    assumption: str = "",
+) -> SetSize:
+    """The minimum detectable difference from per-query paired ``differences`` (and the queries needed to detect
+    ``detect``). ``variance_factor`` scales the variance for a stated assumption (2: two uncorrelated runs each as
+    variable as ``differences``, when ``score`` has one run and no pair)."""
+    differences = np.asarray(differences, dtype=np.float64)
+    n = len(differences)
+    groups = n if clusters is None else int(clusters.max()) + 1 if n else 0
+    variance = float(mean_variance(differences, clusters)[0]) * variance_factor
+    sd = float(differences.std(ddof=1)) * math.sqrt(variance_factor) if n > 1 else 0.0
+    effective = sd**2 / variance if variance > 0 else float(n)
+    # no variation (identical runs on this metric, or too few queries): nothing to base a figure on
+    mde = z_sum(alpha, power) * math.sqrt(variance) if n > 1 and variance > 0 else math.nan
+    needed_queries = needed_clusters = None
+    if detect is not None and detect > 0 and not math.isnan(mde):
+        growth = (mde / detect) ** 2
+        needed_queries, needed_clusters = math.ceil(n * growth), math.ceil(groups * growth)
+    return SetSize(
+        metric, n, groups, sd, effective, mde, alpha, power, detect, needed_queries, needed_clusters, assumption
+    )
