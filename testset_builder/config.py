@@ -253,6 +253,18 @@ class ReleaseConfig(Strict):
     name: str | None = Field(default=None, description="the set's name in the card (default: the workspace's)")
 
 
+class RemapConfig(Strict):
+    """How ``remap`` projects a release's labels onto another chunking of the same corpus."""
+
+    min_coverage: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="a new chunk inherits a label when it covers at least this share of the label's evidence span "
+        "(or of its old chunk's span when no evidence is known)",
+    )
+
+
 class RunConfig(Strict):
     """What ``testset-builder run`` does: chunk the sources, synthesize, propose for the queries, draw pairs for review,
     release when something changed, score the baselines and write the report. Paths are relative to the config."""
@@ -283,6 +295,7 @@ class Config(Strict):
     propose: ProposeConfig = ProposeConfig()
     review: ReviewConfig = ReviewConfig()
     release: ReleaseConfig = ReleaseConfig()
+    remap: RemapConfig = RemapConfig()
     run: RunConfig = RunConfig()
 
     @model_validator(mode="before")

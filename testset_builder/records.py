@@ -100,6 +100,23 @@ class Chunk(Record):
         return self
 
 
+class Span(Record):
+    """A stretch of one version of a document: ``text[start:end]`` of the document ``doc_id`` whose text's sha256
+    is ``doc_sha256`` (None when unknown). What a label is about, so that it can outlive a chunking."""
+
+    doc_id: RecordId
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    doc_sha256: str | None = None
+    text: str | None = None  # the spanned text, when kept (a synthetic question's evidence quote)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Span:
+        if self.end < self.start:
+            raise ValueError(f"span [{self.start}, {self.end}) ends before it starts")
+        return self
+
+
 class QueryOrigin(str, Enum):
     synthetic = "synthetic"
     real = "real"
@@ -146,6 +163,9 @@ class Judgment(Record):
     supersedes: str | None = None
     created_at: datetime = Field(default_factory=utc_now)
     lineage: Lineage | None = None
+    # the evidence inside the chunk that answers the query, in document offsets, when known (a synthetic question's
+    # generator quotes it); the store also records the chunk's own span with every judgment
+    evidence: Span | None = None
 
     @property
     def p_relevant(self) -> float | None:

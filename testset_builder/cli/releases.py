@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from .app import ConfigOption, JsonOption, VersionArgument, WorkspaceOption, app, open_workspace_for, out, settings
 
@@ -286,3 +287,89 @@ def import_set(
     )
     if released:
         out.print(f"released {released.version} -> {released.path}", highlight=False)
+
+
+@app.command()
+def remap(
+    release: Annotated[
+        str,
+        typer.Option(
+            "--release",
+            help="The release to project: WORKSPACE@VERSION (VERSION may be latest) or a release directory.",
+            show_default=False,
+        ),
+    ],
+    to_workspace: Annotated[
+        Path,
+        typer.Option(
+            "--to-workspace",
+            help="The workspace holding the same documents chunked another way (chunk them there first).",
+            show_default=False,
+        ),
+    ],
+    version: Annotated[
+        str,
+        typer.Option("--version", "-v", help="The new release of --to-workspace (semantic, new).", show_default=False),
+    ],
+    min_coverage: Annotated[
+        float | None,
+        typer.Option(
+            "--min-coverage",
+            min=0.0,
+            max=1.0,
+            help="A new chunk inherits a label when it covers at least this share of the label's evidence span, or "
+            "of its old chunk's span when there is no evidence. Config: remap.min_coverage.",
+            show_default=False,
+        ),
+    ] = None,
+    config: ConfigOption = None,
+    notes: Annotated[str, typer.Option("--notes", help="Release notes, kept in the manifest.")] = "",
+    json_output: JsonOption = False,
+) -> None:
+    """Project a release's labels onto another chunking of the same corpus, as a new release of that workspace.
+
+    Each label is anchored to a span of its document: the evidence the question was written from when the release
+    has it (meta/evidence.jsonl), else its chunk's span (meta/chunks.jsonl). A chunk of --to-workspace inherits the
+    label when it covers at least --min-coverage of that span (default 0.5). Where a document's text changed, the
+    labelled text is looked for in the new text (verbatim, then whitespace-normalised), else the label is lost.
+    Every label ends one-to-one, split (several new chunks inherit it), merged (its new chunk inherits other labels
+    of the query too: the grade is the max) or lost, each counted and listed (all of them with --json and in the new
+    release's meta/remap.jsonl). Lost labels do not fail the command.
+
+    --to-workspace keeps the remapped labels as judgments with their origin (a human label becomes a human verdict
+    of reviewer remap:WORKSPACE@VERSION, a synthetic source label stays one, an unverified LLM label stays an
+    unverified proposal) and the queries under their own ids, so a later `release` there keeps them. The new
+    release is that workspace's release (its own judgments included); its manifest's remap section names the parent
+    (workspace name, version, content sha256) and the policy. Releases written before meta/ cannot be remapped.
+
+    Example: `testset-builder remap --release testset@1.0.0 --to-workspace testset-512 --version 1.0.0`.
+    """
+    from ..stages.release.remap import RemapPolicy, remap_release
+    from .app import release_from
+
+    resolved = settings(config, to_workspace, remap__min_coverage=min_coverage)
+    loaded, _ = release_from(release)
+    with open_workspace_for(resolved) as ws:
+        summary = remap_release(
+            loaded, ws, version, RemapPolicy(resolved.remap.min_coverage), resolved.release, notes=notes
+        )
+    if json_output:
+        print(json.dumps(summary.as_dict(), indent=2))
+        return
+    counts, parent = summary.counts, summary.parent
+    out.print(
+        f"remapped {parent['workspace'] or parent['name']}@{parent['version']} -> {summary.path}: "
+        f"{counts['labels']} labels: {counts['one_to_one']} one-to-one, {counts['split']} split, "
+        f"{counts['merged']} merged, {counts['lost']} lost ({counts['lost_relevant']} of them relevant); "
+        f"{counts['relocated']} relocated in changed documents; {counts['new_labels']} labels on new chunks "
+        f"({counts['new_labels_merged']} merged) for {counts['queries']} queries ({counts['queries_lost']} lost)",
+        highlight=False,
+    )
+    for row in summary.lost[:20]:
+        out.print(
+            f"  [yellow]lost[/] {escape(row['query_id'])} {escape(row['chunk_id'])} (grade {row['grade']}): "
+            f"{escape(row['reason'])}",
+            highlight=False,
+        )
+    if len(summary.lost) > 20:
+        out.print(f"  ... and {len(summary.lost) - 20} more: see meta/remap.jsonl or --json", highlight=False)

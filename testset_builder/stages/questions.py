@@ -1,6 +1,8 @@
 """Cleaning and checking generated questions: pure functions, each filter switchable by the caller.
 
 - :func:`clean` takes the first line of an answer without quotes, numbering or a "Query:" prefix.
+- :func:`split_evidence` takes the "Evidence:" quote out of a chat generator's answer (the query, then a verbatim
+  quote from the passage that answers it).
 - :func:`validation_problem` says why a question is unusable: empty, too short or long, not a question (for the
   question styles), or a copy of its source passage.
 - :class:`NearDuplicates` finds a question whose content words overlap an earlier one's by Jaccard >= 0.8.
@@ -94,6 +96,24 @@ def clean(answer: str) -> str:
     )
     line = line.strip().strip("\"“”'`").strip()
     return " ".join(line.split())
+
+
+_EVIDENCE = re.compile(r"(?:^|\s)evidence\s*:\s*(.*)", re.I | re.S)
+_QUOTES = "\"“”'`«»"
+
+
+def split_evidence(answer: str) -> tuple[str, str | None]:
+    """(the answer without its evidence, the evidence quote or None). The quote follows an ``Evidence:`` label, on
+    its own line or after the query on the same one; surrounding quotes and ellipses are dropped, and only its
+    first line is kept."""
+    match = _EVIDENCE.search(answer)
+    if not match:
+        return answer, None
+    lines = [line for line in match.group(1).splitlines() if line.strip()]
+    quote = lines[0].strip() if lines else ""
+    for _ in range(2):  # "“...text...”" has both an ellipsis and quotes, in either order
+        quote = quote.strip(_QUOTES).strip().removeprefix("...").removesuffix("...").strip("… ").strip()
+    return answer[: match.start()], quote or None
 
 
 def words(text: str) -> list[str]:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ..records import Chunk
+from .rows import CURRENT_DOCUMENT_SHA
 from .workspace import utc_timestamp
 
 
@@ -36,16 +37,18 @@ def put_document_chunks(
     db: sqlite3.Connection, doc_id: str, chunks: Sequence[Chunk], config_sha256: str
 ) -> tuple[int, int]:
     """Make ``chunks`` the live chunks of ``doc_id``: new ones are added (a chunk id seen before comes back to
-    life), the document's other live chunks are marked removed. Returns (added, marked removed)."""
+    life, its span and text version those of the document's current text), the document's other live chunks are
+    marked removed. Store the document first. Returns (added, marked removed)."""
     now = utc_timestamp()
     before = db.total_changes
     db.executemany(
-        'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at, config_sha256) '
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(chunk_id) DO UPDATE SET removed_at = NULL, "
-        'config_sha256 = excluded.config_sha256, start = excluded.start, "end" = excluded."end", '
-        "metadata = excluded.metadata",
-        [(c.chunk_id, c.doc_id, c.text, c.start, c.end, json.dumps(c.metadata, sort_keys=True), now, config_sha256)
-         for c in chunks],
+        'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at, config_sha256, doc_sha256) '
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {CURRENT_DOCUMENT_SHA}) "
+        "ON CONFLICT(chunk_id) DO UPDATE SET removed_at = NULL, config_sha256 = excluded.config_sha256, "
+        'start = excluded.start, "end" = excluded."end", '
+        "metadata = excluded.metadata, doc_sha256 = excluded.doc_sha256",
+        [(c.chunk_id, c.doc_id, c.text, c.start, c.end, json.dumps(c.metadata, sort_keys=True), now, config_sha256,
+          c.doc_id) for c in chunks],
     )  # fmt: skip
     added = db.total_changes - before
     live = [c.chunk_id for c in chunks]
@@ -84,14 +87,48 @@ def duplicate_counts(db: sqlite3.Connection) -> tuple[int, int]:
     return tuple(db.execute("SELECT COUNT(DISTINCT group_id), COUNT(*) FROM chunk_duplicates").fetchone())
 
 
-def iter_release_corpus(db: sqlite3.Connection) -> Iterator[tuple[str, str, str, bool, str, int, int]]:
-    """(chunk_id, document title, chunk text, removed, doc_id, start, end) of every chunk ever stored, by id."""
+def iter_release_corpus(db: sqlite3.Connection) -> Iterator[tuple[str, str, str, bool, str, int, int, str | None]]:
+    """(chunk_id, document title, chunk text, removed, doc_id, start, end, doc_sha256) of every chunk ever stored,
+    by id; ``doc_sha256`` names the document text the span refers to (None: unknown, a chunk stored before
+    versions were kept whose span no longer held)."""
     sql = (
-        'SELECT c.chunk_id, d.title, c.text, c.removed_at, c.doc_id, c.start, c."end" FROM chunks c '
+        'SELECT c.chunk_id, d.title, c.text, c.removed_at, c.doc_id, c.start, c."end", c.doc_sha256 FROM chunks c '
         "JOIN documents d USING (doc_id) ORDER BY c.chunk_id"
     )
-    for chunk_id, title, text, removed, doc_id, start, end in db.execute(sql):
-        yield chunk_id, title, text, removed is not None, doc_id, start, end
+    for chunk_id, title, text, removed, doc_id, start, end, doc_sha in db.execute(sql):
+        yield chunk_id, title, text, removed is not None, doc_id, start, end, doc_sha
+
+
+def live_document(db: sqlite3.Connection, doc_id: str) -> tuple[str, str] | None:
+    """(current text, its sha256) of a live document; None when the workspace lacks it or it was removed."""
+    row = db.execute(
+        "SELECT text, content_sha256 FROM documents WHERE doc_id = ? AND removed_at IS NULL", (doc_id,)
+    ).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def document_text(db: sqlite3.Connection, doc_id: str, content_sha256: str) -> str | None:
+    """The text document ``doc_id`` had when its text hashed to ``content_sha256``: its current text or one it
+    replaced; None when the workspace never held that version."""
+    row = db.execute(
+        "SELECT text FROM documents WHERE doc_id = ? AND content_sha256 = ? UNION ALL "
+        "SELECT text FROM document_versions WHERE doc_id = ? AND content_sha256 = ? LIMIT 1",
+        (doc_id, content_sha256, doc_id, content_sha256),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def document_versions(db: sqlite3.Connection, doc_id: str) -> list[str]:
+    """The sha256 of every text document ``doc_id`` has had that the workspace kept, the current one last."""
+    replaced = [
+        row[0]
+        for row in db.execute(
+            "SELECT content_sha256 FROM document_versions WHERE doc_id = ? ORDER BY replaced_at, content_sha256",
+            (doc_id,),
+        )
+    ]
+    current = db.execute("SELECT content_sha256 FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+    return [sha for sha in replaced if not current or sha != current[0]] + ([current[0]] if current else [])
 
 
 def chunker_configs(db: sqlite3.Connection) -> list[str]:

@@ -373,6 +373,64 @@ def m010_draws_by_pair(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(11)
+def m011_spans_and_document_versions(db: sqlite3.Connection) -> None:
+    """Labels anchored to spans of a known document text, so they can outlive a chunking:
+
+    - ``document_versions``: every text a document had before it changed (a trigger copies the old text whenever a
+      document's text is replaced), so a span taken from an older text keeps its referent; the current text stays
+      in ``documents``. Texts replaced before this migration are gone and cannot be recovered.
+    - ``chunks.doc_sha256``: the document text (by sha256) a chunk's span refers to; existing chunks get the
+      current text's when their span still holds in it, else NULL (unknown).
+    - ``judgment_spans``: for each judgment, the span it is about (its chunk's document, text version, start and
+      end when it was made) and, when known, the evidence inside it (document offsets and the quoted text).
+      Append-only like the judgments; existing judgments get their chunk's span."""
+    run_script(
+        db,
+        """
+        CREATE TABLE document_versions (
+            doc_id TEXT NOT NULL REFERENCES documents(doc_id),
+            content_sha256 TEXT NOT NULL,
+            text TEXT NOT NULL,
+            title TEXT NOT NULL DEFAULT '',
+            replaced_at TEXT NOT NULL,
+            PRIMARY KEY (doc_id, content_sha256)
+        );
+        CREATE TRIGGER documents_keep_replaced_text BEFORE UPDATE OF text ON documents
+            WHEN old.content_sha256 IS NOT new.content_sha256
+            BEGIN
+                INSERT OR IGNORE INTO document_versions (doc_id, content_sha256, text, title, replaced_at)
+                VALUES (old.doc_id, old.content_sha256, old.text, old.title, strftime('%Y-%m-%dT%H:%M:%f+00:00'));
+            END;
+        ALTER TABLE chunks ADD COLUMN doc_sha256 TEXT;
+        UPDATE chunks SET doc_sha256 = (
+            SELECT d.content_sha256 FROM documents d
+            WHERE d.doc_id = chunks.doc_id
+                AND substr(d.text, chunks.start + 1, chunks."end" - chunks.start) = chunks.text
+        );
+        CREATE TABLE judgment_spans (
+            judgment_id TEXT PRIMARY KEY REFERENCES judgments(judgment_id),
+            doc_id TEXT NOT NULL,
+            doc_sha256 TEXT,
+            start INTEGER NOT NULL CHECK (start >= 0),
+            "end" INTEGER NOT NULL CHECK ("end" >= start),
+            evidence_start INTEGER,
+            evidence_end INTEGER,
+            evidence_text TEXT,
+            CHECK ((evidence_start IS NULL) = (evidence_end IS NULL)),
+            CHECK (evidence_end IS NULL OR evidence_end >= evidence_start)
+        );
+        INSERT INTO judgment_spans (judgment_id, doc_id, doc_sha256, start, "end")
+            SELECT j.judgment_id, c.doc_id, c.doc_sha256, c.start, c."end"
+            FROM judgments j JOIN chunks c USING (chunk_id);
+        CREATE TRIGGER judgment_spans_no_update BEFORE UPDATE ON judgment_spans
+            BEGIN SELECT RAISE(ABORT, 'judgment spans are append-only, as judgments are'); END;
+        CREATE TRIGGER judgment_spans_no_delete BEFORE DELETE ON judgment_spans
+            BEGIN SELECT RAISE(ABORT, 'judgment spans are append-only, as judgments are'); END;
+        """,
+    )
+
+
 def pair_item_id(query_id: str, chunk_id: str) -> str:
     """The review item of a (query, chunk) pair: derived from the pair, so queueing it twice is one item."""
     return "p-" + hashlib.sha256(f"{query_id}\x00{chunk_id}".encode()).hexdigest()[:20]

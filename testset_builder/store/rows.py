@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 
 from ..corpus.dedup import normalise
 from ..errors import InputError, UnknownIdError
-from ..records import Chunk, Document, Judgment, Lineage, Query, passage_text
+from ..records import Chunk, Document, Judgment, Lineage, Query, Span, passage_text
 from .workspace import utc_timestamp
 
 
@@ -26,7 +26,8 @@ def content_sha256(text: str) -> str:
 
 
 def put_documents(db: sqlite3.Connection, documents: Iterable[Document]) -> int:
-    """Insert documents, or update those whose id exists (a changed document is a new version of it)."""
+    """Insert documents, or update those whose id exists (a changed document is a new version of it: the text it
+    replaces is kept in ``document_versions`` by a trigger, so spans taken from it keep their referent)."""
     rows = [
         (d.doc_id, d.text, d.title, _json(d.metadata), d.source, content_sha256(d.text), utc_timestamp())
         for d in documents
@@ -54,13 +55,21 @@ def get_document(db: sqlite3.Connection, doc_id: str) -> Document:
     )
 
 
+CURRENT_DOCUMENT_SHA = "(SELECT content_sha256 FROM documents WHERE doc_id = ?)"
+"""SQL for the sha256 of a document's current text: a chunk's span refers to the text its document had when the
+chunk was cut (store the document first, in the same transaction)."""
+
+
 def put_chunks(db: sqlite3.Connection, chunks: Iterable[Chunk]) -> int:
-    """Insert chunks; a chunk id already present is kept as is (ids are derived from content)."""
-    rows = [(c.chunk_id, c.doc_id, c.text, c.start, c.end, _json(c.metadata), utc_timestamp()) for c in chunks]
+    """Insert chunks; a chunk id already present is kept as is (ids are derived from content). Each records the
+    version (sha256) of its document's text that its span refers to."""
+    rows = [
+        (c.chunk_id, c.doc_id, c.text, c.start, c.end, _json(c.metadata), utc_timestamp(), c.doc_id) for c in chunks
+    ]
     before = db.total_changes
     db.executemany(
-        'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) '
-        "ON CONFLICT(chunk_id) DO NOTHING",
+        'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at, doc_sha256) '
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, {CURRENT_DOCUMENT_SHA}) ON CONFLICT(chunk_id) DO NOTHING",
         rows,
     )
     return db.total_changes - before
@@ -132,6 +141,7 @@ def get_query(db: sqlite3.Connection, query_id: str) -> Query:
 def add_judgments(db: sqlite3.Connection, judgments: Iterable[Judgment]) -> int:
     """Append judgments; returns how many were new. They are never updated or deleted (the schema's triggers refuse
     both). Ids derive from content, so a judgment already stored is the same judgment and is not added twice."""
+    judgments = list(judgments)
     rows = [
         (
             j.judgment_id,
@@ -152,9 +162,32 @@ def add_judgments(db: sqlite3.Connection, judgments: Iterable[Judgment]) -> int:
     ]
     before = db.total_changes
     db.executemany(
-        "INSERT INTO judgments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(judgment_id) DO NOTHING", rows
+        "INSERT INTO judgments (judgment_id, query_id, chunk_id, grade, source, confidence, grade_probs, rationale, "
+        "reviewer, status, supersedes, lineage, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(judgment_id) DO NOTHING",
+        rows,
     )
-    return db.total_changes - before
+    added = db.total_changes - before
+    _add_judgment_spans(db, judgments)
+    return added
+
+
+def _add_judgment_spans(db: sqlite3.Connection, judgments: list[Judgment]) -> None:
+    """Each judgment's span: its chunk's document, text version and offsets now, and its evidence when known."""
+    rows = [
+        (
+            j.judgment_id,
+            *((j.evidence.start, j.evidence.end, j.evidence.text) if j.evidence else (None, None, None)),
+            j.chunk_id,
+        )
+        for j in judgments
+    ]
+    db.executemany(
+        'INSERT INTO judgment_spans (judgment_id, doc_id, doc_sha256, start, "end", evidence_start, evidence_end, '
+        'evidence_text) SELECT ?, c.doc_id, c.doc_sha256, c.start, c."end", ?, ?, ? FROM chunks c WHERE c.chunk_id = ? '
+        "ON CONFLICT(judgment_id) DO NOTHING",
+        rows,
+    )
 
 
 def _judgments(cursor: Iterable[sqlite3.Row]) -> Iterator[Judgment]:
@@ -174,14 +207,33 @@ def _judgments(cursor: Iterable[sqlite3.Row]) -> Iterator[Judgment]:
             supersedes=row["supersedes"],
             created_at=row["created_at"],
             lineage=_lineage(row["lineage"]),
+            evidence=_evidence(row),
         )
 
 
+def _evidence(row: sqlite3.Row) -> Span | None:
+    if row["evidence_start"] is None:
+        return None
+    return Span(
+        doc_id=row["span_doc_id"],
+        start=row["evidence_start"],
+        end=row["evidence_end"],
+        doc_sha256=row["span_doc_sha256"],
+        text=row["evidence_text"],
+    )
+
+
+JUDGMENTS_WITH_EVIDENCE = (
+    "SELECT j.*, s.doc_id AS span_doc_id, s.doc_sha256 AS span_doc_sha256, s.evidence_start, s.evidence_end, "
+    "s.evidence_text FROM judgments j LEFT JOIN judgment_spans s USING (judgment_id)"
+)
+
+
 def iter_judgments(db: sqlite3.Connection, query_id: str | None = None) -> Iterator[Judgment]:
-    sql, args = "SELECT * FROM judgments", ()
+    sql, args = JUDGMENTS_WITH_EVIDENCE, ()
     if query_id is not None:
-        sql, args = sql + " WHERE query_id = ?", (query_id,)
-    yield from _judgments(db.execute(sql + " ORDER BY created_at, judgment_id", args))
+        sql, args = sql + " WHERE j.query_id = ?", (query_id,)
+    yield from _judgments(db.execute(sql + " ORDER BY j.created_at, j.judgment_id", args))
 
 
 def _existing(db: sqlite3.Connection, table: str, column: str, ids: Iterable[str]) -> set[str]:
@@ -224,7 +276,9 @@ def iter_judgments_by_id(db: sqlite3.Connection, judgment_ids: Iterable[str]) ->
         part = ids[start : start + 500]
         yield from _judgments(
             db.execute(
-                f"SELECT * FROM judgments WHERE judgment_id IN ({','.join('?' * len(part))}) ORDER BY judgment_id", part
+                f"{JUDGMENTS_WITH_EVIDENCE} WHERE j.judgment_id IN ({','.join('?' * len(part))}) "
+                "ORDER BY j.judgment_id",
+                part,
             )
         )
 

@@ -5,7 +5,7 @@ compare and export releases (:mod:`.reader`)."""
 from ..policy import ORIGINS, ReleasePolicy, ResolvedQrel, describe, resolve
 from .reader import EXPORT_FORMATS, LoadedRelease, ReleaseDiff, diff_releases, export, load_release
 from .versions import SEMVER, existing_versions, next_version, parse_version, release_dir
-from .writer import ReleaseContent, ReleaseSummary, gather, lineage, release_if_changed, write_release
+from .writer import ReleaseContent, ReleaseSummary, RemapOrigin, gather, lineage, release_if_changed, write_release
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -16,6 +16,7 @@ __all__ = [
     "ReleaseDiff",
     "ReleasePolicy",
     "ReleaseSummary",
+    "RemapOrigin",
     "ResolvedQrel",
     "describe",
     "diff_releases",

@@ -9,11 +9,12 @@ from pathlib import Path
 
 from ...errors import InputError
 from ...export.beir import read_beir_corpus, read_beir_qrels, read_beir_queries
+from ...export.hf import hf_files
 from ...export.jsonl import write_jsonl_qrels
 from ...export.trec import write_trec_topics
 from ...tables import Qrels
 from .estimated import ESTIMATES_FILE, read_estimates
-from .writer import CHUNKS_META, QUERIES_META, sha256_file
+from .writer import CHUNKS_META, EVIDENCE_META, QUERIES_META, REMAP_META, sha256_file
 
 EXPORT_FORMATS = ("hf", "beir", "trec", "jsonl")
 
@@ -26,8 +27,17 @@ class LoadedRelease:
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]
     estimates: list[dict] = field(default_factory=list)  # estimates.jsonl's rows (.estimated), when it carries them
-    chunk_spans: dict[str, dict] = field(default_factory=dict)  # chunk id -> {doc_id, start, end} (meta/chunks.jsonl)
+    # chunk id -> {doc_id, start, end, doc_sha256} (meta/chunks.jsonl; doc_sha256 from releases of issue 16 on)
+    chunk_spans: dict[str, dict] = field(default_factory=dict)
     query_meta: dict[str, dict] = field(default_factory=dict)  # query id -> {origin, style, source_chunk_id}
+    evidence: dict[tuple[str, str], dict] = field(default_factory=dict)  # (query, chunk) -> {start, end, text}
+    remap_outcomes: list[dict] = field(default_factory=list)  # a remapped release's meta/remap.jsonl
+
+    @property
+    def has_spans(self) -> bool:
+        """Whether the release says where its chunks lie in their documents (meta/chunks.jsonl): releases written
+        before it do not, and cannot be remapped."""
+        return bool(self.chunk_spans)
 
     @property
     def version(self) -> str:
@@ -77,18 +87,39 @@ def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
         estimates,
         _by_id(path, CHUNKS_META, files),
         _by_id(path, QUERIES_META, files),
+        {(row.pop("query_id"), row.pop("chunk_id")): row for row in _rows(path, EVIDENCE_META, files, "query_id")},
+        _rows(path, REMAP_META, files, "query_id"),
     )
+
+
+def qrel_origins(release: LoadedRelease) -> dict[tuple[str, str], str]:
+    """(query, chunk) -> the origin of each qrel (human, synthetic-source, llm-unverified), from ``hf/judgments``;
+    empty when the release has no such file."""
+    import pyarrow.parquet as pq
+
+    name = hf_files(release.manifest.get("content_sha256") or "")["judgments"][1]
+    if name not in release.manifest["files"]:
+        return {}
+    table = pq.read_table(release.path / name, columns=["query-id", "corpus-id", "origin"]).to_pydict()
+    return dict(zip(zip(table["query-id"], table["corpus-id"]), table["origin"]))
 
 
 def _by_id(path: Path, relative: str, files: dict) -> dict[str, dict]:
     """A meta/ file's rows by ``_id`` (empty for a release written before it had one)."""
+    return {row.pop("_id"): row for row in _rows(path, relative, files, "_id")}
+
+
+def _rows(path: Path, relative: str, files: dict, key: str) -> list[dict]:
+    """A meta/ file's rows, each an object with ``key`` (empty for a release written without the file)."""
     if relative not in files:
-        return {}
+        return []
     try:
         rows = [json.loads(line) for line in (path / relative).read_text(encoding="utf-8").splitlines() if line]
-        return {row.pop("_id"): row for row in rows}
-    except (ValueError, KeyError, AttributeError):
-        raise InputError(f"{relative} is not JSON lines with an _id on each", path=path) from None
+    except ValueError:
+        rows = None
+    if rows is None or not all(isinstance(row, dict) and key in row for row in rows):
+        raise InputError(f"{relative} is not JSON lines with {key} on each", path=path)
+    return rows
 
 
 @dataclass

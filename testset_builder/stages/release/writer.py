@@ -1,10 +1,12 @@
 """Writing a release: gather what the policy releases from the workspace, and write ``releases/<version>/``.
 
 It holds ``hf/`` (the MTEB retrieval layout: configs ``corpus``, ``queries``, ``default`` = qrels, plus
-``judgments`` with each qrel's origin), ``beir/``, ``qrels.trec``, ``meta/`` (each chunk's document span and
-each query's origin and source, what ``remap`` and clustered intervals read), ``manifest.json`` and the dataset
-card ``README.md``. Everything but the manifest's ``created_at`` is a function of the workspace's content, so two
-releases of the same state are byte-identical and share a content hash. The directory is written under a
+``judgments`` with each qrel's origin), ``beir/``, ``qrels.trec``, ``meta/`` (each chunk's document span and the
+sha256 of the document text it refers to, each query's origin and source, each qrel's evidence span when the
+generator quoted one, and for a remapped release what became of each of its parent's labels: what ``remap`` and
+clustered intervals read), ``manifest.json`` and the dataset card ``README.md``. Everything but the manifest's
+``created_at`` is a function of the workspace's content, so two releases of the same state are byte-identical and
+share a content hash. The directory is written under a
 temporary name and renamed into place: a crash never leaves half a release. A version, once written, is never
 overwritten. Nothing written names a path of this machine.
 """
@@ -27,6 +29,7 @@ from ...export.beir import beir_corpus_text, beir_qrels_text, beir_queries_text
 from ...export.hf import dataset_card, write_hf
 from ...export.trec import write_trec_qrels
 from ...records import Judgment, Query
+from ...spans import locate
 from ...store import corpus as stored_corpus
 from ...store import draws as draw_store
 from ...store import estimates as estimate_store
@@ -38,8 +41,10 @@ from ..policy import ORIGINS, ResolvedQrel, agreement, describe, resolve
 from .estimated import ESTIMATES_FILE, estimate_counts, estimated_pairs, estimates_text
 from .versions import existing_versions, parse_version
 
-CHUNKS_META = "meta/chunks.jsonl"  # {_id, doc_id, start, end}: where each chunk lies in its document
+CHUNKS_META = "meta/chunks.jsonl"  # {_id, doc_id, start, end, doc_sha256}: where each chunk lies in which text
 QUERIES_META = "meta/queries.jsonl"  # {_id, origin, style, source_chunk_id}
+EVIDENCE_META = "meta/evidence.jsonl"  # {query_id, chunk_id, start, end, text}: a qrel's evidence, document offsets
+REMAP_META = "meta/remap.jsonl"  # a remapped release: each parent label's outcome (see stages/release/remap.py)
 
 
 @dataclass
@@ -49,7 +54,8 @@ class ReleaseContent:
     qrels: list[ResolvedQrel]
     query_records: dict[str, Query] = field(default_factory=dict)  # the released queries, with origin and lineage
     estimates: list[dict] = field(default_factory=list)  # the rows of estimates.jsonl (.estimated), when carried
-    chunk_spans: list[dict] = field(default_factory=list)  # {_id, doc_id, start, end}, sorted by id
+    chunk_spans: list[dict] = field(default_factory=list)  # {_id, doc_id, start, end, doc_sha256}, sorted by id
+    evidence: list[dict] = field(default_factory=list)  # {query_id, chunk_id, start, end, text}, sorted by pair
 
     def qrels_table(self) -> Qrels:
         return Qrels.from_dict(as_dict(self.qrels))
@@ -66,6 +72,8 @@ class ReleaseContent:
         if self.chunk_spans:
             files[CHUNKS_META] = json_lines(self.chunk_spans).encode("utf-8")
             files[QUERIES_META] = json_lines(query_meta(self.query_records)).encode("utf-8")
+        if self.evidence:
+            files[EVIDENCE_META] = json_lines(self.evidence).encode("utf-8")
         return files
 
     def content_sha256(self) -> str:
@@ -117,9 +125,10 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
     released = [row for row in stored_corpus.iter_release_corpus(db) if not row[3] or row[0] in named]
     corpus = [{"_id": chunk_id, "title": title, "text": text} for chunk_id, title, text, *_ in released]
     spans = [
-        {"_id": chunk_id, "doc_id": doc_id, "start": start, "end": end}
-        for chunk_id, _, _, _, doc_id, start, end in released
+        {"_id": chunk_id, "doc_id": doc_id, "start": start, "end": end, **({"doc_sha256": sha} if sha else {})}
+        for chunk_id, _, _, _, doc_id, start, end, sha in released
     ]
+    evidence = qrel_evidence(qrels, judgments, {row[0]: row for row in released})
     estimated = []
     if policy.estimates:
         live = {d["_id"] for d in corpus}
@@ -133,7 +142,58 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
     query_ids = sorted({q.query_id for q in qrels} | {row["query-id"] for row in estimated})
     records = {query_id: rows.get_query(db, query_id) for query_id in query_ids}
     queries = [{"_id": query.query_id, "text": query.text} for query in records.values()]
-    return ReleaseContent(corpus, queries, qrels, records, estimated, spans), judgments
+    return ReleaseContent(corpus, queries, qrels, records, estimated, spans, evidence), judgments
+
+
+def qrel_evidence(qrels: list[ResolvedQrel], judgments: list[Judgment], chunks: dict[str, tuple]) -> list[dict]:
+    """Each released qrel's evidence span (from the latest of its pair's judgments that has one), in the document
+    offsets of the released chunk: kept as recorded when it lies inside the chunk's span of the same document
+    text, else looked for again inside the chunk's text (the chunk may have been revived in a changed text); a
+    quote the chunk no longer holds is left out."""
+    latest: dict[tuple[str, str], Judgment] = {}
+    for judgment in judgments:  # in (created_at, id) order: the last one wins
+        if judgment.evidence is not None:
+            latest[(judgment.query_id, judgment.chunk_id)] = judgment
+    rows = []
+    for qrel in qrels:
+        judgment = latest.get((qrel.query_id, qrel.chunk_id))
+        if judgment is None:
+            continue
+        _, _, text, _, _, start, end, sha = chunks[qrel.chunk_id]
+        span = judgment.evidence
+        quote = span.text if span.text is not None else None
+        holds = span.doc_sha256 == sha and start <= span.start <= span.end <= end
+        if holds and (quote is None or text[span.start - start : span.end - start] == quote):
+            found = (span.start - start, span.end - start)
+        else:
+            found = locate(quote, text) if quote else None
+        if found is not None:
+            rows.append(
+                {
+                    "query_id": qrel.query_id,
+                    "chunk_id": qrel.chunk_id,
+                    "start": start + found[0],
+                    "end": start + found[1],
+                    "text": text[found[0] : found[1]],
+                }
+            )
+    return rows
+
+
+@dataclass
+class RemapOrigin:
+    """What a remapped release records of where its labels came from: the parent release (workspace name,
+    version, content sha256; never a path), the remap policy, the counts, and each parent label's outcome
+    (written to ``meta/remap.jsonl``; hashed in the manifest, outside the content hash, so a later release of the
+    same labels compares equal)."""
+
+    parent: dict
+    policy: dict
+    counts: dict
+    outcomes: list[dict]
+
+    def manifest_entry(self) -> dict:
+        return {"parent": self.parent, "policy": self.policy, "counts": self.counts, "outcomes": REMAP_META}
 
 
 @dataclass
@@ -201,12 +261,14 @@ def write_release(
     *,
     notes: str = "",
     parent: str | None = None,
+    remapped: RemapOrigin | None = None,
 ) -> ReleaseSummary:
     """Write ``releases/<version>/`` and record it; refuses a version that exists (releases are immutable). The
-    dataset card's name and license come from the policy (the config's ``release:`` section)."""
+    dataset card's name and license come from the policy (the config's ``release:`` section); ``remapped`` says
+    which release the labels were projected from (``remap``)."""
     policy = policy or ReleaseConfig()
     with workspace.exclusive("release"):
-        return _write_release(workspace, version, policy, notes, parent)
+        return _write_release(workspace, version, policy, notes, parent, remapped)
 
 
 def release_if_changed(
@@ -227,7 +289,12 @@ def release_if_changed(
 
 
 def _write_release(
-    workspace: Workspace, version: str, policy: ReleaseConfig, notes: str, parent: str | None
+    workspace: Workspace,
+    version: str,
+    policy: ReleaseConfig,
+    notes: str,
+    parent: str | None,
+    remapped: RemapOrigin | None = None,
 ) -> ReleaseSummary:
     key = parse_version(version)
     target = workspace.releases_dir / version
@@ -257,10 +324,15 @@ def _write_release(
         for relative, data in content.canonical_bytes().items():
             (partial / relative).parent.mkdir(parents=True, exist_ok=True)
             (partial / relative).write_bytes(data)
+        if remapped is not None:
+            (partial / REMAP_META).parent.mkdir(parents=True, exist_ok=True)
+            (partial / REMAP_META).write_bytes(json_lines(remapped.outcomes).encode("utf-8"))
         write_hf(partial, content.corpus, content.queries, content.qrels, content_sha)
         write_trec_qrels(content.qrels_table(), partial / "qrels.trec")
         files = {str(p.relative_to(partial)): sha256_file(p) for p in sorted(partial.rglob("*")) if p.is_file()}
         manifest = _manifest(workspace, version, parent, same_as_parent, content, judgments, files, policy, notes)
+        if remapped is not None:
+            manifest["remap"] = remapped.manifest_entry()
         (partial / "manifest.json").write_text(
             json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )

@@ -26,6 +26,7 @@ class Slot:
     sources: tuple[SourceChunk, ...]
     seed: int
     text: str = ""
+    evidence: str | None = None  # the verbatim quote a chat generator gives with its question, when it gives one
     completion: Completion | None = None
     problem: str | None = None
 
@@ -42,6 +43,11 @@ class Generator:
     def __init__(self, role: Role, temperature: float, prompts: PromptLibrary | None = None) -> None:
         self.role, self.temperature = role, temperature
         self.prompts = prompts or PromptLibrary()
+
+    def asks_for_evidence(self, style: str) -> bool:
+        """Whether the answer carries an evidence quote after the question: the chat prompt asks for one; the
+        base-model completion prompts do not (a one-line continuation)."""
+        return self.prompt(style).kind == "chat"
 
     def prompt(self, style: str) -> Prompt:
         return self.prompts.load(CHAT_PROMPT if self.role.prompt_style == "chat" else f"synthesize/completion-{style}")

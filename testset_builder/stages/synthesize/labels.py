@@ -1,12 +1,18 @@
 """Storing accepted questions with their labels: each source chunk grade 2 (``synthetic-source``, final), and each
-live duplicate twin of a source too (an exact or near copy answers the question as well)."""
+live duplicate twin of a source too (an exact or near copy answers the question as well).
+
+When the generator quoted its evidence (the chat prompt asks for a verbatim quote), the quote is looked for in the
+source chunk's text (verbatim, then with whitespace runs as one space) and the source label records where it lies
+in the document: what ``remap`` projects onto another chunking. A quote found in no source is not evidence; the
+label then stands on the chunk's own span."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 
-from ...records import Judgment, JudgmentSource, JudgmentStatus, Query
+from ...records import Chunk, Judgment, JudgmentSource, JudgmentStatus, Query, Span
+from ...spans import locate
 from ...store import rows
 from ...store.workspace import Workspace
 from .generation import Slot
@@ -20,10 +26,24 @@ class StoredQuestions:
     twin_labels: int = 0
 
 
+def evidence_span(quote: str | None, chunk: Chunk) -> Span | None:
+    """Where ``quote`` lies in the document, found inside ``chunk``'s text; None without a quote or when the chunk
+    does not hold it."""
+    found = locate(quote, chunk.text) if quote else None
+    if found is None:
+        return None
+    start, end = found
+    return Span(doc_id=chunk.doc_id, start=chunk.start + start, end=chunk.start + end, text=chunk.text[start:end])
+
+
 def source_labels(
-    accepted: list[tuple[Slot, Query]], duplicates: dict[str, tuple[str, str]]
+    accepted: list[tuple[Slot, Query]],
+    duplicates: dict[str, tuple[str, str]],
+    chunks: dict[str, Chunk] | None = None,
 ) -> tuple[list[Judgment], int]:
-    """The grade-2 labels of the accepted questions, and how many of them label a duplicate twin."""
+    """The grade-2 labels of the accepted questions, and how many of them label a duplicate twin. ``chunks`` (the
+    source chunks by id) place each question's evidence quote on its source's label."""
+    chunks = chunks or {}
     members: dict[str, list[tuple[str, str]]] = {}
     for chunk_id, (group, kind) in duplicates.items():
         members.setdefault(group, []).append((chunk_id, kind))
@@ -42,6 +62,7 @@ def source_labels(
                     continue
                 labelled.add(chunk_id)
                 twins += why != "source chunk"
+                chunk = chunks.get(chunk_id) if why == "source chunk" else None
                 labels.append(
                     Judgment(
                         judgment_id="src-"
@@ -53,6 +74,7 @@ def source_labels(
                         status=JudgmentStatus.final,
                         rationale=why,
                         lineage=query.lineage,
+                        evidence=evidence_span(slot.evidence, chunk) if chunk else None,
                     )
                 )
     return labels, twins
@@ -62,7 +84,9 @@ def store_questions(
     workspace: Workspace, accepted: list[tuple[Slot, Query]], duplicates: dict[str, tuple[str, str]]
 ) -> StoredQuestions:
     """Questions and labels in one transaction; questions and labels already stored count as already made."""
-    labels, twins = source_labels(accepted, duplicates)
+    quoted = {source.chunk_id for slot, _ in accepted if slot.evidence for source in slot.sources}
+    chunks = {chunk_id: rows.get_chunk(workspace.db, chunk_id) for chunk_id in sorted(quoted)}
+    labels, twins = source_labels(accepted, duplicates, chunks)
     stored = StoredQuestions(source_labels=len(labels) - twins, twin_labels=twins)
     with workspace.transaction() as db:
         stored.already_made = len(rows.existing_query_ids(db, [q.query_id for _, q in accepted]))

@@ -34,7 +34,7 @@ from ...store.workspace import Workspace, utc_timestamp
 from ..estimate import current_model, described
 from ..judge import Judge
 from ..labelling import JudgingCounts
-from ..questions import NearDuplicates, clean, lexical_overlap, validation_problem
+from ..questions import NearDuplicates, clean, lexical_overlap, split_evidence, validation_problem
 from ..sampling import SourceChunk, allocate_styles, eligible_chunks, slot_seed, stratified_sample
 from .batching import WaitingForBatch, submit_or_go_on
 from .critic import critic, critic_by_estimate
@@ -254,7 +254,10 @@ class _Run:
                 slot.problem = "failed"
                 continue
             summary.generated += 1
-            slot.completion, slot.text = answer, clean(answer.text)
+            text, slot.evidence = (
+                split_evidence(answer.text) if self.generator.asks_for_evidence(slot.style) else (answer.text, None)
+            )
+            slot.completion, slot.text = answer, clean(text)
             problem = (
                 validation_problem(slot.text, slot.sources[0].text, slot.style)
                 if self.settings.validate_questions
