@@ -24,6 +24,24 @@ def digit_completion(probs: dict[str, float], text: str | None = None) -> Comple
     )
 
 
+def shared_words_grade(prompt: str, relevant_others: bool = False) -> Completion | None:
+    """For a few-shot judge prompt (it ends with "Relevance:"): grade 2 when the query shares two or more long words
+    with the passage (or always, with ``relevant_others``), else 0; None for any other prompt."""
+    import re
+
+    if not prompt.rstrip().endswith("Relevance:"):
+        return None
+    query = prompt.rsplit("Query: ", 1)[1].split("\n", 1)[0]
+    passage = prompt.rsplit("Passage: ", 1)[1].lower()
+    shared = sum(w in passage for w in re.findall(r"\w{5,}", query.lower()))
+    return digit_completion({"2": 0.8, "0": 0.2} if shared >= 2 or relevant_others else {"0": 0.9, "2": 0.1})
+
+
+def passage_of(prompt: str) -> str:
+    """The passage a few-shot question prompt asks about (the last document in it)."""
+    return prompt.rsplit("Document: ", 1)[1] if "Document: " in prompt else prompt.rsplit("Document A: ", 1)[1]
+
+
 class FakeProvider:
     supports_completion = True
 

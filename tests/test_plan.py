@@ -9,7 +9,7 @@ import re
 
 import pytest
 from conftest import EXAMPLES
-from fake_provider import FakeProvider, digit_completion
+from fake_provider import FakeProvider, passage_of, shared_words_grade
 
 from testset_builder.cli import main
 from testset_builder.config import Config, ProviderConfig
@@ -58,14 +58,10 @@ def stand_in_model():
 
 def model_answer(request):
     prompt = request.prompt
-    if prompt.rstrip().endswith("Relevance:"):
-        query = prompt.rsplit("Query: ", 1)[1].split("\n", 1)[0]
-        passage = prompt.rsplit("Passage: ", 1)[1].lower()
-        shared = sum(w in passage for w in re.findall(r"\w{5,}", query.lower()))
-        grade = digit_completion({"2": 0.8, "0": 0.2} if shared >= 2 else {"0": 0.9, "2": 0.1})
+    grade = shared_words_grade(prompt)
+    if grade is not None:
         return grade.model_copy(update={"usage": Usage(input_tokens=tokens(prompt), output_tokens=2)})
-    passage = prompt.rsplit("Document: ", 1)[1] if "Document: " in prompt else prompt.rsplit("Document A: ", 1)[1]
-    words = re.findall(r"[A-Za-z]{5,}", passage)
+    words = re.findall(r"[A-Za-z]{5,}", passage_of(prompt))
     if "Search Keywords:" in prompt:
         text = " " + " ".join(words[:3]).lower()
     else:

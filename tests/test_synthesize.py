@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import answered_requests
-from fake_provider import FakeProvider, digit_completion
+from fake_provider import FakeProvider, digit_completion, passage_of, shared_words_grade
 
 from testset_builder.cli import main
 from testset_builder.config import ChunkingConfig, SynthesizeConfig
@@ -109,16 +109,13 @@ def scripted(bad_every: int = 0, relevant_others: bool = False):
 
     def answer(request):
         prompt = request.prompt
-        if prompt.rstrip().endswith("Relevance:"):
-            query = prompt.rsplit("Query: ", 1)[1].split("\n", 1)[0]
-            passage = prompt.rsplit("Passage: ", 1)[1].lower()
-            shared = sum(w in passage for w in re.findall(r"\w{5,}", query.lower()))
-            return digit_completion({"2": 0.8, "0": 0.2} if shared >= 2 or relevant_others else {"0": 0.9, "2": 0.1})
+        grade = shared_words_grade(prompt, relevant_others)
+        if grade is not None:
+            return grade
         count["n"] += 1
         if bad_every and count["n"] % bad_every == 0:
             return "???"
-        passage = prompt.rsplit("Document: ", 1)[1] if "Document: " in prompt else prompt.rsplit("Document A: ", 1)[1]
-        picked = [w for w in re.findall(r"[A-Za-z]{5,}", passage)][: 3 + request.seed % 4]
+        picked = [w for w in re.findall(r"[A-Za-z]{5,}", passage_of(prompt))][: 3 + request.seed % 4]
         if "Search Keywords:" in prompt:
             return " " + " ".join(picked[:3]).lower()
         return f" how does {' '.join(picked).lower()} work in practice number {request.seed % 97}?"
