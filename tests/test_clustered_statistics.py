@@ -1,0 +1,175 @@
+"""Clustered intervals, cluster-level paired tests and set-size figures, checked by simulation and against scipy.
+
+Every figure here is compared with an independent computation: scipy's t-test and permutation test on cluster
+means (with equal cluster sizes the clustered tests reduce to them), Kish's design effect 1 + (m - 1) * ICC, the
+ratio of bootstrap variances, and the detection rate of simulated sets whose true effect is the reported minimum.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from testset_builder.metrics import MatchSummary, MetricSpec
+from testset_builder.metrics.clusters import resolve_clusters
+from testset_builder.metrics.compare import compare
+from testset_builder.metrics.evaluate import Evaluation
+from testset_builder.metrics.power import set_size
+from testset_builder.metrics.stats import (
+    bootstrap_intervals,
+    design_effects,
+    paired_t_tests,
+    randomization_tests,
+    resampled_means,
+)
+
+METRIC = MetricSpec("ndcg", 10)
+
+
+def evaluation(name: str, values: np.ndarray) -> Evaluation:
+    n = len(values)
+    return Evaluation(
+        run_name=name,
+        metrics=(METRIC,),
+        query_ids=np.asarray([f"q{i:04d}" for i in range(n)], dtype=object),
+        per_query={str(METRIC): np.asarray(values, dtype=np.float64)},
+        summary=MatchSummary(n, 0, 0, 0),
+    )
+
+
+def clustered_null(rng, clusters: int, size: int, icc: float, sd: float = 0.1) -> np.ndarray:
+    """Per-query paired differences with mean 0: a shared cluster effect plus query noise, intra-class
+    correlation ``icc``."""
+    shared = rng.normal(0.0, np.sqrt(icc), clusters)
+    return sd * (np.repeat(shared, size) + rng.normal(0.0, np.sqrt(1.0 - icc), clusters * size))
+
+
+def test_clustered_compare_keeps_false_positives_near_alpha_where_the_per_query_test_does_not():
+    """50 documents x 10 questions, ICC 0.7, no true difference, 400 simulated sets through `compare`."""
+    rng = np.random.default_rng(2024)
+    clusters, size, icc, sets = 50, 10, 0.7, 400
+    codes = np.repeat(np.arange(clusters), size)
+    base = rng.random(clusters * size)
+    clustered_hits = naive_hits = naive_ci_hits = clustered_ci_hits = 0
+    for s in range(sets):
+        candidate = evaluation("candidate", base + clustered_null(rng, clusters, size, icc))
+        baseline = evaluation("baseline", base)
+        for codes_or_none in (codes, None):
+            row = compare(
+                baseline, [candidate], resamples=1000, bootstrap_resamples=400, seed=s, clusters=codes_or_none
+            )
+            row = row.rows[0]
+            excluded = row.ci_low > 0 or row.ci_high < 0
+            if codes_or_none is None:
+                naive_hits += row.significant
+                naive_ci_hits += excluded
+            else:
+                clustered_hits += row.significant
+                clustered_ci_hits += excluded
+    clustered, naive = clustered_hits / sets, naive_hits / sets
+    print(
+        f"\nICC {icc}, {clusters} clusters x {size}: false positives at alpha 0.05, randomization test clustered "
+        f"{clustered:.1%} vs per query {naive:.1%}; bootstrap interval excluding 0: clustered "
+        f"{clustered_ci_hits / sets:.1%} vs per query {naive_ci_hits / sets:.1%}"
+    )
+    assert 0.03 <= clustered <= 0.08
+    assert 0.03 <= clustered_ci_hits / sets <= 0.08
+    assert naive > 0.3 and naive_ci_hits / sets > 0.3  # the per-query test is fooled by the clusters
+
+
+def test_at_the_reported_minimum_detectable_difference_about_80_percent_of_simulated_sets_detect_it():
+    """The effect is the reported MDE (its mean over 100 pilot sets, so one unlucky pilot does not decide); 400
+    sets with that true effect go through `compare`, plain and clustered."""
+    rng = np.random.default_rng(7)
+    sets, pilots = 400, 100
+    for clusters, size, icc in ((200, 1, 0.0), (60, 5, 0.5)):
+        codes = None if size == 1 else np.repeat(np.arange(clusters), size)
+        zeros = evaluation("a", np.zeros(clusters * size))
+
+        def draw(effect: float, clusters=clusters, size=size, icc=icc) -> Evaluation:
+            return evaluation("b", effect + 0.2 * clustered_null(rng, clusters, size, icc, sd=1.0))
+
+        reported = [
+            compare(zeros, [draw(0.0)], resamples=100, bootstrap_resamples=100, clusters=codes).set_sizes[0]
+            for _ in range(pilots)
+        ]
+        mde = float(np.mean([size.min_detectable_difference for size in reported]))
+        detected = 0
+        for s in range(sets):
+            result = compare(zeros, [draw(mde)], resamples=1000, bootstrap_resamples=100, seed=s, clusters=codes)
+            detected += result.rows[0].significant
+        rate = detected / sets
+        print(f"\n{clusters} clusters x {size} (ICC {icc}): reported MDE {mde:.4f}, detected in {rate:.1%} of {sets}")
+        assert 0.70 <= rate <= 0.90
+
+
+def test_the_minimum_detectable_difference_is_the_textbook_formula_on_cluster_means():
+    rng = np.random.default_rng(3)
+    z = scipy_stats.norm.ppf(0.975) + scipy_stats.norm.ppf(0.8)
+    plain = rng.normal(0.01, 0.15, 300)
+    size = set_size("ndcg@10", plain, detect=0.02)
+    assert size.min_detectable_difference == pytest.approx(z * plain.std(ddof=1) / np.sqrt(300), rel=1e-12)
+    expected_n = (z * plain.std(ddof=1) / 0.02) ** 2  # n = ((z_a + z_b) sd / d)^2
+    assert size.queries_needed == pytest.approx(expected_n, abs=1)
+    codes = np.repeat(np.arange(40), 5)
+    grouped = clustered_null(rng, 40, 5, 0.6)
+    means = grouped.reshape(40, 5).mean(axis=1)
+    clustered = set_size("ndcg@10", grouped, codes, detect=0.02)
+    assert clustered.min_detectable_difference == pytest.approx(z * means.std(ddof=1) / np.sqrt(40), rel=1e-9)
+    assert clustered.clusters_needed == pytest.approx((z * means.std(ddof=1) / 0.02) ** 2, abs=1)
+
+
+def test_with_equal_clusters_the_clustered_tests_are_scipys_tests_on_cluster_means():
+    rng = np.random.default_rng(11)
+    codes = np.repeat(np.arange(12), 4)
+    differences = clustered_null(rng, 12, 4, 0.5) + 0.03
+    means = differences.reshape(12, 4).mean(axis=1)
+    assert paired_t_tests(differences, codes)[0] == pytest.approx(scipy_stats.ttest_1samp(means, 0.0).pvalue, rel=1e-9)
+    exact = scipy_stats.permutation_test(
+        (means,), np.mean, permutation_type="samples", n_resamples=np.inf, alternative="two-sided"
+    ).pvalue  # all 2^12 sign patterns
+    assert randomization_tests(differences, codes, resamples=50_000, seed=1)[0] == pytest.approx(exact, abs=0.006)
+
+
+def test_clustered_intervals_are_wider_on_clustered_data_by_the_design_effect():
+    rng = np.random.default_rng(5)
+    clusters, size, icc = 60, 8, 0.6
+    codes = np.repeat(np.arange(clusters), size)
+    values = 0.5 + clustered_null(rng, clusters, size, icc, sd=0.2)
+    low_c, high_c = bootstrap_intervals(values, codes, resamples=4000, seed=1)
+    low_p, high_p = bootstrap_intervals(values, None, resamples=4000, seed=1)
+    effect = design_effects(values, codes)[0]
+    kish = 1 + (size - 1) * icc  # expected design effect of equal clusters
+    bootstrap_ratio = resampled_means(values, codes, 4000, 2).var() / resampled_means(values, None, 4000, 2).var()
+    print(f"\ndesign effect {effect:.2f}, Kish {kish:.2f}, bootstrap variance ratio {bootstrap_ratio:.2f}")
+    assert effect == pytest.approx(kish, rel=0.35)
+    assert effect == pytest.approx(bootstrap_ratio, rel=0.15)
+    width_ratio = (high_c - low_c)[0] / (high_p - low_p)[0]
+    assert width_ratio > 1.5 and width_ratio == pytest.approx(np.sqrt(effect), rel=0.1)
+
+
+def test_clustered_intervals_equal_per_query_ones_when_every_cluster_is_one_query():
+    rng = np.random.default_rng(6)
+    values = rng.random(500)
+    singletons = np.arange(500)
+    same_draws = bootstrap_intervals(values, singletons, resamples=2000, seed=3)
+    plain = bootstrap_intervals(values, None, resamples=2000, seed=3)
+    assert np.allclose(same_draws, plain, atol=1e-12)
+    other_draws = bootstrap_intervals(values, singletons, resamples=2000, seed=4)
+    assert np.allclose(other_draws, plain, atol=0.005)  # within resampling noise
+    assert design_effects(values, singletons)[0] == pytest.approx(1.0, rel=1e-12)
+    assert randomization_tests(values - 0.5, singletons, 2000, 1) == randomization_tests(values - 0.5, None, 2000, 1)
+    # a release whose questions each come from a different document: the plain path, no codes at all
+    distinct = resolve_clusters([f"q{i}" for i in range(5)], "auto", lambda q: f"doc-{q}")
+    assert distinct.by == "document" and distinct.codes is None and distinct.groups == 5
+
+
+def test_document_clusters_fall_back_to_the_query_and_say_so():
+    documents = {"q1": "d1", "q2": "d1", "q3": "d2"}
+    clusters = resolve_clusters(["q1", "q2", "q3", "real"], "document", documents.get)
+    assert clusters.codes.tolist()[:2] == [clusters.codes[0]] * 2 and len(set(clusters.codes.tolist())) == 3
+    assert clusters.alone == 1 and "1 queries with no known source document" in clusters.describe()
+    unknown = resolve_clusters(["a", "b"], "document", None)
+    assert unknown.by == "query" and "no source document known" in unknown.describe()
+    assert resolve_clusters(["q1", "q2"], "query", documents.get).codes is None
