@@ -1,0 +1,151 @@
+"""Production logs are read as streams of records; a bad line is reported with its number, never guessed around."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testset_builder.errors import InputError
+from testset_builder.stages.logs.matching import ChunkMatcher
+from testset_builder.stages.logs.records import LogFields, LogRecord, Retrieved, Unreadable, read_log
+from testset_builder.stages.logs.scrub import Scrubber
+
+
+def write_lines(path, rows) -> None:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
+
+
+def test_jsonl_records_keep_every_part_and_bad_lines_are_reported_with_their_number(tmp_path):
+    log = tmp_path / "log.jsonl"
+    write_lines(
+        log,
+        [
+            {
+                "query": "how do I reset my password", "answer": "Open settings.", "thumbs": "down", "rating": 2,
+                "retrieved": [{"id": "doc#1", "score": 3.5}, {"id": "doc#2"}], "cited": ["doc#1"], "clicked": [],
+                "timestamp": "2026-11-30T10:00:00Z", "session": "s1", "comment": "wrong page",
+            },
+            "{not json",
+            {"answer": "no query here"},
+            {"query": "q", "thumbs": "maybe"},
+            [1, 2],
+            "",
+            {"query": "what is recall", "retrieved": ["a", "b", "c"], "thumbs": True},
+        ],
+    )  # fmt: skip
+    items = list(read_log(log, "jsonl"))
+
+    records = [i for i in items if isinstance(i, LogRecord)]
+    problems = [i for i in items if isinstance(i, Unreadable)]
+    assert [r.line for r in records] == [1, 7]
+    first = records[0]
+    assert first.retrieved == [Retrieved(1, "doc#1", None, 3.5), Retrieved(2, "doc#2")]
+    assert (first.thumbs, first.rating, first.cited, first.session) == (-1, 2.0, ["doc#1"], "s1")
+    assert [r.chunk_id for r in records[1].retrieved] == ["a", "b", "c"] and records[1].thumbs == 1
+    assert [(p.line, p.reason.split(" (")[0]) for p in problems] == [
+        (2, "not JSON"), (3, "no query"), (4, "thumbs 'maybe' is neither up nor down"),
+        (5, "a JSON list, not an object"),
+    ]  # fmt: skip
+
+
+def test_field_names_are_mapped_including_nested_paths(tmp_path):
+    log = tmp_path / "log.jsonl"
+    write_lines(
+        log,
+        [{"request": {"question": "why is my score low"},
+          "rag": {"docs": [{"doc_id": "x#1", "body": "Recall counts."}]}, "feedback": {"value": -1}}],
+    )  # fmt: skip
+    fields = LogFields(
+        query="request.question", retrieved="rag.docs", retrieved_id="doc_id", retrieved_text="body",
+        thumbs="feedback.value",
+    )  # fmt: skip
+    (record,) = read_log(log, "jsonl", fields)
+    assert record.query == "why is my score low" and record.thumbs == -1
+    assert record.retrieved == [Retrieved(1, "x#1", "Recall counts.", None)]
+
+
+def test_csv_logs_hold_lists_as_json_or_separated_ids_and_a_short_row_is_reported(tmp_path):
+    log = tmp_path / "log.csv"
+    log.write_text(
+        'query,retrieved,thumbs,clicked\n"what is ndcg","[""a"", ""b""]",up,a\n"what is mrr",c|d,down,\n"cut",x\n',
+        encoding="utf-8",
+    )
+    items = list(read_log(log, "csv"))
+    assert [r.retrieved for r in items[:2]] == [
+        [Retrieved(1, "a"), Retrieved(2, "b")], [Retrieved(1, "c"), Retrieved(2, "d")],
+    ]  # fmt: skip
+    assert items[0].clicked == ["a"] and items[1].thumbs == -1
+    assert isinstance(items[2], Unreadable) and items[2].line == 4
+
+
+def test_openinference_spans_become_one_record_per_trace(tmp_path):
+    """OTLP JSON spans as OpenInference exports them: the root span has the query and answer, the retriever span
+    the documents; attributes in OTLP's key/value form or plain."""
+    log = tmp_path / "spans.jsonl"
+    write_lines(
+        log,
+        [
+            {"traceId": "t1", "spanId": "r", "parentSpanId": "c", "attributes": [
+                {"key": "openinference.span.kind", "value": {"stringValue": "RETRIEVER"}},
+                {"key": "retrieval.documents.0.document.id", "value": {"stringValue": "doc#9"}},
+                {"key": "retrieval.documents.0.document.score", "value": {"doubleValue": 0.8}},
+                {"key": "retrieval.documents.1.document.content", "value": {"stringValue": "Some text."}},
+            ]},
+            {"traceId": "t2", "spanId": "c2", "attributes": {"input.value": "second question", "output.value": "a2"}},
+            {"traceId": "t1", "spanId": "c", "startTimeUnixNano": "1700000000000000000", "attributes": [
+                {"key": "input.value", "value": {"stringValue": "first question"}},
+                {"key": "output.value", "value": {"stringValue": "an answer"}},
+                {"key": "session.id", "value": {"stringValue": "s9"}},
+                {"key": "thumbs", "value": {"stringValue": "down"}},
+            ]},
+            {"traceId": "t3", "spanId": "x", "parentSpanId": "y", "attributes": {"llm.model": "m"}},
+            "{",
+        ],
+    )  # fmt: skip
+    items = list(read_log(log, "otel"))
+    records = {r.query: r for r in items if isinstance(r, LogRecord)}
+    assert set(records) == {"first question", "second question"}
+    first = records["first question"]
+    assert first.retrieved == [Retrieved(1, "doc#9", None, 0.8), Retrieved(2, None, "Some text.", None)]
+    assert (first.answer, first.session, first.thumbs) == ("an answer", "s9", -1)
+    problems = [i for i in items if isinstance(i, Unreadable)]
+    assert sorted(p.line for p in problems) == [4, 5]  # a trace with no query; a line that is no span
+
+
+def test_a_missing_file_and_an_unknown_format_are_clear_errors(tmp_path):
+    with pytest.raises(InputError, match="no such log file"):
+        read_log(tmp_path / "absent.jsonl", "jsonl")
+    (tmp_path / "x.log").write_text("", encoding="utf-8")
+    with pytest.raises(InputError, match="unknown log format 'xml'"):
+        read_log(tmp_path / "x.log", "xml")
+
+
+def test_invalid_utf8_is_a_reported_line_not_a_crash(tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(b'{"query": "fine"}\n{"query": "caf\xe9"}\n{"query": "also fine"}\n')
+    items = list(read_log(log, "jsonl"))
+    assert [type(i).__name__ for i in items] == ["LogRecord", "Unreadable", "LogRecord"]
+    assert "not UTF-8" in items[1].reason
+
+
+def test_personal_data_is_scrubbed_and_counted():
+    scrub = Scrubber(patterns=[r"EMP-\d{5}"])
+    text = "mail jane.doe@example.com or call +44 20 7946 0958 about EMP-12345 in 2024 (3 rooms)"
+    assert scrub(text) == "mail [email] or call [phone] about [redacted] in 2024 (3 rooms)"
+    assert scrub.counts == {"email": 1, "phone": 1, "pattern 0": 1}
+    with pytest.raises(InputError, match=r"logs.pii_patterns\[0\] is not a regular expression"):
+        Scrubber(patterns=["(unclosed"])
+
+
+def test_retrieved_texts_match_chunks_exactly_or_normalised_and_never_by_guess():
+    matcher = ChunkMatcher(
+        [("a#1", "Recall counts relevant chunks."), ("b#1", "Shared boilerplate."), ("c#1", "Shared boilerplate."),
+         ("d#1", "Twin text."), ("d#2", "Twin text.")],
+        group_of={"d#1": "g", "d#2": "g"},
+    )  # fmt: skip
+    assert matcher.match("Recall counts relevant chunks.") == ("a#1", "exact")
+    assert matcher.match("  recall   COUNTS relevant chunks. ") == ("a#1", "normalised")
+    assert matcher.match("Recall counts relevant chunk") == (None, "no chunk has this text")
+    assert matcher.match("Shared boilerplate.") == (None, "ambiguous: 2 chunks have this text")
+    assert matcher.match("Twin text.") == ("d#1", "exact")  # duplicates of one another: one answer

@@ -1,0 +1,41 @@
+"""Scrubbing personal data from logged text before anything is stored: e-mail addresses, phone numbers, and
+patterns a config names (employee ids, account numbers). Each match becomes a placeholder naming what it was, so a
+reviewer still reads a sensible query ("reset the password of [email]")."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ...errors import InputError
+
+EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+# a leading + or digit, then at least 8 more digits with the usual separators; years and small counts do not match
+PHONE = re.compile(r"(?<![\w.])\+?\d(?:[\s().-]*\d){8,14}(?![\w.])")
+
+
+@dataclass
+class Scrubber:
+    """Replaces e-mails, phone numbers and the ``patterns`` given (regular expressions) with placeholders; counts
+    what it replaced by kind."""
+
+    patterns: Iterable[str] = ()
+    counts: Counter = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        self._rules = [("email", "[email]", EMAIL), ("phone", "[phone]", PHONE)]
+        for index, pattern in enumerate(self.patterns):
+            try:
+                self._rules.append((f"pattern {index}", "[redacted]", re.compile(pattern)))
+            except re.error as error:
+                raise InputError(f"logs.pii_patterns[{index}] is not a regular expression ({error})") from None
+
+    def __call__(self, text: str | None) -> str | None:
+        if not text:
+            return text
+        for kind, placeholder, rule in self._rules:
+            text, replaced = rule.subn(placeholder, text)
+            self.counts[kind] += replaced
+        return text
