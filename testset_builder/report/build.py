@@ -17,7 +17,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .. import __version__
 from ..export.hf import data_files, read_rows
-from ..metrics import evaluate, parse_metrics
+from ..metrics import parse_metrics
+from ..metrics.clusters import resolve_clusters
+from ..metrics.many import DEFAULT_TARGETS, evaluate_with_curve, smallest_k
 from ..metrics.prediction import prediction_report, release_pairs
 from ..metrics.report import score_dict
 from ..stages.questions import lexical_overlap
@@ -25,7 +27,6 @@ from ..tables import Run
 from . import plots
 
 SAMPLE_SIZE = 12
-CURVE_KS = (1, 2, 3, 5, 10, 20, 50, 100)
 REPORT_METRICS = "recall@10,precision@10,mrr,ndcg@10,hit_rate@5,map"
 
 
@@ -40,6 +41,8 @@ class Report:
     review: dict = field(default_factory=dict)
     trust: dict | None = None
     runs: list[dict] = field(default_factory=list)
+    targets: tuple[float, ...] = DEFAULT_TARGETS
+    clusters: str = ""
     lineage: dict = field(default_factory=dict)
     generator: str = __version__
 
@@ -102,10 +105,11 @@ def build_report(release, runs: Sequence[Run] = (), seed: int = 0) -> Report:
     if release.estimates:
         report.trust = trust(release.estimates, counts.get("estimates", {}), report.plots)
     for run in runs:
-        report.runs.append(scored_run(release, run))
+        report.runs.append(scored_run(release, run, report))
     if report.runs:
+        ks = list(range(1, len(report.runs[0]["recall_curve"]) + 1))
         report.plots["recall_curves"] = plots.curves(
-            {r["name"]: (list(CURVE_KS), r["recall_curve"]) for r in report.runs}, "k (log scale)", "recall@k"
+            {r["name"]: (ks, r["recall_curve"]) for r in report.runs}, "k (log scale)", "recall@k", report.targets
         )
     return report
 
@@ -131,16 +135,21 @@ def trust(rows: list[dict], counts: dict, figures: dict) -> dict:
     }
 
 
-def scored_run(release, run: Run) -> dict:
+def scored_run(release, run: Run, report: Report) -> dict:
+    """A run's metrics with intervals resampling the release's clusters (a synthetic question's source document),
+    its recall@k for k = 1..100 and the smallest k reaching each target recall."""
     specs = parse_metrics(REPORT_METRICS)
-    qrels = release.qrels_table()
-    scored = score_dict(evaluate(qrels, run, specs))
-    curve = evaluate(qrels, run, [f"recall@{k}" for k in CURVE_KS])
+    evaluation, curve = evaluate_with_curve(release.qrels_table(), run, specs)
+    clusters = resolve_clusters(evaluation.query_ids, "auto", release.source_document)
+    report.clusters = clusters.describe()
+    scored = score_dict(evaluation, clusters=clusters.codes)
     entry = {
         "name": run.name,
         "metrics": scored["metrics"],
         "queries": scored["queries"],
-        "recall_curve": [curve.mean(f"recall@{k}") for k in CURVE_KS],
+        "clustered": clusters.codes is not None,
+        "recall_curve": [float(v) for v in curve],
+        "target_recall": {target: smallest_k(curve, target) for target in report.targets},
     }
     if release.estimates:
         entry["prediction_powered"] = prediction_report(release.estimates, run, specs)

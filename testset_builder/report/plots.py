@@ -67,8 +67,14 @@ def calibration(estimates: Sequence[float], labels: Sequence[int], bins: int = 5
     return _svg(figure)
 
 
-def curves(series: dict[str, tuple[Sequence[int], Sequence[float]]], xlabel: str, ylabel: str) -> str:
+def curves(
+    series: dict[str, tuple[Sequence[int], Sequence[float]]], xlabel: str, ylabel: str, levels: Sequence[float] = ()
+) -> str:
+    """Lines on a log x axis, with a dashed horizontal line at each of ``levels`` (target recalls)."""
     figure, axes = _axes(5.5, 3.0)
+    for level in levels:
+        axes.axhline(level, color="#a0aec0", linestyle="--", linewidth=0.8)
+        axes.annotate(f"{level:g}", (1, level), fontsize=7, color="#718096", va="bottom")
     for i, (name, (xs, ys)) in enumerate(series.items()):
         axes.plot(list(xs), list(ys), label=name, color=COLOURS[i % len(COLOURS)], linewidth=1.5)
     axes.set_xscale("log")
