@@ -174,7 +174,7 @@ def score(
         prediction_lines,
         prediction_table,
         queries_line,
-        score_dict,
+        score_dicts,
         score_table,
         write_per_query_csv,
     )  # fmt: skip
@@ -189,12 +189,10 @@ def score(
     scored = [evaluate_with_curve(labels, r, specs) for r in loaded]
     evaluations = [evaluation for evaluation, _ in scored]
     clusters = resolve_clusters(evaluations[0].query_ids, cluster_by, source_document)
-    reports = []
-    for evaluation, curve in scored:
-        report = score_dict(evaluation, ci=ci, resamples=resamples, seed=seed, clusters=clusters.codes)
+    reports = score_dicts(evaluations, ci=ci, resamples=resamples, seed=seed, clusters=clusters.codes)
+    for report, (_, curve) in zip(reports, scored):
         report["recall_curve"] = [float(v) for v in curve]
         report["target_recall"] = {str(t): smallest_k(curve, t) for t in targets}
-        reports.append(report)
     if estimates:
         for report, r in zip(reports, loaded):
             report["prediction_powered"] = prediction_report(estimates, r, specs)

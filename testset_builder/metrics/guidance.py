@@ -25,7 +25,7 @@ def runs_table(reports: list[dict], best: dict[str, dict], alpha: float, cluster
     table = Table(
         title=f"{len(reports)} runs ({reports[0]['queries']['evaluated_queries']} queries)",
         title_justify="left",
-        caption=f"mean [95% bootstrap CI, {clusters}]; bold: best run of the metric; ▼: significantly below it "
+        caption=f"mean [95% bootstrap CI, {clusters}]; ●: best run of the metric; ▼: significantly below it "
         f"(paired randomization test, Holm over the other runs of the metric, alpha {alpha})",
         caption_justify="left",
     )
@@ -40,7 +40,7 @@ def runs_table(reports: list[dict], best: dict[str, dict], alpha: float, cluster
             if "ci_low" in entry:
                 cell += f" [{entry['ci_low']:.3f}, {entry['ci_high']:.3f}]"
             if best[name]["best"] == report["run"]:
-                cell = f"[bold]{cell}[/]  "
+                cell = f"[bold]{cell}[/] ●"
             else:
                 cell += " ▼" if best[name]["runs"][report["run"]]["significant"] else "  "
             cells.append(cell)

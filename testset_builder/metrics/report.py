@@ -14,22 +14,41 @@ from .evaluate import Evaluation
 from .stats import bootstrap_intervals, design_effects
 
 
+def score_dicts(
+    evaluations: list[Evaluation],
+    ci: bool = True,
+    resamples: int = 1000,
+    seed: int = 0,
+    clusters: np.ndarray | None = None,
+) -> list[dict]:
+    """Each run's means, with percentile bootstrap intervals (of clusters when ``clusters`` is given: then also
+    each metric's design effect). Every (run, metric) column shares one set of resamples: the same draws separate
+    seeded calls would make, drawn once."""
+    names = [str(spec) for spec in evaluations[0].metrics]
+    values = np.column_stack([e.per_query[name] for e in evaluations for name in names])
+    width = len(names)
+    if ci:
+        low, high = bootstrap_intervals(values, clusters, resamples=resamples, seed=seed)
+    effects = design_effects(values, clusters) if clusters is not None else None
+    reports = []
+    for r, evaluation in enumerate(evaluations):
+        metrics = {}
+        for i, name in enumerate(names):
+            column = r * width + i
+            metrics[name] = {"mean": evaluation.mean(name)}
+            if ci:
+                metrics[name].update(ci_low=float(low[column]), ci_high=float(high[column]))
+            if effects is not None:
+                metrics[name]["design_effect"] = float(effects[column])
+        reports.append({"run": evaluation.run_name, "metrics": metrics, "queries": evaluation.summary.as_dict()})
+    return reports
+
+
 def score_dict(
     evaluation: Evaluation, ci: bool = True, resamples: int = 1000, seed: int = 0, clusters: np.ndarray | None = None
 ) -> dict:
-    """A run's means, with percentile bootstrap intervals (of clusters when ``clusters`` is given: then also each
-    metric's design effect)."""
-    names = [str(spec) for spec in evaluation.metrics]
-    metrics = {name: {"mean": evaluation.mean(name)} for name in names}
-    values = np.column_stack([evaluation.per_query[name] for name in names])
-    if ci:
-        low, high = bootstrap_intervals(values, clusters, resamples=resamples, seed=seed)
-        for i, name in enumerate(names):
-            metrics[name].update(ci_low=float(low[i]), ci_high=float(high[i]))
-    if clusters is not None:
-        for name, effect in zip(names, design_effects(values, clusters)):
-            metrics[name]["design_effect"] = float(effect)
-    return {"run": evaluation.run_name, "metrics": metrics, "queries": evaluation.summary.as_dict()}
+    """One run's report (see :func:`score_dicts`)."""
+    return score_dicts([evaluation], ci, resamples, seed, clusters)[0]
 
 
 def score_table(report: dict) -> Table:
