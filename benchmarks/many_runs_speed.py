@@ -1,7 +1,8 @@
 """`score --runs` on 20 runs of 1,000 queries (100 results each, ~5 graded labels per query), whole process.
 
 The issue's bar: under 3 s on this 2-core machine, from the command line (imports, reading 20 TREC files, scoring,
-bootstrap intervals, 114 paired tests against the best run, recall@k curves). Run: `python benchmarks/many_runs_speed.py`.
+bootstrap intervals, 114 paired tests against the best run, recall@k curves).
+Run: `python benchmarks/many_runs_speed.py`.
 """
 
 from __future__ import annotations
