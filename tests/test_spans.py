@@ -173,3 +173,36 @@ def test_a_release_says_which_document_text_each_chunk_span_refers_to(docs_works
 @pytest.mark.parametrize("answer", ["Query: what is recall?\nEvidence:", "Query: what is recall?\nEvidence: ..."])
 def test_an_empty_evidence_line_is_no_evidence(answer):
     assert split_evidence(answer)[1] is None
+
+
+def test_a_workspace_from_before_spans_gets_chunk_versions_and_judgment_spans_when_it_is_upgraded(tmp_path):
+    import sqlite3
+
+    from testset_builder.store.migrations import MIGRATIONS
+    from testset_builder.store.workspace import DB_NAME
+
+    root = tmp_path / "old"
+    root.mkdir()
+    db = sqlite3.connect(root / DB_NAME, isolation_level=None)
+    db.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT)")
+    for number in range(1, 11):  # the schema as it was before spans
+        name, function = MIGRATIONS[number]
+        function(db)
+        db.execute("INSERT INTO schema_migrations VALUES (?, ?, 'then')", (number, name))
+    text = "Recall counts relevant chunks. Precision counts relevant results."
+    db.execute("INSERT INTO documents VALUES ('d', ?, '', '{}', '', ?, NULL, 'then')", (text, content_sha256(text)))
+    db.execute("INSERT INTO chunks VALUES ('c1', 'd', ?, 0, 30, '{}', 'then', NULL, 'x')", (text[:30],))
+    db.execute("INSERT INTO chunks VALUES ('c2', 'd', 'an older text', 40, 53, '{}', 'then', 'then', 'x')")
+    db.execute("INSERT INTO queries VALUES ('q', 'what is recall?', 'real', NULL, NULL, NULL, 'then', '{}')")
+    db.execute(
+        "INSERT INTO judgments VALUES ('j', 'q', 'c1', 2, 'human', NULL, NULL, NULL, 'ann', 'final', NULL, NULL, ?)",
+        ("2026-01-01T00:00:00+00:00",),
+    )
+    db.close()
+    with open_workspace(root) as ws:
+        versions = dict(ws.db.execute("SELECT chunk_id, doc_sha256 FROM chunks").fetchall())
+        assert versions == {"c1": content_sha256(text), "c2": None}  # c2's span no longer holds: unknown
+        span = ws.db.execute('SELECT doc_id, doc_sha256, start, "end", evidence_start FROM judgment_spans').fetchone()
+        assert tuple(span) == ("d", content_sha256(text), 0, 30, None)
+        (judgment,) = rows.iter_judgments(ws.db)
+        assert judgment.evidence is None and judgment.grade == 2
