@@ -294,18 +294,21 @@ def test_score_and_export_use_a_release_directly(workspace, tmp_path, capsys):
         BM25Index(ids, passages).search(list(released.queries), list(released.queries.values()), k=10),
         tmp_path / "bm25.trec",
     )
-    assert (
-        main(
-            ["score", "--release", f"{workspace.root}@1.0.0", "--run", str(tmp_path / "bm25.trec"), "--json", "--no-ci"]
-        )
-        == 0
-    )
+    run = str(tmp_path / "bm25.trec")
+    scored = ["score", "--run", run, "--json", "--no-ci"]
+    assert main([*scored, "--release", f"{workspace.root}@1.0.0"]) == 0
+    clustered = json.loads(capsys.readouterr().out)
+    assert main([*scored, "--release", f"{workspace.root}@1.0.0", "--cluster-by", "query"]) == 0
     by_release = json.loads(capsys.readouterr().out)
+    assert main([*scored, "--qrels", str(path / "qrels.trec"), "--cluster-by", "query"]) == 0
+    assert json.loads(capsys.readouterr().out) == by_release  # the same figures from the release or its qrels file
+    # only the release knows which document each question came from: its questions cluster by it
     assert (
-        main(["score", "--qrels", str(path / "qrels.trec"), "--run", str(tmp_path / "bm25.trec"), "--json", "--no-ci"])
-        == 0
+        clustered["clusters"]["by"] == "document"
+        and clustered["clusters"]["clusters"]
+        == len({released.source_document(q) or q for q in released.qrels})
+        < by_release["clusters"]["clusters"]
     )
-    assert json.loads(capsys.readouterr().out) == by_release
     for fmt, expected in {
         "hf": "hf/qrels/test-*.parquet",
         "beir": "qrels/test.tsv",

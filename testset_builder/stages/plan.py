@@ -41,10 +41,11 @@ PRIOR_VALIDATION_PASS = {"completion": 0.8, "chat": 0.95}
 POOL_OVERLAP = 0.5  # on the docs at depth 5 from BM25, dense and fused: 7.5-8.5 mining pairs a question, 7 a query
 CHARS_PER_TOKEN = 4.0  # English prose; Gemma's tokenizer measured 4.2 on the docs, GPT-4o's about 4
 # tokens an answer takes: the local model's questions averaged 18 on the demo and 30 on the docs chunked as `init`
-# chunks them; a grade digit and its stop, 2; a chat verdict's JSON with its two-sentence rationale, about 80
+# chunks them; a chat model's question and its verbatim evidence quote, about 60; a grade digit and its stop, 2; a
+# chat verdict's JSON with its two-sentence rationale, about 80
 TYPICAL_OUTPUT = {
     ("question", "completion"): 24,
-    ("question", "chat"): 30,
+    ("question", "chat"): 60,
     ("judge", "completion"): 2,
     ("judge", "chat"): 80,
 }
