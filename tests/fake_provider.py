@@ -42,6 +42,18 @@ def passage_of(prompt: str) -> str:
     return prompt.rsplit("Document: ", 1)[1] if "Document: " in prompt else prompt.rsplit("Document A: ", 1)[1]
 
 
+def quoting(request) -> str:
+    """A chat generator: a question from the passage's words and, as evidence, the passage's second sentence with
+    its spaces doubled (so locating it needs the whitespace-normalised match)."""
+    import re
+
+    passage = request.messages[-1].content.split("Passage: ", 1)[1].split("\n\nReply with", 1)[0]
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", passage) if len(s.split()) >= 4]
+    words = re.findall(r"[A-Za-z]{5,}", passage)[:3]
+    evidence = sentences[min(1, len(sentences) - 1)].replace(" ", "  ") if sentences else "not in the passage at all"
+    return f"Query: how does {' '.join(words).lower()} matter number {request.seed % 97}?\nEvidence: {evidence}"
+
+
 class FakeProvider:
     supports_completion = True
 

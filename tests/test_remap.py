@@ -10,8 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fake_provider import FakeProvider
-from test_spans import quoting
+from fake_provider import FakeProvider, quoting
 
 from testset_builder.cli import main
 from testset_builder.config import ChunkingConfig, SynthesizeConfig
@@ -207,6 +206,29 @@ def test_remap_refuses_an_existing_version_an_unknown_release_and_an_older_relea
     (older / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     code, error = run_json(capsys, "remap", "--release", str(older), *args[:2], "--version", "3.0.0")
     assert code == 1 and "no meta/chunks.jsonl" in error["error"]
+
+
+def test_a_second_remap_of_one_parent_into_one_workspace_needs_the_same_policy_and_then_stores_nothing_twice(
+    two_chunkings, capsys
+):
+    """Another --min-coverage into the same workspace would leave the first remap's labels beside the second's (a
+    chunk the stricter rule drops keeping its grade), so it is refused; the same remap again adds nothing."""
+    source, other = two_chunkings
+    parent = ["--release", f"{source}@1.0.0", "--to-workspace", str(other)]
+    code, first = run_json(capsys, "remap", *parent, "--version", "2.0.0", "--min-coverage", "0.3")
+    assert code == 0
+    first_counts = first["counts"]
+    with open_workspace(other, create=False) as ws:
+        judged = len(list(rows.iter_judgments(ws.db)))
+
+    code, error = run_json(capsys, "remap", *parent, "--version", "3.0.0")
+    assert code == 1 and "would mix the two" in error["error"] and "min_coverage" in error["error"]
+    code, again = run_json(capsys, "remap", *parent, "--version", "3.0.0", "--min-coverage", "0.3")
+    assert code == 0 and again["counts"] == first_counts
+    with open_workspace(other, create=False) as ws:
+        assert len(list(rows.iter_judgments(ws.db))) == judged
+    earlier, later = (load_release(other / "releases" / v) for v in ("2.0.0", "3.0.0"))
+    assert earlier.qrels == later.qrels
 
 
 def test_remap_into_a_workspace_without_the_documents_says_to_chunk_them_there_first(two_chunkings, capsys, tmp_path):

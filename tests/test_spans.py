@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 
 import pytest
-from fake_provider import FakeProvider
+from fake_provider import FakeProvider, quoting
 
 from testset_builder.config import ChunkingConfig, SynthesizeConfig
 from testset_builder.corpus.ingest import ingest
@@ -53,16 +52,6 @@ def test_a_chat_answer_gives_its_question_and_its_evidence_quote_apart():
 
 
 # evidence from a chat generator ---------------------------------------------------------------------------------
-def quoting(request):
-    """A chat generator: a question from the passage's words and, as evidence, the passage's second sentence with
-    its spaces doubled (so locating it needs the whitespace-normalised match)."""
-    passage = request.messages[-1].content.split("Passage: ", 1)[1].split("\n\nReply with", 1)[0]
-    sentences = [s for s in re.split(r"(?<=[.!?])\s+", passage) if len(s.split()) >= 4]
-    words = re.findall(r"[A-Za-z]{5,}", passage)[:3]
-    evidence = sentences[min(1, len(sentences) - 1)].replace(" ", "  ") if sentences else "not in the passage at all"
-    return f"Query: how does {' '.join(words).lower()} matter number {request.seed % 97}?\nEvidence: {evidence}"
-
-
 def test_a_chat_generator_quotes_its_evidence_and_the_source_label_records_where_it_lies(docs_workspace):
     workspace = docs_workspace
     provider = FakeProvider(quoting, prompt_style="chat")

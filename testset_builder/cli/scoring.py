@@ -366,7 +366,7 @@ def compare(
         for candidate in result.candidates:
             sizes = [s for s, row in zip(result.set_sizes, result.rows) if row.candidate == candidate]
             label = f" ({candidate} vs {result.baseline})" if len(result.candidates) > 1 else ""
-            out.print(set_size_line(sizes, label), highlight=False)
+            out.print(set_size_line(sizes, label, tests=len(result.rows)), highlight=False)
         for line in gate_lines(gate):
             out.print(line, highlight=False)
     if failed:

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from .clusters import DESIGN_EFFECT_THAT_MATTERS
 from .gate import GateOutcome
-from .power import RULE_OF_THUMB, SetSize
+from .power import FEW_CLUSTERS, RULE_OF_THUMB, T_BELOW, SetSize
 
 SPARKS = "▁▂▃▄▅▆▇█"
 CHART_COLUMNS = 40  # k = 1..100 on a log scale: 1 at the left, 10 in the middle, 100 at the right
@@ -101,9 +101,10 @@ def _count(value: int) -> str:
     return f"{value:,}"
 
 
-def set_size_line(sizes: list[SetSize], label: str = "", most: int = 3) -> str:
+def set_size_line(sizes: list[SetSize], label: str = "", most: int = 3, tests: int = 1) -> str:
     """One line: the set, the smallest differences it detects, the queries a named difference needs, the rule (the
-    first ``most`` metrics with some variation; the rest are in --json)."""
+    first ``most`` metrics with some variation; the rest are in --json). ``tests``: how many differences the command
+    decides on together (Holm), which the one-test figure does not include."""
     first = sizes[0]
     varying = [s for s in sizes if not math.isnan(s.min_detectable_difference)]
     shown = varying[:most]
@@ -117,6 +118,11 @@ def set_size_line(sizes: list[SetSize], label: str = "", most: int = 3) -> str:
     )
     if first.assumption:
         line += f" ({first.assumption})"
+    if first.clusters < T_BELOW:
+        line += f" (t quantiles, {first.clusters - 1} df"
+        line += f"; rough with under {FEW_CLUSTERS} clusters)" if first.clusters < FEW_CLUSTERS else ")"
+    if tests > 1:
+        line += f" (for one test; deciding {tests} together with Holm's correction needs a larger difference)"
     if first.detect is not None:
         needs = ", ".join(
             f"{s.metric} ~{_count(s.queries_needed)} queries"

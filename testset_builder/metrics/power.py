@@ -1,9 +1,14 @@
 """How big a difference a set can detect, and how many queries a smaller one would need.
 
-Two-sided paired test at level alpha with power 1 - beta, normal approximation:
+Two-sided paired test at level alpha with power 1 - beta:
 
-    MDE = (z_{1 - alpha/2} + z_{1 - beta}) * SE,   SE = sd_diff / sqrt(n_eff),   n_eff = n / design effect
+    MDE = (q_{1 - alpha/2} + q_{1 - beta}) * SE,   SE = sd_diff / sqrt(n_eff),   n_eff = n / design effect
 
+with normal quantiles q, except under :data:`T_BELOW` clusters, where the tests themselves are t with G - 1 degrees
+of freedom or G sign flips and normal quantiles promised power they do not have (6 clusters: 41-57% detected at
+the "80%" figure): there q are Student's t quantiles with G - 1 degrees of freedom, and under :data:`FEW_CLUSTERS`
+the line says the figure is rough. The figure is for one test; ``compare`` decides over all its rows with Holm's
+correction, which needs a larger difference (the line says so when there are several rows).
 where SE is the standard error of the mean paired difference, cluster-robust when queries are clustered
 (:func:`~.stats.mean_variance`, never below the independent one), so clustering shrinks the effective number
 of queries. To detect a difference
@@ -22,6 +27,8 @@ import numpy as np
 from .stats import mean_variance
 
 RULE_OF_THUMB = "course's rule: 50-100 queries are directional, 500+ detect a 2-3% recall difference"
+T_BELOW = 30  # clusters: Student's t quantiles (G - 1 df) below this, normal ones from here on
+FEW_CLUSTERS = 20  # below this, the figure is rough whatever the quantiles
 
 
 @dataclass(frozen=True)
@@ -46,8 +53,14 @@ class SetSize:
         return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in asdict(self).items()}
 
 
-def z_sum(alpha: float = 0.05, power: float = 0.8) -> float:
-    """z_{1 - alpha/2} + z_{power} (the standard library's normal quantiles: importing scipy.stats takes 1.4 s)."""
+def z_sum(alpha: float = 0.05, power: float = 0.8, clusters: int | None = None) -> float:
+    """q_{1 - alpha/2} + q_{power}: normal quantiles (the standard library's: importing scipy.stats takes 1.4 s), or
+    Student's t with ``clusters`` - 1 degrees of freedom under :data:`T_BELOW` clusters."""
+    if clusters is not None and 2 <= clusters < T_BELOW:
+        from scipy import stats
+
+        df = clusters - 1
+        return float(stats.t.ppf(1.0 - alpha / 2.0, df) + stats.t.ppf(power, df))
     normal = NormalDist()
     return normal.inv_cdf(1.0 - alpha / 2.0) + normal.inv_cdf(power)
 
@@ -74,7 +87,7 @@ def set_size(
     sd = float(differences.std(ddof=1)) * math.sqrt(variance_factor) if n > 1 else 0.0
     effective = sd**2 / variance if variance > 0 else float(n)
     # no variation (identical runs on this metric, or too few queries): nothing to base a figure on
-    mde = z_sum(alpha, power) * math.sqrt(variance) if n > 1 and variance > 0 else math.nan
+    mde = z_sum(alpha, power, groups) * math.sqrt(variance) if n > 1 and variance > 0 else math.nan
     needed_queries = needed_clusters = None
     if detect is not None and detect > 0 and not math.isnan(mde):
         growth = (mde / detect) ** 2

@@ -87,7 +87,10 @@ def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
         estimates,
         _by_id(path, CHUNKS_META, files),
         _by_id(path, QUERIES_META, files),
-        {(row.pop("query_id"), row.pop("chunk_id")): row for row in _rows(path, EVIDENCE_META, files, "query_id")},
+        {
+            (row.pop("query_id"), row.pop("chunk_id")): row
+            for row in _rows(path, EVIDENCE_META, files, "query_id", "chunk_id")
+        },
         _rows(path, REMAP_META, files, "query_id"),
     )
 
@@ -109,16 +112,17 @@ def _by_id(path: Path, relative: str, files: dict) -> dict[str, dict]:
     return {row.pop("_id"): row for row in _rows(path, relative, files, "_id")}
 
 
-def _rows(path: Path, relative: str, files: dict, key: str) -> list[dict]:
-    """A meta/ file's rows, each an object with ``key`` (empty for a release written without the file)."""
+def _rows(path: Path, relative: str, files: dict, *keys: str) -> list[dict]:
+    """A meta/ file's rows, each an object with every one of ``keys`` (empty for a release written without the
+    file)."""
     if relative not in files:
         return []
     try:
         rows = [json.loads(line) for line in (path / relative).read_text(encoding="utf-8").splitlines() if line]
     except ValueError:
         rows = None
-    if rows is None or not all(isinstance(row, dict) and key in row for row in rows):
-        raise InputError(f"{relative} is not JSON lines with {key} on each", path=path)
+    if rows is None or not all(isinstance(row, dict) and all(k in row for k in keys) for row in rows):
+        raise InputError(f"{relative} is not JSON lines with {' and '.join(keys)} on each", path=path)
     return rows
 
 

@@ -39,6 +39,7 @@ from .writer import ReleaseSummary, RemapOrigin, write_release
 
 OUTCOMES = ("one-to-one", "split", "merged", "lost")
 ORIGIN_RANK = {"human": 2, "synthetic-source": 1, "llm-unverified": 0}  # which origin a merged label keeps on a tie
+UNKNOWN = "llm-unverified"  # a label whose origin the release does not say is carried as a proposal, never as human
 
 
 @dataclass(frozen=True)
@@ -192,10 +193,10 @@ def _merged(query_id: str, sources: list, origins: dict) -> NewLabel:
 
     def rank(item):
         outcome, _, _ = item
-        return outcome.grade, ORIGIN_RANK.get(origins.get((outcome.query_id, outcome.chunk_id), "human"), 0)
+        return outcome.grade, ORIGIN_RANK.get(origins.get((outcome.query_id, outcome.chunk_id), UNKNOWN), 0)
 
     best, chunk, evidence = max(sources, key=rank)
-    origin = origins.get((best.query_id, best.chunk_id), "human")
+    origin = origins.get((best.query_id, best.chunk_id), UNKNOWN)
     return NewLabel(query_id, chunk, best.grade, origin, sorted(o.chunk_id for o, _, _ in sources), evidence)
 
 
@@ -249,21 +250,29 @@ def remap_release(
                 "--workspace W2 --size 512`), then remap",
                 path=target.root,
             )
+        origins = qrel_origins(release)
+        if not origins:
+            raise InputError(
+                "the release has no hf/judgments file saying where each label came from (human, synthetic, "
+                "unverified), so its labels cannot be carried over as what they are",
+                path=release.path,
+            )
         plan = plan_remap(
             release,
             lambda doc_id: stored_corpus.live_document(target.db, doc_id),
             lambda doc_id: rows.live_chunks_of(target.db, doc_id),
             policy,
-            qrel_origins(release),
+            origins,
         )
         parent = parent_of(release)
+        _refuse_another_policy(target, plan, f"{parent['workspace'] or parent['name']}@{parent['version']}", policy)
         counts = plan.counts()
         if not plan.labels:
             raise InputError(
                 f"no label of release {release.version} survived the remap ({counts['lost']} lost; e.g. "
                 f"{plan.outcomes[0].reason}): lower --min-coverage?"
             )
-        _store(target, release, plan, parent)
+        _store(target, release, plan, parent, policy.describe())
         policy_used = _release_policy(release, release_policy)
         outcomes = [o.as_row() for o in plan.outcomes]
         origin = RemapOrigin(parent, policy.describe(), counts, outcomes)
@@ -283,6 +292,22 @@ def remap_release(
     )
 
 
+def _refuse_another_policy(target: Workspace, plan: RemapPlan, label: str, policy: RemapPolicy) -> None:
+    """A second remap of one parent into one workspace must use the same policy: its labels would otherwise sit
+    beside the first one's (a chunk a stricter policy drops would keep the first remap's grade). The same remap
+    again (after a crash, say) is fine: it stores nothing twice."""
+    wanted = sorted({new.query_id for new in plan.labels})
+    for query_id in sorted(rows.existing_query_ids(target.db, wanted)):
+        metadata = rows.get_query(target.db, query_id).metadata
+        if metadata.get("remapped_from") == label and metadata.get("remap_policy") != policy.describe():
+            raise InputError(
+                f"this workspace already holds the labels of {label} remapped with {metadata.get('remap_policy')}; "
+                f"remapping it again with {policy.describe()} would mix the two: remap into a fresh workspace "
+                "(chunk the corpus there), or use the same policy",
+                path=target.root,
+            )
+
+
 def _refuse_same_workspace(release: LoadedRelease, target: Workspace) -> None:
     if target.releases_dir.resolve() in release.path.resolve().parents:
         raise InputError(
@@ -298,19 +323,19 @@ def _release_policy(release: LoadedRelease, configured: ReleaseConfig | None) ->
     return configured.model_copy(update={"include_unverified": configured.include_unverified or parent_unverified})
 
 
-def _store(target: Workspace, release: LoadedRelease, plan: RemapPlan, parent: dict) -> None:
+def _store(target: Workspace, release: LoadedRelease, plan: RemapPlan, parent: dict, policy: dict) -> None:
     label = f"{parent['workspace'] or parent['name']}@{parent['version']}"
     by_query: dict[str, list[NewLabel]] = {}
     for new in plan.labels:
         by_query.setdefault(new.query_id, []).append(new)
-    queries = [_query(release, query_id, labels, label) for query_id, labels in sorted(by_query.items())]
+    queries = [_query(release, query_id, labels, label, policy) for query_id, labels in sorted(by_query.items())]
     judgments = [_judgment(new, parent, label) for new in plan.labels]
     with target.transaction() as db:
         rows.put_queries_checked(db, queries)
         rows.add_judgments(db, judgments)
 
 
-def _query(release: LoadedRelease, query_id: str, labels: list[NewLabel], label: str) -> Query:
+def _query(release: LoadedRelease, query_id: str, labels: list[NewLabel], label: str, policy: dict) -> Query:
     meta = release.query_meta.get(query_id, {})
     source = meta.get("source_chunk_id")
     from_source = [new for new in labels if source in new.parents]
@@ -321,7 +346,11 @@ def _query(release: LoadedRelease, query_id: str, labels: list[NewLabel], label:
         origin=QueryOrigin(meta.get("origin", "real")),
         style=meta.get("style"),
         source_chunk_id=new_source.chunk.chunk_id if new_source else None,
-        metadata={"remapped_from": label, **({"parent_source_chunk_id": source} if source else {})},
+        metadata={
+            "remapped_from": label,
+            "remap_policy": policy,
+            **({"parent_source_chunk_id": source} if source else {}),
+        },
     )
 
 

@@ -161,7 +161,7 @@ def qrel_evidence(qrels: list[ResolvedQrel], judgments: list[Judgment], chunks: 
             continue
         _, _, text, _, _, start, end, sha = chunks[qrel.chunk_id]
         span = judgment.evidence
-        quote = span.text if span.text is not None else None
+        quote = span.text
         holds = span.doc_sha256 == sha and start <= span.start <= span.end <= end
         if holds and (quote is None or text[span.start - start : span.end - start] == quote):
             found = (span.start - start, span.end - start)
