@@ -403,11 +403,12 @@ def m011_spans_and_document_versions(db: sqlite3.Connection) -> None:
                 VALUES (old.doc_id, old.content_sha256, old.text, old.title, strftime('%Y-%m-%dT%H:%M:%f+00:00'));
             END;
         ALTER TABLE chunks ADD COLUMN doc_sha256 TEXT;
-        UPDATE chunks SET doc_sha256 = (
-            SELECT d.content_sha256 FROM documents d
-            WHERE d.doc_id = chunks.doc_id
-                AND substr(d.text, chunks.start + 1, chunks."end" - chunks.start) = chunks.text
-        );
+        """,
+    )
+    _backfill_chunk_versions(db)
+    run_script(
+        db,
+        """
         CREATE TABLE judgment_spans (
             judgment_id TEXT PRIMARY KEY REFERENCES judgments(judgment_id),
             doc_id TEXT NOT NULL,
@@ -429,6 +430,16 @@ def m011_spans_and_document_versions(db: sqlite3.Connection) -> None:
             BEGIN SELECT RAISE(ABORT, 'judgment spans are append-only, as judgments are'); END;
         """,
     )
+
+
+def _backfill_chunk_versions(db: sqlite3.Connection) -> None:
+    """Each existing chunk gets its document's current text version where its span still holds in it. Done a
+    document at a time in Python: SQLite's substr walks UTF-8 text from its start, so a per-chunk substr over a
+    document of megabytes with thousands of chunks took time quadratic in its length."""
+    for doc_id, sha, text in db.cursor().execute("SELECT doc_id, content_sha256, text FROM documents"):  # one at a time
+        chunks = db.execute('SELECT chunk_id, start, "end", text FROM chunks WHERE doc_id = ?', (doc_id,)).fetchall()
+        holding = [(sha, chunk_id) for chunk_id, start, end, chunk in chunks if text[start:end] == chunk]
+        db.executemany("UPDATE chunks SET doc_sha256 = ? WHERE chunk_id = ?", holding)
 
 
 def pair_item_id(query_id: str, chunk_id: str) -> str:
