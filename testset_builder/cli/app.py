@@ -264,18 +264,19 @@ def exit_for(incomplete: bool) -> None:
 
 
 # releases -------------------------------------------------------------------------------------------------------
-def labels_and_estimates(qrels: Path | None, release: str | None):
-    """The qrels to score against: a file, or a release's (its files checked against their manifest hashes); and
-    the release's estimated pairs when it carries them (else an empty list)."""
+def scoring_inputs(qrels: Path | None, release: str | None):
+    """The qrels to score against: a file, or a release's (its files checked against their manifest hashes); the
+    release's estimated pairs when it carries them (else an empty list); and, for a release, its
+    ``source_document`` lookup (which document each synthetic question came from; else None)."""
     from ..errors import InputError
     from ..export import read_qrels
 
     if (qrels is None) == (release is None):
         raise InputError("give exactly one of --qrels FILE or --release WORKSPACE@VERSION")
     if qrels is not None:
-        return read_qrels(qrels), []
+        return read_qrels(qrels), [], None
     loaded = release_from(release)[0]
-    return loaded.qrels_table(), loaded.estimates
+    return loaded.qrels_table(), loaded.estimates, loaded.source_document
 
 
 def release_from(spec: str):

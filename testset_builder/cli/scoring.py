@@ -19,9 +19,9 @@ from .app import (
     SeedOption,
     app,
     err,
-    labels_and_estimates,
     out,
     release_from,
+    scoring_inputs,
 )
 
 EXIT_REGRESSION = 5  # compare --fail-if-worse: the candidate is significantly worse than the baseline (1 is bad input)
@@ -46,15 +46,6 @@ DetectOption = Annotated[
     ),
 ]
 AlphaOption = Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Family-wise significance level.")]
-
-
-def scoring_inputs(qrels: Path | None, release: str | None):
-    """The qrels, the release's estimated pairs, and (for a release) its ``source_document`` lookup."""
-    if release is not None and qrels is None:
-        loaded = release_from(release)[0]
-        return loaded.qrels_table(), loaded.estimates, loaded.source_document
-    labels, estimates = labels_and_estimates(qrels, release)
-    return labels, estimates, None
 
 
 def run_paths(run: list[Path] | None, runs: list[str] | None, more: list[Path] | None) -> list[Path]:

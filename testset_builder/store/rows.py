@@ -343,3 +343,7 @@ def live_chunks_of(db: sqlite3.Connection, doc_id: str) -> list[Chunk]:
 def pooled_query_ids(db: sqlite3.Connection) -> set[str]:
     """Queries with a candidate pool (proposed, or synthetic questions mined)."""
     return {row[0] for row in db.execute("SELECT DISTINCT query_id FROM candidates")}
+
+
+def has_live_chunks(db: sqlite3.Connection) -> bool:
+    return db.execute("SELECT EXISTS (SELECT 1 FROM chunks WHERE removed_at IS NULL)").fetchone()[0] == 1

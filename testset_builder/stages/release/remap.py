@@ -244,7 +244,7 @@ def remap_release(
         _refuse_same_workspace(release, target)
         if version in existing_versions(target) or (target.releases_dir / version).exists():
             raise InputError(f"release {version} already exists in {target.root} and releases are immutable")
-        if not rows.live_chunk_rows(target.db):
+        if not rows.has_live_chunks(target.db):
             raise InputError(
                 "has no chunks: chunk the same corpus into it first (e.g. `testset-builder chunk SOURCE "
                 "--workspace W2 --size 512`), then remap",
