@@ -344,6 +344,7 @@ def test_with_json_a_mistake_is_one_json_document_on_stdout_for_every_command(co
         ["config", "no-such-config"],
         ["run", "missing.yaml"],
         ["remap", "--release", "missing-ws@1.0.0", "--to-workspace", "empty-ws", "--version", "1.0.0"],
+        ["import-logs", "missing.jsonl", "--workspace", "empty-ws"],
     ],
 )
 def test_with_json_a_failure_of_the_work_itself_is_one_json_document_too(argv, capsys, tmp_path, monkeypatch):

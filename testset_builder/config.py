@@ -265,6 +265,33 @@ class RemapConfig(Strict):
     )
 
 
+class LogFieldsConfig(Strict):
+    """Where each part of a log record is (dotted paths reach into nested JSON objects; CSV columns by name)."""
+
+    query: str = "query"
+    retrieved: str = Field(default="retrieved", description="a list of chunk ids, or of objects with the keys below")
+    retrieved_id: str = "id"
+    retrieved_text: str = Field(default="text", description="matched back to a chunk exactly or normalised")
+    retrieved_score: str = "score"
+    answer: str = "answer"
+    thumbs: str = Field(default="thumbs", description="up/down, +1/-1, true/false")
+    rating: str = "rating"
+    comment: str = "comment"
+    cited: str = Field(default="cited", description="chunk ids the answer cited")
+    clicked: str = Field(default="clicked", description="cited chunk ids the user opened")
+    timestamp: str = "timestamp"
+    session: str = "session"
+
+
+class LogsConfig(Strict):
+    """How ``import-logs`` reads production RAG logs."""
+
+    format: Literal["jsonl", "csv", "otel"] = "jsonl"
+    fields: LogFieldsConfig = LogFieldsConfig()
+    scrub_pii: bool = Field(default=True, description="replace e-mails and phone numbers before anything is stored")
+    pii_patterns: list[str] = Field(default_factory=list, description="more regular expressions to replace")
+
+
 class RunConfig(Strict):
     """What ``testset-builder run`` does: chunk the sources, synthesize, propose for the queries, draw pairs for review,
     release when something changed, score the baselines and write the report. Paths are relative to the config."""
@@ -296,6 +323,7 @@ class Config(Strict):
     review: ReviewConfig = ReviewConfig()
     release: ReleaseConfig = ReleaseConfig()
     remap: RemapConfig = RemapConfig()
+    logs: LogsConfig = LogsConfig()
     run: RunConfig = RunConfig()
 
     @model_validator(mode="before")

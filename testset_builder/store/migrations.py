@@ -432,6 +432,52 @@ def m011_spans_and_document_versions(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(12)
+def m012_production_logs(db: sqlite3.Connection) -> None:
+    """Production RAG logs: ``log_imports`` (one row a log file, by its bytes' sha256, with the line its batches
+    are committed through, so a killed import resumes without counting a record twice), ``log_queries`` (each
+    logged query's frequency, first and last seen, feedback and clicks, summed over its records) and
+    ``log_retrievals`` (what the live system retrieved for it, at its latest record: the production run)."""
+    run_script(
+        db,
+        """
+        CREATE TABLE log_imports (
+            import_id TEXT PRIMARY KEY,
+            source TEXT NOT NULL,
+            format TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('running', 'done')),
+            lines_done INTEGER NOT NULL DEFAULT 0,
+            counts TEXT NOT NULL DEFAULT '{}',
+            started_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE TABLE log_queries (
+            query_id TEXT PRIMARY KEY REFERENCES queries(query_id),
+            frequency INTEGER NOT NULL CHECK (frequency >= 1),
+            first_seen TEXT,
+            last_seen TEXT,
+            thumbs_up INTEGER NOT NULL DEFAULT 0,
+            thumbs_down INTEGER NOT NULL DEFAULT 0,
+            rating_sum REAL NOT NULL DEFAULT 0,
+            ratings INTEGER NOT NULL DEFAULT 0,
+            comments INTEGER NOT NULL DEFAULT 0,
+            cited INTEGER NOT NULL DEFAULT 0,
+            clicked INTEGER NOT NULL DEFAULT 0,
+            last_answer TEXT,
+            last_comment TEXT,
+            retrieved_at TEXT
+        );
+        CREATE TABLE log_retrievals (
+            query_id TEXT NOT NULL REFERENCES queries(query_id),
+            rank INTEGER NOT NULL CHECK (rank >= 1),
+            chunk_id TEXT NOT NULL REFERENCES chunks(chunk_id),
+            score REAL,
+            PRIMARY KEY (query_id, rank)
+        );
+        """,
+    )
+
+
 def _backfill_chunk_versions(db: sqlite3.Connection) -> None:
     """Each existing chunk gets its document's current text version where its span still holds in it. Done a
     document at a time in Python: SQLite's substr walks UTF-8 text from its start, so a per-chunk substr over a

@@ -4,10 +4,10 @@ A record holds what the live system saw and did: the user's query, what it retri
 or the retrieved texts, matched back to chunks later and never guessed), its answer, the feedback (thumbs, a
 rating, a comment), the chunks it cited and which of them the user clicked, when, and in which session.
 
-Field names differ from one logging setup to the next, so a :class:`LogFields` maps them (dotted paths reach into
-nested objects: ``retrieval.documents``). A line that cannot be read is reported with its number and reason and
-the rest goes on; nothing is ever filled in by guessing. Readers hold one line (CSV: one row; OpenTelemetry: the
-spans of the traces still open) at a time, so a log of any size streams.
+Field names differ from one logging setup to the next, so the config's ``logs.fields`` maps them (dotted paths
+reach into nested objects: ``retrieval.documents``). A line that cannot be read is reported with its number and
+reason and the rest goes on; nothing is ever filled in by guessing. Readers hold one line (CSV: one row;
+OpenTelemetry: the spans of the traces still open) at a time, so a log of any size streams.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...config import LogFieldsConfig as LogFields
 from ...errors import InputError
 
 THUMBS_UP = {"up", "+1", "1", "true", "yes", "good", "positive", "thumbs_up", "👍"}
@@ -57,25 +58,6 @@ class Unreadable:
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.reason}"
-
-
-@dataclass(frozen=True)
-class LogFields:
-    """Where each part of a record is in the log (dotted paths into nested JSON; CSV columns by name)."""
-
-    query: str = "query"
-    retrieved: str = "retrieved"  # a list of ids, or of objects with the three keys below
-    retrieved_id: str = "id"
-    retrieved_text: str = "text"
-    retrieved_score: str = "score"
-    answer: str = "answer"
-    thumbs: str = "thumbs"
-    rating: str = "rating"
-    comment: str = "comment"
-    cited: str = "cited"
-    clicked: str = "clicked"
-    timestamp: str = "timestamp"
-    session: str = "session"
 
 
 def _get(record: Any, path: str) -> Any:
@@ -283,7 +265,8 @@ def _first(attributes: dict[str, Any], keys: Iterable[str]) -> Any:
 def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]:
     """One span a line (OTLP JSON or a flat ``{trace_id, span_id, parent_span_id, attributes}``); a trace is one
     record: its query and answer from the root span, its documents from the retriever span, feedback from the
-    attributes named by ``fields`` on any span. A trace ends at its root span, or at the end of the file."""
+    attributes named by ``fields`` on any span. A trace ends at its root span, or at the end of the file; its record
+    carries the line where it ended, so records come in line order (what a resumed import counts on)."""
     open_traces: dict[str, dict] = {}
 
     def record_of(trace: dict) -> LogRecord | Unreadable:
@@ -311,6 +294,7 @@ def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]
         except ValueError as error:
             return Unreadable(trace["line"], str(error))
 
+    number = 0
     for number, text in _lines(path):
         if text.startswith("\x00"):
             yield Unreadable(number, text[1:])
@@ -338,9 +322,10 @@ def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]
         else:
             trace["spans"].append(attributes)
             trace["start"] = span.get("startTimeUnixNano") or span.get("start_time")
+            trace["line"] = number
             yield record_of(open_traces.pop(trace_id))
     for trace in open_traces.values():  # traces whose root never came: still records if they say enough
-        yield record_of(trace)
+        yield record_of({**trace, "line": number})
 
 
 READERS = {"jsonl": read_jsonl, "csv": read_csv, "otel": read_otel}

@@ -1,0 +1,142 @@
+"""import-logs: a production log becomes real queries with their frequency and feedback, and the live system's
+retrieval becomes a production run in the candidate pools; nothing is guessed, nothing is counted twice."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testset_builder.cli import main
+from testset_builder.config import LogsConfig
+from testset_builder.stages.logs.importer import import_logs
+from testset_builder.stages.queries import derived_id
+from testset_builder.store import logs as stored_logs
+from testset_builder.store import open_workspace, rows
+
+
+@pytest.fixture
+def log(docs_workspace, tmp_path):
+    """A log over the docs: one query asked three times (two thumbs down, the last record retrieving by text), one
+    with an e-mail in it, a result naming no chunk of the workspace, a text matching none, and two bad lines."""
+    ids = [chunk_id for chunk_id, _, _ in rows.live_chunk_rows(docs_workspace.db)]
+    passages = dict(zip(*rows.live_chunk_passages(docs_workspace.db)))
+    records = [
+        {"query": "how is ndcg computed", "retrieved": [{"id": ids[0]}, {"id": ids[1]}], "thumbs": "down",
+         "timestamp": "2026-11-01T10:00:00Z", "answer": "first answer"},
+        {"query": "How is  NDCG computed", "retrieved": [{"id": ids[2]}], "thumbs": "up",
+         "timestamp": "2026-11-03T10:00:00Z", "answer": "latest answer", "cited": [ids[2]], "clicked": [ids[2]]},
+        {"query": "how is ndcg computed", "retrieved": [{"id": "nowhere#1"}], "thumbs": "down",
+         "timestamp": "2026-11-02T10:00:00Z", "comment": "wrong"},
+        {"query": "mail me at jane@example.com about recall",
+         "retrieved": [{"text": passages[ids[3]]}, {"text": "  " + passages[ids[4]].upper() + " "},
+                       {"text": "a text the corpus never had"}]},
+        "{broken",
+        {"answer": "a record without a query"},
+    ]  # fmt: skip
+    path = tmp_path / "rag.jsonl"
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records), encoding="utf-8")
+    return path, ids, passages
+
+
+def test_a_log_becomes_real_queries_with_frequency_feedback_and_the_latest_retrieval(docs_workspace, log):
+    path, ids, _ = log
+    summary = import_logs(docs_workspace, path)
+
+    assert (summary.records, summary.unreadable, summary.new_queries) == (4, 2, 2)
+    assert (summary.by_id, summary.unknown_ids) == (3, 1)
+    assert (summary.by_exact_text, summary.by_normalised_text, summary.unmatched_texts) == (1, 1, 1)
+    assert summary.scrubbed == {"email": 1}
+    assert [p.split(":")[0] for p in summary.problems] == ["line 3", "line 4", "line 5", "line 6"]
+    db = docs_workspace.db
+    ndcg = derived_id("how is ndcg computed")
+    logged = {q["query_id"]: q for q in stored_logs.logged_queries(db)}
+    assert logged[ndcg]["frequency"] == 3 and (logged[ndcg]["thumbs_down"], logged[ndcg]["thumbs_up"]) == (2, 1)
+    assert (logged[ndcg]["first_seen"], logged[ndcg]["last_seen"]) == ("2026-11-01T10:00:00Z", "2026-11-03T10:00:00Z")
+    assert logged[ndcg]["last_answer"] == "latest answer" and logged[ndcg]["clicked"] == 1
+    run = stored_logs.production_run(db)
+    assert run[ndcg] == [(1, ids[2], None)]  # the latest record's retrieval, not the order of the lines
+    mailed = derived_id("mail me at [email] about recall")
+    assert rows.get_query(db, mailed).text == "mail me at [email] about recall"  # no address reached the store
+    assert [chunk for _, chunk, _ in run[mailed]] == [ids[3], ids[4]]
+    production = {
+        (q, c) for q, c, r in db.execute("SELECT query_id, chunk_id, retriever FROM candidates") if r == "production"
+    }
+    assert production == {(ndcg, ids[2]), (mailed, ids[3]), (mailed, ids[4])}
+    assert "jane@example.com" not in (docs_workspace.root / "testset.db").read_bytes().decode("utf-8", "ignore")
+
+
+def test_importing_the_same_log_again_adds_nothing(docs_workspace, log):
+    path, _, _ = log
+    first = import_logs(docs_workspace, path)
+    again = import_logs(docs_workspace, path)
+    assert again.already_imported and again.records == first.records
+    assert sum(q["frequency"] for q in stored_logs.logged_queries(docs_workspace.db)) == 4
+
+
+def docs_chunked(root):
+    """Another workspace holding the docs chunked as docs_workspace chunks them."""
+    from pathlib import Path
+
+    from testset_builder.config import ChunkingConfig
+    from testset_builder.corpus.ingest import ingest
+    from testset_builder.corpus.loaders import load_sources
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    ws = open_workspace(root)
+    ingest(ws, load_sources([docs]), ChunkingConfig(chunker="markdown", size=600, overlap=60), [docs])
+    return ws
+
+
+def test_an_import_that_dies_part_way_resumes_and_counts_no_record_twice(docs_workspace, log, tmp_path, monkeypatch):
+    path, _, _ = log
+    real, calls = stored_logs.add_query_logs, {"n": 0}
+
+    def dies_on_the_third_batch(db, logs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # as a kill would: the batch's transaction never commits
+        real(db, logs)
+
+    monkeypatch.setattr(stored_logs, "add_query_logs", dies_on_the_third_batch)
+    with pytest.raises(KeyboardInterrupt):
+        import_logs(docs_workspace, path, batch_size=1)
+    monkeypatch.setattr(stored_logs, "add_query_logs", real)
+    resumed = import_logs(docs_workspace, path, batch_size=1)
+    assert resumed.resumed_after_line == 2 and resumed.records == 4 and resumed.unreadable == 2
+
+    with docs_chunked(tmp_path / "clean") as clean:
+        whole = import_logs(clean, path, batch_size=1)
+        assert stored_logs.logged_queries(docs_workspace.db) == stored_logs.logged_queries(clean.db)
+        assert stored_logs.production_run(docs_workspace.db) == stored_logs.production_run(clean.db)
+    assert {k: v for k, v in resumed.as_dict().items() if k not in ("resumed_after_line", "seconds")} == {
+        k: v for k, v in whole.as_dict().items() if k not in ("resumed_after_line", "seconds")
+    }
+
+
+def test_field_names_and_pii_patterns_come_from_the_config(docs_workspace, tmp_path):
+    ids = [chunk_id for chunk_id, _, _ in rows.live_chunk_rows(docs_workspace.db)]
+    path = tmp_path / "custom.jsonl"
+    path.write_text(
+        json.dumps({"q": {"text": "account ACC-99812 cannot log in"}, "hits": [ids[0]], "fb": False}) + "\n",
+        encoding="utf-8",
+    )
+    settings = LogsConfig(fields={"query": "q.text", "retrieved": "hits", "thumbs": "fb"}, pii_patterns=[r"ACC-\d+"])
+    summary = import_logs(docs_workspace, path, settings)
+    assert summary.records == 1 and summary.scrubbed == {"pattern 0": 1}
+    (logged,) = stored_logs.logged_queries(docs_workspace.db)
+    assert rows.get_query(docs_workspace.db, logged["query_id"]).text == "account [redacted] cannot log in"
+    assert logged["thumbs_down"] == 1
+
+
+def test_the_command_reports_counts_as_json_and_a_workspace_without_chunks_is_refused(
+    log, docs_workspace, tmp_path, capsys
+):
+    path, _, _ = log
+    assert main(["import-logs", str(path), "--workspace", str(docs_workspace.root), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["records"] == 4 and document["unknown_ids"] == 1 and len(document["problems"]) == 4
+    with open_workspace(tmp_path / "bare"):
+        pass
+    assert main(["import-logs", str(path), "--workspace", str(tmp_path / "bare"), "--json"]) == 1
+    assert "no chunks" in json.loads(capsys.readouterr().out)["error"]

@@ -1,0 +1,234 @@
+"""``import-logs``: a production log into the workspace, in bounded batches.
+
+Each record's query is scrubbed of personal data (unless turned off) and becomes a ``real`` query (its id derived
+from the normalised text, as for a queries file); the workspace sums, per query, how often it was asked, when first
+and last, its feedback (thumbs, ratings, comments) and how often its cited chunks were clicked, and keeps the
+answer and the retrieval of its latest record. The retrieval is the production system's run: its chunks join the
+query's candidate pool with their production rank (retriever ``production``), so the estimate, ``select`` and the
+reviewers see what the live system showed.
+
+Retrieved results name chunks by id (an id the workspace does not have is counted and listed with its line, never
+replaced) or by text (matched exactly or normalised, see :mod:`.matching`; a text matching no chunk, or several
+unrelated ones, is counted and listed). A log file is one import, by the sha256 of its bytes: importing it again
+adds nothing, and an import killed part-way resumes after the last committed batch, counting no record twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ...config import LogsConfig
+from ...errors import InputError
+from ...records import Query, QueryOrigin
+from ...retrieval.pool import Candidate
+from ...store import logs as stored_logs
+from ...store import rows
+from ...store.workspace import Workspace
+from ..queries import MAX_QUERY_CHARS, derived_id
+from .matching import ChunkMatcher
+from .records import LogRecord, Unreadable, read_log
+from .scrub import Scrubber
+
+SHOWN = 20  # problems listed by line in the summary; all are counted
+PRODUCTION = "production"  # the retriever name the logged results carry in candidate pools
+
+
+@dataclass
+class LogImportSummary:
+    source: str
+    format: str
+    import_id: str
+    already_imported: bool = False
+    resumed_after_line: int = 0
+    records: int = 0
+    unreadable: int = 0
+    new_queries: int = 0
+    results: int = 0
+    by_id: int = 0
+    by_exact_text: int = 0
+    by_normalised_text: int = 0
+    unknown_ids: int = 0
+    unmatched_texts: int = 0
+    records_with_retrieval: int = 0
+    scrubbed: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)  # the first SHOWN, "line N: why"
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def note(self, line: int, reason: str) -> None:
+        if len(self.problems) < SHOWN:
+            self.problems.append(f"line {line}: {reason}")
+
+
+COUNTED = (
+    "records", "unreadable", "new_queries", "results", "by_id", "by_exact_text", "by_normalised_text", "unknown_ids",
+    "unmatched_texts", "records_with_retrieval",
+)  # fmt: skip
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class _Batch:
+    """Records folded per query until the batch is written."""
+
+    def __init__(self) -> None:
+        self.logs: dict[str, stored_logs.QueryLog] = {}
+        self.queries: dict[str, Query] = {}
+        self.records = 0
+
+    def add(self, query: Query, record: LogRecord, retrieval: list[tuple[int, str, float | None]], scrub) -> None:
+        self.records += 1
+        self.queries.setdefault(query.query_id, query)
+        log = self.logs.setdefault(query.query_id, stored_logs.QueryLog(query.query_id))
+        stamp = record.timestamp
+        latest = log.frequency == 0 or stamp is None or (log.last_seen is None or stamp >= log.last_seen)
+        log.frequency += 1
+        if stamp is not None:
+            log.first_seen = min(stamp, log.first_seen) if log.first_seen else stamp
+            log.last_seen = max(stamp, log.last_seen) if log.last_seen else stamp
+        log.thumbs_up += record.thumbs == 1
+        log.thumbs_down += record.thumbs == -1
+        if record.rating is not None:
+            log.rating_sum += record.rating
+            log.ratings += 1
+        if record.comment:
+            log.comments += 1
+        log.cited += bool(record.cited)
+        log.clicked += bool(set(record.clicked) & set(record.cited) if record.cited else record.clicked)
+        if latest:
+            log.last_answer = scrub(record.answer) if record.answer else log.last_answer
+            log.last_comment = scrub(record.comment) if record.comment else log.last_comment
+            if retrieval:
+                log.retrieval, log.retrieved_at = retrieval, stamp or log.retrieved_at
+
+
+def import_logs(
+    workspace: Workspace, path: str | Path, settings: LogsConfig | None = None, batch_size: int = 2000
+) -> LogImportSummary:
+    """See the module docstring."""
+    settings, path = settings or LogsConfig(), Path(path)
+    if not path.is_file():
+        raise InputError("no such log file", path=path)
+    with workspace.exclusive("import-logs"):
+        return _import(workspace, path, settings, batch_size)
+
+
+def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: int) -> LogImportSummary:
+    clock, db = time.perf_counter(), workspace.db
+    chunks = rows.live_chunk_rows(db)
+    if not chunks:
+        raise InputError(
+            "the workspace has no chunks: chunk the corpus the logged system retrieves from first "
+            "(`testset-builder chunk SOURCE --workspace ...`), so logged results can be matched to chunks",
+            path=workspace.root,
+        )
+    import_id = file_sha256(path)
+    summary = LogImportSummary(path.name, settings.format, import_id)
+    state = stored_logs.import_state(db, import_id)
+    if state is not None:
+        _restore(summary, stored_logs.import_counts(db, import_id))
+        if state[0] == "done":
+            summary.already_imported = True
+            return summary
+        summary.resumed_after_line = state[1]
+    else:
+        with workspace.transaction() as tx:
+            stored_logs.begin_import(tx, import_id, path.name, settings.format)
+    ids = {chunk_id for chunk_id, _, _ in chunks}
+    matcher: ChunkMatcher | None = None
+    scrubber = Scrubber(settings.pii_patterns)
+    scrubber.counts.update(summary.scrubbed)  # a resumed import goes on counting
+    scrub = scrubber if settings.scrub_pii else (lambda text: text)
+    batch, last_line = _Batch(), summary.resumed_after_line
+
+    def flush(through: int) -> None:
+        nonlocal batch
+        with workspace.transaction() as tx:
+            summary.new_queries += rows.put_queries(tx, batch.queries.values())
+            stored_logs.add_query_logs(tx, batch.logs.values())
+            rows.put_candidates(
+                tx,
+                [
+                    Candidate(query_id, chunk_id, PRODUCTION, rank, score if score is not None else 0.0)
+                    for query_id, log in batch.logs.items()
+                    for rank, chunk_id, score in log.retrieval
+                ],
+            )
+            summary.scrubbed = {k: v for k, v in scrubber.counts.items() if v}
+            stored_logs.advance_import(tx, import_id, through, _counts(summary))
+        batch = _Batch()
+
+    for item in read_log(path, settings.format, settings.fields):
+        if item.line <= summary.resumed_after_line:
+            continue
+        last_line = max(last_line, item.line)
+        if isinstance(item, Unreadable):
+            summary.unreadable += 1
+            summary.note(item.line, item.reason)
+            continue
+        text = " ".join((scrub(item.query) or "").split())
+        if len(text) > MAX_QUERY_CHARS:
+            summary.unreadable += 1
+            summary.note(item.line, f"a query of {len(text)} characters (at most {MAX_QUERY_CHARS})")
+            continue
+        retrieval = []
+        for result in item.retrieved:
+            summary.results += 1
+            if result.chunk_id is not None:
+                if result.chunk_id in ids:
+                    summary.by_id += 1
+                    retrieval.append((result.rank, result.chunk_id, result.score))
+                else:
+                    summary.unknown_ids += 1
+                    summary.note(item.line, f"result {result.rank}: no chunk {result.chunk_id!r} in the workspace")
+                continue
+            matcher = matcher or ChunkMatcher([(c, t) for c, _, t in chunks], _groups(db))
+            found, how = matcher.match(result.text)
+            if found is None:
+                summary.unmatched_texts += 1
+                summary.note(item.line, f"result {result.rank}: {how}")
+                continue
+            summary.by_exact_text += how == "exact"
+            summary.by_normalised_text += how == "normalised"
+            retrieval.append((result.rank, found, result.score))
+        summary.records += 1
+        summary.records_with_retrieval += bool(retrieval)
+        query = Query(query_id=derived_id(text), text=text, origin=QueryOrigin.real, metadata={"from": "logs"})
+        batch.add(query, item, retrieval, scrub)
+        if batch.records >= batch_size:
+            flush(item.line)
+    flush(last_line)
+    with workspace.transaction() as tx:
+        stored_logs.finish_import(tx, import_id, _counts(summary))
+    summary.seconds = round(time.perf_counter() - clock, 3)
+    return summary
+
+
+def _groups(db) -> dict[str, str]:
+    return {chunk_id: group for chunk_id, (group, _) in rows.live_duplicate_groups(db).items()}
+
+
+def _counts(summary: LogImportSummary) -> dict:
+    return {
+        **{name: getattr(summary, name) for name in COUNTED},
+        "problems": summary.problems,
+        "scrubbed": summary.scrubbed,
+    }
+
+
+def _restore(summary: LogImportSummary, counts: dict) -> None:
+    for name in COUNTED:
+        setattr(summary, name, counts.get(name, 0))
+    summary.problems = list(counts.get("problems", []))
+    summary.scrubbed = dict(counts.get("scrubbed", {}))

@@ -1,0 +1,135 @@
+"""Production logs in the workspace: imports (resumable by line), per-query aggregates and the logged retrieval.
+Writes take an open transaction's connection, as in :mod:`~testset_builder.store.rows`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .workspace import utc_timestamp
+
+
+@dataclass
+class QueryLog:
+    """What a batch of records says about one query: counts to add, the latest answer and retrieval seen."""
+
+    query_id: str
+    frequency: int = 0
+    first_seen: str | None = None
+    last_seen: str | None = None
+    thumbs_up: int = 0
+    thumbs_down: int = 0
+    rating_sum: float = 0.0
+    ratings: int = 0
+    comments: int = 0
+    cited: int = 0
+    clicked: int = 0
+    last_answer: str | None = None
+    last_comment: str | None = None
+    retrieved_at: str | None = None  # the timestamp (or "line N") of the record whose retrieval is kept
+    retrieval: list[tuple[int, str, float | None]] = field(default_factory=list)  # (rank, chunk id, score)
+
+
+def import_state(db: sqlite3.Connection, import_id: str) -> tuple[str, int] | None:
+    """(status, lines done) of an import of the file with this sha256, if one began."""
+    row = db.execute("SELECT status, lines_done FROM log_imports WHERE import_id = ?", (import_id,)).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def begin_import(db: sqlite3.Connection, import_id: str, source: str, format: str) -> None:
+    db.execute(
+        "INSERT INTO log_imports (import_id, source, format, status, started_at) VALUES (?, ?, ?, 'running', ?) "
+        "ON CONFLICT(import_id) DO NOTHING",
+        (import_id, source, format, utc_timestamp()),
+    )
+
+
+def advance_import(db: sqlite3.Connection, import_id: str, lines_done: int, counts: dict) -> None:
+    db.execute(
+        "UPDATE log_imports SET lines_done = ?, counts = ? WHERE import_id = ?",
+        (lines_done, json.dumps(counts), import_id),
+    )
+
+
+def finish_import(db: sqlite3.Connection, import_id: str, counts: dict) -> None:
+    db.execute(
+        "UPDATE log_imports SET status = 'done', counts = ?, finished_at = ? WHERE import_id = ?",
+        (json.dumps(counts), utc_timestamp(), import_id),
+    )
+
+
+def import_counts(db: sqlite3.Connection, import_id: str) -> dict:
+    row = db.execute("SELECT counts FROM log_imports WHERE import_id = ?", (import_id,)).fetchone()
+    return json.loads(row[0]) if row else {}
+
+
+def _later(a: str | None, b: str | None) -> bool:
+    """Whether timestamp ``a`` is at or after ``b`` (ISO text compares in order; a missing one is never later)."""
+    return a is not None and (b is None or a >= b)
+
+
+def _extreme(pick, *values: str | None) -> str | None:
+    present = [v for v in values if v is not None]
+    return pick(present) if present else None
+
+
+def add_query_logs(db: sqlite3.Connection, logs: Iterable[QueryLog]) -> None:
+    """Add a batch's counts to each query's aggregate; keep the answer and the retrieval of the latest record."""
+    for log in logs:
+        row = db.execute(
+            "SELECT first_seen, last_seen, retrieved_at FROM log_queries WHERE query_id = ?", (log.query_id,)
+        ).fetchone()
+        if row is None:
+            db.execute(
+                "INSERT INTO log_queries (query_id, frequency, first_seen, last_seen, thumbs_up, thumbs_down, "
+                "rating_sum, ratings, comments, cited, clicked, last_answer, last_comment, retrieved_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    log.query_id, log.frequency, log.first_seen, log.last_seen, log.thumbs_up, log.thumbs_down,
+                    log.rating_sum, log.ratings, log.comments, log.cited, log.clicked, log.last_answer,
+                    log.last_comment, log.retrieved_at if log.retrieval else None,
+                ),
+            )  # fmt: skip
+            newer_retrieval = bool(log.retrieval)
+        else:
+            first, last, retrieved_at = row
+            newer = last is None or _later(log.last_seen, last)
+            db.execute(
+                "UPDATE log_queries SET frequency = frequency + ?, thumbs_up = thumbs_up + ?, "
+                "thumbs_down = thumbs_down + ?, rating_sum = rating_sum + ?, ratings = ratings + ?, "
+                "comments = comments + ?, cited = cited + ?, clicked = clicked + ?, first_seen = ?, last_seen = ?, "
+                "last_answer = CASE WHEN ? THEN ? ELSE last_answer END, "
+                "last_comment = CASE WHEN ? AND ? IS NOT NULL THEN ? ELSE last_comment END WHERE query_id = ?",
+                (
+                    log.frequency, log.thumbs_up, log.thumbs_down, log.rating_sum, log.ratings, log.comments,
+                    log.cited, log.clicked, _extreme(min, first, log.first_seen), _extreme(max, last, log.last_seen),
+                    newer, log.last_answer, newer, log.last_comment, log.last_comment, log.query_id,
+                ),
+            )  # fmt: skip
+            newer_retrieval = bool(log.retrieval) and (retrieved_at is None or _later(log.retrieved_at, retrieved_at))
+        if newer_retrieval:
+            db.execute("UPDATE log_queries SET retrieved_at = ? WHERE query_id = ?", (log.retrieved_at, log.query_id))
+            db.execute("DELETE FROM log_retrievals WHERE query_id = ?", (log.query_id,))
+            db.executemany(
+                "INSERT INTO log_retrievals (query_id, rank, chunk_id, score) VALUES (?, ?, ?, ?)",
+                [(log.query_id, rank, chunk_id, score) for rank, chunk_id, score in log.retrieval],
+            )
+
+
+def logged_queries(db: sqlite3.Connection) -> list[dict]:
+    """Every logged query's aggregate, by id."""
+    cursor = db.execute("SELECT * FROM log_queries ORDER BY query_id")
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor]
+
+
+def production_run(db: sqlite3.Connection) -> dict[str, list[tuple[int, str, float | None]]]:
+    """query id -> the live system's ranked (rank, chunk id, score), from each query's latest logged record."""
+    run: dict[str, list] = {}
+    for query_id, rank, chunk_id, score in db.execute(
+        "SELECT query_id, rank, chunk_id, score FROM log_retrievals ORDER BY query_id, rank"
+    ):
+        run.setdefault(query_id, []).append((rank, chunk_id, score))
+    return run
