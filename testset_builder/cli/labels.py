@@ -262,7 +262,19 @@ def _mining(summary) -> str:
 
 @app.command()
 def propose(
-    queries: QueriesOption,
+    queries: Annotated[
+        Path | None,
+        typer.Option(
+            "--queries",
+            "-Q",
+            help="Real queries: JSONL, CSV/TSV with a header, or one query per line.",
+            show_default=False,
+        ),
+    ] = None,
+    from_logs: Annotated[
+        bool,
+        typer.Option("--from-logs", help="Propose for the logged queries `select --from-logs` drew, not a file."),
+    ] = False,
     workspace: WorkspaceOption = None,
     config: ConfigOption = None,
     id_field: IdFieldOption = None,
@@ -310,10 +322,14 @@ def propose(
     first. The config's `propose:` and `judging:` sections give the defaults. A rerun after a crash pays for nothing
     twice.
 
+    With --from-logs the queries are the logged ones a failure-first draw chose (`select --from-logs`); their
+    production results are in the pool already (retriever `production`).
+
     Example: `testset-builder propose --queries queries.jsonl --config my-set/testset-builder.yaml --depth 20`.
     """
     import asyncio
 
+    from ..errors import InputError
     from ..stages.judge import Judge
     from ..stages.propose import propose as run_propose
     from ..stages.queries import read_queries
@@ -326,8 +342,14 @@ def propose(
         propose__fused_depth=fused_depth,
         limits__max_cost_usd=max_cost_usd,
     )
-    query_file = read_queries(queries, id_field=id_field, text_field=text_field, strict=strict)
+    if (queries is None) == (not from_logs):
+        raise InputError("give --queries FILE or --from-logs (the logged queries a failure-first draw chose)")
     with open_workspace_for(resolved) as ws:
+        query_file = (
+            drawn_log_queries(ws)
+            if from_logs
+            else read_queries(queries, id_field=id_field, text_field=text_field, strict=strict)
+        )
         if not judge:
             summary = asyncio.run(run_propose(ws, query_file, None, resolved.propose))
         else:
@@ -491,8 +513,21 @@ def estimate(
 @app.command("select")
 def select_pairs(
     budget: Annotated[
-        int, typer.Option("--budget", "-n", min=1, help="Pairs to draw for review (on average).", show_default=False)
-    ],
+        int | None,
+        typer.Option("--budget", "-n", min=1, help="Pairs to draw for review (on average).", show_default=False),
+    ] = None,
+    from_logs: Annotated[
+        bool,
+        typer.Option(
+            "--from-logs", help="Draw logged queries to label instead (failure-first; see import-logs), --limit many."
+        ),
+    ] = False,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", min=1, help="With --from-logs: logged queries to draw (on average).", show_default=False
+        ),
+    ] = None,
     workspace: WorkspaceOption = None,
     config: ConfigOption = None,
     uniform_share: Annotated[
@@ -502,7 +537,8 @@ def select_pairs(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the draw (a rerun with it draws the same).")] = 0,
     json_output: JsonOption = False,
 ) -> None:
-    """Draw the pairs humans should review, the uncertain ones likelier, each with a recorded probability.
+    """Draw the pairs humans should review, the uncertain ones likelier, each with a recorded probability; or, with
+    --from-logs, the logged queries to label, the likely failures likelier.
 
     Refits the relevance estimate on the verdicts so far, then draws from the pending pairs no earlier round
     considered: pair i with probability min(1, u + c p_i (1 - p_i)), where u spreads --uniform-share of the budget
@@ -510,12 +546,26 @@ def select_pairs(
     review queue. The probabilities are kept, drawn or not, so that figures estimated from the verdicts stay
     unbiased. Run it again after a review session for the next round.
 
+    With --from-logs, each logged query no earlier round considered weighs by its failure signals (thumbs down,
+    cited sources not clicked, a low rating, a low top retrieval score, nothing retrieved) times how often it was
+    asked, near-duplicates folded into one; the same draw picks about --limit of them, each with its probability
+    and reasons recorded.
+
     Example: `testset-builder select --budget 50 --workspace testset`; reviewers then grade the drawn pairs in
-    `serve` or `review`.
+    `serve` or `review`. From logs: `testset-builder select --from-logs --limit 200 --workspace testset`.
     """
-    from ..stages.selection import select_for_review
+    from ..errors import InputError
 
     resolved = settings(config, workspace)
+    if from_logs:
+        if limit is None or budget is not None:
+            raise InputError("--from-logs draws --limit logged queries (and takes no --budget)")
+        _select_logged(resolved, limit, uniform_share, seed, json_output)
+        return
+    if budget is None or limit is not None:
+        raise InputError("give --budget (pairs to draw for review); --limit goes with --from-logs")
+    from ..stages.selection import select_for_review
+
     with open_workspace_for(resolved) as ws:
         summary = select_for_review(ws, budget, uniform_share, seed)
     if json_output:
@@ -528,6 +578,42 @@ def select_pairs(
         "they head the review queue",
         highlight=False,
     )
+
+
+def drawn_log_queries(ws):
+    """The logged queries failure-first draws chose, as a query file for propose."""
+    from ..errors import InputError
+    from ..stages.queries import QueryFile
+    from ..store import logs as stored_logs
+    from ..store import rows
+
+    drawn = stored_logs.drawn_logged(ws.db)
+    if not drawn:
+        raise InputError(
+            "no logged query has been drawn: `testset-builder import-logs LOG` then `testset-builder select "
+            "--from-logs --limit N` first",
+            path=ws.root,
+        )
+    return QueryFile(queries=[rows.get_query(ws.db, query_id) for query_id, _, _ in drawn])
+
+
+def _select_logged(resolved, limit: int, uniform_share: float, seed: int, json_output: bool) -> None:
+    from ..stages.logs.failures import select_logged
+
+    with open_workspace_for(resolved) as ws:
+        summary = select_logged(ws, limit, uniform_share, seed)
+    if json_output:
+        print(json.dumps(summary.as_dict(), indent=2))
+        return
+    out.print(
+        f"round {summary.round}: drew {summary.drawn} of {summary.considered} logged queries ({summary.collapsed} "
+        f"near-duplicates folded in; limit {limit}), likely failures first; propose them with "
+        "`testset-builder propose --from-logs`",
+        highlight=False,
+    )
+    for drawn in summary.drawn_queries[:10]:
+        why = "; ".join(drawn["reasons"]) or "no failure signal (the even share)"
+        out.print(f"  {escape(drawn['text'][:70])}  [{drawn['probability']:.3f}: {escape(why)}]", highlight=False)
 
 
 @app.command()

@@ -33,15 +33,21 @@ class Draw:
 def inclusion_probabilities(p_relevant: Sequence[float], budget: float, uniform_share: float = 0.2) -> np.ndarray:
     """pi_i as in the module docstring; sum(pi) equals ``budget`` (all ones when the budget covers every pair)."""
     p = np.clip(np.asarray(p_relevant, dtype=float), 0.0, 1.0)
-    n = len(p)
+    return weighted_inclusion_probabilities(p * (1.0 - p), budget, uniform_share)
+
+
+def weighted_inclusion_probabilities(weights: Sequence[float], budget: float, uniform_share: float = 0.2) -> np.ndarray:
+    """pi_i = min(1, u + c w_i) with sum(pi) = ``budget``: ``u`` spreads ``uniform_share`` of the budget evenly (so
+    no item is ever impossible), the rest goes by weight (all ones when the budget covers every item)."""
+    weights = np.asarray(weights, dtype=float)
+    n = len(weights)
     if n == 0:
-        return p
+        return weights
     if budget >= n:
         return np.ones(n)
     if not 0.0 < uniform_share <= 1.0:
         raise ValueError("uniform_share must be in (0, 1]")
     floor = uniform_share * budget / n
-    weights = p * (1.0 - p)
     if weights.max() <= 1e-12 or uniform_share == 1.0:
         return np.full(n, budget / n)
     # scaled to a largest weight of 1, and never quite 0: so that some finite c reaches any budget below n (with

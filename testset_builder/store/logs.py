@@ -133,3 +133,47 @@ def production_run(db: sqlite3.Connection) -> dict[str, list[tuple[int, str, flo
     ):
         run.setdefault(query_id, []).append((rank, chunk_id, score))
     return run
+
+
+@dataclass(frozen=True)
+class LogDraw:
+    query_id: str
+    round: int
+    probability: float
+    drawn: bool
+    weight: float
+    reasons: tuple[str, ...]
+    duplicate_of: str | None = None
+
+
+def undrawn_logged(db: sqlite3.Connection) -> list[dict]:
+    """Logged queries no draw has considered yet, with their aggregates and top production score and text."""
+    cursor = db.execute(
+        "SELECT l.*, q.text, (SELECT r.score FROM log_retrievals r WHERE r.query_id = l.query_id AND r.rank = 1) "
+        "AS top_score FROM log_queries l JOIN queries q USING (query_id) "
+        "WHERE l.query_id NOT IN (SELECT query_id FROM log_draws) ORDER BY l.frequency DESC, l.query_id"
+    )
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor]
+
+
+def next_draw_round(db: sqlite3.Connection) -> int:
+    return (db.execute("SELECT MAX(round) FROM log_draws").fetchone()[0] or 0) + 1
+
+
+def put_log_draws(db: sqlite3.Connection, draws: Iterable[LogDraw]) -> None:
+    db.executemany(
+        "INSERT INTO log_draws (query_id, round, probability, drawn, weight, reasons, duplicate_of, drawn_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (d.query_id, d.round, d.probability, int(d.drawn), d.weight, json.dumps(list(d.reasons)),
+             d.duplicate_of, utc_timestamp())
+            for d in draws
+        ],
+    )  # fmt: skip
+
+
+def drawn_logged(db: sqlite3.Connection) -> list[tuple[str, float, list[str]]]:
+    """(query id, probability, reasons) of every logged query a draw chose, by round then id."""
+    sql = "SELECT query_id, probability, reasons FROM log_draws WHERE drawn = 1 ORDER BY round, query_id"
+    return [(q, p, json.loads(r)) for q, p, r in db.execute(sql)]

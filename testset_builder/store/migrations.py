@@ -437,7 +437,9 @@ def m012_production_logs(db: sqlite3.Connection) -> None:
     """Production RAG logs: ``log_imports`` (one row a log file, by its bytes' sha256, with the line its batches
     are committed through, so a killed import resumes without counting a record twice), ``log_queries`` (each
     logged query's frequency, first and last seen, feedback and clicks, summed over its records) and
-    ``log_retrievals`` (what the live system retrieved for it, at its latest record: the production run)."""
+    ``log_retrievals`` (what the live system retrieved for it, at its latest record: the production run) and
+    ``log_draws`` (each logged query's part in a failure-first draw: its probability, whether it was drawn, why it
+    weighed what it did, and the query it is a near-duplicate of)."""
     run_script(
         db,
         """
@@ -473,6 +475,16 @@ def m012_production_logs(db: sqlite3.Connection) -> None:
             chunk_id TEXT NOT NULL REFERENCES chunks(chunk_id),
             score REAL,
             PRIMARY KEY (query_id, rank)
+        );
+        CREATE TABLE log_draws (
+            query_id TEXT PRIMARY KEY REFERENCES queries(query_id),
+            round INTEGER NOT NULL CHECK (round >= 1),
+            probability REAL NOT NULL CHECK (probability > 0 AND probability <= 1),
+            drawn INTEGER NOT NULL CHECK (drawn IN (0, 1)),
+            weight REAL NOT NULL,
+            reasons TEXT NOT NULL DEFAULT '[]',
+            duplicate_of TEXT REFERENCES queries(query_id),
+            drawn_at TEXT NOT NULL
         );
         """,
     )

@@ -1,0 +1,133 @@
+"""Failure-first: which logged queries to label, the ones the live system likely got wrong first, each drawn with
+a known probability.
+
+A logged query weighs more the more its records say something went wrong, and the more often it was asked:
+
+    w = (1 + 4 * thumbs-down share + 1.5 * share of cited answers nobody clicked + 1 if its mean rating is below
+         the log's median + 1 if its top production score is in the log's lowest quarter + 1 if nothing was
+         retrieved) * (1 + log2(frequency))
+
+Near-duplicate queries (content words overlapping by Jaccard >= 0.8, as for synthetic questions) collapse into the
+most frequent one, which carries their records' signals. Then the draw is the one ``select`` makes for pairs:
+Poisson sampling with pi = min(1, u + c w), ``u`` spreading a fifth of the limit evenly, so a query no signal points
+at is still possible and every pi is recorded: figures over the labelled subset (the logged system's recall, how
+often a thumbs-down was a retrieval failure) weighted by 1 / pi describe the whole log without bias.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ...store import logs as stored_logs
+from ..questions import NearDuplicates
+from ..selection import draw, weighted_inclusion_probabilities
+
+SUMS = ("frequency", "thumbs_up", "thumbs_down", "rating_sum", "ratings", "cited", "clicked")
+
+
+@dataclass
+class LogSelectionSummary:
+    round: int
+    considered: int  # logged queries no earlier round had considered
+    collapsed: int  # near-duplicates folded into another query
+    drawn: int
+    limit: int
+    smallest_probability: float | None
+    drawn_queries: list[dict] = field(default_factory=list)  # query id, text, probability, reasons
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def collapse(logged: list[dict]) -> tuple[list[dict], dict[str, str]]:
+    """Near-duplicate queries folded into the most frequent of them (``logged`` comes most frequent first): the
+    representatives with their members' sums added, and member -> representative."""
+    seen = NearDuplicates()
+    representatives: list[dict] = []
+    member_of: dict[str, str] = {}
+    for row in logged:
+        match = seen.duplicate_of(row["text"])
+        if match is None:
+            seen.add(row["text"])
+            representatives.append(dict(row))
+            continue
+        head = representatives[match]
+        member_of[row["query_id"]] = head["query_id"]
+        for name in SUMS:
+            head[name] = (head[name] or 0) + (row[name] or 0)
+        if head["top_score"] is None:
+            head["top_score"] = row["top_score"]
+    return representatives, member_of
+
+
+def failure_weight(row: dict, median_rating: float | None, low_score: float | None) -> tuple[float, list[str]]:
+    """The query's weight in the draw and the reasons, in words (see the module docstring)."""
+    frequency, weight, reasons = max(1, row["frequency"]), 1.0, []
+    if row["thumbs_down"]:
+        weight += 4.0 * row["thumbs_down"] / frequency
+        reasons.append(f"thumbs down {row['thumbs_down']} of {frequency}")
+    unclicked = (row["cited"] or 0) - (row["clicked"] or 0)
+    if unclicked > 0:
+        weight += 1.5 * unclicked / frequency
+        reasons.append(f"cited sources not clicked {unclicked} of {row['cited']}")
+    if row["ratings"] and median_rating is not None and row["rating_sum"] / row["ratings"] < median_rating:
+        weight += 1.0
+        reasons.append(f"rated {row['rating_sum'] / row['ratings']:.1f}, below the log's median {median_rating:.1f}")
+    if row["top_score"] is not None and low_score is not None and row["top_score"] <= low_score:
+        weight += 1.0
+        reasons.append(f"top retrieval score {row['top_score']:.3g}, in the log's lowest quarter")
+    if row["retrieved_at"] is None:
+        weight += 1.0
+        reasons.append("nothing retrieved (or no logged result matched a chunk)")
+    if frequency > 1:
+        reasons.append(f"asked {frequency} times")
+    return weight * (1.0 + math.log2(frequency)), reasons
+
+
+def select_logged(workspace, limit: int, uniform_share: float = 0.2, seed: int = 0) -> LogSelectionSummary:
+    """Draw about ``limit`` of the logged queries no earlier round considered, failures likelier; record every
+    considered query's probability (its near-duplicates share their representative's), drawn or not."""
+    if limit < 1:
+        raise ValueError("a limit is at least one query")
+    with workspace.transaction() as db:
+        logged = stored_logs.undrawn_logged(db)
+        round_number = stored_logs.next_draw_round(db)
+        representatives, member_of = collapse(logged)
+        ratings = [r["rating_sum"] / r["ratings"] for r in representatives if r["ratings"]]
+        scores = [r["top_score"] for r in representatives if r["top_score"] is not None]
+        median_rating = float(np.median(ratings)) if ratings else None
+        low_score = float(np.quantile(scores, 0.25)) if len(scores) >= 4 else None
+        weighed = [failure_weight(r, median_rating, low_score) for r in representatives]
+        probabilities = weighted_inclusion_probabilities([w for w, _ in weighed], limit, uniform_share)
+        outcome = draw(probabilities, seed * 1_000_003 + round_number)
+        draws = [
+            stored_logs.LogDraw(row["query_id"], round_number, d.probability, d.drawn, weight, tuple(reasons))
+            for row, (weight, reasons), d in zip(representatives, weighed, outcome)
+        ]
+        by_id = {d.query_id: d for d in draws}
+        draws += [
+            stored_logs.LogDraw(member, round_number, by_id[head].probability, False, 0.0, (), head)
+            for member, head in member_of.items()
+        ]
+        stored_logs.put_log_draws(db, draws)
+    chosen = [(row, d) for row, d in zip(representatives, draws) if d.drawn]
+    return LogSelectionSummary(
+        round=round_number,
+        considered=len(logged),
+        collapsed=len(member_of),
+        drawn=len(chosen),
+        limit=limit,
+        smallest_probability=float(probabilities.min()) if len(probabilities) else None,
+        drawn_queries=[
+            {
+                "query_id": d.query_id,
+                "text": row["text"],
+                "probability": round(d.probability, 6),
+                "reasons": list(d.reasons),
+            }
+            for row, d in chosen
+        ],
+    )
