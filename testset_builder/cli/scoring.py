@@ -435,10 +435,12 @@ def report(
             raise InputError("give --out FILE.html for a release directory")
         out_file = Path(release.rsplit("@", 1)[0]) / "reports" / f"{loaded.version}.html"
     runs = [read_run(path) for path in run or []]
-    html = render(build_report(loaded, runs))
+    built = build_report(loaded, runs)
+    html = render(built)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     out_file.write_text(html, encoding="utf-8")
     if json_output:
-        print(json.dumps({"report": str(out_file), "version": loaded.version, "runs": [r.name for r in runs]}))
+        document = {"report": str(out_file), "version": loaded.version, "runs": [r.name for r in runs]}
+        print(json.dumps({**document, **({"online": built.online} if built.online else {})}, indent=2))
         return
     out.print(f"report of release {loaded.version} ({len(runs)} runs scored) -> {out_file}", highlight=False)

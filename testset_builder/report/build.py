@@ -20,6 +20,7 @@ from ..export.hf import data_files, read_rows
 from ..metrics import parse_metrics
 from ..metrics.clusters import resolve_clusters
 from ..metrics.many import DEFAULT_TARGETS, evaluate_with_curve, smallest_k
+from ..metrics.online import online_signals
 from ..metrics.prediction import prediction_report, release_pairs
 from ..metrics.report import score_dict
 from ..stages.questions import lexical_overlap
@@ -40,6 +41,7 @@ class Report:
     overlap: dict | None = None
     review: dict = field(default_factory=dict)
     trust: dict | None = None
+    online: dict | None = None  # online signals, when the release carries production logs
     runs: list[dict] = field(default_factory=list)
     targets: tuple[float, ...] = DEFAULT_TARGETS
     clusters: str = ""
@@ -104,6 +106,8 @@ def build_report(release, runs: Sequence[Run] = (), seed: int = 0) -> Report:
     }
     if release.estimates:
         report.trust = trust(release.estimates, counts.get("estimates", {}), report.plots)
+    if release.logs:
+        report.online = online_signals(release.logs, release.qrels, release.production, seed=seed)
     for run in runs:
         report.runs.append(scored_run(release, run, report))
     if report.runs:

@@ -177,3 +177,16 @@ def drawn_logged(db: sqlite3.Connection) -> list[tuple[str, float, list[str]]]:
     """(query id, probability, reasons) of every logged query a draw chose, by round then id."""
     sql = "SELECT query_id, probability, reasons FROM log_draws WHERE drawn = 1 ORDER BY round, query_id"
     return [(q, p, json.loads(r)) for q, p, r in db.execute(sql)]
+
+
+def release_rows(db: sqlite3.Connection, query_ids: Iterable[str]) -> list[dict]:
+    """For a release: each of ``query_ids`` that was logged, with its sums and its failure-first draw (probability
+    and whether drawn; None when no draw considered it), by id."""
+    wanted = set(query_ids)
+    cursor = db.execute(
+        "SELECT l.query_id, l.frequency, l.thumbs_up, l.thumbs_down, l.rating_sum, l.ratings, l.cited, l.clicked, "
+        "d.probability, d.drawn, d.duplicate_of FROM log_queries l LEFT JOIN log_draws d USING (query_id) "
+        "ORDER BY l.query_id"
+    )
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor if row[0] in wanted]

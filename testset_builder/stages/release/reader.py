@@ -8,12 +8,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ...errors import InputError
+from ...export import read_run
 from ...export.beir import read_beir_corpus, read_beir_qrels, read_beir_queries
 from ...export.hf import hf_files
 from ...export.jsonl import write_jsonl_qrels
 from ...export.trec import write_trec_topics
-from ...tables import Qrels
+from ...tables import Qrels, Run
 from .estimated import ESTIMATES_FILE, read_estimates
+from .logged import LOGS_META, PRODUCTION_RUN
 from .writer import CHUNKS_META, EVIDENCE_META, QUERIES_META, REMAP_META, sha256_file
 
 EXPORT_FORMATS = ("hf", "beir", "trec", "jsonl")
@@ -32,6 +34,8 @@ class LoadedRelease:
     query_meta: dict[str, dict] = field(default_factory=dict)  # query id -> {origin, style, source_chunk_id}
     evidence: dict[tuple[str, str], dict] = field(default_factory=dict)  # (query, chunk) -> {start, end, text}
     remap_outcomes: list[dict] = field(default_factory=list)  # a remapped release's meta/remap.jsonl
+    logs: dict[str, dict] = field(default_factory=dict)  # logged query id -> meta/logs.jsonl's row (.logged)
+    production: Run | None = None  # runs/production.trec: the live system's logged retrieval
 
     @property
     def has_spans(self) -> bool:
@@ -92,6 +96,8 @@ def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
             for row in _rows(path, EVIDENCE_META, files, "query_id", "chunk_id")
         },
         _rows(path, REMAP_META, files, "query_id"),
+        _by_id(path, LOGS_META, files),
+        read_run(path / PRODUCTION_RUN) if PRODUCTION_RUN in files else None,
     )
 
 

@@ -39,6 +39,7 @@ from ...store.workspace import Workspace, utc_timestamp
 from ...tables import Qrels
 from ..policy import ORIGINS, ResolvedQrel, agreement, describe, resolve
 from .estimated import ESTIMATES_FILE, estimate_counts, estimated_pairs, estimates_text
+from .logged import LOGS_META, PRODUCTION_RUN, logged_rows, production_run_text
 from .versions import existing_versions, parse_version
 
 CHUNKS_META = "meta/chunks.jsonl"  # {_id, doc_id, start, end, doc_sha256}: where each chunk lies in which text
@@ -56,6 +57,8 @@ class ReleaseContent:
     estimates: list[dict] = field(default_factory=list)  # the rows of estimates.jsonl (.estimated), when carried
     chunk_spans: list[dict] = field(default_factory=list)  # {_id, doc_id, start, end, doc_sha256}, sorted by id
     evidence: list[dict] = field(default_factory=list)  # {query_id, chunk_id, start, end, text}, sorted by pair
+    logs: list[dict] = field(default_factory=list)  # meta/logs.jsonl's rows (.logged), for logged queries
+    production: str = ""  # runs/production.trec: the live system's logged retrieval
 
     def qrels_table(self) -> Qrels:
         return Qrels.from_dict(as_dict(self.qrels))
@@ -74,6 +77,10 @@ class ReleaseContent:
             files[QUERIES_META] = json_lines(query_meta(self.query_records)).encode("utf-8")
         if self.evidence:
             files[EVIDENCE_META] = json_lines(self.evidence).encode("utf-8")
+        if self.logs:
+            files[LOGS_META] = json_lines(self.logs).encode("utf-8")
+        if self.production:
+            files[PRODUCTION_RUN] = self.production.encode("utf-8")
         return files
 
     def content_sha256(self) -> str:
@@ -142,7 +149,9 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
     query_ids = sorted({q.query_id for q in qrels} | {row["query-id"] for row in estimated})
     records = {query_id: rows.get_query(db, query_id) for query_id in query_ids}
     queries = [{"_id": query.query_id, "text": query.text} for query in records.values()]
-    return ReleaseContent(corpus, queries, qrels, records, estimated, spans, evidence), judgments
+    logs = logged_rows(db, query_ids, {})
+    production = production_run_text(db, query_ids)
+    return ReleaseContent(corpus, queries, qrels, records, estimated, spans, evidence, logs, production), judgments
 
 
 def qrel_evidence(qrels: list[ResolvedQrel], judgments: list[Judgment], chunks: dict[str, tuple]) -> list[dict]:

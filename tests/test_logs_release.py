@@ -1,0 +1,64 @@
+"""A release of logged queries carries their logs and the production run, and its report gives the online signals."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from testset_builder.cli import main
+from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus
+from testset_builder.stages.logs.failures import select_logged
+from testset_builder.stages.logs.importer import import_logs
+from testset_builder.stages.release import load_release, write_release
+from testset_builder.store import logs as stored_logs
+from testset_builder.store import rows
+
+TOPICS = ["recall at k", "ndcg gain", "review queue", "release version", "bm25 ranking", "chunk spans"]
+
+
+def test_logged_queries_release_with_their_logs_and_production_run_and_the_report_weighs_them(
+    docs_workspace, tmp_path, capsys
+):
+    ws = docs_workspace
+    ids = [chunk_id for chunk_id, _, _ in rows.live_chunk_rows(ws.db)]
+    pick = random.Random(5)
+    records = [
+        {"query": f"{pick.choice(TOPICS)} question {i}", "retrieved": pick.sample(ids, 3),
+         "thumbs": "down" if i % 3 == 0 else "up", "cited": ids[:1], "clicked": ids[:1] if i % 2 else []}
+        for i in range(40)
+    ]  # fmt: skip
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    import_logs(ws, log)
+    drawn = select_logged(ws, limit=12, seed=1).drawn_queries
+    run = stored_logs.production_run(ws.db)
+    with ws.transaction() as db:  # a reviewer labels each drawn query's production top result
+        rows.add_judgments(
+            db,
+            [
+                Judgment(
+                    judgment_id=f"h-{d['query_id']}", query_id=d["query_id"], chunk_id=run[d["query_id"]][0][1],
+                    grade=2 if n % 2 else 0, source=JudgmentSource.human, reviewer="ann", status=JudgmentStatus.final,
+                )
+                for n, d in enumerate(drawn)
+            ],
+        )  # fmt: skip
+    summary = write_release(ws, "1.0.0")
+    released = load_release(summary.path)
+
+    assert set(released.logs) == {d["query_id"] for d in drawn}  # the released queries that were logged
+    for d in drawn:
+        row = released.logs[d["query_id"]]
+        assert row["drawn"] is True and round(row["probability"], 6) == d["probability"]
+        assert row["frequency"] == 1 and "thumbs_down" in row
+    production = released.production.to_dict()
+    assert set(production) == set(released.logs)
+    for query_id, ranked in production.items():
+        assert sorted(ranked, key=ranked.get, reverse=True) == [c for _, c, _ in run[query_id]]  # the logged order
+
+    out = tmp_path / "report.html"
+    assert main(["report", "--release", str(summary.path), "--out", str(out), "--json"]) == 0
+    online = json.loads(capsys.readouterr().out)["online"]
+    assert online["drawn"] == len(drawn) and online["recall"]["queries"] == sum(1 for n, _ in enumerate(drawn) if n % 2)
+    assert online["recall"]["unweighted"] == 1.0  # each labelled relevant chunk is the production top result
+    assert 'data-table="online"' in out.read_text(encoding="utf-8")

@@ -1,0 +1,40 @@
+"""What a release carries of production logs, for the queries it releases that were logged: ``meta/logs.jsonl``
+(each one's frequency, feedback and clicks, its failure-first draw, and its failure tag once reviewers gave one) and
+``runs/production.trec`` (what the live system retrieved for it, ranked as logged). From them alone, ``report``
+computes the online signals: how often a thumbs-down was a retrieval failure, clicks against labels, and the
+logged system's recall on the labelled queries, weighted by 1 / pi to describe the whole log."""
+
+from __future__ import annotations
+
+from ...store import logs as stored_logs
+
+LOGS_META = "meta/logs.jsonl"
+PRODUCTION_RUN = "runs/production.trec"
+PRODUCTION = "production"  # the run's tag
+
+
+def logged_rows(db, query_ids: list[str], tags: dict[str, str]) -> list[dict]:
+    """One row per released query that was logged (canonical: keys sorted later, by id), with its tag if any."""
+    rows = []
+    for row in stored_logs.release_rows(db, query_ids):
+        entry = {
+            "_id": row["query_id"], "frequency": row["frequency"], "thumbs_up": row["thumbs_up"],
+            "thumbs_down": row["thumbs_down"], "cited": row["cited"], "clicked": row["clicked"],
+            "rating": round(row["rating_sum"] / row["ratings"], 6) if row["ratings"] else None,
+            "probability": row["probability"], "drawn": None if row["drawn"] is None else bool(row["drawn"]),
+            "duplicate_of": row["duplicate_of"], "failure": tags.get(row["query_id"]),
+        }  # fmt: skip
+        rows.append({k: v for k, v in entry.items() if v is not None})
+    return rows
+
+
+def production_run_text(db, query_ids: list[str]) -> str:
+    """The logged retrieval of the released queries as a TREC run (score 1 / rank keeps the logged order)."""
+    wanted = set(query_ids)
+    lines = [
+        f"{query_id} Q0 {chunk_id} {rank} {1.0 / rank!r} {PRODUCTION}\n"
+        for query_id, ranked in sorted(stored_logs.production_run(db).items())
+        if query_id in wanted
+        for rank, chunk_id, _ in ranked
+    ]
+    return "".join(lines)
