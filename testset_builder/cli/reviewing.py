@@ -148,13 +148,17 @@ def review_in_terminal(
 
     For a pair type 0, 1 or 2 (grade), s (skip), u (undo your last verdict) or q (quit), then Enter. For a question:
     k (keep), d REASON (drop: unanswerable, ambiguous, answer leaked, not a realistic query, other), e NEW TEXT (edit).
+    A query logged in production (import-logs) shows once what the live system did, and asks its failure tag: r
+    (retrieval: nothing relevant retrieved), g (generation: retrieved, the answer still failed), n (none), a
+    (unanswerable from the corpus), Enter to skip; t at a pair of it asks again (a new tag replaces yours).
 
     Example: `testset-builder review --reviewer ann --workspace testset`.
     """
     from ..stages import review
 
     resolved = _review_settings(config, workspace, overlap, lease_s, blind, questions)
-    done = 0
+    done, asked = 0, set()  # asked: logged queries whose failure tag was asked for this session
+    stopped = "stopped; {} verdicts given this session (the item goes back to the queue when its lease ends)"
     with open_workspace_for(resolved) as ws, interactive():  # the items and answers are the session: --quiet keeps them
         if resolved.review.questions:
             review.queue_questions(ws)
@@ -164,12 +168,21 @@ def review_in_terminal(
                 out.print(f"nothing left for {escape(reviewer)} to review; {done} verdicts given this session")
                 return
             _show(item)
-            answer = typer.prompt(_choices(item.kind), default="", show_default=False, err=True).strip()
+            query_id = item.query["query_id"]
+            if item.logged and query_id not in asked and item.logged["tag"] is None:
+                asked.add(query_id)
+                if not _ask_failure_tag(ws, reviewer, item):
+                    out.print(stopped.format(done))
+                    return
+            answer = typer.prompt(_choices(item), default="", show_default=False, err=True).strip()
             if answer.lower() in ("q", "quit"):
-                out.print(
-                    f"stopped; {done} verdicts given this session (the item goes back to the queue when its lease ends)"
-                )
+                out.print(stopped.format(done))
                 return
+            if answer.lower() == "t" and item.logged:
+                if not _ask_failure_tag(ws, reviewer, item):
+                    out.print(stopped.format(done))
+                    return
+                continue
             key = uuid.uuid4().hex
             if answer.lower() == "u":
                 undone = review.undo(ws, reviewer, key, resolved.review)
@@ -177,7 +190,7 @@ def review_in_terminal(
                 continue
             try:
                 review.submit(
-                    ws, reviewer, item.item_id, **_parse(answer, item.kind), idempotency_key=key,
+                    ws, reviewer, item.item_id, **_parse(answer, item), idempotency_key=key,
                     overlap=None if adjudicate else resolved.review.overlap,
                 )  # fmt: skip
                 done += 1
@@ -185,15 +198,15 @@ def review_in_terminal(
                 err.print(f"[yellow]{escape(str(error))}[/]")
 
 
-def _choices(kind: str) -> str:
-    if kind == "pair":
-        return "grade 0/1/2, s skip, u undo, q quit"
+def _choices(item) -> str:
+    if item.kind == "pair":
+        return "grade 0/1/2, s skip, u undo, " + ("t failure tag, " if item.logged else "") + "q quit"
     return "k keep, d REASON drop, e TEXT edit, s skip, u undo, q quit"
 
 
-def _parse(answer: str, kind: str) -> dict:
+def _parse(answer: str, item) -> dict:
     word, _, rest = answer.partition(" ")
-    word = word.lower()
+    word, kind = word.lower(), item.kind
     if word == "s":
         return {"action": "skip"}
     if kind == "pair" and word in ("0", "1", "2"):
@@ -204,7 +217,49 @@ def _parse(answer: str, kind: str) -> dict:
         return {"action": "drop_question", "reason": rest.strip() or "other"}
     if kind == "question" and word == "e":
         return {"action": "edit_question", "edited_text": rest.strip()}
-    raise InputError(f"{answer!r} is not one of: {_choices(kind)}")
+    raise InputError(f"{answer!r} is not one of: {_choices(item)}")
+
+
+def _ask_failure_tag(ws, reviewer: str, item) -> bool:
+    """Show what the live system did for the item's logged query and ask for its failure tag (Enter skips);
+    False when the reviewer quits."""
+    from ..stages import review
+
+    keys = {key: tag for tag, (key, _, _) in review.FAILURE_TAG_HELP.items()}
+    choices = ", ".join(f"{key} {label}" for key, label, _ in review.FAILURE_TAG_HELP.values())
+    _show_logged(item.logged)
+    while True:
+        answer = typer.prompt(f"failure tag: {choices}; Enter skip, q quit", default="", show_default=False, err=True)
+        answer = answer.strip().lower()
+        if answer in ("", "s"):
+            return True
+        if answer in ("q", "quit"):
+            return False
+        if answer in keys:
+            review.tag_failure(ws, reviewer, item.query["query_id"], keys[answer], uuid.uuid4().hex)
+            out.print(f"tagged {keys[answer]}: {review.FAILURE_TAG_HELP[keys[answer]][2]}", highlight=False)
+            return True
+        err.print(f"[yellow]{escape(repr(answer))} is not one of: {escape(choices)}[/]")
+
+
+def _show_logged(logged: dict) -> None:
+    rating = f", mean rating {logged['rating']} of {logged['ratings']}" if logged["rating"] is not None else ""
+    lines = [
+        f"asked {logged['frequency']} times: thumbs up {logged['thumbs_up']}, thumbs down {logged['thumbs_down']}"
+        f"{rating}; a citation clicked in {logged['clicked']} of {logged['cited']} cited answers",
+        f"[bold]answer:[/] {escape(logged['answer'])}" if logged["answer"] else "[dim]no answer logged[/]",
+    ]
+    if logged["comment"]:
+        lines.append(f"latest comment: {escape(logged['comment'])}")
+    for result in logged["results"]:
+        mark = "[reverse] the chunk under review [/] " if result["reviewed"] else ""
+        title = f"{escape(result['title'])}: " if result["title"] else ""
+        lines.append(
+            f"{result['rank']:>3}. {mark}{title}{escape(result['snippet'])} [dim]({escape(result['chunk_id'])})[/]"
+        )
+    if not logged["results"]:
+        lines.append("[dim]it retrieved nothing the workspace knows[/]")
+    out.print(Panel("\n".join(lines), title="this query in production", expand=False))
 
 
 def _show(item) -> None:
@@ -237,6 +292,9 @@ def review_stats(
     Quadratic-weighted Cohen's kappa for each pair of reviewers, Krippendorff's alpha (ordinal) across all of them,
     exact agreement, and the LLM judge against the reviewers' resolved grade (weighted kappa and a confusion
     matrix); then the items reviewers disagree on. A reviewer named --adjudicator settles those: `review --adjudicate`.
+    With production logs: how many logged queries have a failure tag, the split by tag (retrieval, generation, none,
+    unanswerable; resolved like grades) and, where two or more reviewers tagged a query, their agreement (share
+    alike, Cohen's kappa per pair of reviewers).
 
     Example: `testset-builder review-stats --workspace testset --adjudicator ann`.
     """
@@ -249,6 +307,7 @@ def review_stats(
     resolved = settings(config, workspace, release__adjudicator=adjudicator)
     with open_workspace_for(resolved, readonly=True) as ws:
         report = review.agreement(ws, resolved.release.adjudicator)
+        report["failure_tags"] = review.failure_tag_stats(ws, resolved.release.adjudicator)
     if json_output:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return
@@ -287,6 +346,32 @@ def review_stats(
         out.print(f"  disagree: {escape(item['query_id'])} / {escape(item['chunk_id'])}: {grades}", highlight=False)
     if len(report["disagreements"]) > 10:
         out.print(f"  ... and {len(report['disagreements']) - 10} more (--json lists them all)")
+    if report["failure_tags"]["logged_queries"]:
+        _print_failure_tags(report["failure_tags"], fmt)
+
+
+def _print_failure_tags(tags: dict, fmt) -> None:
+    from rich.table import Table
+
+    split = ", ".join(f"{tag} {n}" for tag, n in tags["split"].items())
+    out.print(
+        f"failure tags: {tags['tagged']} of {tags['logged_queries']} logged queries tagged ({split})", highlight=False
+    )
+    agreement = tags["agreement"]
+    if not agreement["queries"]:
+        return
+    out.print(
+        f"  tagged by two or more on {agreement['queries']} queries: all alike on {fmt(agreement['unanimous'])}, "
+        f"reviewer pairs agreeing {fmt(agreement['pairwise_agreement'])}",
+        highlight=False,
+    )
+    table = Table(title="failure tags, reviewer pairs", title_justify="left")
+    for column in ("reviewers", "shared queries", "Cohen's kappa", "agreement"):
+        table.add_column(column, justify="left" if column == "reviewers" else "right")
+    for pair in agreement["pairwise"]:
+        names = f"{escape(pair['a'])} / {escape(pair['b'])}"
+        table.add_row(names, str(pair["shared"]), fmt(pair["kappa"]), fmt(pair["agreement"]))
+    out.print(table)
 
 
 FormatOption = Annotated[str, typer.Option("--format", "-f", help="argilla or label-studio.", show_default=False)]

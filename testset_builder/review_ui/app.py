@@ -52,6 +52,24 @@ class UndoIn(BaseModel):
     idempotency_key: str = Field(min_length=1, max_length=200)
 
 
+class FailureTagIn(BaseModel):
+    query_id: str
+    reviewer: str
+    tag: Literal["retrieval", "generation", "none", "unanswerable"]
+    comment: str | None = Field(default=None, max_length=2000)
+    idempotency_key: str = Field(min_length=1, max_length=200)
+    seconds: float | None = None
+
+
+class FailureUntagIn(BaseModel):
+    query_id: str
+    reviewer: str
+    idempotency_key: str = Field(min_length=1, max_length=200)
+
+
+TAG_BUTTONS = tuple((tag, *review.FAILURE_TAG_HELP[tag]) for tag in review.FAILURE_TAGS)  # (tag, key, label, meaning)
+
+
 def highlight(text: str, query: str) -> Markup:
     """``text`` escaped, with the query's words (3+ letters) wrapped in <mark>: split first, escape each piece."""
     words = sorted({w for w in re.findall(r"\w{3,}", query.lower())}, key=len, reverse=True)
@@ -118,6 +136,18 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             return Response(status_code=204)
         return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
 
+    @app.post("/api/failure-tags", dependencies=auth)
+    def api_failure_tag(tag: FailureTagIn):
+        result = review.tag_failure(workspace, **tag.model_dump())
+        return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
+
+    @app.post("/api/failure-tags/undo", dependencies=auth)
+    def api_failure_untag(untag: FailureUntagIn):
+        result = review.untag_failure(workspace, untag.reviewer, untag.query_id, untag.idempotency_key)
+        if result is None:
+            return Response(status_code=204)
+        return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
+
     @app.get("/api/stats", dependencies=auth)
     def api_stats():
         return review.stats(workspace, settings).as_dict()
@@ -152,6 +182,8 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             "stats": review.stats(workspace, settings),
             "last": last,
             "reasons": review.DROP_REASONS,
+            "logged": item.logged if item else None,
+            "tag_buttons": TAG_BUTTONS,
         }
         name = "item.html" if request.headers.get("hx-request") else "review.html"
         return templates.TemplateResponse(request, name, context)
@@ -204,6 +236,33 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         reviewer = _reviewer_of(request)
         undone = review.undo(workspace, reviewer, idempotency_key, settings)
         return answered(request, reviewer, {"action": "undo" if undone else "nothing to undo"})
+
+    @app.post("/ui/failure-tag", response_class=HTMLResponse, dependencies=auth)
+    def ui_failure_tag(
+        request: Request,
+        query_id: Annotated[str, Form()],
+        tag: Annotated[str, Form()],
+        idempotency_key: Annotated[str, Form()],
+        shown_at: Annotated[float, Form()],
+        chunk_id: Annotated[str | None, Form()] = None,
+    ):
+        """Tag the item's logged query; htmx swaps in the logged section with the tag chosen (the pair stays)."""
+        reviewer = _reviewer_of(request)
+        saved = review.tag_failure(
+            workspace, reviewer, query_id, tag, idempotency_key, seconds=max(0.0, time.time() - shown_at)
+        )
+        if not request.headers.get("hx-request"):
+            return RedirectResponse("/review", status_code=303)
+        context = {
+            "request": request,
+            "logged": review.logged_context(workspace, query_id, chunk_id, reviewer),
+            "chunk_id": chunk_id,
+            "key": uuid.uuid4().hex,
+            "shown_at": shown_at,
+            "tag_buttons": TAG_BUTTONS,
+            "tag_saved": saved.tag.tag,
+        }
+        return templates.TemplateResponse(request, "failure.html", context)
 
     @app.get("/ui/context/{chunk_id}", response_class=HTMLResponse, dependencies=auth)
     def ui_context(request: Request, chunk_id: str):

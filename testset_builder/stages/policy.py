@@ -1,26 +1,32 @@
 """Release policy: how the append-only judgment log resolves into qrels, per (query, chunk) pair.
 
 1. a human verdict wins: each reviewer's latest verdict that nothing supersedes is a vote (a rejection is grade 0);
-   the majority grade is released; a tie goes to the adjudicator's vote when the adjudicator voted, else to the
-   most recent verdict;
+   the majority grade is released; a tie goes to the adjudicator's vote when the adjudicator voted for a tied
+   grade, else to the most recent verdict for a tied grade;
 2. otherwise a synthetic question's source chunk (and its duplicate twins) is grade 2;
 3. otherwise unverified LLM proposals are left out, unless ``include_unverified``: then the latest one is released
    and marked ``llm-unverified``.
 
-The policy is the config's ``release:`` section (:class:`~testset_builder.config.ReleaseConfig`).
+The policy is the config's ``release:`` section (:class:`~testset_builder.config.ReleaseConfig`). Failure tags on
+logged queries resolve by the same majority rule (:func:`resolved_failure_tags`).
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from ..config import ReleaseConfig
 from ..metrics.agreement import agreement_report
 from ..records import Judgment, JudgmentSource, JudgmentStatus
+from ..store import failure_tags as tag_store
 
 ReleasePolicy = ReleaseConfig
 ORIGINS = ("human", "synthetic-source", "llm-unverified")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -45,25 +51,33 @@ def describe(policy: ReleaseConfig) -> dict:
     }
 
 
-def _votes(verdicts: list[Judgment]) -> tuple[dict[str, int], Judgment]:
-    """Each reviewer's latest verdict as a grade (a rejection is 0), and the newest verdict of all."""
+def majority(votes: Mapping[str, tuple[V, Any]], adjudicator: str | None = None) -> V:
+    """The value most voters stand by. ``votes`` maps each voter to (value, when), ``when`` ordering the votes in
+    time. A tie goes to the adjudicator's value when the adjudicator voted for one of the tied values, else to the
+    latest vote for one of them. The one rule for pair grades and failure tags alike."""
+    tally = Counter(value for value, _ in votes.values())
+    best = max(tally.values())
+    tied = {value for value, n in tally.items() if n == best}
+    if len(tied) == 1:
+        return next(iter(tied))
+    if adjudicator in votes and votes[adjudicator][0] in tied:
+        return votes[adjudicator][0]
+    return max((vote for vote in votes.values() if vote[0] in tied), key=lambda vote: vote[1])[0]
+
+
+def _votes(verdicts: list[Judgment]) -> dict[str, tuple[int, tuple]]:
+    """Each reviewer's latest verdict as (grade, when) (a rejection is grade 0)."""
     latest: dict[str, Judgment] = {}
     for verdict in sorted(verdicts, key=lambda j: (j.created_at, j.judgment_id)):
         latest[verdict.reviewer or ""] = verdict
-    votes = {reviewer: 0 if j.status is JudgmentStatus.rejected else j.grade for reviewer, j in latest.items()}
-    return votes, max(latest.values(), key=lambda j: (j.created_at, j.judgment_id))
+    return {
+        reviewer: (0 if j.status is JudgmentStatus.rejected else j.grade, (j.created_at, j.judgment_id))
+        for reviewer, j in latest.items()
+    }
 
 
 def _human_grade(verdicts: list[Judgment], adjudicator: str | None) -> int:
-    votes, newest = _votes(verdicts)
-    tally = Counter(votes.values())
-    best = max(tally.values())
-    tied = [grade for grade, n in tally.items() if n == best]
-    if len(tied) == 1:
-        return tied[0]
-    if adjudicator in votes and votes[adjudicator] in tied:
-        return votes[adjudicator]
-    return votes[newest.reviewer or ""]
+    return majority(_votes(verdicts), adjudicator)
 
 
 def _alive(judgments: list[Judgment]) -> dict[tuple[str, str], list[Judgment]]:
@@ -84,7 +98,7 @@ def reviewer_grades(judgments: list[Judgment]) -> dict[tuple[str, str], dict[str
     for pair, alive in _alive(judgments).items():
         human = [j for j in alive if j.source is JudgmentSource.human]
         if human:
-            out[pair] = _votes(human)[0]
+            out[pair] = {reviewer: grade for reviewer, (grade, _) in _votes(human).items()}
     return out
 
 
@@ -118,3 +132,24 @@ def resolve(judgments: list[Judgment], policy: ReleaseConfig | None = None) -> l
             latest = max(proposals, key=lambda j: (j.created_at, j.judgment_id))
             resolved.append(ResolvedQrel(query_id, chunk_id, latest.grade, "llm-unverified"))
     return resolved
+
+
+def resolve_failure_tags(
+    standing: Mapping[str, Mapping[str, tag_store.FailureTag]], adjudicator: str | None = None
+) -> dict[str, str]:
+    """One failure tag per query from each reviewer's standing tag (query id -> reviewer -> tag): the majority,
+    a tie to the adjudicator's tag when they gave one of the tied, else to the latest of the tied
+    (:func:`majority`, as for pair grades)."""
+    return {
+        query_id: majority({r: (t.tag, (t.created_at, t.tag_id)) for r, t in by.items()}, adjudicator)
+        for query_id, by in sorted(standing.items())
+        if by
+    }
+
+
+def resolved_failure_tags(db: sqlite3.Connection, adjudicator: str | None = None) -> dict[str, str]:
+    """query id -> its failure tag (``retrieval``, ``generation``, ``none`` or ``unanswerable``) for every logged
+    query a reviewer tagged: each reviewer's latest tag that no undo took back, then the majority over reviewers;
+    a tie goes to ``adjudicator`` (the config's ``release.adjudicator``) when that reviewer tagged one of the tied,
+    else to the latest of the tied. Untagged queries are absent. Reads the workspace, writes nothing."""
+    return resolve_failure_tags(tag_store.standing_tags(db), adjudicator)

@@ -9,6 +9,12 @@
   verdict sent twice with the same idempotency key (a double click, a retry after a network error) is stored once.
 - :func:`undo` takes back the reviewer's own last verdict (a grade is withdrawn by a superseding judgment).
 - In blind mode the LLM's grade and rationale are not shown before the reviewer answers.
+- A pair whose query was logged in production also shows what the live system did (its answer, the feedback, what
+  it retrieved, the reviewed chunk marked), and the reviewer tags the query once (:func:`tag_failure`):
+  ``retrieval`` (no relevant chunk was retrieved), ``generation`` (one was, and the answer still failed), ``none``,
+  or ``unanswerable`` from the corpus. A new tag supersedes the reviewer's earlier one; :func:`untag_failure` takes
+  one back; the same idempotency key again returns the stored tag. Blind mode hides none of this: the answer and the
+  feedback are what the reviewer judges.
 
 Which questions are dropped follows the reviewers' latest question verdicts (majority; a tie goes to the latest), and
 a dropped or edited-away question leaves every release after it.
@@ -22,7 +28,9 @@ from datetime import UTC, datetime, timedelta
 
 from ..config import ReviewConfig
 from ..errors import InputError, ReviewConflictError, UnknownIdError
+from ..metrics.agreement import cohen_kappa
 from ..records import Judgment, JudgmentSource, JudgmentStatus, Query
+from ..store import failure_tags as tag_store
 from ..store import review as store
 from ..store import rows
 from ..store.workspace import Workspace, utc_timestamp
@@ -30,6 +38,14 @@ from . import policy
 
 ACTIONS = ("grade", "skip", "keep_question", "drop_question", "edit_question")
 DROP_REASONS = ("unanswerable", "ambiguous", "answer leaked", "not a realistic query", "other")
+FAILURE_TAGS = tag_store.FAILURE_TAGS
+FAILURE_TAG_HELP = {
+    "retrieval": ("r", "retrieval failure", "no relevant chunk was retrieved"),
+    "generation": ("g", "generation failure", "a relevant chunk was retrieved; the answer still failed"),
+    "none": ("n", "no failure", "the answer was fine"),
+    "unanswerable": ("a", "unanswerable", "the corpus cannot answer it"),
+}  # tag -> (its key in both reviewers, label, meaning)
+SNIPPET_CHARS = 280  # of each production result, enough to tell what it is about
 
 
 @dataclass
@@ -43,6 +59,7 @@ class ReviewItem:
     reason: str
     lease_expires_at: str
     suggestion: dict | None = None
+    logged: dict | None = None  # what the live system did, when the query was logged (see logged_context)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -95,10 +112,10 @@ def next_item(
                 return None
             store.lease(db, chosen.item_id, reviewer, now, _later(now, settings.lease_s))
         expires = store.lease_expiry(db, chosen.item_id, reviewer)
-    return _describe(workspace, chosen, expires, settings.blind)
+    return _describe(workspace, chosen, expires, settings.blind, reviewer)
 
 
-def _describe(workspace: Workspace, chosen: store.QueuedItem, expires: str, blind: bool) -> ReviewItem:
+def _describe(workspace: Workspace, chosen: store.QueuedItem, expires: str, blind: bool, reviewer: str) -> ReviewItem:
     db = workspace.db
     query = rows.get_query(db, chosen.query_id)
     chunk, suggestion = None, None
@@ -118,7 +135,34 @@ def _describe(workspace: Workspace, chosen: store.QueuedItem, expires: str, blin
             "title": rows.get_document(db, source.doc_id).title,
             "doc_id": source.doc_id,
         }
-    return ReviewItem(chosen.item_id, chosen.kind, question, chunk, chosen.reason, expires, suggestion)
+    logged = logged_context(workspace, query.query_id, chosen.chunk_id, reviewer) if chosen.kind == "pair" else None
+    return ReviewItem(chosen.item_id, chosen.kind, question, chunk, chosen.reason, expires, suggestion, logged)
+
+
+def logged_context(workspace: Workspace, query_id: str, chunk_id: str | None, reviewer: str) -> dict | None:
+    """What the live system did for a logged query (None when it was never logged): its latest answer and comment,
+    the feedback summed over its records (thumbs, mean rating, answers with citations and those clicked), what it
+    retrieved (rank, chunk, score, title, the text's start; ``reviewed`` marks ``chunk_id``) and ``tag``, this
+    reviewer's standing failure tag."""
+    db = workspace.db
+    summary = tag_store.logged_summary(db, query_id)
+    if summary is None:
+        return None
+    results = [
+        {"rank": rank, "chunk_id": chunk, "score": score, "title": title, "reviewed": chunk == chunk_id,
+         "snippet": text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rstrip() + "…"}
+        for rank, chunk, score, text, title in tag_store.logged_results(db, query_id)
+    ]  # fmt: skip
+    standing = tag_store.standing_tag(db, query_id, _reviewer(reviewer))
+    ratings = summary["ratings"]
+    return {
+        "query_id": query_id, "answer": summary["last_answer"], "comment": summary["last_comment"],
+        "frequency": summary["frequency"], "thumbs_up": summary["thumbs_up"], "thumbs_down": summary["thumbs_down"],
+        "rating": round(summary["rating_sum"] / ratings, 2) if ratings else None, "ratings": ratings,
+        "cited": summary["cited"], "clicked": summary["clicked"], "results": results,
+        "reviewed_rank": next((r["rank"] for r in results if r["reviewed"]), None),
+        "tag": standing.tag if standing else None,
+    }  # fmt: skip
 
 
 def llm_proposal(workspace: Workspace, query_id: str, chunk_id: str) -> Judgment | None:
@@ -311,3 +355,112 @@ def disagreements(workspace: Workspace) -> set[str]:
     """The pair items whose reviewers stand by different grades: the adjudicator's queue."""
     graded = policy.reviewer_grades(list(rows.iter_judgments(workspace.db)))
     return {store.pair_item_id(q, c) for (q, c), by in graded.items() if len(set(by.values())) > 1}
+
+
+@dataclass
+class TagResult:
+    tag: tag_store.FailureTag
+    created: bool  # False when the idempotency key was seen before: nothing new was stored
+
+    def as_dict(self) -> dict:
+        return {**asdict(self.tag), "created": self.created}
+
+
+def _tag_id(key: str) -> str:
+    return "t-" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def _check_key(idempotency_key: str) -> None:
+    if not idempotency_key or len(idempotency_key) > 200:
+        raise InputError("a tag needs an idempotency_key of 1 to 200 characters")
+
+
+def tag_failure(
+    workspace: Workspace,
+    reviewer: str,
+    query_id: str,
+    tag: str,
+    idempotency_key: str,
+    comment: str | None = None,
+    seconds: float | None = None,
+) -> TagResult:
+    """Tag a logged query's failure (one of :data:`FAILURE_TAGS`); it supersedes this reviewer's earlier tag on the
+    query. The same idempotency key again returns the stored tag and stores nothing."""
+    reviewer = _reviewer(reviewer)
+    _check_key(idempotency_key)
+    with workspace.transaction() as db:
+        seen = tag_store.tag_by_key(db, idempotency_key)
+        if seen is not None:
+            return TagResult(seen, created=False)
+        if tag not in FAILURE_TAGS:
+            raise InputError(f"unknown failure tag {tag!r}; use one of {', '.join(FAILURE_TAGS)}")
+        if not tag_store.is_logged(db, query_id):
+            raise UnknownIdError("logged query", query_id)
+        before = tag_store.standing_tag(db, query_id, reviewer)
+        stored = tag_store.FailureTag(
+            _tag_id(idempotency_key), query_id, reviewer, tag, before.tag_id if before else None, comment or None,
+            idempotency_key, seconds, utc_timestamp(),
+        )  # fmt: skip
+        tag_store.add_tag(db, stored)
+    return TagResult(stored, created=True)
+
+
+def untag_failure(workspace: Workspace, reviewer: str, query_id: str, idempotency_key: str) -> TagResult | None:
+    """Take back this reviewer's standing tag on the query (their tag before it stands again); None when they
+    have none. The same idempotency key again returns the stored undo."""
+    reviewer = _reviewer(reviewer)
+    _check_key(idempotency_key)
+    with workspace.transaction() as db:
+        seen = tag_store.tag_by_key(db, idempotency_key)
+        if seen is not None:
+            return TagResult(seen, created=False)
+        standing = tag_store.standing_tag(db, query_id, reviewer)
+        if standing is None:
+            return None
+        undone = tag_store.FailureTag(
+            _tag_id(idempotency_key), query_id, reviewer, None, standing.tag_id, None, idempotency_key, None,
+            utc_timestamp(),
+        )  # fmt: skip
+        tag_store.add_tag(db, undone)
+    return TagResult(undone, created=True)
+
+
+def failure_tag_stats(workspace: Workspace, adjudicator: str | None = None) -> dict:
+    """The failure-tag split for ``review-stats``: logged queries, how many are tagged, the resolved tag's counts
+    (:func:`~testset_builder.stages.policy.resolved_failure_tags`, ties towards ``adjudicator``), and how far
+    reviewers agree where two or more tagged one query: the share of those queries all tagged alike, the share of
+    reviewer pairs agreeing, and for each pair of reviewers their shared queries, agreement and Cohen's kappa."""
+    db = workspace.db
+    standing = tag_store.standing_tags(db)
+    resolved = policy.resolve_failure_tags(standing, adjudicator)
+    tags = {query_id: {r: t.tag for r, t in by.items()} for query_id, by in standing.items()}
+    multi = {query_id: by for query_id, by in tags.items() if len(by) >= 2}
+    reviewers = sorted({r for by in multi.values() for r in by})
+    pairwise, agreeing, pairs_seen = [], 0, 0
+    for i, a in enumerate(reviewers):
+        for b in reviewers[i + 1 :]:
+            shared = sorted(q for q, by in multi.items() if a in by and b in by)
+            if not shared:
+                continue
+            first, second = [multi[q][a] for q in shared], [multi[q][b] for q in shared]
+            same = sum(x == y for x, y in zip(first, second))
+            agreeing, pairs_seen = agreeing + same, pairs_seen + len(shared)
+            pairwise.append(
+                {"a": a, "b": b, "shared": len(shared), "agreement": same / len(shared),
+                 "kappa": cohen_kappa(first, second)}
+            )  # fmt: skip
+    return {
+        "logged_queries": tag_store.logged_query_count(db),
+        "tagged": len(resolved),
+        "tags": sum(len(by) for by in tags.values()),
+        "split": {tag: sum(t == tag for t in resolved.values()) for tag in FAILURE_TAGS},
+        "agreement": {
+            "queries": len(multi),
+            "unanimous": sum(len(set(by.values())) == 1 for by in multi.values()) / len(multi) if multi else None,
+            "pairwise_agreement": agreeing / pairs_seen if pairs_seen else None,
+            "pairwise": pairwise,
+            "disagreements": [
+                {"query_id": q, "tags": by} for q, by in sorted(multi.items()) if len(set(by.values())) > 1
+            ],
+        },
+    }

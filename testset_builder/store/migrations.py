@@ -490,6 +490,36 @@ def m012_production_logs(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(13)
+def m013_failure_tags(db: sqlite3.Connection) -> None:
+    """``failure_tags``: reviewers' tags on logged queries (what went wrong in production: ``retrieval``, no relevant
+    chunk was retrieved; ``generation``, one was and the answer still failed; ``none``; ``unanswerable`` from the
+    corpus). Append-only like the verdicts: a tag names the reviewer's standing tag it replaces (``supersedes``); an
+    undo is a row without a tag that names the tag it takes back. Each row has its idempotency key."""
+    run_script(
+        db,
+        """
+        CREATE TABLE failure_tags (
+            tag_id TEXT PRIMARY KEY,
+            query_id TEXT NOT NULL REFERENCES queries(query_id),
+            reviewer TEXT NOT NULL,
+            tag TEXT CHECK (tag IN ('retrieval', 'generation', 'none', 'unanswerable')),
+            supersedes TEXT REFERENCES failure_tags(tag_id),
+            comment TEXT,
+            idempotency_key TEXT NOT NULL UNIQUE,
+            seconds REAL,
+            created_at TEXT NOT NULL,
+            CHECK (tag IS NOT NULL OR supersedes IS NOT NULL)
+        );
+        CREATE INDEX failure_tags_by_query ON failure_tags (query_id, reviewer, created_at);
+        CREATE TRIGGER failure_tags_no_update BEFORE UPDATE ON failure_tags
+            BEGIN SELECT RAISE(ABORT, 'failure tags are append-only: supersede a tag, never change it'); END;
+        CREATE TRIGGER failure_tags_no_delete BEFORE DELETE ON failure_tags
+            BEGIN SELECT RAISE(ABORT, 'failure tags are append-only: supersede a tag, never change it'); END;
+        """,
+    )
+
+
 def _backfill_chunk_versions(db: sqlite3.Connection) -> None:
     """Each existing chunk gets its document's current text version where its span still holds in it. Done a
     document at a time in Python: SQLite's substr walks UTF-8 text from its start, so a per-chunk substr over a

@@ -19,7 +19,9 @@
     if (form && window.htmx && form.getAttribute("hx-post")) {
       // Send the form through htmx directly: a freshly swapped-in form may not be bound yet (htmx binds new
       // content when it settles), and a plain submit would leave the page.
-      htmx.ajax("POST", form.getAttribute("hx-post"), {source: form, target: "#item", swap: "outerHTML"});
+      htmx.ajax("POST", form.getAttribute("hx-post"), {
+        source: form, target: form.getAttribute("hx-target") || "#item", swap: form.getAttribute("hx-swap") || "outerHTML"
+      });
     } else {
       button.click();
     }
