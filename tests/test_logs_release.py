@@ -10,6 +10,7 @@ from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus
 from testset_builder.stages.logs.failures import select_logged
 from testset_builder.stages.logs.importer import import_logs
 from testset_builder.stages.release import load_release, write_release
+from testset_builder.stages.review import tag_failure
 from testset_builder.store import logs as stored_logs
 from testset_builder.store import rows
 
@@ -43,6 +44,9 @@ def test_logged_queries_release_with_their_logs_and_production_run_and_the_repor
                 for n, d in enumerate(drawn)
             ],
         )  # fmt: skip
+    tags = ["retrieval", "generation", "none"]
+    for n, d in enumerate(drawn):  # and tags each drawn query's failure
+        tag_failure(ws, "ann", d["query_id"], tags[n % 3], f"tag-{n}")
     summary = write_release(ws, "1.0.0")
     released = load_release(summary.path)
 
@@ -51,6 +55,7 @@ def test_logged_queries_release_with_their_logs_and_production_run_and_the_repor
         row = released.logs[d["query_id"]]
         assert row["drawn"] is True and round(row["probability"], 6) == d["probability"]
         assert row["frequency"] == 1 and "thumbs_down" in row
+    assert [released.logs[d["query_id"]]["failure"] for d in drawn] == [tags[n % 3] for n in range(len(drawn))]
     production = released.production.to_dict()
     assert set(production) == set(released.logs)
     for query_id, ranked in production.items():
@@ -61,4 +66,5 @@ def test_logged_queries_release_with_their_logs_and_production_run_and_the_repor
     online = json.loads(capsys.readouterr().out)["online"]
     assert online["drawn"] == len(drawn) and online["recall"]["queries"] == sum(1 for n, _ in enumerate(drawn) if n % 2)
     assert online["recall"]["unweighted"] == 1.0  # each labelled relevant chunk is the production top result
+    assert online["failures"]["retrieval"]["queries"] == len(drawn)
     assert 'data-table="online"' in out.read_text(encoding="utf-8")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import hashlib
 import os
 import signal
 import socket
@@ -31,6 +30,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from .._hashing import file_sha256 as sha256_of
 from ..errors import InputError, LocalModelError
 from .openai_provider import OpenAIProvider
 from .types import Completion, LLMRequest
@@ -85,11 +85,7 @@ def file_sha256(path: Path) -> str:
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     if key not in _file_hashes:
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(block)
-        _file_hashes[key] = digest.hexdigest()
+        _file_hashes[key] = sha256_of(path)
     return _file_hashes[key]
 
 

@@ -15,11 +15,11 @@ adds nothing, and an import killed part-way resumes after the last committed bat
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..._hashing import file_sha256
 from ...config import LogsConfig
 from ...errors import InputError
 from ...records import Query, QueryOrigin
@@ -69,14 +69,6 @@ COUNTED = (
     "records", "unreadable", "new_queries", "results", "by_id", "by_exact_text", "by_normalised_text", "unknown_ids",
     "unmatched_texts", "records_with_retrieval",
 )  # fmt: skip
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class _Batch:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ... import __version__
+from ..._hashing import file_sha256 as sha256_file
 from ...config import ReleaseConfig
 from ...corpus.language import corpus_languages
 from ...errors import InputError, UnknownIdError
@@ -37,7 +38,7 @@ from ...store import history, rows
 from ...store import review as review_store
 from ...store.workspace import Workspace, utc_timestamp
 from ...tables import Qrels
-from ..policy import ORIGINS, ResolvedQrel, agreement, describe, resolve
+from ..policy import ORIGINS, ResolvedQrel, agreement, describe, resolve, resolved_failure_tags
 from .estimated import ESTIMATES_FILE, estimate_counts, estimated_pairs, estimates_text
 from .logged import LOGS_META, PRODUCTION_RUN, logged_rows, production_run_text
 from .versions import existing_versions, parse_version
@@ -149,7 +150,7 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
     query_ids = sorted({q.query_id for q in qrels} | {row["query-id"] for row in estimated})
     records = {query_id: rows.get_query(db, query_id) for query_id in query_ids}
     queries = [{"_id": query.query_id, "text": query.text} for query in records.values()]
-    logs = logged_rows(db, query_ids, {})
+    logs = logged_rows(db, query_ids, resolved_failure_tags(db, policy.adjudicator))
     production = production_run_text(db, query_ids)
     return ReleaseContent(corpus, queries, qrels, records, estimated, spans, evidence, logs, production), judgments
 
@@ -253,14 +254,6 @@ def lineage(
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def write_release(
