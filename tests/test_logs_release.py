@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 from testset_builder.cli import main
 from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus
@@ -68,3 +69,50 @@ def test_logged_queries_release_with_their_logs_and_production_run_and_the_repor
     assert online["recall"]["unweighted"] == 1.0  # each labelled relevant chunk is the production top result
     assert online["failures"]["retrieval"]["queries"] == len(drawn)
     assert 'data-table="online"' in out.read_text(encoding="utf-8")
+
+
+def test_run_imports_a_log_draws_its_failures_proposes_them_and_releases_them_and_a_rerun_adds_nothing(
+    tmp_path, capsys
+):
+    """`run` with `run.logs`: the log is imported, a failure-first draw picks queries, propose pools them, and the
+    release carries their logs; the rerun imports nothing and draws nothing (the embedded model writes the two
+    synthetic questions, so this needs the local extra)."""
+    import yaml
+    from conftest import require
+
+    require("testset_builder.llm.local_provider")
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    log = tmp_path / "log.jsonl"
+    topics = ["how is ndcg computed", "what does recall count", "how do I review pairs", "what is a release"]
+    log.write_text(
+        "".join(json.dumps({"query": f"{t} ({i})", "thumbs": "down" if i % 2 else "up"}) + "\n"
+                for i, t in enumerate(topics * 3)),
+        encoding="utf-8",
+    )  # fmt: skip
+    config = tmp_path / "set.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "workspace": "ws", "generator": {"kind": "local"},
+                "synthesize": {"questions": 2, "critic": False, "mine": False, "styles": {"natural": 1.0}},
+                "run": {"sources": [str(docs)], "logs": "log.jsonl", "log_limit": 4, "review_budget": 0,
+                        "baselines": ["bm25"]},
+            }
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    assert main(["run", str(config), "--dry-run", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)["plan"]["steps"]
+    assert ("propose", "judging logs") in {(s["stage"], s["step"]) for s in planned}
+
+    assert main(["run", str(config), "--no-review", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert [s for s in first["stages"] if "logs" in s] == ["import-logs", "select-logs", "propose-logs"]
+    drawn = first["stages"]["select-logs"]["result"]["drawn"]
+    assert first["stages"]["propose-logs"]["result"]["queries"] == drawn > 0
+    released = load_release(tmp_path / "ws" / "releases" / first["release"])
+    assert len(released.logs) == drawn  # the log had no retrieval: no production run to carry
+
+    assert main(["run", str(config), "--no-review", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["stages"]["import-logs"]["result"]["already_imported"] and "select-logs" not in again["stages"]

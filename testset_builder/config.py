@@ -300,6 +300,10 @@ class RunConfig(Strict):
     queries: Path | None = Field(
         default=None, description="real queries for propose (JSONL, CSV or one per line); none: synthetic only"
     )
+    logs: Path | None = Field(
+        default=None, description="a production RAG log to import (its format and fields: the logs: section)"
+    )
+    log_limit: int = Field(default=200, ge=1, description="logged queries a failure-first draw picks to label")
     review_budget: int = Field(
         default=100, ge=0, description="pairs a selection round draws for review (0: release without review)"
     )
@@ -427,8 +431,9 @@ def load_config(source: str | Path) -> Config:
             data[key] = _beside(path, data[key])
     if isinstance(data.get("run"), dict):  # run's paths too
         run = data["run"] = dict(data["run"])
-        if "queries" in run:
-            run["queries"] = _beside(path, run["queries"])
+        for key in ("queries", "logs"):
+            if key in run:
+                run[key] = _beside(path, run[key])
         if isinstance(run.get("sources"), list):
             run["sources"] = [_beside(path, source) for source in run["sources"]]
     return _validate(data, path, text)

@@ -1,6 +1,7 @@
 """``run``: the whole job from one config, each stage through its own command, skipping what is done.
 
-chunk the sources -> synthesize -> propose (when ``run.queries`` is set) -> a review round (``select``) and a stop
+chunk the sources -> synthesize -> propose (when ``run.queries`` is set) -> import a production log, draw its likely
+failures and propose them (when ``run.logs`` is set) -> a review round (``select``) and a stop
 while drawn pairs wait for a reviewer (exit 4) -> release when the content changed -> baseline runs -> report.
 Every stage is idempotent (unchanged documents are skipped, LLM answers come from the cache, a release is made only
 when something changed), so ``run`` is also how a user goes on after a crash, a budget stop or a review.
@@ -83,6 +84,8 @@ def _plan(resolved, ws):
         chunks = [SourceChunk(*row) for row in rows.live_chunk_rows(ws.db)]
         measured = measurements(ws)
     queries = read_queries(resolved.run.queries).queries if resolved.run.queries is not None else None
+    drawn, proposed = measured.logged_drawn
+    logged = (drawn or resolved.run.log_limit) if resolved.run.logs is not None else 0
     return plan_run(
         resolved,
         chunks,
@@ -90,6 +93,8 @@ def _plan(resolved, ws):
         measured,
         propose_judges=_propose_judges(resolved),
         query_ids=[q.query_id for q in queries or ()],
+        logged=logged,
+        logged_done=proposed if logged else 0,
     )
 
 
@@ -154,8 +159,19 @@ def said(stage: str, result) -> str:
             f"{result['made']} questions made, {result['already_made']} already made; {result['calls']} LLM calls "
             f"({result['cache_hits']} from the cache)"
         )
-    if stage == "propose":
+    if stage in ("propose", "propose-logs"):
         return f"{result['queries']} queries, {result['candidates']} candidate rows pooled"
+    if stage == "import-logs":
+        if result["already_imported"]:
+            return f"{result['source']} imported before: nothing added"
+        return (
+            f"{result['records']} records, {result['new_queries']} new queries; {result['unknown_ids']} unknown ids, "
+            f"{result['unmatched_texts']} unmatched texts, {result['unreadable']} lines unreadable"
+        )
+    if stage == "select-logs":
+        return (
+            f"round {result['round']}: {result['drawn']} of {result['considered']} logged queries drawn, failures first"
+        )
     if stage == "select":
         return f"round {result['round']}: {result['drawn']} of {result['considered']} pairs drawn for review"
     if stage == "report":
@@ -186,7 +202,7 @@ def run(
     json_output: JsonOption = False,
 ) -> None:
     """Build the whole test set from one config, each stage skipping what is done: chunk, synthesize, propose,
-    review, release, baselines, report.
+    production logs (import, failure-first draw, propose), review, release, baselines, report.
 
     Every run prints its plan first (calls, tokens, cost and time of each LLM step, from the settings, the corpus
     and what this workspace and machine measured); `--dry-run` prints it and stops. While pairs drawn for review
@@ -202,6 +218,7 @@ def run(
     from ..retrieval import dense_available
     from ..stages.release import release_if_changed
     from ..store import draws, estimates
+    from ..store import logs as stored_logs
 
     resolved = settings(config, workspace, limits__max_cost_usd=max_cost_usd)
     plan = resolved.run
@@ -248,18 +265,17 @@ def run(
         return [] if limit is None else ["--max-cost-usd", f"{max(0.0, limit - spent):.6f}"]
 
     spent += step("synthesize", ["synthesize", *base, *budget()])["result"]["cost_usd"]
+    pools_only = [] if _propose_judges(resolved) else ["--no-judge"]
     if plan.queries is not None:
-        step(
-            "propose",
-            [
-                "propose",
-                "-Q",
-                str(plan.queries),
-                *base,
-                *budget(),
-                *([] if _propose_judges(resolved) else ["--no-judge"]),
-            ],
-        )
+        proposed = step("propose", ["propose", "-Q", str(plan.queries), *base, *budget(), *pools_only])
+        spent += proposed["result"]["judging"]["cost_usd"]
+    if plan.logs is not None:
+        step("import-logs", ["import-logs", str(plan.logs), *base])
+        with open_workspace_for(resolved) as ws:
+            undrawn = stored_logs.undrawn_count(ws.db)
+        if undrawn:
+            step("select-logs", ["select", "--from-logs", "--limit", str(plan.log_limit), *base])
+        step("propose-logs", ["propose", "--from-logs", *base, *budget(), *pools_only])
     with open_workspace_for(resolved) as ws:
         first_round = draws.next_round(ws.db) == 1 and estimates.any_estimates(ws.db)
     if plan.review_budget and first_round and not no_review:

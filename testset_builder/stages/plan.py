@@ -128,6 +128,7 @@ class Measurements:
     """What the workspace and the machine know: the last runs' counts, token figures per model, speeds."""
 
     synthesize: dict | None = None  # the last synthesize run's counts
+    logged_drawn: tuple[int, int] = (0, 0)  # logged queries drawn, and of them already proposed
     propose: dict | None = None
     proposed_query_ids: frozenset[str] = frozenset()
     calls: Sequence[tuple[str, str, str]] = ()  # (model, request JSON, usage JSON) of answered calls
@@ -209,9 +210,12 @@ def plan_run(
     *,
     propose_judges: bool = True,
     query_ids: Sequence[str] = (),
+    logged: int = 0,
+    logged_done: int = 0,
 ) -> Plan:
     """The plan of ``run`` with ``config`` over ``chunks`` and the real ``queries`` (None: synthetic only); see the
-    module docstring. ``query_ids`` are the queries' ids (those already proposed count as done)."""
+    module docstring. ``query_ids`` are the queries' ids (those already proposed count as done); ``logged``: the
+    logged queries a failure-first draw will hand propose (``logged_done`` of them proposed before)."""
     plan = Plan(max_cost_usd=config.limits.max_cost_usd)
     tokens = _Tokens(measured.calls)
     synth = config.synthesize
@@ -258,19 +262,24 @@ def plan_run(
             plan.steps.append(
                 _step("synthesize", step, "judge", judge_config, round(calls), round(cached), judged, "judge", tokens)
             )
-    if queries is not None:
+    settings = config.propose
+    per_query = (measured.propose or {}).get("pool_mean") or settings.depth * _lists(settings.retrievers) * POOL_OVERLAP
+    for step, count, done in (
+        (
+            "judging",
+            len(queries) if queries is not None else None,
+            sum(q in measured.proposed_query_ids for q in query_ids),
+        ),
+        ("judging logs", logged or None, logged_done),
+    ):
+        if count is None:
+            continue
         if not propose_judges:
             note = "pools only: the embedded local judge is near chance, the relevance estimate grades"
-            plan.steps.append(Step("propose", "judging", "judge", "-", note=note))
-        else:
-            settings = config.propose
-            last_propose = measured.propose or {}
-            per_query = last_propose.get("pool_mean") or settings.depth * _lists(settings.retrievers) * POOL_OVERLAP
-            done = sum(q in measured.proposed_query_ids for q in query_ids)
-            calls, cached = round(len(queries) * per_query), round(done * per_query)
-            plan.steps.append(
-                _step("propose", "judging", "judge", judge_config, calls, cached, judged, "judge", tokens)
-            )
+            plan.steps.append(Step("propose", step, "judge", "-", note=note))
+            continue
+        calls, cached = round(count * per_query), round(done * per_query)
+        plan.steps.append(_step("propose", step, "judge", judge_config, calls, cached, judged, "judge", tokens))
     _price_and_time(plan, config, measured.machine)
     return plan
 
@@ -393,6 +402,7 @@ def measurements(workspace) -> Measurements:
     """What ``workspace`` (None: a workspace not made yet) and this machine have measured."""
     from ..store import history, rows
     from ..store import llm as ledger
+    from ..store import logs as stored_logs
 
     machine = throughput.load()
     if workspace is None:
@@ -402,6 +412,7 @@ def measurements(workspace) -> Measurements:
         synthesize=history.latest_counts(db, "synthesize"),
         propose=history.latest_counts(db, "propose"),
         proposed_query_ids=frozenset(rows.pooled_query_ids(db)),
+        logged_drawn=stored_logs.drawn_counts(db),
         calls=ledger.answered_calls(db),
         machine=machine,
     )

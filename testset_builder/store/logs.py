@@ -157,6 +157,22 @@ def undrawn_logged(db: sqlite3.Connection) -> list[dict]:
     return [dict(zip(names, row)) for row in cursor]
 
 
+def undrawn_count(db: sqlite3.Connection) -> int:
+    """Logged queries no failure-first draw has considered yet."""
+    sql = "SELECT COUNT(*) FROM log_queries WHERE query_id NOT IN (SELECT query_id FROM log_draws)"
+    return db.execute(sql).fetchone()[0]
+
+
+def drawn_counts(db: sqlite3.Connection) -> tuple[int, int]:
+    """(logged queries drawn, of them already pooled by propose): what a plan of ``run`` counts."""
+    drawn = db.execute("SELECT COUNT(*) FROM log_draws WHERE drawn = 1").fetchone()[0]
+    pooled = db.execute(
+        "SELECT COUNT(DISTINCT c.query_id) FROM candidates c JOIN log_draws d USING (query_id) "
+        "WHERE d.drawn = 1 AND c.retriever != 'production'"
+    ).fetchone()[0]
+    return drawn, pooled
+
+
 def next_draw_round(db: sqlite3.Connection) -> int:
     return (db.execute("SELECT MAX(round) FROM log_draws").fetchone()[0] or 0) + 1
 
