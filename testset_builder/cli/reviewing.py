@@ -321,13 +321,7 @@ def review_stats(
         f"exact agreement {fmt(report['agreement'])}"
     )
     if report["pairwise"]:
-        table = Table(title="reviewer pairs", title_justify="left")
-        for column in ("reviewers", "shared items", "weighted kappa", "agreement"):
-            table.add_column(column, justify="left" if column == "reviewers" else "right")
-        for pair in report["pairwise"]:
-            names = f"{escape(pair['a'])} / {escape(pair['b'])}"
-            table.add_row(names, str(pair["shared"]), fmt(pair["weighted_kappa"]), fmt(pair["agreement"]))
-        out.print(table)
+        out.print(_pairs_table("reviewer pairs", report["pairwise"], "shared items", "weighted_kappa", fmt))
     judge = report["llm_vs_human"]
     out.print(
         f"LLM judge against the resolved human grade on {judge['items']} items: weighted kappa "
@@ -351,7 +345,6 @@ def review_stats(
 
 
 def _print_failure_tags(tags: dict, fmt) -> None:
-    from rich.table import Table
 
     split = ", ".join(f"{tag} {n}" for tag, n in tags["split"].items())
     out.print(
@@ -365,13 +358,24 @@ def _print_failure_tags(tags: dict, fmt) -> None:
         f"reviewer pairs agreeing {fmt(agreement['pairwise_agreement'])}",
         highlight=False,
     )
-    table = Table(title="failure tags, reviewer pairs", title_justify="left")
-    for column in ("reviewers", "shared queries", "Cohen's kappa", "agreement"):
+    out.print(_pairs_table("failure tags, reviewer pairs", agreement["pairwise"], "shared queries", "kappa", fmt))
+
+
+KAPPA_COLUMNS = {"weighted_kappa": "weighted kappa", "kappa": "Cohen's kappa"}
+
+
+def _pairs_table(title: str, pairs: list[dict], shared: str, kappa: str, fmt):
+    """Reviewer pairs (:func:`~testset_builder.metrics.agreement.pairwise_agreement`'s rows): what both judged, their
+    ``kappa`` (the rows' key for it) and the exact agreement."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in ("reviewers", shared, KAPPA_COLUMNS[kappa], "agreement"):
         table.add_column(column, justify="left" if column == "reviewers" else "right")
-    for pair in agreement["pairwise"]:
+    for pair in pairs:
         names = f"{escape(pair['a'])} / {escape(pair['b'])}"
-        table.add_row(names, str(pair["shared"]), fmt(pair["kappa"]), fmt(pair["agreement"]))
-    out.print(table)
+        table.add_row(names, str(pair["shared"]), fmt(pair[kappa]), fmt(pair["agreement"]))
+    return table
 
 
 FormatOption = Annotated[str, typer.Option("--format", "-f", help="argilla or label-studio.", show_default=False)]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -88,6 +89,33 @@ def krippendorff_alpha_ordinal(units: Sequence[Sequence[int]], categories: Seque
     return 1.0 - disagreement_observed / disagreement_expected
 
 
+def pairwise_agreement(
+    votes: Mapping[Hashable, Mapping[str, Any]], kappa_name: str, kappa: Callable[[list, list], float | None]
+) -> tuple[list[dict], float | None]:
+    """For each pair of reviewers (``votes``: item -> reviewer -> vote), the items both voted on, their ``kappa``
+    (under ``kappa_name``) and exact agreement; and the exact agreement over every such pair of votes."""
+    reviewers = sorted({r for by in votes.values() for r in by})
+    pairwise, agreeing, pairs_seen = [], 0, 0
+    for i, a in enumerate(reviewers):
+        for b in reviewers[i + 1 :]:
+            shared = sorted(item for item, by in votes.items() if a in by and b in by)
+            if not shared:
+                continue
+            first, second = [votes[s][a] for s in shared], [votes[s][b] for s in shared]
+            same = sum(x == y for x, y in zip(first, second))
+            agreeing, pairs_seen = agreeing + same, pairs_seen + len(shared)
+            pairwise.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "shared": len(shared),
+                    kappa_name: kappa(first, second),
+                    "agreement": same / len(shared),
+                }
+            )
+    return pairwise, agreeing / pairs_seen if pairs_seen else None
+
+
 def agreement_report(
     grades: dict[tuple[str, str], dict[str, int]],
     llm: dict[tuple[str, str], int] | None = None,
@@ -101,31 +129,14 @@ def agreement_report(
     human grade (weighted kappa, exact agreement, a 3 x 3 confusion matrix with rows the LLM's grade and columns the
     human one); and the items on which reviewers disagree."""
     reviewers = sorted({r for by in grades.values() for r in by})
-    pairwise, agreeing, pairs_seen = [], 0, 0
-    for i, a in enumerate(reviewers):
-        for b in reviewers[i + 1 :]:
-            shared = sorted(item for item, by in grades.items() if a in by and b in by)
-            if not shared:
-                continue
-            first, second = [grades[s][a] for s in shared], [grades[s][b] for s in shared]
-            same = sum(x == y for x, y in zip(first, second))
-            agreeing, pairs_seen = agreeing + same, pairs_seen + len(shared)
-            pairwise.append(
-                {
-                    "a": a,
-                    "b": b,
-                    "shared": len(shared),
-                    "weighted_kappa": weighted_kappa(first, second),
-                    "agreement": same / len(shared),
-                }
-            )
+    pairwise, agreement = pairwise_agreement(grades, "weighted_kappa", weighted_kappa)
     report = {
         "items": len(grades),
         "verdicts": sum(len(by) for by in grades.values()),
         "reviewers": reviewers,
         "pairwise": pairwise,
         "krippendorff_alpha": krippendorff_alpha_ordinal([list(by.values()) for by in grades.values()]),
-        "agreement": agreeing / pairs_seen if pairs_seen else None,
+        "agreement": agreement,
         "disagreements": [
             {"query_id": q, "chunk_id": c, "grades": by}
             for (q, c), by in sorted(grades.items())

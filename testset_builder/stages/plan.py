@@ -31,7 +31,7 @@ from ..llm import throughput
 from ..llm.prices import PriceTable
 from ..llm.types import LLMRequest, Usage
 from ..prompts import PromptLibrary
-from ..retrieval import dense_available
+from ..retrieval.indexes import retriever_names
 from .judge import Judge, JudgePair
 from .sampling import SourceChunk, allocate_styles, skip_reason, stratified_sample
 from .synthesize.generation import Generator, Slot
@@ -286,9 +286,7 @@ def plan_run(
 
 def _lists(setting) -> int:
     """Ranked lists a pool takes from: each retriever's, and their fusion's when there are two or more."""
-    from ..retrieval.indexes import RETRIEVERS
-
-    count = len(RETRIEVERS if dense_available() else ("bm25",)) if setting == "auto" else len(setting)
+    count = len(retriever_names(setting))
     return count + 1 if count > 1 else count
 
 

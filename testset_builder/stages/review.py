@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 
 from ..config import ReviewConfig
 from ..errors import InputError, ReviewConflictError, UnknownIdError
-from ..metrics.agreement import cohen_kappa
+from ..metrics.agreement import cohen_kappa, pairwise_agreement
 from ..records import Judgment, JudgmentSource, JudgmentStatus, Query
 from ..store import failure_tags as tag_store
 from ..store import review as store
@@ -194,6 +194,11 @@ def _reviewer(name: str) -> str:
     return name
 
 
+def _check_key(idempotency_key: str, what: str) -> None:
+    if not idempotency_key or len(idempotency_key) > 200:
+        raise InputError(f"{what} needs an idempotency_key of 1 to 200 characters")
+
+
 def _verdict_id(key: str) -> str:
     return "v-" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
@@ -217,8 +222,7 @@ def submit(
     than it wants is refused with :class:`ReviewConflictError`: its reviewer's lease ran out and others finished it
     meanwhile. An adjudicator's verdict and an import from another tool pass no overlap and are always taken."""
     reviewer = _reviewer(reviewer)
-    if not idempotency_key or len(idempotency_key) > 200:
-        raise InputError("a verdict needs an idempotency_key of 1 to 200 characters")
+    _check_key(idempotency_key, "a verdict")
     with workspace.transaction() as db:
         seen = store.verdict_by_key(db, idempotency_key)
         if seen is not None:
@@ -370,11 +374,6 @@ def _tag_id(key: str) -> str:
     return "t-" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
-def _check_key(idempotency_key: str) -> None:
-    if not idempotency_key or len(idempotency_key) > 200:
-        raise InputError("a tag needs an idempotency_key of 1 to 200 characters")
-
-
 def tag_failure(
     workspace: Workspace,
     reviewer: str,
@@ -387,7 +386,7 @@ def tag_failure(
     """Tag a logged query's failure (one of :data:`FAILURE_TAGS`); it supersedes this reviewer's earlier tag on the
     query. The same idempotency key again returns the stored tag and stores nothing."""
     reviewer = _reviewer(reviewer)
-    _check_key(idempotency_key)
+    _check_key(idempotency_key, "a tag")
     with workspace.transaction() as db:
         seen = tag_store.tag_by_key(db, idempotency_key)
         if seen is not None:
@@ -409,7 +408,7 @@ def untag_failure(workspace: Workspace, reviewer: str, query_id: str, idempotenc
     """Take back this reviewer's standing tag on the query (their tag before it stands again); None when they
     have none. The same idempotency key again returns the stored undo."""
     reviewer = _reviewer(reviewer)
-    _check_key(idempotency_key)
+    _check_key(idempotency_key, "a tag")
     with workspace.transaction() as db:
         seen = tag_store.tag_by_key(db, idempotency_key)
         if seen is not None:
@@ -435,20 +434,7 @@ def failure_tag_stats(workspace: Workspace, adjudicator: str | None = None) -> d
     resolved = policy.resolve_failure_tags(standing, adjudicator)
     tags = {query_id: {r: t.tag for r, t in by.items()} for query_id, by in standing.items()}
     multi = {query_id: by for query_id, by in tags.items() if len(by) >= 2}
-    reviewers = sorted({r for by in multi.values() for r in by})
-    pairwise, agreeing, pairs_seen = [], 0, 0
-    for i, a in enumerate(reviewers):
-        for b in reviewers[i + 1 :]:
-            shared = sorted(q for q, by in multi.items() if a in by and b in by)
-            if not shared:
-                continue
-            first, second = [multi[q][a] for q in shared], [multi[q][b] for q in shared]
-            same = sum(x == y for x, y in zip(first, second))
-            agreeing, pairs_seen = agreeing + same, pairs_seen + len(shared)
-            pairwise.append(
-                {"a": a, "b": b, "shared": len(shared), "agreement": same / len(shared),
-                 "kappa": cohen_kappa(first, second)}
-            )  # fmt: skip
+    pairwise, pairs_agreeing = pairwise_agreement(multi, "kappa", cohen_kappa)
     return {
         "logged_queries": tag_store.logged_query_count(db),
         "tagged": len(resolved),
@@ -457,7 +443,7 @@ def failure_tag_stats(workspace: Workspace, adjudicator: str | None = None) -> d
         "agreement": {
             "queries": len(multi),
             "unanimous": sum(len(set(by.values())) == 1 for by in multi.values()) / len(multi) if multi else None,
-            "pairwise_agreement": agreeing / pairs_seen if pairs_seen else None,
+            "pairwise_agreement": pairs_agreeing,
             "pairwise": pairwise,
             "disagreements": [
                 {"query_id": q, "tags": by} for q, by in sorted(multi.items()) if len(set(by.values())) > 1

@@ -178,20 +178,27 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         raise InputError(f"cannot read the log ({error.strerror})", path=path) from None
 
 
-def read_jsonl(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]:
+def _objects(path: Path) -> Iterator[tuple[int, dict | Unreadable]]:
+    """Each non-blank line of a JSON-lines file: its JSON object, or why it is none."""
     for number, text in _lines(path):
         if text.startswith("\x00"):
-            yield Unreadable(number, text[1:])
-            continue
-        if not text.strip():
-            continue
-        try:
-            raw = json.loads(text)
-        except ValueError as error:
-            yield Unreadable(number, f"not JSON ({error.msg})")
-            continue
-        if not isinstance(raw, dict):
-            yield Unreadable(number, f"a JSON {type(raw).__name__}, not an object")
+            yield number, Unreadable(number, text[1:])
+        elif text.strip():
+            try:
+                raw = json.loads(text)
+            except ValueError as error:
+                yield number, Unreadable(number, f"not JSON ({error.msg})")
+                continue
+            yield (
+                number,
+                raw if isinstance(raw, dict) else Unreadable(number, f"a JSON {type(raw).__name__}, not an object"),
+            )
+
+
+def read_jsonl(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]:
+    for number, raw in _objects(path):
+        if isinstance(raw, Unreadable):
+            yield raw
             continue
         try:
             yield parse_record(number, raw, fields)
@@ -295,16 +302,11 @@ def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]
             return Unreadable(trace["line"], str(error))
 
     number = 0
-    for number, text in _lines(path):
-        if text.startswith("\x00"):
-            yield Unreadable(number, text[1:])
-            continue
-        if not text.strip():
+    for number, span in _objects(path):
+        if isinstance(span, Unreadable):
+            yield Unreadable(number, f"not a span ({span.reason})")
             continue
         try:
-            span = json.loads(text)
-            if not isinstance(span, dict):
-                raise ValueError("not an object")
             trace_id = str(span.get("traceId") or span.get("trace_id") or "")
             if not trace_id:
                 raise ValueError("no trace id")
