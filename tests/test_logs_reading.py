@@ -131,6 +131,19 @@ def test_invalid_utf8_is_a_reported_line_not_a_crash(tmp_path):
     assert "not UTF-8" in items[1].reason
 
 
+def test_a_line_longer_than_the_limit_is_reported_and_passed_over_without_being_held(tmp_path, monkeypatch):
+    from testset_builder.stages.logs import records
+
+    monkeypatch.setattr(records, "MAX_LINE_BYTES", 64)
+    log = tmp_path / "log.jsonl"
+    huge = json.dumps({"query": "x" * 500})
+    write_lines(log, [{"query": "first"}, huge, {"query": "after the long one"}])
+    items = list(read_log(log, "jsonl"))
+    assert [type(i).__name__ for i in items] == ["LogRecord", "Unreadable", "LogRecord"]
+    assert items[1].line == 2 and "over 64 bytes" in items[1].reason
+    assert (items[2].line, items[2].query) == (3, "after the long one")
+
+
 def test_personal_data_is_scrubbed_and_counted():
     scrub = Scrubber(patterns=[r"EMP-\d{5}"])
     text = "mail jane.doe@example.com or call +44 20 7946 0958 about EMP-12345 in 2024 (3 rooms)"

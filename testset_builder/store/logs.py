@@ -75,47 +75,71 @@ def _extreme(pick, *values: str | None) -> str | None:
     return pick(present) if present else None
 
 
+def _stored_times(db: sqlite3.Connection, query_ids: list[str]) -> dict[str, tuple]:
+    found = {}
+    for at in range(0, len(query_ids), 500):
+        part = query_ids[at : at + 500]
+        marks = ",".join("?" * len(part))
+        for row in db.execute(
+            f"SELECT query_id, first_seen, last_seen, retrieved_at FROM log_queries WHERE query_id IN ({marks})", part
+        ):
+            found[row[0]] = row[1:]
+    return found
+
+
 def add_query_logs(db: sqlite3.Connection, logs: Iterable[QueryLog]) -> None:
-    """Add a batch's counts to each query's aggregate; keep the answer and the retrieval of the latest record."""
+    """Add a batch's counts to each query's aggregate; keep the answer and the retrieval of the latest record.
+    One statement per kind of change for the whole batch (a log of millions of records imports in minutes)."""
+    logs = list(logs)
+    stored = _stored_times(db, [log.query_id for log in logs])
+    inserts, updates, retrievals = [], [], []
     for log in logs:
-        row = db.execute(
-            "SELECT first_seen, last_seen, retrieved_at FROM log_queries WHERE query_id = ?", (log.query_id,)
-        ).fetchone()
+        row = stored.get(log.query_id)
         if row is None:
-            db.execute(
-                "INSERT INTO log_queries (query_id, frequency, first_seen, last_seen, thumbs_up, thumbs_down, "
-                "rating_sum, ratings, comments, cited, clicked, last_answer, last_comment, retrieved_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            inserts.append(
                 (
                     log.query_id, log.frequency, log.first_seen, log.last_seen, log.thumbs_up, log.thumbs_down,
                     log.rating_sum, log.ratings, log.comments, log.cited, log.clicked, log.last_answer,
                     log.last_comment, log.retrieved_at if log.retrieval else None,
-                ),
+                )
             )  # fmt: skip
             newer_retrieval = bool(log.retrieval)
         else:
             first, last, retrieved_at = row
             newer = last is None or _later(log.last_seen, last)
-            db.execute(
-                "UPDATE log_queries SET frequency = frequency + ?, thumbs_up = thumbs_up + ?, "
-                "thumbs_down = thumbs_down + ?, rating_sum = rating_sum + ?, ratings = ratings + ?, "
-                "comments = comments + ?, cited = cited + ?, clicked = clicked + ?, first_seen = ?, last_seen = ?, "
-                "last_answer = CASE WHEN ? THEN ? ELSE last_answer END, "
-                "last_comment = CASE WHEN ? AND ? IS NOT NULL THEN ? ELSE last_comment END WHERE query_id = ?",
+            updates.append(
                 (
                     log.frequency, log.thumbs_up, log.thumbs_down, log.rating_sum, log.ratings, log.comments,
                     log.cited, log.clicked, _extreme(min, first, log.first_seen), _extreme(max, last, log.last_seen),
                     newer, log.last_answer, newer, log.last_comment, log.last_comment, log.query_id,
-                ),
+                )
             )  # fmt: skip
             newer_retrieval = bool(log.retrieval) and (retrieved_at is None or _later(log.retrieved_at, retrieved_at))
         if newer_retrieval:
-            db.execute("UPDATE log_queries SET retrieved_at = ? WHERE query_id = ?", (log.retrieved_at, log.query_id))
-            db.execute("DELETE FROM log_retrievals WHERE query_id = ?", (log.query_id,))
-            db.executemany(
-                "INSERT INTO log_retrievals (query_id, rank, chunk_id, score) VALUES (?, ?, ?, ?)",
-                [(log.query_id, rank, chunk_id, score) for rank, chunk_id, score in log.retrieval],
-            )
+            retrievals.append(log)
+    db.executemany(
+        "INSERT INTO log_queries (query_id, frequency, first_seen, last_seen, thumbs_up, thumbs_down, "
+        "rating_sum, ratings, comments, cited, clicked, last_answer, last_comment, retrieved_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        inserts,
+    )
+    db.executemany(
+        "UPDATE log_queries SET frequency = frequency + ?, thumbs_up = thumbs_up + ?, "
+        "thumbs_down = thumbs_down + ?, rating_sum = rating_sum + ?, ratings = ratings + ?, "
+        "comments = comments + ?, cited = cited + ?, clicked = clicked + ?, first_seen = ?, last_seen = ?, "
+        "last_answer = CASE WHEN ? THEN ? ELSE last_answer END, "
+        "last_comment = CASE WHEN ? AND ? IS NOT NULL THEN ? ELSE last_comment END WHERE query_id = ?",
+        updates,
+    )
+    db.executemany(
+        "UPDATE log_queries SET retrieved_at = ? WHERE query_id = ?",
+        [(log.retrieved_at, log.query_id) for log in retrievals],
+    )
+    db.executemany("DELETE FROM log_retrievals WHERE query_id = ?", [(log.query_id,) for log in retrievals])
+    db.executemany(
+        "INSERT INTO log_retrievals (query_id, rank, chunk_id, score) VALUES (?, ?, ?, ?)",
+        [(log.query_id, rank, chunk_id, score) for log in retrievals for rank, chunk_id, score in log.retrieval],
+    )
 
 
 def logged_queries(db: sqlite3.Connection) -> list[dict]:

@@ -79,7 +79,7 @@ class _Batch:
         self.queries: dict[str, Query] = {}
         self.records = 0
 
-    def add(self, query: Query, record: LogRecord, retrieval: list[tuple[int, str, float | None]], scrub) -> None:
+    def add(self, query: Query, record: LogRecord, retrieval: list[tuple[int, str, float | None]]) -> None:
         self.records += 1
         self.queries.setdefault(query.query_id, query)
         log = self.logs.setdefault(query.query_id, stored_logs.QueryLog(query.query_id))
@@ -99,8 +99,8 @@ class _Batch:
         log.cited += bool(record.cited)
         log.clicked += bool(set(record.clicked) & set(record.cited) if record.cited else record.clicked)
         if latest:
-            log.last_answer = scrub(record.answer) if record.answer else log.last_answer
-            log.last_comment = scrub(record.comment) if record.comment else log.last_comment
+            log.last_answer = record.answer or log.last_answer  # scrubbed when written: once a query a batch
+            log.last_comment = record.comment or log.last_comment
             if retrieval:
                 log.retrieval, log.retrieved_at = retrieval, stamp or log.retrieved_at
 
@@ -146,6 +146,8 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
 
     def flush(through: int) -> None:
         nonlocal batch
+        for log in batch.logs.values():
+            log.last_answer, log.last_comment = scrub(log.last_answer), scrub(log.last_comment)
         with workspace.transaction() as tx:
             summary.new_queries += rows.put_queries(tx, batch.queries.values())
             stored_logs.add_query_logs(tx, batch.logs.values())
@@ -197,7 +199,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         summary.records += 1
         summary.records_with_retrieval += bool(retrieval)
         query = Query(query_id=derived_id(text), text=text, origin=QueryOrigin.real, metadata={"from": "logs"})
-        batch.add(query, item, retrieval, scrub)
+        batch.add(query, item, retrieval)
         if batch.records >= batch_size:
             flush(item.line)
     flush(last_line)

@@ -61,6 +61,8 @@ class Unreadable:
 
 
 def _get(record: Any, path: str) -> Any:
+    if "." not in path:
+        return record.get(path) if isinstance(record, dict) else None
     for part in path.split("."):
         if not isinstance(record, dict) or part not in record:
             return None
@@ -166,10 +168,20 @@ def parse_record(line: int, raw: dict, fields: LogFields) -> LogRecord:
     )
 
 
+MAX_LINE_BYTES = 16 * 2**20  # a longer line is reported and passed over, never held whole
+
+
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
         with path.open("rb") as handle:
-            for number, raw in enumerate(handle, 1):
+            number = 0
+            while raw := handle.readline(MAX_LINE_BYTES + 1):
+                number += 1
+                if len(raw) > MAX_LINE_BYTES:
+                    while raw and not raw.endswith(b"\n"):  # the rest of the line, a piece at a time
+                        raw = handle.readline(MAX_LINE_BYTES)
+                    yield number, f"\x00a line of over {MAX_LINE_BYTES:,} bytes"
+                    continue
                 try:
                     yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
                 except UnicodeDecodeError as error:

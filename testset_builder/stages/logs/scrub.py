@@ -25,17 +25,20 @@ class Scrubber:
     counts: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
-        self._rules = [("email", "[email]", EMAIL), ("phone", "[phone]", PHONE)]
+        # (kind, placeholder, rule, a substring every match holds, or None)
+        self._rules = [("email", "[email]", EMAIL, "@"), ("phone", "[phone]", PHONE, None)]
         for index, pattern in enumerate(self.patterns):
             try:
-                self._rules.append((f"pattern {index}", "[redacted]", re.compile(pattern)))
+                self._rules.append((f"pattern {index}", "[redacted]", re.compile(pattern), None))
             except re.error as error:
                 raise InputError(f"logs.pii_patterns[{index}] is not a regular expression ({error})") from None
 
     def __call__(self, text: str | None) -> str | None:
         if not text:
             return text
-        for kind, placeholder, rule in self._rules:
+        for kind, placeholder, rule, needed in self._rules:
+            if needed is not None and needed not in text:
+                continue
             text, replaced = rule.subn(placeholder, text)
             self.counts[kind] += replaced
         return text
