@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chunking_speed
 import judge_agreement
 import llm_throughput
+import log_import_scale
 import metrics_speed
 import synthetic_agreement
 import vs_ragas
@@ -24,6 +25,8 @@ if __name__ == "__main__":
     llm_throughput.main([])
     print("\n== propose: pool recall on SciFact, and the judge (local model by default) against the human labels ==")
     judge_agreement.main([])
+    print("\n== import-logs: a 1 GB production log in bounded memory, planted faults counted exactly ==")
+    log_import_scale.main([])
     print("\n== synthesize: does a synthetic SciFact set rank retrievers as the human labels do? ==")
     synthetic_agreement.main([])
     if os.environ.get("BENCH_SKIP_RAGAS"):
