@@ -1,51 +1,190 @@
 """Exact and near-duplicate chunks, found so that a label on one copy can label its twins.
 
 Exact: equal after normalisation (Unicode NFKC, case-folded, whitespace collapsed). Near: MinHash over word
-3-shingles (64 hash functions, LSH with 16 bands of 4), confirmed by the exact Jaccard similarity of the shingle
+3-shingles (64 values, LSH with 16 bands of 4), confirmed by the exact Jaccard similarity of the shingle
 sets (default >= 0.8). Groups are the connected components of both relations.
+
+The shingle hashes, signatures and band keys are computed for a whole batch of texts at once with numpy
+(:func:`shingle_hashes`, :func:`signatures`, :func:`band_keys`): a word is a run of characters ``re``'s ``\\w``
+matches (``str.isalnum()`` or ``_``), its hash a polynomial over its code points taken from prefix sums (so no
+Python object per word), a shingle's hash a mix of its three words' hashes. The signature is one-permutation
+MinHash (Li, Owen and Zhang 2012) with rotation densification: one hash per shingle instead of 64. The one-text
+functions (:func:`shingles`, :func:`minhash`) and :func:`duplicate_groups`, the whole-corpus reference the
+incremental index in the store must agree with, use the same definitions.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 import unicodedata
-import zlib
 from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-_PRIME = (1 << 61) - 1
-_RNG = np.random.default_rng(20261202)
-_A = _RNG.integers(1, 1 << 31, size=64, dtype=np.uint64)
-_B = _RNG.integers(0, 1 << 31, size=64, dtype=np.uint64)
 BANDS, ROWS = 16, 4
+THRESHOLD = 0.8
+
+_U64 = np.uint64
+_WORD_BASE = _U64(0x100000001B3)  # odd, so invertible modulo 2**64
+_WORD_BASE_INVERSE = _U64(pow(0x100000001B3, -1, 1 << 64))
+_K = (_U64(0x9E3779B97F4A7C15), _U64(0xC2B2AE3D27D4EB4F), _U64(0x165667B19E3779F9))
+_IS_WORD: np.ndarray | None = None
 
 
 def normalise(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
+def normalised_sha256(text: str) -> str:
+    """The exact-duplicate key: the sha256 of the normalised text."""
+    return hashlib.sha256(normalise(text).encode()).hexdigest()
+
+
+def _word_table() -> np.ndarray:
+    """Which code points are word characters (built once: 1.1 MB)."""
+    global _IS_WORD
+    if _IS_WORD is None:
+        _IS_WORD = np.fromiter((chr(c).isalnum() or c == 95 for c in range(0x110000)), dtype=bool, count=0x110000)
+    return _IS_WORD
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: every input bit moves every output bit (wrapping uint64 arithmetic)."""
+    x = x ^ (x >> _U64(30))
+    x = x * _U64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> _U64(27))
+    x = x * _U64(0x94D049BB133111EB)
+    return x ^ (x >> _U64(31))
+
+
+def shingle_hashes(normalised: Sequence[str], width: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """For already normalised texts: every word ``width``-shingle's 64-bit hash, concatenated text by
+    text, and each text's offset into it (``len(normalised) + 1`` offsets). A text of fewer words than ``width``
+    has one shingle made of the words it has; a text without words has none. Repeats are kept."""
+    if width != 3:
+        raise ValueError("shingles are word 3-shingles")
+    buffer = " ".join(normalised)
+    codes = np.frombuffer(buffer.encode("utf-32-le"), dtype=np.uint32)
+    text_starts = np.zeros(len(normalised), dtype=np.int64)
+    if len(normalised) > 1:
+        text_starts[1:] = np.cumsum([len(t) + 1 for t in normalised[:-1]])
+    is_word = _word_table()[codes] if len(codes) else np.zeros(0, dtype=bool)
+    edges = np.diff(np.concatenate(([False], is_word, [False])).astype(np.int8))
+    word_starts, word_ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    if not len(word_starts):
+        return np.zeros(0, dtype=_U64), np.zeros(len(normalised) + 1, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        powers = np.cumprod(np.full(len(codes), _WORD_BASE, dtype=_U64)) if len(codes) else np.zeros(0, _U64)
+        inverse = np.cumprod(np.full(len(codes) + 1, _WORD_BASE_INVERSE, dtype=_U64))
+        prefix = np.zeros(len(codes) + 1, dtype=_U64)
+        np.cumsum(codes.astype(_U64) * powers, out=prefix[1:])
+        words = _mix((prefix[word_ends] - prefix[word_starts]) * inverse[word_starts] + _U64(1))
+        owner = np.searchsorted(text_starts, word_starts, side="right") - 1
+        counts = np.bincount(owner, minlength=len(normalised))
+        first_word = np.concatenate(([0], np.cumsum(counts)))
+        # a shingle starts at each word with two more words of its text after it, or at a short text's first word
+        shingle_counts = np.where(counts >= width, counts - width + 1, np.minimum(counts, 1))
+        offsets = np.concatenate(([0], np.cumsum(shingle_counts))).astype(np.int64)
+        starts = _shingle_starts(first_word, counts, shingle_counts, offsets)
+        total = np.zeros(len(starts), dtype=_U64)
+        length = np.minimum(counts, width)[np.repeat(np.arange(len(normalised)), shingle_counts)]
+        for position in range(width):
+            present = position < length
+            index = np.where(present, starts + position, 0)
+            total = total + np.where(present, words[index] * _K[position], _U64(0))
+        hashes = _mix(total)
+    return hashes, offsets
+
+
+def _shingle_starts(first_word, counts, shingle_counts, offsets) -> np.ndarray:
+    """The word index each shingle starts at."""
+    text_of = np.repeat(np.arange(len(counts)), shingle_counts)
+    return first_word[text_of] + (np.arange(offsets[-1]) - offsets[text_of])
+
+
 def shingles(text: str, width: int = 3) -> set[int]:
-    words = _WORD.findall(normalise(text))
-    if len(words) < width:
-        return {zlib.crc32(" ".join(words).encode())} if words else set()
-    return {zlib.crc32(" ".join(words[i : i + width]).encode()) for i in range(len(words) - width + 1)}
+    hashes, _ = shingle_hashes([normalise(text)], width)
+    return set(hashes.tolist())
+
+
+_VALUE_BITS = _U64(58)
+_VALUE_MASK = _U64((1 << 58) - 1)
+_EMPTY = np.iinfo(np.uint64).max
+_DENSIFY_STEP = _U64(0x2545F4914F6CDD1D)
+
+
+def _bin_minima(hashes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """One-permutation MinHash: a shingle's 64-bit hash picks one of the 64 bins by its top 6 bits; each bin keeps
+    the least of its shingles' other 58 bits (empty: the largest uint64)."""
+    n = len(offsets) - 1
+    minima = np.full(n * 64, _EMPTY, dtype=_U64)
+    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    slot = owner * 64 + (hashes >> _VALUE_BITS).astype(np.int64)
+    np.minimum.at(minima, slot, hashes & _VALUE_MASK)
+    return minima.reshape(n, 64)
+
+
+def _densify(minima: np.ndarray) -> np.ndarray:
+    """An empty bin borrows the value of the nearest non-empty bin to its right (circularly), offset by the
+    distance, so that two texts' signatures agree in a bin about as often as their shingle sets overlap (rotation
+    densification, Shrivastava and Li 2014). A text without shingles keeps every bin empty."""
+    result = minima.copy()
+    filled = minima != _EMPTY
+    pending = ~filled & filled.any(axis=1, keepdims=True)
+    with np.errstate(over="ignore"):
+        for distance in range(1, 64):
+            if not pending.any():
+                break
+            donor = np.roll(minima, -distance, axis=1)
+            takes = pending & np.roll(filled, -distance, axis=1)
+            result[takes] = donor[takes] + _DENSIFY_STEP * _U64(distance)
+            pending &= ~takes
+    return result
 
 
 def minhash(values: set[int]) -> np.ndarray:
-    if not values:
-        return np.full(64, np.iinfo(np.uint64).max, dtype=np.uint64)
-    x = np.fromiter(values, dtype=np.uint64, count=len(values))
-    return ((np.outer(_A, x) + _B[:, None]) % np.uint64(_PRIME)).min(axis=1)
+    """The 64-value signature of one shingle set (what :func:`signatures` gives for it in a batch)."""
+    hashes = np.fromiter(values, dtype=_U64, count=len(values))
+    return signatures(hashes, np.array([0, len(values)], dtype=np.int64))[0][0]
+
+
+def signatures(hashes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each text's MinHash signature (``(texts, 64)`` uint64; one-permutation hashing, densified) and whether it
+    has two or more distinct shingles (fewer: not signed, as too short to be a near-duplicate). Repeated shingles
+    change nothing: a minimum over a multiset is the minimum over its set."""
+    sizes = np.diff(offsets)
+    signed = np.zeros(len(sizes), dtype=bool)
+    nonempty = np.flatnonzero(sizes > 0)
+    if len(nonempty):
+        starts = offsets[nonempty]
+        signed[nonempty] = np.minimum.reduceat(hashes, starts) != np.maximum.reduceat(hashes, starts)
+    return _densify(_bin_minima(hashes, offsets)), signed
+
+
+def band_keys(signature_rows: np.ndarray) -> np.ndarray:
+    """``(texts, BANDS)`` int64 LSH keys: band b's four MinHash values and b mixed into one 64-bit key. Two texts
+    are near-duplicate candidates when they share a key in some band (a 64-bit key collision only adds a candidate
+    that the Jaccard check then judges, in the reference and the store alike)."""
+    keys = np.empty((len(signature_rows), BANDS), dtype=_U64)
+    with np.errstate(over="ignore"):
+        for band in range(BANDS):
+            h = np.full(len(signature_rows), _U64(band + 1), dtype=_U64)
+            for row in range(ROWS):
+                h = _mix(h * _K[0] + signature_rows[:, band * ROWS + row])
+            keys[:, band] = h
+    return keys.view(np.int64)
+
+
+def jaccard(a: set[int], b: set[int]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
 
 
 def duplicate_groups(
-    chunk_ids: Sequence[str], texts: Sequence[str], threshold: float = 0.8
+    chunk_ids: Sequence[str], texts: Sequence[str], threshold: float = THRESHOLD
 ) -> list[tuple[str, list[str]]]:
-    """``[(kind, [chunk ids])]`` for every group of two or more; kind is "exact" when all members normalise equal."""
+    """``[(kind, [chunk ids])]`` for every group of two or more; kind is "exact" when all members normalise equal.
+    The whole-corpus reference: the store's incremental index gives the same groups."""
     parent = list(range(len(texts)))
 
     def find(i: int) -> int:
@@ -57,7 +196,7 @@ def duplicate_groups(
     def union(i: int, j: int) -> None:
         parent[find(i)] = find(j)
 
-    digests = [hashlib.sha256(normalise(t).encode()).hexdigest() for t in texts]
+    digests = [normalised_sha256(t) for t in texts]
     first_of: dict[str, int] = {}
     for i, digest in enumerate(digests):
         if digest in first_of:
@@ -65,13 +204,12 @@ def duplicate_groups(
         else:
             first_of[digest] = i
     shingle_sets = [shingles(t) for t in texts]
-    buckets: dict[tuple[int, bytes], list[int]] = defaultdict(list)
+    buckets: dict[int, list[int]] = defaultdict(list)
     for i in first_of.values():  # one representative per exact group is enough
         if len(shingle_sets[i]) < 2:
             continue
-        signature = minhash(shingle_sets[i])
-        for band in range(BANDS):
-            buckets[(band, signature[band * ROWS : (band + 1) * ROWS].tobytes())].append(i)
+        for key in band_keys(minhash(shingle_sets[i])[None, :])[0].tolist():
+            buckets[key].append(i)
     checked: set[tuple[int, int]] = set()
     for members in buckets.values():
         for a_index, a in enumerate(members):
@@ -80,8 +218,7 @@ def duplicate_groups(
                 if pair in checked or find(a) == find(b):
                     continue
                 checked.add(pair)
-                sa, sb = shingle_sets[a], shingle_sets[b]
-                if len(sa & sb) / len(sa | sb) >= threshold:
+                if jaccard(shingle_sets[a], shingle_sets[b]) >= threshold:
                     union(a, b)
     components: dict[int, list[int]] = defaultdict(list)
     for i in range(len(texts)):

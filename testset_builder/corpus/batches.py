@@ -1,0 +1,112 @@
+"""The corpus stage's per-batch functions: plain records in, plain records out, no store, no randomness.
+
+They are what an ingest engine runs on each batch of documents: in-process (:func:`local_engine`), or as Ray Data
+``map_batches`` for ``chunk --engine ray``; both must give the same records byte for byte, so these are module-level
+(picklable) and deterministic, and their records are dicts of str, int and bytes.
+
+Record shapes:
+
+- document record (:func:`document_record`): ``doc_id`` str, ``text`` str, ``title`` str, ``source`` str,
+  ``metadata`` str (JSON, keys sorted).
+- chunk record (:func:`chunk_batch`): ``chunk_id`` str, ``doc_id`` str, ``text`` str, ``start`` int, ``end`` int
+  (``document.text[start:end] == text``), ``metadata`` str (JSON, keys sorted), ``text_sha256`` str (hex sha256 of
+  the text's UTF-8).
+- signature record (:func:`signature_batch`): ``chunk_id`` str, ``normalised_sha256`` str (hex sha256 of the
+  normalised text: equal for exact duplicates), ``band_keys`` bytes (the 16 LSH keys (:data:`~.dedup.BANDS`) as
+  little-endian int64, 8 bytes each; empty when the chunk has fewer than two distinct shingles and so takes no part
+  in near-duplicate detection).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ..config import ChunkingConfig
+from ..records import Chunk, Document
+from .chunkers import chunk_document
+from .dedup import band_keys, normalise, shingle_hashes, signatures
+
+Record = dict[str, Any]
+ChunkedBatch = tuple[list[Record], list[Record], list[Record]]
+"""What an engine yields per batch: (document records, their chunk records, those chunks' signature records)."""
+Engine = Callable[[Iterable[list[Record]], ChunkingConfig], Iterator[ChunkedBatch]]
+"""An ingest engine: document-record batches in, each batch with its chunks and signatures out, in order."""
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def document_record(document: Document) -> Record:
+    return {
+        "doc_id": document.doc_id,
+        "text": document.text,
+        "title": document.title,
+        "source": document.source,
+        "metadata": _json(document.metadata),
+    }
+
+
+def record_document(record: Record) -> Document:
+    return Document(
+        doc_id=record["doc_id"],
+        text=record["text"],
+        title=record["title"],
+        source=record["source"],
+        metadata=json.loads(record["metadata"]),
+    )
+
+
+def chunk_record(chunk: Chunk) -> Record:
+    return {
+        "chunk_id": chunk.chunk_id,
+        "doc_id": chunk.doc_id,
+        "text": chunk.text,
+        "start": chunk.start,
+        "end": chunk.end,
+        "metadata": _json(chunk.metadata),
+        "text_sha256": hashlib.sha256(chunk.text.encode("utf-8")).hexdigest(),
+    }
+
+
+def chunk_batch(documents: list[Record], config: ChunkingConfig) -> list[Record]:
+    """The chunk records of a batch of document records, document by document, each document's in order."""
+    return [chunk_record(c) for d in documents for c in chunk_document(record_document(d), config)]
+
+
+def signature_batch(chunks: list[Record]) -> list[Record]:
+    """The signature record of each chunk record (needs ``chunk_id`` and ``text``), in order."""
+    normalised = [normalise(c["text"]) for c in chunks]
+    hashes, offsets = shingle_hashes(normalised)
+    minima, signed = signatures(hashes, offsets)
+    keys = band_keys(minima).astype("<i8")
+    return [
+        {
+            "chunk_id": chunk["chunk_id"],
+            "normalised_sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "band_keys": keys[i].tobytes() if signed[i] else b"",
+        }
+        for i, (chunk, text) in enumerate(zip(chunks, normalised, strict=True))
+    ]
+
+
+def unpack_band_keys(packed: bytes) -> list[int]:
+    """A signature record's ``band_keys`` as ints (none for an unsigned chunk)."""
+    return np.frombuffer(packed, dtype="<i8").tolist() if packed else []
+
+
+def chunk_and_sign(documents: list[Record], config: ChunkingConfig) -> ChunkedBatch:
+    """One batch through both functions: what every engine computes per batch."""
+    chunks = chunk_batch(documents, config)
+    return documents, chunks, signature_batch(chunks)
+
+
+def local_engine(batches: Iterable[list[Record]], config: ChunkingConfig) -> Iterator[ChunkedBatch]:
+    """The in-process engine: each batch in turn, in this process."""
+    for documents in batches:
+        yield chunk_and_sign(documents, config)
