@@ -182,3 +182,8 @@ class DenseUnavailableError(TestsetBuilderError):
 
 class HubError(TestsetBuilderError):
     """The Hugging Face hub refused or could not be reached; carries its message."""
+
+
+class EngineError(TestsetBuilderError):
+    """An ingest engine could not run (its extra is not installed, its cluster cannot be reached) or one of its tasks
+    failed; names what failed. What the failed run would have stored is not stored."""
