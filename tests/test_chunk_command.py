@@ -183,8 +183,9 @@ def test_a_source_left_out_removes_nothing_and_a_large_removal_needs_allowing(tm
     assert main(["chunk", *ab]) == 1
     err = capsys.readouterr().err
     assert "would mark 5 of 11 documents removed (more than 25%)" in err and "--allow-removal" in err
-    with open_workspace(workspace) as ws:
-        assert ws.db.execute("SELECT COUNT(*) FROM documents WHERE removed_at IS NULL").fetchone()[0] == 11
+    with open_workspace(workspace) as ws:  # streamed: the new document is stored, nothing is marked removed
+        assert ws.db.execute("SELECT COUNT(*) FROM documents WHERE removed_at IS NOT NULL").fetchone()[0] == 0
+        assert ws.db.execute("SELECT COUNT(*) FROM documents WHERE removed_at IS NULL").fetchone()[0] == 12
     code, allowed = run_json(capsys, *ab, "--allow-removal")
-    assert code == 0 and allowed["removed"] == 5 and allowed["new"] == 1
+    assert code == 0 and allowed["removed"] == 5 and allowed["unchanged"] == 6
     assert sorted(allowed["removed_by_source"]) == sorted(str(corpus / "b" / f"d{i}.md") for i in range(5, 10))

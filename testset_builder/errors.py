@@ -35,7 +35,7 @@ class InputError(TestsetBuilderError):
 
 
 class LargeRemovalError(InputError):
-    """Chunking would mark a large share of the corpus removed; nothing was written. Usually a source was left
+    """Chunking would mark a large share of the corpus removed; nothing was marked removed. Usually a source was left
     out or mistyped; pass --allow-removal when the removal is meant."""
 
     def __init__(self, removed: int, live: int, share: float, by_source: dict[str, int]) -> None:
@@ -44,7 +44,7 @@ class LargeRemovalError(InputError):
         more = f" and {len(by_source) - 3} more sources" if len(by_source) > 3 else ""
         super().__init__(
             f"this would mark {removed} of {live} documents removed (more than {share:.0%}), from {shown}{more}; "
-            "nothing was changed. Pass --allow-removal if that is meant "
+            "nothing was marked removed. Pass --allow-removal if that is meant "
             "(a missing or mistyped source is the usual cause)"
         )
 

@@ -166,7 +166,7 @@ def chunk(
     from rich.progress import Progress
 
     from ..corpus.ingest import ingest
-    from ..corpus.loaders import load_sources
+    from ..corpus.loaders import stream_sources
     from ..errors import LargeRemovalError
 
     resolved = settings(
@@ -180,13 +180,12 @@ def chunk(
         chunking__title_field=title_field,
     )
     chunking = resolved.chunking
-    loaded = load_sources(
-        sources,
-        strict=strict,
-        id_field=chunking.id_field,
-        text_field=chunking.text_field,
-        title_field=chunking.title_field,
-    )
+
+    def load():  # a stream of the sources: read as they are chunked, once per pass
+        fields = {"id_field": chunking.id_field, "text_field": chunking.text_field, "title_field": chunking.title_field}
+        return stream_sources(sources, strict=strict, **fields)
+
+    loaded = load()
     with (
         open_workspace_for(resolved, create=True) as ws,
         Progress(console=err, transient=True, disable=not shows_progress(json_output)) as progress,
@@ -200,6 +199,7 @@ def chunk(
             err.print(f"[yellow]careful:[/] {escape(str(refused).split('; nothing')[0])}")
             if not typer.confirm("Mark them removed?", default=False, err=True):
                 raise
+            loaded = load()
             summary = ingest(ws, loaded, chunking, progress=progress, allow_removal=True)
     if json_output:
         report = {"skipped_files": [str(s) for s in loaded.skipped], "warnings": [str(n) for n in loaded.notes]}

@@ -62,6 +62,10 @@ def record_document(record: Record) -> Document:
     )
 
 
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def chunk_record(chunk: Chunk) -> Record:
     return {
         "chunk_id": chunk.chunk_id,
@@ -70,7 +74,7 @@ def chunk_record(chunk: Chunk) -> Record:
         "start": chunk.start,
         "end": chunk.end,
         "metadata": _json(chunk.metadata),
-        "text_sha256": hashlib.sha256(chunk.text.encode("utf-8")).hexdigest(),
+        "text_sha256": text_sha256(chunk.text),
     }
 
 

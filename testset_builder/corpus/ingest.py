@@ -1,33 +1,48 @@
-"""Ingest loaded documents into a workspace, chunked, incrementally.
+"""Ingest loaded documents into a workspace, chunked, incrementally, streaming.
 
 A document whose text and chunker config are unchanged since the last run is skipped (a rerun on an unchanged
 corpus does almost nothing). A changed document is re-chunked: its new chunks are added and its old ones are
 marked removed, never deleted (judgments may point at them).
 
+Documents stream through in bounded batches (:data:`BATCH_DOCUMENTS` documents or :data:`BATCH_CHARACTERS`
+characters): an engine (:data:`~.batches.Engine`; in-process: :func:`~.batches.local_engine`) chunks and signs each
+batch, and each batch is written in its own transaction, so memory does not grow with the corpus and a run killed
+at any point leaves a consistent workspace that a rerun completes (the documents already written are unchanged then;
+their chunks wait in ``chunk_dedup_pending`` until grouped). What is held for the whole run is ids and hashes.
+Duplicate groups are kept by :mod:`.regroup`, in work proportional to the change.
+
 A document is marked removed only when its own source file was read in full and no longer holds it, or when its
 file is gone from a folder this run walked; a file that could not be read, or one of a source not given this time,
 removes nothing. Marking more than ``max_removal_share`` of the live documents removed (and more than
 :data:`SMALL_REMOVAL` of them) is refused unless allowed: a slip in the sources given must not shrink the corpus.
+The guard is judged once the load is read (the documents it found new or changed are stored by then); when it
+trips nothing is marked removed.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..config import ChunkingConfig
 from ..errors import LargeRemovalError
+from ..records import Document
 from ..store import corpus as stored
+from ..store import duplicates
 from ..store.history import record_stage_run
 from ..store.rows import content_sha256, put_documents
 from ..store.workspace import Workspace, utc_timestamp
-from .chunkers import chunk_document
-from .dedup import duplicate_groups
+from .batches import ChunkedBatch, Engine, Record, document_record, local_engine, record_document
 from .loaders import LoadResult, nothing_loaded
+from .regroup import regroup_after_removal, settle_pending
 
 SMALL_REMOVAL = 3  # removing this many documents or fewer never needs --allow-removal
+BATCH_DOCUMENTS = 1000
+BATCH_CHARACTERS = 8_000_000
+BULK_CHUNKS = 200_000  # a run adding more chunks than this (or filling an empty workspace) builds the LSH index once
 
 
 @dataclass
@@ -40,6 +55,7 @@ class IngestSummary:
     removed_by_source: dict[str, int] = field(default_factory=dict)
     chunks_added: int = 0
     chunks_removed: int = 0
+    chunks_unchanged: int = 0
     skipped: int = 0
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
     duplicate_groups: int = 0
@@ -54,10 +70,9 @@ def _resolved(source: str) -> Path:
     return Path(source).expanduser().resolve()
 
 
-def documents_gone(known: dict[str, stored.KnownDocument], loaded: LoadResult) -> dict[str, str]:
+def documents_gone(known: dict[str, stored.KnownDocument], loaded: LoadResult, loaded_ids: set[str]) -> dict[str, str]:
     """doc_id -> source of the live documents this load shows to be gone: their source was read in full and no
     longer holds them, or their file no longer exists under a root that was walked."""
-    loaded_ids = {d.doc_id for d in loaded.documents}
     partly_read = {str(_resolved(s.source)) for s in loaded.skipped}
     gone = {}
     for doc_id, document in known.items():
@@ -80,12 +95,14 @@ def ingest(
     sources: list[str | Path] | None = None,
     progress=None,
     allow_removal: bool = False,
+    engine: Engine = local_engine,
 ) -> IngestSummary:
-    """Chunk ``loaded`` into ``workspace`` (``sources`` is accepted for older callers; ``loaded`` says what was read).
-    Raises :class:`LargeRemovalError` before writing anything when the removal guard trips and removal is not
-    allowed."""
+    """Chunk ``loaded`` into ``workspace`` (``sources`` is accepted for older callers; ``loaded`` says what was read;
+    its ``documents`` may be a list or a stream, as :func:`~.loaders.stream_sources` gives). ``engine`` chunks and
+    signs the batches. Raises :class:`LargeRemovalError`, having marked nothing removed, when the removal guard
+    trips and removal is not allowed."""
     with workspace.exclusive("chunk"):
-        return _ingest(workspace, loaded, config, progress, allow_removal)
+        return _ingest(workspace, loaded, config, progress, allow_removal, engine)
 
 
 def _guard_removal(gone: dict[str, str], live: int, share: float) -> None:
@@ -93,53 +110,110 @@ def _guard_removal(gone: dict[str, str], live: int, share: float) -> None:
         raise LargeRemovalError(len(gone), live, share, dict(Counter(gone.values()).most_common()))
 
 
+class _Run:
+    """One ingest's state: what is known from the store, what the load showed (ids only), the counts."""
+
+    def __init__(self, workspace: Workspace, config: ChunkingConfig, progress) -> None:
+        self.workspace, self.config, self.progress = workspace, config, progress
+        self.config_hash = config.chunker_sha256()
+        self.known = stored.known_documents(workspace.db)
+        self.chunked_with = stored.chunker_by_document(workspace.db)
+        self.loaded_ids: set[str] = set()
+        self.summary = IngestSummary()
+        self.task = progress.add_task("chunking", total=None) if progress else None
+        self.bulk = not any(not d.removed for d in self.known.values())
+
+    def unchanged(self, document: Document) -> bool:
+        previous = self.known.get(document.doc_id)
+        return (
+            previous is not None
+            and not previous.removed
+            and previous.content_sha256 == content_sha256(document.text)
+            and self.chunked_with.get(document.doc_id) == self.config_hash
+        )
+
+    def to_chunk(self, documents: Iterable[Document]) -> Iterator[list[Record]]:
+        """The new and changed documents in bounded batches; the unchanged ones counted and passed over."""
+        batch: list[Record] = []
+        characters = 0
+        for document in documents:
+            self.loaded_ids.add(document.doc_id)
+            self.summary.documents += 1
+            if self.unchanged(document):
+                self.summary.unchanged += 1
+                self.advance()
+                continue
+            batch.append(document_record(document))
+            characters += len(document.text)
+            if len(batch) >= BATCH_DOCUMENTS or characters >= BATCH_CHARACTERS:
+                yield batch
+                batch, characters = [], 0
+        if batch:
+            yield batch
+
+    def advance(self, n: int = 1) -> None:
+        if self.progress:
+            self.progress.update(self.task, advance=n)
+
+    def write(self, batch: ChunkedBatch) -> None:
+        """One batch in one transaction: documents, chunks, signatures; groups the removed chunks were in."""
+        documents, chunks, signatures = batch
+        by_document: dict[str, list[Record]] = {}
+        for chunk in chunks:
+            by_document.setdefault(chunk["doc_id"], []).append(chunk)
+        normalised = {s["chunk_id"]: s["normalised_sha256"] for s in signatures}
+        removed: list[str] = []
+        with self.workspace.transaction() as tx:
+            signed_before = duplicates.signed_chunks(tx, [c["chunk_id"] for c in chunks])
+            put_documents(tx, [record_document(d) for d in documents])
+            for document in documents:
+                previous = self.known.get(document["doc_id"])
+                if previous is None or previous.removed:
+                    self.summary.new += 1
+                else:
+                    self.summary.changed += 1
+                added, _, marked = stored.put_document_chunks(
+                    tx, document["doc_id"], by_document.get(document["doc_id"], []), normalised, self.config_hash
+                )
+                self.summary.chunks_added += added
+                removed.extend(marked)
+            self.summary.chunks_removed += len(removed)
+            duplicates.put_signatures(tx, signatures, signed_before)
+            regroup_after_removal(tx, removed)
+            if not self.bulk and self.summary.chunks_added > BULK_CHUNKS:
+                self.bulk = True
+            if self.bulk:
+                duplicates.drop_key_index(tx)
+        self.advance(len(documents))
+
+
 def _ingest(
-    workspace: Workspace, loaded: LoadResult, config: ChunkingConfig, progress, allow_removal: bool
+    workspace: Workspace, loaded: LoadResult, config: ChunkingConfig, progress, allow_removal: bool, engine: Engine
 ) -> IngestSummary:
     started, now = time.perf_counter(), utc_timestamp()
-    summary = IngestSummary(documents=len(loaded.documents), skipped=len(loaded.skipped))
+    run = _Run(workspace, config, progress)
+    summary = run.summary
+    for batch in engine(run.to_chunk(loaded.documents), config):
+        run.write(batch)
+    summary.skipped = len(loaded.skipped)
     summary.skipped_by_reason = dict(Counter(s.reason.split(" (")[0] for s in loaded.skipped))
-    config_hash = config.chunker_sha256()
-    known = stored.known_documents(workspace.db)
-    chunked_with = stored.chunker_by_document(workspace.db)
-    gone = documents_gone(known, loaded)
-    if not loaded.documents and not gone:  # an empty load that removes nothing: a mistyped or empty source
+    with workspace.transaction() as tx:
+        settle_pending(tx)  # also what a killed run left
+    gone = documents_gone(run.known, loaded, run.loaded_ids)
+    if not summary.documents and not gone:  # an empty load that removes nothing: a mistyped or empty source
         raise nothing_loaded(loaded, [str(root) for root in loaded.roots])
     if not allow_removal:
-        _guard_removal(gone, sum(not d.removed for d in known.values()), config.max_removal_share)
-    task = progress.add_task("chunking", total=len(loaded.documents)) if progress else None
+        _guard_removal(gone, sum(not d.removed for d in run.known.values()), config.max_removal_share)
     with workspace.transaction() as tx:
-        for document in loaded.documents:
-            previous = known.get(document.doc_id)
-            unchanged = (
-                previous is not None
-                and previous.content_sha256 == content_sha256(document.text)
-                and not previous.removed
-                and chunked_with.get(document.doc_id) == config_hash
-            )
-            if unchanged:
-                summary.unchanged += 1
-            else:
-                if previous is None or previous.removed:
-                    summary.new += 1
-                else:
-                    summary.changed += 1
-                put_documents(tx, [document])
-                added, removed = stored.put_document_chunks(
-                    tx, document.doc_id, chunk_document(document, config), config_hash
-                )
-                summary.chunks_added += added
-                summary.chunks_removed += removed
-            if progress:
-                progress.update(task, advance=1)
+        removed: list[str] = []
         for doc_id, source in sorted(gone.items()):
-            summary.chunks_removed += stored.remove_document(tx, doc_id)
+            removed.extend(stored.remove_document(tx, doc_id))
             summary.removed += 1
             summary.removed_by_source[source] = summary.removed_by_source.get(source, 0) + 1
-        if summary.new or summary.changed or summary.removed:  # duplicate groups only move when live chunks do
-            live = stored.live_chunk_texts(tx)
-            stored.replace_duplicate_groups(tx, duplicate_groups([r[0] for r in live], [r[1] for r in live]))
+        summary.chunks_removed += len(removed)
+        regroup_after_removal(tx, removed)
         summary.duplicate_groups, summary.duplicate_chunks = stored.duplicate_counts(tx)
+        summary.chunks_unchanged = stored.live_chunk_count(tx) - summary.chunks_added
         summary.seconds = time.perf_counter() - started
-        record_stage_run(tx, "chunk", config_hash, summary.as_dict(), now)
+        record_stage_run(tx, "chunk", run.config_hash, summary.as_dict(), now)
     return summary

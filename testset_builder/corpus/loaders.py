@@ -51,7 +51,7 @@ class Skipped:
 
 @dataclass
 class LoadResult:
-    documents: list[Document] = field(default_factory=list)
+    documents: list[Document] = field(default_factory=list)  # an iterator when streamed (stream_sources)
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[Skipped] = field(default_factory=list)  # what a reader warned about in a file it did load
     read: set[str] = field(default_factory=set)  # resolved paths of the files read whole
@@ -305,26 +305,61 @@ def load_sources(
     text_field: str = "text",
     title_field: str = "title",
 ) -> LoadResult:
-    """Each source by its shape: a BEIR folder (has corpus.jsonl), a folder, a glob, a .jsonl, a .parquet, a file.
+    """Each source by its shape: a BEIR folder (has corpus.jsonl), a folder, a glob, a .jsonl, a .parquet, a file;
+    every document in memory (:func:`stream_sources` streams them).
 
     A source that matches nothing is an error (a load that finds no document is for the caller to judge: chunking
     refuses it unless it removes documents that are gone). Two sources giving one id is an error naming both.
     """
-    sources = list(sources)
+    result = stream_sources(sources, strict, id_field, text_field, title_field)
+    result.documents = list(result.documents)
+    return result
+
+
+def stream_sources(
+    sources: Iterable[str | Path],
+    strict: bool = False,
+    id_field: str = "_id",
+    text_field: str = "text",
+    title_field: str = "title",
+) -> LoadResult:
+    """As :func:`load_sources`, but ``documents`` is an iterator read file by file: ``skipped``, ``notes``,
+    ``read`` and ``roots`` are complete once it is exhausted. What it holds across files is ids (to refuse an id
+    two sources give)."""
+    result = LoadResult()
+    result.documents = _stream(list(sources), result, strict, id_field, text_field, title_field)
+    return result
+
+
+def _stream(
+    sources: list, into: LoadResult, strict: bool, id_field: str, text_field: str, title_field: str
+) -> Iterator[Document]:
+    first: dict[str, str] = {}
+    for part in _source_parts(sources, into, strict, id_field, text_field, title_field):
+        into.skipped.extend(part.skipped)
+        into.notes.extend(part.notes)
+        into.read |= part.read
+        into.roots.extend(part.roots)
+        for document in part.documents:
+            _check_unique(first, document)
+            yield document
+
+
+def _source_parts(
+    sources: list, into: LoadResult, strict: bool, id_field: str, text_field: str, title_field: str
+) -> Iterator[LoadResult]:
+    """Each file's load in turn (a folder's files one at a time)."""
     folders = [s for s in sources if Path(s).is_dir() or (not Path(s).exists() and _is_glob(s))]
     prefixed = len(folders) > 1  # two roots: a file's id starts with its root's name
-    result = LoadResult()
     for source in sources:
         path = Path(source)
         if path.is_dir():
-            result.extend(
-                load_folder(
-                    path, strict, id_field, text_field, title_field, prefix=path.resolve().name if prefixed else ""
-                )
+            yield from iter_folder(
+                path, strict, id_field, text_field, title_field, prefix=path.resolve().name if prefixed else ""
             )
         elif path.is_file():
-            result.roots.append(path.resolve())
-            result.extend(_load_file_of_any_kind(path, path.parent, "", strict, id_field, text_field, title_field))
+            into.roots.append(path.resolve())
+            yield _load_file_of_any_kind(path, path.parent, "", strict, id_field, text_field, title_field)
         elif _is_glob(source):
             base = Path(str(source).split("*")[0].split("?")[0].split("[")[0] or ".")
             root = base if base.is_dir() else base.parent
@@ -335,13 +370,12 @@ def load_sources(
             )
             if not matches:
                 raise InputError("the glob matches no file", path=source)
-            result.roots.append(root.resolve())
+            into.roots.append(root.resolve())
             prefix = root.resolve().name if prefixed else ""
             for match in matches:
-                result.extend(_load_file_of_any_kind(match, root, prefix, strict, id_field, text_field, title_field))
+                yield _load_file_of_any_kind(match, root, prefix, strict, id_field, text_field, title_field)
         else:
             raise InputError("no such file, folder or glob match", path=source)
-    return _unique(result, sources)
 
 
 def _is_glob(source: str | Path) -> bool:
@@ -354,10 +388,21 @@ def load_folder(
 ) -> LoadResult:  # fmt: skip
     """Every supported file under ``folder`` (hidden ones passed over); a BEIR folder contributes its corpus.jsonl
     (its queries and qrels are not documents); a file of another type is reported as skipped."""
-    result = LoadResult(roots=[folder.resolve()])
+    result = LoadResult()
+    for part in iter_folder(folder, strict, id_field, text_field, title_field, prefix):
+        result.extend(part)
+    return result
+
+
+def iter_folder(
+    folder: Path, strict: bool = False, id_field: str = "_id", text_field: str = "text", title_field: str = "title",
+    prefix: str = "",
+) -> Iterator[LoadResult]:  # fmt: skip
+    """:func:`load_folder` a file at a time: the first part names the folder as a root."""
+    yield LoadResult(roots=[folder.resolve()])
     if (folder / "corpus.jsonl").is_file():
-        result.extend(load_beir(folder, strict=strict))
-        return result
+        yield load_beir(folder, strict=strict)
+        return
     beir_folders = {p.parent for p in folder.rglob("corpus.jsonl") if not _hidden(p, folder)}
     for path in sorted(folder.rglob("*")):
         if not path.is_file() or _hidden(path, folder):
@@ -365,10 +410,9 @@ def load_folder(
         inside_beir = next((b for b in beir_folders if b in path.parents), None)
         if inside_beir is not None:
             if path == inside_beir / "corpus.jsonl":
-                result.extend(load_beir(inside_beir, strict=strict))
+                yield load_beir(inside_beir, strict=strict)
             continue
-        result.extend(_load_file_of_any_kind(path, folder, prefix, strict, id_field, text_field, title_field))
-    return result
+        yield _load_file_of_any_kind(path, folder, prefix, strict, id_field, text_field, title_field)
 
 
 def _hidden(path: Path, root: Path) -> bool:
@@ -390,17 +434,14 @@ def _load_file_of_any_kind(
     return collector.result
 
 
-def _unique(result: LoadResult, sources: list) -> LoadResult:
+def _check_unique(first: dict[str, str], document: Document) -> None:
     """Ids must be unique across sources: a second source giving an id is an error naming both."""
-    first: dict[str, str] = {}
-    for document in result.documents:
-        if document.doc_id in first and first[document.doc_id] != document.source:
-            raise InputError(
-                f"document id {document.doc_id!r} comes from two sources, {first[document.doc_id]} and "
-                f"{document.source}; give the folders separately named, or fix the ids"
-            )
-        first.setdefault(document.doc_id, document.source)
-    return result
+    if document.doc_id in first and first[document.doc_id] != document.source:
+        raise InputError(
+            f"document id {document.doc_id!r} comes from two sources, {first[document.doc_id]} and "
+            f"{document.source}; give the folders separately named, or fix the ids"
+        )
+    first.setdefault(document.doc_id, document.source)
 
 
 def nothing_loaded(result: LoadResult, sources: Iterable[str | Path]) -> InputError:

@@ -5,12 +5,11 @@ live, and the duplicate groups. Chunks of a changed or removed document are mark
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from ..records import Chunk
+from . import duplicates
 from .rows import CURRENT_DOCUMENT_SHA
 from .workspace import utc_timestamp
 
@@ -34,43 +33,63 @@ def chunker_by_document(db: sqlite3.Connection) -> dict[str, str]:
 
 
 def put_document_chunks(
-    db: sqlite3.Connection, doc_id: str, chunks: Sequence[Chunk], config_sha256: str
-) -> tuple[int, int]:
-    """Make ``chunks`` the live chunks of ``doc_id``: new ones are added (a chunk id seen before comes back to
-    life, its span and text version those of the document's current text), the document's other live chunks are
-    marked removed. Store the document first. Returns (added, marked removed)."""
+    db: sqlite3.Connection, doc_id: str, chunks: Sequence[dict], normalised: dict[str, str], config_sha256: str
+) -> tuple[int, int, list[str]]:
+    """Make ``chunks`` (chunk records, see :mod:`~testset_builder.corpus.batches`) the live chunks of ``doc_id``:
+    new ones are added (a chunk id seen before comes back to life, its span and text version those of the
+    document's current text), the document's other live chunks are marked removed. ``normalised``: chunk id ->
+    normalised-text sha256. Store the document first. Returns (added, marked removed, the ids marked removed)."""
     now = utc_timestamp()
     before = db.total_changes
     db.executemany(
-        'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at, config_sha256, doc_sha256) '
-        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {CURRENT_DOCUMENT_SHA}) "
+        'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at, config_sha256, doc_sha256, '
+        f"text_sha256, normalised_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {CURRENT_DOCUMENT_SHA}, ?, ?) "
         "ON CONFLICT(chunk_id) DO UPDATE SET removed_at = NULL, config_sha256 = excluded.config_sha256, "
-        'start = excluded.start, "end" = excluded."end", '
-        "metadata = excluded.metadata, doc_sha256 = excluded.doc_sha256",
-        [(c.chunk_id, c.doc_id, c.text, c.start, c.end, json.dumps(c.metadata, sort_keys=True), now, config_sha256,
-          c.doc_id) for c in chunks],
+        'start = excluded.start, "end" = excluded."end", metadata = excluded.metadata, '
+        "doc_sha256 = excluded.doc_sha256, text_sha256 = excluded.text_sha256, "
+        "normalised_sha256 = excluded.normalised_sha256",
+        [(c["chunk_id"], c["doc_id"], c["text"], c["start"], c["end"], c["metadata"], now, config_sha256, c["doc_id"],
+          c["text_sha256"], normalised[c["chunk_id"]]) for c in chunks],
     )  # fmt: skip
     added = db.total_changes - before
-    live = [c.chunk_id for c in chunks]
+    live = [c["chunk_id"] for c in chunks]
     placeholders = ",".join("?" * len(live)) or "''"
     sql = (
-        f"UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL AND chunk_id NOT IN ({placeholders})"
+        "UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL "
+        f"AND chunk_id NOT IN ({placeholders}) RETURNING chunk_id"
     )
-    return added, db.execute(sql, (now, doc_id, *live)).rowcount
+    removed = [row[0] for row in db.execute(sql, (now, doc_id, *live))]
+    return added, len(removed), removed
 
 
-def remove_document(db: sqlite3.Connection, doc_id: str) -> int:
-    """Mark a document and its live chunks removed; returns how many chunks were marked."""
+def remove_document(db: sqlite3.Connection, doc_id: str) -> list[str]:
+    """Mark a document and its live chunks removed; returns the ids of the chunks marked."""
     now = utc_timestamp()
     db.execute("UPDATE documents SET removed_at = ? WHERE doc_id = ?", (now, doc_id))
-    return db.execute(
-        "UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL", (now, doc_id)
-    ).rowcount
+    sql = "UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL RETURNING chunk_id"
+    return [row[0] for row in db.execute(sql, (now, doc_id))]
+
+
+def chunks_by_text_sha256(db: sqlite3.Connection, hashes: Iterable[str]) -> dict[str, list[str]]:
+    """text sha256 -> ids of the live chunks with exactly that text (hex sha256 of its UTF-8), for the hashes that
+    have any."""
+    return duplicates.live_by_text(db, sorted(set(hashes)))
+
+
+def chunks_by_normalised_sha256(db: sqlite3.Connection, hashes: Iterable[str]) -> dict[str, list[str]]:
+    """normalised-text sha256 (see :func:`~testset_builder.corpus.dedup.normalised_sha256`) -> ids of the live
+    chunks whose text normalises to it, for the hashes that have any."""
+    return duplicates.live_by_normalised(db, sorted(set(hashes)))
 
 
 def live_chunk_texts(db: sqlite3.Connection) -> list[tuple[str, str]]:
-    """(chunk_id, text) of every live chunk, by id."""
+    """(chunk_id, text) of every live chunk, by id (the whole corpus in memory: for checks against the reference,
+    not for ingest)."""
     return db.execute("SELECT chunk_id, text FROM chunks WHERE removed_at IS NULL ORDER BY chunk_id").fetchall()
+
+
+def live_chunk_count(db: sqlite3.Connection) -> int:
+    return db.execute("SELECT COUNT(*) FROM chunks WHERE removed_at IS NULL").fetchone()[0]
 
 
 def replace_duplicate_groups(db: sqlite3.Connection, groups: Iterable[tuple[str, Sequence[str]]]) -> None:

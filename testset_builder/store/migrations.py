@@ -520,6 +520,53 @@ def m013_failure_tags(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(14)
+def m014_duplicate_index(db: sqlite3.Connection) -> None:
+    """The duplicate index, so a change to the corpus costs work proportional to it: per chunk its text sha256 and
+    normalised-text sha256 (indexed over live chunks: exact duplicates, and text matching without holding texts),
+    ``chunk_lsh`` (its MinHash LSH band keys, indexed by key) and ``chunk_dedup_pending`` (chunks signed but not yet
+    grouped). Existing live chunks are signed in bounded batches and the groups recomputed with the signatures'
+    definitions."""
+    run_script(
+        db,
+        """
+        ALTER TABLE chunks ADD COLUMN text_sha256 TEXT;
+        ALTER TABLE chunks ADD COLUMN normalised_sha256 TEXT;
+        CREATE INDEX chunks_live_by_text_sha256 ON chunks(text_sha256) WHERE removed_at IS NULL;
+        CREATE INDEX chunks_live_by_normalised_sha256 ON chunks(normalised_sha256) WHERE removed_at IS NULL;
+        CREATE TABLE chunk_lsh (key INTEGER NOT NULL, chunk_id TEXT NOT NULL);
+        CREATE INDEX chunk_lsh_by_key ON chunk_lsh(key);
+        CREATE TABLE chunk_dedup_pending (chunk_id TEXT PRIMARY KEY);
+        """,
+    )
+    _backfill_duplicate_index(db)
+
+
+def _backfill_duplicate_index(db: sqlite3.Connection, batch: int = 2000) -> None:
+    from ..corpus.batches import signature_batch, text_sha256
+    from ..corpus.regroup import settle_pending
+    from .duplicates import put_signatures
+
+    after = ""
+    while True:
+        rows = db.execute(
+            "SELECT chunk_id, text FROM chunks WHERE removed_at IS NULL AND chunk_id > ? ORDER BY chunk_id LIMIT ?",
+            (after, batch),
+        ).fetchall()
+        if not rows:
+            break
+        chunks = [{"chunk_id": chunk_id, "text": text} for chunk_id, text in rows]
+        signed = signature_batch(chunks)
+        db.executemany(
+            "UPDATE chunks SET text_sha256 = ?, normalised_sha256 = ? WHERE chunk_id = ?",
+            [(text_sha256(c["text"]), s["normalised_sha256"], c["chunk_id"]) for c, s in zip(chunks, signed)],
+        )
+        put_signatures(db, signed, set())
+        after = rows[-1][0]
+    db.execute("DELETE FROM chunk_duplicates")
+    settle_pending(db)
+
+
 def _backfill_chunk_versions(db: sqlite3.Connection) -> None:
     """Each existing chunk gets its document's current text version where its span still holds in it. Done a
     document at a time in Python: SQLite's substr walks UTF-8 text from its start, so a per-chunk substr over a

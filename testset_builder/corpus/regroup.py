@@ -1,0 +1,119 @@
+"""Keep the duplicate groups in the store equal to :func:`~.dedup.duplicate_groups` over the live chunks, doing
+work proportional to what changed.
+
+Groups are the connected components of a graph on live chunks (an edge: equal normalised text, or a shared LSH
+key and shingle Jaccard >= the threshold); an edge depends on its two chunks only. So:
+
+- removing chunks can only split the groups they were in: those groups' remaining members are regrouped from
+  scratch with the reference function (:func:`regroup_after_removal`);
+- adding chunks can only join groups: a pending chunk is joined with every live chunk it has an edge to, and with
+  those chunks' groups (:func:`settle_pending`). When most chunks are pending (a first load), the index is scanned
+  once instead of looked up key by key.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+
+from ..store import duplicates as index
+from .dedup import THRESHOLD, duplicate_groups, jaccard, shingles
+
+BULK_SHARE = 0.2  # pending above this share of the live chunks: scan the index rather than look keys up
+
+
+class _Components:
+    """Union-find over chunk ids, created as they are met."""
+
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, item: str) -> str:
+        parent = self.parent.setdefault(item, item)
+        while parent != item:
+            grand = self.parent[parent]
+            self.parent[item] = grand
+            item, parent = parent, grand
+        return item
+
+    def union(self, a: str, b: str) -> None:
+        root_a, root_b = self.find(a), self.find(b)
+        if root_a != root_b:
+            self.parent[root_a] = root_b
+
+    def groups(self) -> list[list[str]]:
+        members: dict[str, list[str]] = {}
+        for item in self.parent:
+            members.setdefault(self.find(item), []).append(item)
+        return [sorted(m) for m in members.values() if len(m) > 1]
+
+
+def _kinded(groups: Iterable[list[str]], digests: dict[str, str]) -> list[tuple[str, list[str]]]:
+    return sorted((("exact" if len({digests[c] for c in members}) == 1 else "near"), members) for members in groups)
+
+
+def regroup_after_removal(db: sqlite3.Connection, removed: Iterable[str]) -> None:
+    """Chunks just marked removed leave their groups; what remains of each is regrouped from scratch."""
+    affected = [c for members in index.group_members(db, list(removed)).values() for c in members]
+    if not affected:
+        return
+    live = sorted(index.live_ids(db, affected))
+    texts = index.texts(db, live)
+    index.replace_groups_of(db, affected, duplicate_groups(live, [texts[c] for c in live]))
+
+
+def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None:
+    """Group the pending chunks with their live twins and near-twins, merging the groups those are in."""
+    waiting = index.pending_count(db)
+    if not waiting:
+        return
+    index.ensure_key_index(db)
+    live_total = db.execute("SELECT COUNT(*) FROM chunks WHERE removed_at IS NULL").fetchone()[0]
+    if waiting > BULK_SHARE * live_total:
+        pending, exact, near = None, index.exact_buckets(db), list(index.key_buckets(db))
+        near_live = index.live_ids(db, sorted({c for bucket in near for c in bucket}))
+        near = [[c for c in bucket if c in near_live] for bucket in near]
+    else:
+        rows = index.live_pending(db)
+        pending = {chunk_id for chunk_id, _ in rows}
+        exact = index.live_by_normalised(db, sorted({digest for _, digest in rows})).values()
+        near = list(index.live_by_key(db, index.pending_keys(db)))
+    components = _Components()
+    for bucket in exact:
+        for chunk_id in bucket[1:]:
+            components.union(bucket[0], chunk_id)
+    _join_near(db, components, near, pending, threshold)
+    touched = list(components.parent)
+    for members in index.group_members(db, touched).values():
+        for chunk_id in members[1:]:
+            components.union(members[0], chunk_id)
+    groups = components.groups()
+    members = [c for group in groups for c in group]
+    index.replace_groups_of(db, members, _kinded(groups, index.normalised_hashes(db, members)))
+    index.clear_pending(db)
+
+
+def _join_near(
+    db: sqlite3.Connection, components: _Components, buckets: list[list[str]], pending: set[str] | None, threshold
+) -> None:
+    """Union each candidate pair in a bucket (one of them pending; any, when ``pending`` is None) whose shingle
+    sets are similar enough. One chunk stands for the chunks of its normalised text (same shingles)."""
+    buckets = [b for b in buckets if len(b) > 1 and (pending is None or any(c in pending for c in b))]
+    digests = index.normalised_hashes(db, sorted({c for b in buckets for c in b}))
+    shingle_sets: dict[str, set[int]] = {}
+    for bucket in buckets:
+        by_digest: dict[str, str] = {}
+        for chunk_id in sorted(bucket):
+            by_digest.setdefault(digests[chunk_id], chunk_id)
+        representatives = sorted(by_digest.values())
+        for i, a in enumerate(representatives):
+            for b in representatives[i + 1 :]:
+                if pending is not None and a not in pending and b not in pending:
+                    continue
+                if components.find(a) == components.find(b):
+                    continue
+                missing = [c for c in (a, b) if c not in shingle_sets]
+                for chunk_id, text in index.texts(db, missing).items():
+                    shingle_sets[chunk_id] = shingles(text)
+                if jaccard(shingle_sets[a], shingle_sets[b]) >= threshold:
+                    components.union(a, b)

@@ -1,0 +1,175 @@
+"""The duplicate index in the workspace (migration 14): per chunk its text sha256 and normalised-text sha256
+(indexed over live chunks), its LSH band keys in ``chunk_lsh`` (one row a key; rows of a removed chunk stay, every
+read joins the live chunks), and ``chunk_dedup_pending``: chunks stored and signed whose duplicate edges are not yet
+in ``chunk_duplicates`` (an ingest killed before grouping them leaves them there; the next one groups them).
+Writes take an open transaction's connection."""
+
+from __future__ import annotations
+
+import sqlite3
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+
+_IN_BATCH = 500
+_SEPARATOR = "\x1f"
+
+
+def _batches(values: Sequence, size: int = _IN_BATCH) -> Iterator[Sequence]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def _marks(values: Sequence) -> str:
+    return ",".join("?" * len(values))
+
+
+def signed_chunks(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> set[str]:
+    """Those of ``chunk_ids`` stored with a signature before (their LSH rows exist)."""
+    found = set()
+    for batch in _batches(list(chunk_ids)):
+        sql = f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({_marks(batch)}) AND normalised_sha256 IS NOT NULL"
+        found.update(row[0] for row in db.execute(sql, batch))
+    return found
+
+
+def put_signatures(db: sqlite3.Connection, signatures: Iterable[dict], signed_before: set[str]) -> None:
+    """Store the LSH keys of chunks (signature records; a chunk in ``signed_before`` has its rows) and mark them
+    pending."""
+    rows = list(signatures)
+    db.executemany(
+        "INSERT INTO chunk_lsh (key, chunk_id) VALUES (?, ?)",
+        [(key, r["chunk_id"]) for r in rows if r["chunk_id"] not in signed_before
+         for key in struct.unpack(f"<{len(r['band_keys']) // 8}q", r["band_keys"])],
+    )  # fmt: skip
+    db.executemany("INSERT OR IGNORE INTO chunk_dedup_pending (chunk_id) VALUES (?)", [(r["chunk_id"],) for r in rows])
+
+
+def pending_count(db: sqlite3.Connection) -> int:
+    return db.execute("SELECT COUNT(*) FROM chunk_dedup_pending").fetchone()[0]
+
+
+def live_pending(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(chunk_id, normalised sha256) of the live pending chunks."""
+    sql = (
+        "SELECT p.chunk_id, c.normalised_sha256 FROM chunk_dedup_pending p JOIN chunks c USING (chunk_id) "
+        "WHERE c.removed_at IS NULL"
+    )
+    return db.execute(sql).fetchall()
+
+
+def clear_pending(db: sqlite3.Connection) -> None:
+    db.execute("DELETE FROM chunk_dedup_pending")
+
+
+def live_by_normalised(db: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, list[str]]:
+    """normalised sha256 -> live chunk ids, for the hashes given."""
+    found: dict[str, list[str]] = {}
+    for batch in _batches(list(hashes)):
+        sql = (
+            f"SELECT normalised_sha256, chunk_id FROM chunks WHERE normalised_sha256 IN ({_marks(batch)}) "
+            "AND removed_at IS NULL"
+        )
+        for digest, chunk_id in db.execute(sql, batch):
+            found.setdefault(digest, []).append(chunk_id)
+    return found
+
+
+def live_by_text(db: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for batch in _batches(list(hashes)):
+        sql = f"SELECT text_sha256, chunk_id FROM chunks WHERE text_sha256 IN ({_marks(batch)}) AND removed_at IS NULL"
+        for digest, chunk_id in db.execute(sql, batch):
+            found.setdefault(digest, []).append(chunk_id)
+    return found
+
+
+def exact_buckets(db: sqlite3.Connection) -> Iterator[list[str]]:
+    """Every normalised hash two or more live chunks share: their ids (a scan of the index)."""
+    sql = (
+        f"SELECT group_concat(chunk_id, '{_SEPARATOR}') FROM chunks WHERE removed_at IS NULL "
+        "AND normalised_sha256 IS NOT NULL GROUP BY normalised_sha256 HAVING COUNT(*) > 1"
+    )
+    for (members,) in db.execute(sql):
+        yield members.split(_SEPARATOR)
+
+
+def pending_keys(db: sqlite3.Connection) -> list[int]:
+    sql = "SELECT DISTINCT l.key FROM chunk_lsh l JOIN chunk_dedup_pending p USING (chunk_id)"
+    return [row[0] for row in db.execute(sql)]
+
+
+def live_by_key(db: sqlite3.Connection, keys: Sequence[int]) -> Iterator[list[str]]:
+    """For each of ``keys`` two or more live chunks share: their ids."""
+    for batch in _batches(list(keys)):
+        sql = (
+            f"SELECT group_concat(l.chunk_id, '{_SEPARATOR}') FROM chunk_lsh l JOIN chunks c USING (chunk_id) "
+            f"WHERE l.key IN ({_marks(batch)}) AND c.removed_at IS NULL GROUP BY l.key HAVING COUNT(*) > 1"
+        )
+        for (members,) in db.execute(sql, batch):
+            yield members.split(_SEPARATOR)
+
+
+def key_buckets(db: sqlite3.Connection) -> Iterator[list[str]]:
+    """Every LSH key two or more chunks share (live or not: callers filter): their ids (a scan of the index)."""
+    sql = f"SELECT group_concat(chunk_id, '{_SEPARATOR}') FROM chunk_lsh GROUP BY key HAVING COUNT(*) > 1"
+    for (members,) in db.execute(sql):
+        yield members.split(_SEPARATOR)
+
+
+def live_ids(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> set[str]:
+    live = set()
+    for batch in _batches(list(chunk_ids)):
+        sql = f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({_marks(batch)}) AND removed_at IS NULL"
+        live.update(row[0] for row in db.execute(sql, batch))
+    return live
+
+
+def texts(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
+    found = {}
+    for batch in _batches(list(chunk_ids)):
+        found.update(db.execute(f"SELECT chunk_id, text FROM chunks WHERE chunk_id IN ({_marks(batch)})", batch))
+    return found
+
+
+def normalised_hashes(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
+    found = {}
+    for batch in _batches(list(chunk_ids)):
+        sql = f"SELECT chunk_id, normalised_sha256 FROM chunks WHERE chunk_id IN ({_marks(batch)})"
+        found.update(db.execute(sql, batch))
+    return found
+
+
+def group_members(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
+    """group_id -> member chunk ids, of the groups any of ``chunk_ids`` is in."""
+    groups: dict[str, list[str]] = {}
+    for batch in _batches(list(chunk_ids)):
+        sql = (
+            "SELECT group_id, chunk_id FROM chunk_duplicates WHERE group_id IN "
+            f"(SELECT group_id FROM chunk_duplicates WHERE chunk_id IN ({_marks(batch)}))"
+        )
+        for group_id, chunk_id in db.execute(sql, batch):
+            groups.setdefault(group_id, [])
+            if chunk_id not in groups[group_id]:
+                groups[group_id].append(chunk_id)
+    return groups
+
+
+def replace_groups_of(
+    db: sqlite3.Connection, chunk_ids: Iterable[str], groups: Iterable[tuple[str, Sequence[str]]]
+) -> None:
+    """Drop the duplicate rows of ``chunk_ids`` and write ``groups`` (kind, sorted members; named by the first)."""
+    db.executemany("DELETE FROM chunk_duplicates WHERE chunk_id = ?", [(c,) for c in chunk_ids])
+    db.executemany(
+        "INSERT INTO chunk_duplicates (chunk_id, group_id, kind) VALUES (?, ?, ?)",
+        [(chunk_id, members[0], kind) for kind, members in groups for chunk_id in members],
+    )
+
+
+def drop_key_index(db: sqlite3.Connection) -> None:
+    """For a large load: LSH rows appended without their index, which is built once at the end (random inserts
+    into a large B-tree cost a page write each)."""
+    db.execute("DROP INDEX IF EXISTS chunk_lsh_by_key")
+
+
+def ensure_key_index(db: sqlite3.Connection) -> None:
+    db.execute("CREATE INDEX IF NOT EXISTS chunk_lsh_by_key ON chunk_lsh (key)")
