@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.markup import escape
@@ -148,6 +148,23 @@ def chunk(
             "(on a terminal you are asked instead).",
         ),
     ] = False,
+    engine: Annotated[
+        Literal["local", "ray"],
+        typer.Option(
+            "--engine",
+            help="local: chunk in this process; ray: chunk and sign duplicates with Ray Data, on a local Ray or "
+            "the cluster at --ray-address (needs the ray extra; same chunks and ids; see docs/ray.md).",
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="The Ray cluster for --engine ray (ray://head:10001, or head:6379 on the cluster); default: a "
+            "private local Ray.",
+            show_default=False,
+        ),
+    ] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Load a corpus and chunk it into the workspace, incrementally.
@@ -180,6 +197,9 @@ def chunk(
         chunking__title_field=title_field,
     )
     chunking = resolved.chunking
+    if ray_address and engine != "ray":
+        raise typer.BadParameter("--ray-address needs --engine ray", param_hint="--ray-address")
+    chunker_engine = _engine(engine, ray_address)
 
     def load():  # a stream of the sources: read as they are chunked, once per pass
         fields = {"id_field": chunking.id_field, "text_field": chunking.text_field, "title_field": chunking.title_field}
@@ -191,7 +211,9 @@ def chunk(
         Progress(console=err, transient=True, disable=not shows_progress(json_output)) as progress,
     ):
         try:
-            summary = ingest(ws, loaded, chunking, progress=progress, allow_removal=allow_removal)
+            summary = ingest(
+                ws, loaded, chunking, progress=progress, allow_removal=allow_removal, engine=chunker_engine
+            )
         except LargeRemovalError as refused:
             if json_output or not (sys.stdin.isatty() and sys.stderr.isatty()):
                 raise
@@ -200,7 +222,7 @@ def chunk(
             if not typer.confirm("Mark them removed?", default=False, err=True):
                 raise
             loaded = load()
-            summary = ingest(ws, loaded, chunking, progress=progress, allow_removal=True)
+            summary = ingest(ws, loaded, chunking, progress=progress, allow_removal=True, engine=chunker_engine)
     if json_output:
         report = {"skipped_files": [str(s) for s in loaded.skipped], "warnings": [str(n) for n in loaded.notes]}
         print(json.dumps({**summary.as_dict(), **report}, indent=2))
@@ -219,3 +241,14 @@ def chunk(
     )
     for source, n in list(summary.removed_by_source.items())[:10]:
         out.print(f"  marked removed: {n} documents of {escape(source)}", highlight=False)
+
+
+def _engine(name: str, ray_address: str | None):
+    """The ingest engine --engine names (Ray is imported only for ray)."""
+    if name == "ray":
+        from ..corpus.ray_engine import ray_engine
+
+        return ray_engine(ray_address)
+    from ..corpus.batches import local_engine
+
+    return local_engine

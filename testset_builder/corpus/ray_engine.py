@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from itertools import groupby
@@ -62,10 +63,10 @@ def import_ray():
 def ray_engine(address: str | None = None, *, chunk: ChunkFunction = chunk_batch) -> Engine:
     """An ingest engine running on Ray: a private local instance when ``address`` is None, else the cluster at
     ``address`` (``ray://head:10001`` or ``head:6379``). ``chunk`` is the batch function chunking documents (tests
-    plant a failing one)."""
+    plant a failing one). Raises :class:`EngineError` at once when Ray Data is not installed."""
+    ray = import_ray()
 
     def engine(batches: Iterable[list[Record]], config: ChunkingConfig) -> Iterator[ChunkedBatch]:
-        ray = import_ray()
         with ray_session(ray, address):
             for window in windows(batches, WINDOW_DOCUMENTS):
                 yield from run_window(ray, window, config, chunk)
@@ -122,24 +123,30 @@ def run_window(ray, window: list[list[Record]], config: ChunkingConfig, chunk: C
         return [(documents, [], []) for documents in window]
     dataset = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // DOCUMENTS_PER_BLOCK)))
     dataset.context.enable_progress_bars = False  # this dataset's own context: the process's stays as it was
-    # Ray Data tries a task lost with its worker forever; a document that kills its worker must end the run
-    retries = {"ray_remote_args_fn": task_retries}
-    signed = dataset.map_batches(ChunkTask(chunk, config), batch_format="pyarrow", batch_size=None, **retries)
-    signed = signed.map_batches(sign_task, batch_format="pyarrow", batch_size=None, **retries)
+    chunked = map_batches(dataset, chunk_task, fn_kwargs={"chunk": chunk, "config": config})
+    signed = map_batches(chunked, sign_task)
     try:
-        results = [row for table in signed.iter_batches(batch_format="pyarrow", batch_size=None) for row in
-                   table.to_pylist()]  # fmt: skip
-    except ray.exceptions.RayError as error:
+        tables = list(signed.iter_batches(batch_format="pyarrow", batch_size=None))
+    except ray.exceptions.RayError as error:  # a task lost more often than retried, or Ray itself failing
         held = [document["doc_id"] for documents in window for document in documents]
         raise EngineError(
-            f"the Ray engine failed chunking and signing {len(held)} documents ({held[0]!r} to {held[-1]!r}), "
-            f"after {TASK_RETRIES} retries of a lost task: {first_line(error)}"
+            f"the Ray engine failed while chunking and signing {len(held)} documents ({held[0]!r} to {held[-1]!r}): "
+            f"{first_line(error)}"
         ) from None
+    results = [row for table in tables for row in table.to_pylist()]
     return regroup(window, results)
 
 
-def task_retries() -> dict[str, int]:
-    return {"max_retries": TASK_RETRIES}
+def map_batches(dataset, function, **options):
+    """``dataset.map_batches(function)`` on whole blocks of Arrow rows, a lost task tried at most ``TASK_RETRIES``
+    more times: Ray Data's default tries it forever, and a document that kills its worker must end the run. Ray
+    2.60 warns that ``max_retries`` (a Ray remote argument) goes in 2.64 and offers no replacement yet, so the
+    warning is silenced here and pyproject bounds Ray below 2.64."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*ray_remote_args.* is deprecated")
+        return dataset.map_batches(
+            function, batch_format="pyarrow", batch_size=None, max_retries=TASK_RETRIES, **options
+        )
 
 
 def regroup(window: list[list[Record]], results: list[dict[str, Any]]) -> list[ChunkedBatch]:
@@ -160,26 +167,21 @@ def regroup(window: list[list[Record]], results: list[dict[str, Any]]) -> list[C
     ]
 
 
-class ChunkTask:
+def chunk_task(table: pa.Table, chunk: ChunkFunction, config: ChunkingConfig) -> pa.Table:
     """The chunk stage on a worker: each document's chunk records, ranked, or a row naming the document that
-    failed. A class so that the config and function travel with it."""
-
-    def __init__(self, chunk: ChunkFunction, config: ChunkingConfig) -> None:
-        self.chunk, self.config = chunk, config
-
-    def __call__(self, table: pa.Table) -> pa.Table:
-        out = []
-        for row in table.to_pylist():
-            document = pickle.loads(row["record"])
-            tag = {"batch": row["batch"], "position": row["position"]}
-            try:
-                chunks = self.chunk([document], self.config)
-            except Exception as error:
-                failure = f"chunking document {document['doc_id']!r} failed: {type(error).__name__}: {error}"
-                out.append({**tag, "ordinal": 0, "error": failure, "record": b""})
-                continue
-            out.extend({**tag, "ordinal": i, "error": "", "record": pickle.dumps(c)} for i, c in enumerate(chunks))
-        return pa.Table.from_pylist(out, schema=CHUNK_ROWS)
+    failed."""
+    out = []
+    for row in table.to_pylist():
+        document = pickle.loads(row["record"])
+        tag = {"batch": row["batch"], "position": row["position"]}
+        try:
+            chunks = chunk([document], config)
+        except Exception as error:
+            failure = f"chunking document {document['doc_id']!r} failed: {type(error).__name__}: {error}"
+            out.append({**tag, "ordinal": 0, "error": failure, "record": b""})
+            continue
+        out.extend({**tag, "ordinal": i, "error": "", "record": pickle.dumps(c)} for i, c in enumerate(chunks))
+    return pa.Table.from_pylist(out, schema=CHUNK_ROWS)
 
 
 def sign_task(table: pa.Table) -> pa.Table:
