@@ -83,8 +83,22 @@ def chunk_batch(documents: list[Record], config: ChunkingConfig) -> list[Record]
     return [chunk_record(c) for d in documents for c in chunk_document(record_document(d), config)]
 
 
+SIGNATURE_SLICE = 1_000_000  # characters signed at once: numpy holds ~60 bytes a character while it works
+
+
 def signature_batch(chunks: list[Record]) -> list[Record]:
-    """The signature record of each chunk record (needs ``chunk_id`` and ``text``), in order."""
+    """The signature record of each chunk record (needs ``chunk_id`` and ``text``), in order. Signed in slices of
+    about :data:`SIGNATURE_SLICE` characters (a chunk's record does not depend on its neighbours)."""
+    records, start, characters = [], 0, 0
+    for end, chunk in enumerate(chunks, start=1):
+        characters += len(chunk["text"])
+        if characters >= SIGNATURE_SLICE or end == len(chunks):
+            records.extend(_signature_slice(chunks[start:end]))
+            start, characters = end, 0
+    return records
+
+
+def _signature_slice(chunks: list[Record]) -> list[Record]:
     normalised = [normalise(c["text"]) for c in chunks]
     hashes, offsets = shingle_hashes(normalised)
     minima, signed = signatures(hashes, offsets)

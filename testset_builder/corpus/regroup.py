@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Iterable
 
 from ..store import duplicates as index
+from ..store.corpus import live_chunk_count
 from .dedup import THRESHOLD, duplicate_groups, jaccard, shingles
 
 BULK_SHARE = 0.2  # pending above this share of the live chunks: scan the index rather than look keys up
@@ -68,7 +69,7 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
     if not waiting:
         return
     index.ensure_key_index(db)
-    live_total = db.execute("SELECT COUNT(*) FROM chunks WHERE removed_at IS NULL").fetchone()[0]
+    live_total = live_chunk_count(db)
     if waiting > BULK_SHARE * live_total:
         pending, exact, near = None, index.exact_buckets(db), list(index.key_buckets(db))
         near_live = index.live_ids(db, sorted({c for bucket in near for c in bucket}))

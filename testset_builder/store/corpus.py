@@ -40,7 +40,9 @@ def put_document_chunks(
     document's current text), the document's other live chunks are marked removed. ``normalised``: chunk id ->
     normalised-text sha256. Store the document first. Returns (added, marked removed, the ids marked removed)."""
     now = utc_timestamp()
-    before = db.total_changes
+    live_before = {
+        row[0] for row in db.execute("SELECT chunk_id FROM chunks WHERE doc_id = ? AND removed_at IS NULL", (doc_id,))
+    }
     db.executemany(
         'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at, config_sha256, doc_sha256, '
         f"text_sha256, normalised_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {CURRENT_DOCUMENT_SHA}, ?, ?) "
@@ -51,8 +53,8 @@ def put_document_chunks(
         [(c["chunk_id"], c["doc_id"], c["text"], c["start"], c["end"], c["metadata"], now, config_sha256, c["doc_id"],
           c["text_sha256"], normalised[c["chunk_id"]]) for c in chunks],
     )  # fmt: skip
-    added = db.total_changes - before
     live = [c["chunk_id"] for c in chunks]
+    added = len(set(live) - live_before)
     placeholders = ",".join("?" * len(live)) or "''"
     sql = (
         "UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL "

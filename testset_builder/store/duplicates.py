@@ -41,7 +41,10 @@ def put_signatures(db: sqlite3.Connection, signatures: Iterable[dict], signed_be
         [(key, r["chunk_id"]) for r in rows if r["chunk_id"] not in signed_before
          for key in struct.unpack(f"<{len(r['band_keys']) // 8}q", r["band_keys"])],
     )  # fmt: skip
-    db.executemany("INSERT OR IGNORE INTO chunk_dedup_pending (chunk_id) VALUES (?)", [(r["chunk_id"],) for r in rows])
+    db.executemany(
+        "INSERT OR IGNORE INTO chunk_dedup_pending (chunk_id, band_keys) VALUES (?, ?)",
+        [(r["chunk_id"], r["band_keys"]) for r in rows],
+    )
 
 
 def pending_count(db: sqlite3.Connection) -> int:
@@ -94,8 +97,10 @@ def exact_buckets(db: sqlite3.Connection) -> Iterator[list[str]]:
 
 
 def pending_keys(db: sqlite3.Connection) -> list[int]:
-    sql = "SELECT DISTINCT l.key FROM chunk_lsh l JOIN chunk_dedup_pending p USING (chunk_id)"
-    return [row[0] for row in db.execute(sql)]
+    keys = set()
+    for (packed,) in db.execute("SELECT band_keys FROM chunk_dedup_pending"):
+        keys.update(struct.unpack(f"<{len(packed) // 8}q", packed))
+    return sorted(keys)
 
 
 def live_by_key(db: sqlite3.Connection, keys: Sequence[int]) -> Iterator[list[str]]:

@@ -1,0 +1,131 @@
+"""`chunk` at scale: a 1 GB corpus chunked with default settings (MB/s end to end, duplicate detection included, and
+peak RSS), then one file added and one file changed (seconds and peak RSS of each run).
+
+The corpus is generated deterministically from SciFact sentences (realistic text) into benchmarks/.cache/: a folder
+of .txt files of 2-20 KB, with planted exact copies (every 500th file) and near copies (every 700th: one word
+changed). Needs ../shared/data/scifact (the SciFact corpus.jsonl); fails clearly without it. Each run is
+`testset-builder chunk` in a child process; its peak RSS is the child's ru_maxrss.
+
+Goals (issue 18): >= 10 MB/s end to end, peak RSS <= 1 GB, an incremental change on the 1 GB workspace in <= 2 s.
+
+    python benchmarks/ingest_scale.py             # 1 GB
+    python benchmarks/ingest_scale.py --size-mb 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
+CACHE = Path(__file__).resolve().parent / ".cache" / "ingest_scale"
+
+
+def sentences() -> list[str]:
+    if not SCIFACT.is_file():
+        raise SystemExit(f"needs the SciFact corpus at {SCIFACT} (../shared/data/scifact); it is not there")
+    found = []
+    with SCIFACT.open(encoding="utf-8") as handle:
+        for line in handle:
+            found.extend(s for s in re.split(r"(?<=[.!?])\s+", json.loads(line)["text"]) if len(s) > 20)
+    return found
+
+
+def generate(folder: Path, size_mb: int) -> tuple[int, int]:
+    """(files, bytes) of the corpus, written once per size (a marker file says it is complete)."""
+    marker = folder / ".complete"
+    if marker.is_file():
+        files, total = json.loads(marker.read_text())
+        return files, total
+    shutil.rmtree(folder, ignore_errors=True)
+    pool, rng = sentences(), random.Random(18)
+    target, total, files, written = size_mb * 1_000_000, 0, 0, []
+    while total < target:
+        if files and files % 500 == 0:
+            text = written[rng.randrange(len(written))]
+        elif files and files % 700 == 0:
+            words = written[rng.randrange(len(written))].split(" ")
+            words[rng.randrange(len(words))] = "altered"
+            text = " ".join(words)
+        else:
+            length, parts = rng.randint(2_000, 20_000), []
+            while sum(map(len, parts)) < length:
+                parts.append(pool[rng.randrange(len(pool))])
+            text = " ".join(parts)
+        path = folder / f"part{files // 1000:04d}" / f"doc{files:07d}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if len(written) < 2000:
+            written.append(text)
+        total += len(text.encode("utf-8"))
+        files += 1
+    marker.write_text(json.dumps([files, total]))
+    return files, total
+
+
+def run_chunk(corpus: Path, workspace: Path) -> tuple[float, float, dict]:
+    """(seconds, peak RSS in MB, summary) of one `testset-builder chunk` in a child process."""
+    args = [sys.executable, "-m", "testset_builder", "chunk", str(corpus), "--workspace", str(workspace), "--json"]
+    started = time.perf_counter()
+    child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    output = child.stdout.read()
+    error = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"chunk failed ({child.returncode}): {error.decode()[-2000:]}")
+    return seconds, usage.ru_maxrss / 1024, json.loads(output)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mb", type=int, default=1024)
+    args = parser.parse_args(argv)
+    corpus = CACHE / f"corpus-{args.size_mb}mb"
+    workspace = CACHE / f"workspace-{args.size_mb}mb"
+    started = time.perf_counter()
+    files, total = generate(corpus, args.size_mb)
+    print(f"corpus: {files} files, {total / 1e6:.0f} MB ({time.perf_counter() - started:.0f} s to generate or find)")
+    shutil.rmtree(workspace, ignore_errors=True)
+    rows = []
+    seconds, rss, summary = run_chunk(corpus, workspace)
+    rows.append(("chunk the corpus", seconds, rss, f"{total / 1e6 / seconds:.1f} MB/s", summary))
+    added = corpus / "zz-added" / "new.txt"
+    added.parent.mkdir(exist_ok=True)
+    added.write_text("A document added after the first chunking, about duplicate detection. " * 30, encoding="utf-8")
+    try:
+        seconds, rss, summary = run_chunk(corpus, workspace)
+        rows.append(("one file added", seconds, rss, "", summary))
+        changed = corpus / "part0000" / "doc0000001.txt"
+        original = changed.read_text(encoding="utf-8")
+        changed.write_text(original + " One sentence appended.", encoding="utf-8")
+        try:
+            seconds, rss, summary = run_chunk(corpus, workspace)
+            rows.append(("one file changed", seconds, rss, "", summary))
+        finally:
+            changed.write_text(original, encoding="utf-8")
+    finally:
+        shutil.rmtree(added.parent)
+    size = sum(p.stat().st_size for p in workspace.glob("testset.db*"))
+    print(f"{'run':<18} {'seconds':>8} {'peak RSS MB':>12} {'rate':>10}  summary")
+    for name, seconds, rss, rate, summary in rows:
+        counts = (
+            f"docs new {summary['new']} changed {summary['changed']} unchanged {summary['unchanged']} removed "
+            f"{summary['removed']}; chunks +{summary['chunks_added']} -{summary['chunks_removed']}; "
+            f"{summary['duplicate_chunks']} chunks in {summary['duplicate_groups']} duplicate groups"
+        )
+        print(f"{name:<18} {seconds:>8.2f} {rss:>12.0f} {rate:>10}  {counts}")
+    print(f"workspace: {size / 1e6:.0f} MB; goals: >= 10 MB/s, peak RSS <= 1024 MB, a change in <= 2 s")
+
+
+if __name__ == "__main__":
+    main()
