@@ -1,0 +1,109 @@
+"""The duplicate groups the store keeps incrementally are those the whole-corpus reference gives on the same live
+chunks, whatever sequence of additions, changes and removals led there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from testset_builder.config import ChunkingConfig
+from testset_builder.corpus.batches import chunk_batch, signature_batch
+from testset_builder.corpus.dedup import duplicate_groups, minhash, shingles
+from testset_builder.corpus.ingest import ingest
+from testset_builder.corpus.loaders import stream_sources
+from testset_builder.store import corpus as stored
+from testset_builder.store import open_workspace
+
+BASES = [
+    "Recall at k measures the share of relevant chunks that the retriever places among the top k results for a query",
+    "Graded gains in nDCG reward a highly relevant chunk at rank one more than a marginal one at rank five or six",
+    "Reviewers disagree most on partially relevant passages, so kappa is reported per grade and per reviewer pair",
+]
+VARIANTS = [lambda t: t, lambda t: t.upper() + "  ", lambda t: t.replace("the", "a", 1), lambda t: t + " indeed"]
+PRECHUNKED = ChunkingConfig(chunker="prechunked", size=1, overlap=0)
+
+
+def stored_groups(db) -> list[tuple[str, list[str]]]:
+    groups: dict[str, tuple[str, list[str]]] = {}
+    for chunk_id, (group_id, kind) in sorted(stored_live_groups(db).items()):
+        groups.setdefault(group_id, (kind, []))[1].append(chunk_id)
+    return sorted(((kind, sorted(m)) for kind, m in groups.values()), key=lambda g: g[1])
+
+
+def stored_live_groups(db):
+    from testset_builder.store.rows import live_duplicate_groups
+
+    return live_duplicate_groups(db)
+
+
+def reference_groups(db):
+    live = stored.live_chunk_texts(db)
+    return duplicate_groups([r[0] for r in live], [r[1] for r in live])
+
+
+operation = st.tuples(st.sampled_from(["put", "remove"]), st.integers(0, 7), st.integers(0, 2), st.integers(0, 3))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(operation, min_size=1, max_size=8))
+def test_incremental_groups_equal_the_whole_corpus_reference_after_any_adds_changes_and_removals(tmp_path, ops):
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    (folder / "anchor.txt").write_text("An anchor document that never changes, about pooling depth.", encoding="utf-8")
+    with open_workspace(Path(tempfile.mkdtemp(dir=tmp_path)) / "ws", create=True) as ws:
+        for kind, doc, base, variant in ops:
+            path = folder / f"d{doc}.txt"
+            if kind == "put":
+                path.write_text(VARIANTS[variant](BASES[base]), encoding="utf-8")
+            elif path.exists():
+                path.unlink()
+            ingest(ws, stream_sources([folder]), PRECHUNKED, allow_removal=True)
+            assert stored_groups(ws.db) == reference_groups(ws.db)
+
+
+def test_adding_one_file_counts_one_new_document_and_only_its_chunks(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"d{i}.txt").write_text(f"Document {i} talks about retrieval. " * 40, encoding="utf-8")
+    config = ChunkingConfig(size=300, overlap=30)
+    with open_workspace(tmp_path / "ws", create=True) as ws:
+        first = ingest(ws, stream_sources([folder]), config)
+        (folder / "new.txt").write_text("A new document about judging relevance. " * 20, encoding="utf-8")
+        second = ingest(ws, stream_sources([folder]), config)
+        expected = len(chunk_batch([{"doc_id": "new.txt", "text": (folder / "new.txt").read_text(), "title": "",
+                                     "source": "", "metadata": "{}"}], config))  # fmt: skip
+    assert (second.new, second.changed, second.unchanged, second.removed) == (1, 0, 5, 0)
+    assert second.chunks_added == expected and second.chunks_removed == 0
+    assert second.chunks_unchanged == first.chunks_added
+
+
+def test_batch_signatures_equal_the_one_text_minhash_of_each_chunk():
+    texts = [BASES[0], BASES[0].upper(), "two words", "", "x " * 2000]
+    records = signature_batch([{"chunk_id": str(i), "text": t} for i, t in enumerate(texts)])
+    from testset_builder.corpus.dedup import band_keys
+
+    for text, record in zip(texts, records, strict=True):
+        sets = shingles(text)
+        packed = band_keys(minhash(sets)[None, :]).astype("<i8").tobytes() if len(sets) >= 2 else b""
+        assert record["band_keys"] == packed
+
+
+def test_chunks_are_found_by_their_exact_and_normalised_text_hashes(tmp_path):
+    import hashlib
+
+    from testset_builder.corpus.dedup import normalised_sha256
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a.txt").write_text(BASES[0], encoding="utf-8")
+    (folder / "b.txt").write_text(BASES[0].upper(), encoding="utf-8")
+    with open_workspace(tmp_path / "ws", create=True) as ws:
+        ingest(ws, stream_sources([folder]), PRECHUNKED)
+        exact = hashlib.sha256(BASES[0].encode()).hexdigest()
+        assert stored.chunks_by_text_sha256(ws.db, [exact, "0" * 64]) == {exact: ["a.txt"]}
+        folded = normalised_sha256(BASES[0])
+        assert stored.chunks_by_normalised_sha256(ws.db, [folded]) == {folded: ["a.txt", "b.txt"]}
