@@ -9,6 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import chunking_speed
+import ingest_scale
 import judge_agreement
 import llm_throughput
 import log_import_scale
@@ -21,6 +22,8 @@ if __name__ == "__main__":
     metrics_speed.main([])
     print("\n== chunking: testset-builder vs langchain-text-splitters vs semchunk on SciFact ==")
     chunking_speed.main([])
+    print("\n== chunk at scale: a 1 GB generated corpus, then one file added and one changed (MB/s, peak RSS) ==")
+    ingest_scale.main([])
     print("\n== LLM layer: throughput under a rate limit, vs sequential; local model speed ==")
     llm_throughput.main([])
     print("\n== propose: pool recall on SciFact, and the judge (local model by default) against the human labels ==")
