@@ -61,17 +61,26 @@ def _words_at(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return words
 
 
+def string_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-copy views of a string (or binary) array: its ``len + 1`` offsets, and its data bytes up to the last
+    offset. String i is ``data[offsets[i]:offsets[i + 1]]``; the bytes from ``offsets[0]`` on are all strings'."""
+    offset_type = np.int64 if pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type) else np.int32
+    _, offsets_buffer, data_buffer = array.buffers()
+    if offsets_buffer is None:  # an empty array may have no buffers
+        return np.zeros(1, dtype=offset_type), np.zeros(0, dtype=np.uint8)
+    offsets = np.frombuffer(offsets_buffer, dtype=offset_type)[array.offset : array.offset + len(array) + 1]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, dtype=np.uint8)
+    return offsets, data[: int(offsets[-1])]
+
+
 def _array_hash(array: pa.Array) -> np.ndarray:
     n = len(array)
     if n == 0:
         return np.empty(0, dtype=np.uint64)
     if array.null_count:
         raise ValueError("cannot hash a column with missing values")
-    offset_type = np.int64 if pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type) else np.int32
-    _, offsets_buffer, data_buffer = array.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=offset_type)[array.offset : array.offset + n + 1].astype(np.int64)
-    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, dtype=np.uint8)
-    data = data[: int(offsets[-1])]
+    offsets, data = string_buffers(array)
+    offsets = offsets.astype(np.int64)
     starts, lengths = offsets[:-1], np.diff(offsets)
     digest = _words_at(data, starts)
     digest &= _WORD_MASKS[np.minimum(lengths, 8)]
