@@ -153,10 +153,33 @@ def test_personal_data_is_scrubbed_and_counted():
         Scrubber(patterns=["(unclosed"])
 
 
+def matcher_over(chunks: dict[str, tuple[str, str]], group_of: dict[str, str]) -> ChunkMatcher:
+    """A matcher whose store reads are these chunks (id -> (title, text)), indexed here by their own hashes."""
+    from testset_builder.corpus.batches import text_sha256
+    from testset_builder.corpus.dedup import normalised_sha256
+
+    def index(key):
+        def lookup(hashes):
+            found = {}
+            for chunk_id, (_, text) in chunks.items():
+                if key(text) in hashes:
+                    found.setdefault(key(text), []).append(chunk_id)
+            return found
+
+        return lookup
+
+    return ChunkMatcher(
+        index(text_sha256),
+        index(normalised_sha256),
+        lambda ids: {c: chunks[c][0] for c in ids},
+        lambda ids: {c: group_of[c] for c in ids if c in group_of},
+    )
+
+
 def test_retrieved_texts_match_chunks_exactly_or_normalised_and_never_by_guess():
-    matcher = ChunkMatcher(
-        [("a#1", "Recall counts relevant chunks."), ("b#1", "Shared boilerplate."), ("c#1", "Shared boilerplate."),
-         ("d#1", "Twin text."), ("d#2", "Twin text.")],
+    matcher = matcher_over(
+        {"a#1": ("", "Recall counts relevant chunks."), "b#1": ("", "Shared boilerplate."),
+         "c#1": ("", "Shared boilerplate."), "d#1": ("", "Twin text."), "d#2": ("", "Twin text.")},
         group_of={"d#1": "g", "d#2": "g"},
     )  # fmt: skip
     assert matcher.match("Recall counts relevant chunks.") == ("a#1", "exact")
@@ -164,3 +187,20 @@ def test_retrieved_texts_match_chunks_exactly_or_normalised_and_never_by_guess()
     assert matcher.match("Recall counts relevant chunk") == (None, "no chunk has this text")
     assert matcher.match("Shared boilerplate.") == (None, "ambiguous: 2 chunks have this text")
     assert matcher.match("Twin text.") == ("d#1", "exact")  # duplicates of one another: one answer
+
+
+def test_a_logged_passage_matches_its_chunk_only_under_its_own_documents_title():
+    matcher = matcher_over(
+        {"p#1": ("Pooling depth", "Deeper pools find more relevant chunks."),
+         "q#1": ("Another paper", "Deeper pools find more relevant chunks.")},
+        group_of={},
+    )  # fmt: skip
+    assert matcher.match("Pooling depth\nDeeper pools find more relevant chunks.") == ("p#1", "exact")
+    assert matcher.match("POOLING   depth deeper pools find more relevant chunks.") == ("p#1", "normalised")
+    assert matcher.match("Deeper pools find more relevant chunks.") == (None, "ambiguous: 2 chunks have this text")
+    assert matcher.match("A third title\nDeeper pools find more relevant chunks.") == (None, "no chunk has this text")
+    results = matcher.match_all(["Pooling depth\nDeeper pools find more relevant chunks.", "nothing like it"])
+    assert results == {
+        "Pooling depth\nDeeper pools find more relevant chunks.": ("p#1", "exact"),
+        "nothing like it": (None, "no chunk has this text"),
+    }

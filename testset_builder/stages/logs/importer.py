@@ -118,8 +118,7 @@ def import_logs(
 
 def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: int) -> LogImportSummary:
     clock, db = time.perf_counter(), workspace.db
-    chunks = rows.live_chunk_rows(db)
-    if not chunks:
+    if not stored_logs.has_live_chunks(db):
         raise InputError(
             "the workspace has no chunks: chunk the corpus the logged system retrieves from first "
             "(`testset-builder chunk SOURCE --workspace ...`), so logged results can be matched to chunks",
@@ -137,8 +136,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
     else:
         with workspace.transaction() as tx:
             stored_logs.begin_import(tx, import_id, path.name, settings.format)
-    ids = {chunk_id for chunk_id, _, _ in chunks}
-    matcher: ChunkMatcher | None = None
+    matcher = ChunkMatcher.of(db)
     scrubber = Scrubber(settings.pii_patterns)
     scrubber.counts.update(summary.scrubbed)  # a resumed import goes on counting
     scrub = scrubber if settings.scrub_pii else (lambda text: text)
@@ -163,54 +161,64 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             stored_logs.advance_import(tx, import_id, through, _counts(summary))
         batch = _Batch()
 
+    def fold(items: list[LogRecord | Unreadable]) -> None:
+        """A slice of the log into the batch: ids and texts resolved with one lookup each for the slice."""
+        known = stored_logs.live_chunk_ids_among(
+            db, (r.chunk_id for i in items if isinstance(i, LogRecord) for r in i.retrieved if r.chunk_id is not None)
+        )
+        matched = matcher.match_all(
+            r.text for i in items if isinstance(i, LogRecord) for r in i.retrieved if r.chunk_id is None
+        )
+        for item in items:
+            if isinstance(item, Unreadable):
+                summary.unreadable += 1
+                summary.note(item.line, item.reason)
+                continue
+            text = " ".join((scrub(item.query) or "").split())
+            if len(text) > MAX_QUERY_CHARS:
+                summary.unreadable += 1
+                summary.note(item.line, f"a query of {len(text)} characters (at most {MAX_QUERY_CHARS})")
+                continue
+            retrieval = []
+            for result in item.retrieved:
+                summary.results += 1
+                if result.chunk_id is not None:
+                    if result.chunk_id in known:
+                        summary.by_id += 1
+                        retrieval.append((result.rank, result.chunk_id, result.score))
+                    else:
+                        summary.unknown_ids += 1
+                        summary.note(item.line, f"result {result.rank}: no chunk {result.chunk_id!r} in the workspace")
+                    continue
+                found, how = matched[result.text]
+                if found is None:
+                    summary.unmatched_texts += 1
+                    summary.note(item.line, f"result {result.rank}: {how}")
+                    continue
+                summary.by_exact_text += how == "exact"
+                summary.by_normalised_text += how == "normalised"
+                retrieval.append((result.rank, found, result.score))
+            summary.records += 1
+            summary.records_with_retrieval += bool(retrieval)
+            query = Query(query_id=derived_id(text), text=text, origin=QueryOrigin.real, metadata={"from": "logs"})
+            batch.add(query, item, retrieval)
+
+    pending: list[LogRecord | Unreadable] = []
     for item in read_log(path, settings.format, settings.fields):
         if item.line <= summary.resumed_after_line:
             continue
         last_line = max(last_line, item.line)
-        if isinstance(item, Unreadable):
-            summary.unreadable += 1
-            summary.note(item.line, item.reason)
-            continue
-        text = " ".join((scrub(item.query) or "").split())
-        if len(text) > MAX_QUERY_CHARS:
-            summary.unreadable += 1
-            summary.note(item.line, f"a query of {len(text)} characters (at most {MAX_QUERY_CHARS})")
-            continue
-        retrieval = []
-        for result in item.retrieved:
-            summary.results += 1
-            if result.chunk_id is not None:
-                if result.chunk_id in ids:
-                    summary.by_id += 1
-                    retrieval.append((result.rank, result.chunk_id, result.score))
-                else:
-                    summary.unknown_ids += 1
-                    summary.note(item.line, f"result {result.rank}: no chunk {result.chunk_id!r} in the workspace")
-                continue
-            matcher = matcher or ChunkMatcher([(c, t) for c, _, t in chunks], _groups(db))
-            found, how = matcher.match(result.text)
-            if found is None:
-                summary.unmatched_texts += 1
-                summary.note(item.line, f"result {result.rank}: {how}")
-                continue
-            summary.by_exact_text += how == "exact"
-            summary.by_normalised_text += how == "normalised"
-            retrieval.append((result.rank, found, result.score))
-        summary.records += 1
-        summary.records_with_retrieval += bool(retrieval)
-        query = Query(query_id=derived_id(text), text=text, origin=QueryOrigin.real, metadata={"from": "logs"})
-        batch.add(query, item, retrieval)
-        if batch.records >= batch_size:
-            flush(item.line)
+        pending.append(item)
+        if len(pending) >= batch_size:
+            fold(pending)
+            pending = []
+            flush(last_line)
+    fold(pending)
     flush(last_line)
     with workspace.transaction() as tx:
         stored_logs.finish_import(tx, import_id, _counts(summary))
     summary.seconds = round(time.perf_counter() - clock, 3)
     return summary
-
-
-def _groups(db) -> dict[str, str]:
-    return {chunk_id: group for chunk_id, (group, _) in rows.live_duplicate_groups(db).items()}
 
 
 def _counts(summary: LogImportSummary) -> dict:
