@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pyarrow as pa
 import pytest
 import pytrec_eval
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from testset_builder.metrics import evaluate
+from testset_builder import tables
+from testset_builder._hashing import string_hash64
+from testset_builder.metrics import evaluate, matrix
 from testset_builder.tables import Qrels, Run
 
 CUTOFFS = (1, 2, 3, 5, 10)
@@ -161,3 +164,27 @@ def test_tied_scores_rank_the_larger_doc_id_first_as_trec_eval_does():
     run = {"q": {"a": 1.0, "b": 1.0, "c": 1.0}}
     result = evaluate(Qrels.from_dict(qrels), Run.from_dict(run), "mrr")
     assert result.mean("mrr") == pytest.approx(1 / 3) == trec_eval(qrels, run)["q"]["recip_rank"]
+
+
+def _four_valued_hash(column):
+    """A chunk id hash with four values: nearly every pair collides, so every match must be confirmed on strings."""
+    return string_hash64(column) & np.uint64(3)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(labelled_runs(grades=st.integers(0, 3)), st.randoms(use_true_random=False))
+def test_interleaved_rows_and_colliding_chunk_hashes_still_match_trec_eval(data, random):
+    qrels, run = data
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tables, "string_hash64", _four_valued_hash)
+        patch.setattr(matrix, "string_hash64", _four_valued_hash)
+        table = Run.from_dict(run).table
+        rows = list(range(table.num_rows))
+        random.shuffle(rows)  # each query's rows scattered through the file, in no score order
+        shuffled = Run(table.take(pa.array(rows, pa.int64())))
+        ours = evaluate(Qrels.from_dict(qrels), shuffled, list(OURS_TO_TREC)).per_query_dict()
+    reference = trec_eval(qrels, run)
+    for query, values in ours.items():
+        for metric, value in values.items():
+            expected = reference[query][OURS_TO_TREC[metric]] if query in reference else 0.0
+            assert math.isclose(value, expected, rel_tol=0, abs_tol=1e-9), (query, metric, value, expected)
