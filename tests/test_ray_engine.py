@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import sqlite3
 import sys
 
@@ -196,3 +197,27 @@ def test_without_ray_installed_engine_ray_says_which_extra_to_install(tmp_path, 
 
     assert code == 1
     assert 'pip install "testset-builder[ray]"' in capsys.readouterr().err
+
+
+def test_a_ray_address_nothing_answers_at_is_an_error_before_the_workspace_is_made(tmp_path, capsys):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "a", "text": "alpha beta gamma"}\n', encoding="utf-8")
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    args = ["chunk", str(corpus), "--workspace", str(tmp_path / "ws"), "--engine", "ray"]
+    code = main([*args, "--ray-address", f"127.0.0.1:{port}"])
+
+    assert code == 1 and f"could not reach the Ray cluster at 127.0.0.1:{port}" in capsys.readouterr().err
+    assert not (tmp_path / "ws").exists()
+
+
+def test_a_ray_address_without_engine_ray_is_refused(tmp_path, capsys):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "a", "text": "alpha beta gamma"}\n', encoding="utf-8")
+
+    code = main(["chunk", str(corpus), "--workspace", str(tmp_path / "ws"), "--ray-address", "head:6379"])
+
+    assert code == 1 and "--ray-address needs --engine ray" in capsys.readouterr().err
+    assert not (tmp_path / "ws").exists()

@@ -186,4 +186,4 @@ class HubError(TestsetBuilderError):
 
 class EngineError(TestsetBuilderError):
     """An ingest engine could not run (its extra is not installed, its cluster cannot be reached) or one of its tasks
-    failed; names what failed. What the failed run would have stored is not stored."""
+    failed; names what failed. Nothing of the window of batches it failed in is stored."""

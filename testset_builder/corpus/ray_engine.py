@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import socket
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ INSTALL_HINT = 'pip install "testset-builder[ray]"'
 WINDOW_DOCUMENTS = 20_000  # documents per Ray dataset: the driver holds one window's records at a time
 DOCUMENTS_PER_BLOCK = 256  # documents per Ray task: big enough that a task's overhead (milliseconds) is small
 LOCAL_OBJECT_STORE_BYTES = 512 * 1024**2  # a window's records in flight; Ray spills to disk beyond it
+CONNECT_TIMEOUT_S = 10.0  # a cluster's head answers at once; nothing answering is a wrong address or a firewall
 TASK_RETRIES = 2  # a task on a worker that died is tried again (a preempted node), then reported
 
 # the rows Ray moves: where a record belongs (input batch, document's position in it, rank among the document's
@@ -63,8 +65,11 @@ def import_ray():
 def ray_engine(address: str | None = None, *, chunk: ChunkFunction = chunk_batch) -> Engine:
     """An ingest engine running on Ray: a private local instance when ``address`` is None, else the cluster at
     ``address`` (``ray://head:10001`` or ``head:6379``). ``chunk`` is the batch function chunking documents (tests
-    plant a failing one). Raises :class:`EngineError` at once when Ray Data is not installed."""
+    plant a failing one). Raises :class:`EngineError` at once when Ray Data is not installed or nothing answers at
+    ``address``."""
     ray = import_ray()
+    if address:
+        check_reachable(address)
 
     def engine(batches: Iterable[list[Record]], config: ChunkingConfig) -> Iterator[ChunkedBatch]:
         with ray_session(ray, address):
@@ -96,6 +101,18 @@ def ray_session(ray, address: str | None):
         yield
     finally:
         ray.shutdown()
+
+
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """An :class:`EngineError` at once when nothing answers at ``address`` (``ray.init`` would wait for minutes).
+    An address without a port (``auto``) is left to Ray."""
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as error:
+        raise EngineError(f"could not reach the Ray cluster at {address}: {error}") from None
 
 
 def windows(batches: Iterable[list[Record]], documents: int) -> Iterator[list[list[Record]]]:
