@@ -31,6 +31,7 @@ pytestmark = pytest.mark.slow
 def local_ray():
     ray = require("ray")
     ray.init(
+        address="local",  # never a cluster this machine started earlier (ray.init alone would join it)
         num_cpus=2,
         object_store_memory=256 * 1024**2,
         include_dashboard=False,

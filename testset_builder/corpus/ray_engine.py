@@ -14,9 +14,10 @@ An exception in a batch function is caught on the worker and sent back as data n
 the exception; the driver raises :class:`~testset_builder.errors.EngineError` before handing on anything of that
 window. A task that Ray itself loses (a worker killed, the cluster gone) is an :class:`EngineError` too.
 
-Ray is imported only when the engine runs. Locally it starts a private Ray instance (``address="local"``, no
-dashboard, a modest object store) and stops it at the end; given an address it joins that cluster, shipping this
-package to the workers, and leaves the cluster running. A Ray already initialised in this process is used as it is.
+Ray is imported only when the engine is made (:func:`ray_engine`), and started when it runs. Locally it starts a
+private Ray instance (``address="local"``, no dashboard, a modest object store) and stops it at the end; given an
+address it joins that cluster, shipping this package to the workers, and leaves the cluster running. A Ray already
+initialised in this process is used as it is (the address is then not used).
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     if not colon or not port.isdigit():
         return
     try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as error:
         raise EngineError(f"could not reach the Ray cluster at {address}: {error}") from None
 
