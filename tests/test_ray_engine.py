@@ -24,8 +24,6 @@ from testset_builder.corpus.ray_engine import ray_engine
 from testset_builder.errors import EngineError
 from testset_builder.store import open_workspace
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def local_ray():
@@ -57,6 +55,7 @@ def in_batches(records: list[dict], size: int) -> list[list[dict]]:
     return [records[i : i + size] for i in range(0, len(records), size)]
 
 
+@pytest.mark.slow
 def test_the_ray_engine_gives_scifacts_batches_exactly_as_the_in_process_engine_does(scifact_dir, local_ray):
     records = [document_record(d) for d in load_sources([scifact_dir]).documents]
     config = ChunkingConfig(chunker="recursive", size=400, overlap=40)
@@ -107,6 +106,7 @@ def workspace_rows(workspace) -> dict[str, list[tuple]]:
         }
 
 
+@pytest.mark.slow
 def test_chunking_scifact_with_engine_ray_stores_the_documents_chunks_and_duplicate_groups_the_local_engine_does(
     scifact_dir, local_ray, tmp_path, capsys
 ):
@@ -127,6 +127,7 @@ def test_chunking_scifact_with_engine_ray_stores_the_documents_chunks_and_duplic
     assert {k: v for k, v in by_ray.items() if k != "seconds"} == {k: v for k, v in by_local.items() if k != "seconds"}
 
 
+@pytest.mark.slow
 def test_a_failed_ray_run_leaves_the_workspace_as_it_was(local_ray, tmp_path):
     corpus, workspace = tmp_path / "corpus", tmp_path / "ws"
     corpus.mkdir()
@@ -153,6 +154,7 @@ def test_a_failed_ray_run_leaves_the_workspace_as_it_was(local_ray, tmp_path):
     assert (summary.changed, summary.unchanged) == (100, 200)
 
 
+@pytest.mark.slow
 def test_batches_whose_documents_have_no_chunks_come_back_in_their_place(local_ray):
     config = ChunkingConfig(size=200, overlap=20)
     batches = [[document_record_of("empty", "")], small_corpus(3), [], [document_record_of("also-empty", "")]]
@@ -163,6 +165,7 @@ def test_batches_whose_documents_have_no_chunks_come_back_in_their_place(local_r
     assert [len(chunks) for _, chunks, _ in got] == [0, len(got[1][1]), 0, 0] and got[1][1]
 
 
+@pytest.mark.slow
 def test_a_chunk_function_raising_on_one_document_fails_the_run_naming_that_document(local_ray):
     def fails_on_d0417(documents, config):
         if documents[0]["doc_id"] == "d0417":
@@ -175,6 +178,7 @@ def test_a_chunk_function_raising_on_one_document_fails_the_run_naming_that_docu
     assert str(failed.value) == "the Ray engine failed: chunking document 'd0417' failed: ValueError: planted failure"
 
 
+@pytest.mark.slow
 def test_a_ray_worker_that_dies_ends_the_run_with_an_error_naming_the_documents_it_held(local_ray):
     def kills_its_worker_on_d0417(documents, config):
         if documents[0]["doc_id"] == "d0417":
