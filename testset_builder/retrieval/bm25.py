@@ -1,12 +1,13 @@
 """BM25 over chunks (bm25s: Lucene-style BM25, Snowball stemming, English stop words), cached on disk.
 
-An index is keyed by the sha256 of its chunk ids, texts and settings, so the same corpus is indexed once per
-workspace and a changed corpus gets a fresh index.
+An index is keyed by the sha256 of its settings and of its corpus's fingerprint (every chunk id and text), so the
+same corpus is indexed once per workspace and a changed corpus gets a fresh index. A cached index is built in
+bounded memory (:mod:`.bm25_build`) and served memory-mapped from disk: at a million chunks and more, the process
+holds only the pages the queries touch.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
@@ -17,7 +18,8 @@ import numpy as np
 
 from ..corpus.language import tokenize
 from ..tables import Run
-from ._common import corpus_key, top_k_run
+from ._common import Corpus, corpus_key, top_k_run
+from .bm25_build import write_bm25
 
 K1, B = 1.5, 0.75  # bm25s's (and Lucene's) defaults
 
@@ -25,7 +27,10 @@ K1, B = 1.5, 0.75  # bm25s's (and Lucene's) defaults
 class BM25Index:
     """``language`` (ISO 639-1) picks the tokens: CJK bigrams, the language's stop words and Snowball stemmer (see
     :mod:`~testset_builder.corpus.language`); queries are cut the same way. ``k1`` (term-frequency saturation) and
-    ``b`` (length normalisation) are BM25's two parameters."""
+    ``b`` (length normalisation) are BM25's two parameters.
+
+    Built directly, the index is bm25s's own, in memory (the reference the cached index is checked against);
+    :meth:`cached` and :meth:`for_corpus` build it in bounded memory and memory-map it."""
 
     def __init__(
         self,
@@ -45,11 +50,21 @@ class BM25Index:
         self._model.index(tokenize(texts, language, stem), show_progress=False)
 
     @staticmethod
+    def settings(stem: bool, language: str = "en", k1: float = K1, b: float = B) -> str:
+        tuned = "" if (k1, b) == (K1, B) else f" k1={k1} b={b}"
+        return f"bm25s stem={stem} language={language} cjk=bigrams{tuned}"
+
+    @classmethod
     def key(
-        chunk_ids: Sequence[str], texts: Sequence[str], stem: bool, language: str = "en", k1: float = K1, b: float = B
+        cls,
+        chunk_ids: Sequence[str],
+        texts: Sequence[str],
+        stem: bool,
+        language: str = "en",
+        k1: float = K1,
+        b: float = B,
     ) -> str:
-        tuned = "" if (k1, b) == (K1, B) else f" k1={k1} b={b}"  # the defaults keep the keys indexes were cached by
-        return corpus_key(f"bm25s stem={stem} language={language} cjk=bigrams{tuned}", chunk_ids, texts)
+        return corpus_key(cls.settings(stem, language, k1, b), Corpus.of(chunk_ids, texts))
 
     @classmethod
     def cached(
@@ -62,36 +77,47 @@ class BM25Index:
         k1: float = K1,
         b: float = B,
     ) -> BM25Index:
-        """Load the index for exactly these chunks from ``directory``, building and saving it if absent.
+        """The index of exactly these chunks from ``directory``: see :meth:`for_corpus`."""
+        return cls.for_corpus(directory, Corpus.of(chunk_ids, texts), stem, language, k1, b)
+
+    @classmethod
+    def for_corpus(
+        cls, directory: Path, corpus: Corpus, stem: bool = True, language: str = "en", k1: float = K1, b: float = B
+    ) -> BM25Index:
+        """Load the index of ``corpus`` from ``directory`` (memory-mapped), building and saving it if absent.
 
         The index is built under a name of this process's own and renamed into place, so a reader never sees half
         an index; when two processes build it at once, the second rename finds the first's index and keeps it. A
-        cache that cannot be written (read-only media) only costs the rebuild next time."""
-        path = Path(directory) / f"bm25-{cls.key(chunk_ids, texts, stem, language, k1, b)}"
-        if (path / "chunk_ids.json").exists():
-            return cls._load(path, stem, language)
-        index = cls(chunk_ids, texts, stem, language, k1, b)
-        partial = path.with_name(f"{path.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        try:
-            index._model.save(str(partial), show_progress=False)
-            (partial / "chunk_ids.json").write_text(json.dumps(index.chunk_ids), encoding="utf-8")
-            os.rename(partial, path)
-        except OSError:
-            # another process finished the same index first (theirs is identical: same key), or the cache cannot
-            # be written (a read-only workspace): either way the index in hand serves
-            pass
-        finally:
-            shutil.rmtree(partial, ignore_errors=True)
-        return index
+        cache that cannot be written (read-only media) costs an index built in memory, and the rebuild next time."""
+        path = Path(directory) / f"bm25-{corpus_key(cls.settings(stem, language, k1, b), corpus)}"
+        if not (path / "params.index.json").exists():
+            partial = path.with_name(f"{path.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+            try:
+                write_bm25(partial, corpus.text_batches(), language, stem, k1, b)
+                os.rename(partial, path)
+            except OSError:
+                # another process finished the same index first (theirs is identical: same key), or the cache
+                # cannot be written (a read-only workspace)
+                pass
+            finally:
+                shutil.rmtree(partial, ignore_errors=True)
+        if not (path / "params.index.json").exists():
+            texts = [text for batch in corpus.text_batches() for text in batch]
+            return cls(corpus.chunk_ids, texts, stem, language, k1, b)
+        return cls._load(path, corpus.chunk_ids, stem, language)
 
     @classmethod
-    def _load(cls, path: Path, stem: bool, language: str) -> BM25Index:
+    def _load(cls, path: Path, chunk_ids: list[str], stem: bool, language: str) -> BM25Index:
         import bm25s
 
         index = cls.__new__(cls)
-        index.chunk_ids = json.loads((path / "chunk_ids.json").read_text(encoding="utf-8"))
+        index.chunk_ids = chunk_ids
         index.stem, index.language = stem, language
-        index._model = bm25s.BM25.load(str(path), show_progress=False)
+        index._model = bm25s.BM25.load(str(path), mmap=True, show_progress=False)
+        if index._model.scores["num_docs"] != len(chunk_ids):
+            raise ValueError(
+                f"the index at {path} holds {index._model.scores['num_docs']} chunks, not {len(chunk_ids)}"
+            )
         return index
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
@@ -107,7 +133,8 @@ class BM25Index:
         return out
 
     def search(self, query_ids: Sequence[str], queries: Sequence[str], k: int = 100, name: str = "bm25") -> Run:
-        """Top ``k`` chunks per query as a Run (chunks scoring 0 are left out)."""
+        """Top ``k`` chunks per query as a Run (chunks scoring 0 are left out). One query's scores are held at a
+        time (4 bytes a chunk), whatever the number of queries."""
         k = min(k, len(self.chunk_ids))
         documents, scores = self._model.retrieve(tokenize(queries, self.language, self.stem), k=k, show_progress=False)
         return top_k_run(query_ids, self.chunk_ids, documents, scores, name, keep=scores > 0)

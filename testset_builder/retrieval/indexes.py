@@ -4,7 +4,7 @@ under ``<workspace>/indexes`` and rebuilt only when the live chunks change."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from ..corpus.language import corpus_languages
@@ -13,18 +13,21 @@ from ..records import Query
 from ..store import rows
 from ..store.workspace import Workspace
 from ..tables import Run
-from ._common import corpus_key
+from ._common import BATCH, Corpus, corpus_key
 from .bm25 import BM25Index
 from .dense import DenseIndex
 
+LANGUAGE_SAMPLE = 60  # texts language detection reads (see corpus_languages)
 
-def languages_of(directory: Path | None, chunk_ids: Sequence[str], texts: Sequence[str]) -> list[str]:
-    """The corpus's languages (see :func:`~testset_builder.corpus.language.corpus_languages`), cached beside the
-    indexes under the corpus's key, since detection takes a second and the corpus rarely changes."""
-    path = Path(directory) / f"languages-{corpus_key('languages', chunk_ids, texts)}.json" if directory else None
+
+def languages_of(directory: Path | None, corpus: Corpus) -> list[str]:
+    """The corpus's languages (see :func:`~testset_builder.corpus.language.corpus_languages`, over an even sample of
+    its texts), cached beside the indexes under the corpus's key, since detection takes a second and the corpus
+    rarely changes."""
+    path = Path(directory) / f"languages-{corpus_key('languages', corpus)}.json" if directory else None
     if path is not None and path.exists():
         return json.loads(path.read_text(encoding="utf-8"))
-    found = corpus_languages(texts)
+    found = corpus_languages(corpus.sample(LANGUAGE_SAMPLE))
     if path is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -34,24 +37,56 @@ def languages_of(directory: Path | None, chunk_ids: Sequence[str], texts: Sequen
     return found
 
 
+class StoredPassages(Mapping[str, str]):
+    """chunk id -> passage (title and text) of the workspace's live chunks, read from the store when asked: a
+    judge reads only the pooled chunks, so the corpus's texts are never all in memory."""
+
+    def __init__(self, workspace: Workspace, chunk_ids: Sequence[str]) -> None:
+        self._workspace, self._chunk_ids = workspace, chunk_ids
+
+    def __getitem__(self, chunk_id: str) -> str:
+        found = rows.live_chunk_passages_of(self._workspace.db, [chunk_id])
+        if chunk_id not in found:
+            raise KeyError(chunk_id)
+        return found[chunk_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._chunk_ids)
+
+    def __len__(self) -> int:
+        return len(self._chunk_ids)
+
+    def of(self, chunk_ids: Sequence[str]) -> dict[str, str]:
+        """Many passages at once (those of ``chunk_ids`` that are live)."""
+        return rows.live_chunk_passages_of(self._workspace.db, chunk_ids)
+
+
 class WorkspaceIndexes:
     """``names`` (bm25, dense) over the workspace's live chunks; ``passages`` maps chunk id -> title and text.
-    BM25 tokenizes in the corpus's main language (``languages[0]``)."""
+    BM25 tokenizes in the corpus's main language (``languages[0]``).
+
+    The live chunks are read from the store in batches: once for their ids and fingerprint (the indexes' cache
+    key), and again only to build an index the cache lacks; the indexes are memory-mapped from
+    ``<workspace>/indexes``, and a passage is read from the store when asked for."""
 
     def __init__(self, workspace: Workspace, names: Sequence[str]) -> None:
-        self.chunk_ids, texts = rows.live_chunk_passages(workspace.db)
-        if not self.chunk_ids:
+        corpus = Corpus.streamed(
+            lambda: rows.iter_live_chunk_passages(workspace.db, BATCH),
+            lambda wanted: rows.live_chunk_passages_of(workspace.db, wanted),
+        )
+        if not corpus.chunk_ids:
             raise InputError(
                 "the workspace has no chunks yet: run `testset-builder chunk SOURCE --workspace ...` first",
                 path=workspace.root,
             )
-        self.passages = dict(zip(self.chunk_ids, texts))
+        self.chunk_ids = corpus.chunk_ids
+        self.passages = StoredPassages(workspace, self.chunk_ids)
         directory = workspace.root / "indexes"
-        self.languages = languages_of(directory, self.chunk_ids, texts)
+        self.languages = languages_of(directory, corpus)
         self.indexes = {
-            name: BM25Index.cached(directory, self.chunk_ids, texts, language=self.languages[0])
+            name: BM25Index.for_corpus(directory, corpus, language=self.languages[0])
             if name == "bm25"
-            else DenseIndex.cached(directory, self.chunk_ids, texts)
+            else DenseIndex.for_corpus(directory, corpus)
             for name in names
         }
 

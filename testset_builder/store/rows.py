@@ -347,3 +347,27 @@ def pooled_query_ids(db: sqlite3.Connection) -> set[str]:
 
 def has_live_chunks(db: sqlite3.Connection) -> bool:
     return db.execute("SELECT EXISTS (SELECT 1 FROM chunks WHERE removed_at IS NULL)").fetchone()[0] == 1
+
+
+LIVE_PASSAGES_SQL = (
+    "SELECT c.chunk_id, d.title, c.text FROM chunks c JOIN documents d USING (doc_id) WHERE c.removed_at IS NULL"
+)
+
+
+def iter_live_chunk_passages(db: sqlite3.Connection, batch_size: int = 10_000) -> Iterator[tuple[list[str], list[str]]]:
+    """The live chunks' (ids, passages) in chunk id order, ``batch_size`` at a time: what
+    :func:`live_chunk_passages` returns, for a corpus too large to hold in memory at once. One statement reads
+    them all, so the batches come from one snapshot of the workspace."""
+    cursor = db.execute(f"{LIVE_PASSAGES_SQL} ORDER BY c.chunk_id")
+    while rows := cursor.fetchmany(batch_size):
+        yield [r[0] for r in rows], [passage_text(r[1], r[2]) for r in rows]
+
+
+def live_chunk_passages_of(db: sqlite3.Connection, chunk_ids: Iterable[str]) -> dict[str, str]:
+    """chunk id -> passage for those of ``chunk_ids`` that are live (looked up 500 at a time)."""
+    wanted, found = list(dict.fromkeys(chunk_ids)), {}
+    for start in range(0, len(wanted), 500):
+        part = wanted[start : start + 500]
+        sql = f"{LIVE_PASSAGES_SQL} AND c.chunk_id IN ({','.join('?' * len(part))})"
+        found.update({r[0]: passage_text(r[1], r[2]) for r in db.execute(sql, part)})
+    return found
