@@ -10,7 +10,9 @@ import logging
 import os
 import socket
 import sqlite3
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import require
@@ -226,3 +228,33 @@ def test_a_ray_address_without_engine_ray_is_refused(tmp_path, capsys):
 
     assert code == 1 and "--ray-address needs --engine ray" in capsys.readouterr().err
     assert not (tmp_path / "ws").exists()
+
+
+def processes_in_session(session_id: int) -> list[str]:
+    """The command lines of the live processes in a session (Linux /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.getsid(int(entry)) == session_id:
+                found.append((Path("/proc") / entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:  # gone meanwhile, or not ours to see
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_engine_ray_in_its_own_process_starts_a_private_ray_and_leaves_no_ray_process_behind(scifact_dir, tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    lines = (scifact_dir / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:300]
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["chunk", str(corpus), "--workspace", str(tmp_path / "local")]) == 0
+
+    command = [str(Path(sys.executable).parent / "testset-builder"), "chunk", str(corpus), "--engine", "ray"]
+    run = subprocess.Popen(  # a session of its own: every process Ray starts for it stays in it
+        [*command, "--workspace", str(tmp_path / "ray")], start_new_session=True, stdout=subprocess.PIPE, text=True
+    )
+    out, _ = run.communicate()
+
+    assert run.returncode == 0 and "300 documents (300 new" in out
+    assert processes_in_session(run.pid) == [], "ray.shutdown stopped what ray.init started"
+    assert workspace_rows(tmp_path / "ray") == workspace_rows(tmp_path / "local")
