@@ -19,11 +19,14 @@ from conftest import require
 
 from testset_builder.cli import main
 from testset_builder.config import ChunkingConfig
+from testset_builder.corpus import ingest as ingest_module
+from testset_builder.corpus import ray_engine as ray_engine_module
 from testset_builder.corpus.batches import chunk_batch, document_record, local_engine
 from testset_builder.corpus.ingest import ingest
 from testset_builder.corpus.loaders import load_sources
 from testset_builder.corpus.ray_engine import ray_engine
 from testset_builder.errors import EngineError
+from testset_builder.store import corpus as stored
 from testset_builder.store import open_workspace
 
 
@@ -154,6 +157,36 @@ def test_a_failed_ray_run_leaves_the_workspace_as_it_was(local_ray, tmp_path):
     with open_workspace(workspace) as ws:  # and a rerun that does not fail stores the revision
         summary = ingest(ws, load_sources([corpus]), config, engine=ray_engine())
     assert (summary.changed, summary.unchanged) == (100, 200)
+
+
+@pytest.mark.slow
+def test_a_failure_in_a_later_window_keeps_the_windows_before_and_a_rerun_completes_the_corpus(
+    local_ray, tmp_path, monkeypatch
+):
+    corpus, workspace = tmp_path / "corpus", tmp_path / "ws"
+    corpus.mkdir()
+    for i in range(300):
+        (corpus / f"doc{i:03}.md").write_text(f"# Doc {i}\n\n" + "Retrieval matters here. " * (10 + i % 30))
+    config = ChunkingConfig(chunker="markdown", size=200, overlap=20)
+    monkeypatch.setattr(ingest_module, "BATCH_DOCUMENTS", 50)  # six batches of 50
+    monkeypatch.setattr(ray_engine_module, "WINDOW_DOCUMENTS", 100)  # three windows of two batches
+
+    def fails_on_doc250(documents, config):
+        if documents[0]["doc_id"] == "doc250.md":
+            raise RuntimeError("planted failure")
+        return chunk_batch(documents, config)
+
+    with open_workspace(workspace) as ws, pytest.raises(EngineError, match=r"'doc250\.md' failed"):
+        ingest(ws, load_sources([corpus]), config, engine=ray_engine(chunk=fails_on_doc250))
+    with open_workspace(workspace) as ws:
+        assert len(stored.known_documents(ws.db)) == 200, "the two windows before the failing one are stored"
+        summary = ingest(ws, load_sources([corpus]), config, engine=ray_engine())
+    assert (summary.unchanged, summary.new) == (200, 100)
+
+    reference = tmp_path / "reference"
+    with open_workspace(reference) as ws:
+        ingest(ws, load_sources([corpus]), config)
+    assert workspace_rows(workspace) == workspace_rows(reference)
 
 
 @pytest.mark.slow
