@@ -14,6 +14,7 @@ import judge_agreement
 import llm_throughput
 import log_import_scale
 import metrics_speed
+import pool_scale
 import synthetic_agreement
 import vs_ragas
 
@@ -30,6 +31,8 @@ if __name__ == "__main__":
     judge_agreement.main([])
     print("\n== import-logs: a 1 GB production log in bounded memory, planted faults counted exactly ==")
     log_import_scale.main([])
+    print("\n== pools at 1M chunks: BM25 and dense build, 1,000 queries, peak RSS, vs today's in-memory paths ==")
+    pool_scale.main([])
     print("\n== synthesize: does a synthetic SciFact set rank retrievers as the human labels do? ==")
     synthetic_agreement.main([])
     if os.environ.get("BENCH_SKIP_RAGAS"):
