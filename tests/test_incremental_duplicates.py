@@ -107,3 +107,16 @@ def test_chunks_are_found_by_their_exact_and_normalised_text_hashes(tmp_path):
         assert stored.chunks_by_text_sha256(ws.db, [exact, "0" * 64]) == {exact: ["a.txt"]}
         folded = normalised_sha256(BASES[0])
         assert stored.chunks_by_normalised_sha256(ws.db, [folded]) == {folded: ["a.txt", "b.txt"]}
+
+
+def test_a_prechunked_chunk_whose_text_changes_under_its_id_leaves_its_old_group_and_joins_its_new_twins(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for name, text in [("d0.txt", BASES[1]), ("d1.txt", BASES[1]), ("d2.txt", BASES[0])]:
+        (folder / name).write_text(text, encoding="utf-8")
+    with open_workspace(tmp_path / "ws", create=True) as ws:
+        ingest(ws, stream_sources([folder]), PRECHUNKED)
+        assert stored_groups(ws.db) == [("exact", ["d0.txt", "d1.txt"])]
+        (folder / "d0.txt").write_text(BASES[0], encoding="utf-8")  # d0.txt's one chunk keeps its id, not its text
+        ingest(ws, stream_sources([folder]), PRECHUNKED)
+        assert stored_groups(ws.db) == reference_groups(ws.db) == [("exact", ["d0.txt", "d2.txt"])]

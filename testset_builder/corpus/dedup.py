@@ -30,6 +30,8 @@ _WORD_BASE = _U64(0x100000001B3)  # odd, so invertible modulo 2**64
 _WORD_BASE_INVERSE = _U64(pow(0x100000001B3, -1, 1 << 64))
 _K = (_U64(0x9E3779B97F4A7C15), _U64(0xC2B2AE3D27D4EB4F), _U64(0x165667B19E3779F9))
 _IS_WORD: np.ndarray | None = None
+_WORD_BLOCKS: np.ndarray | None = None
+_POWERS = _INVERSE_POWERS = np.zeros(0, dtype=_U64)
 
 
 def normalise(text: str) -> str:
@@ -41,12 +43,31 @@ def normalised_sha256(text: str) -> str:
     return hashlib.sha256(normalise(text).encode()).hexdigest()
 
 
-def _word_table() -> np.ndarray:
-    """Which code points are word characters (built once: 1.1 MB)."""
-    global _IS_WORD
+def _word_table(codes: np.ndarray) -> np.ndarray:
+    """Which code points are word characters: the table is filled a block of 256 code points at a time, for the
+    blocks ``codes`` use (filling all 1.1M at once takes ~0.4 s, paid by every process, every run)."""
+    global _IS_WORD, _WORD_BLOCKS
     if _IS_WORD is None:
-        _IS_WORD = np.fromiter((chr(c).isalnum() or c == 95 for c in range(0x110000)), dtype=bool, count=0x110000)
+        _IS_WORD = np.zeros(0x110000, dtype=bool)
+        _WORD_BLOCKS = np.zeros(0x110000 >> 8, dtype=bool)
+    used = np.bincount(codes >> 8, minlength=len(_WORD_BLOCKS)) > 0
+    for block in np.flatnonzero(used & ~_WORD_BLOCKS).tolist():
+        first = block << 8
+        _IS_WORD[first : first + 256] = [chr(c).isalnum() or c == 95 for c in range(first, first + 256)]
+        _WORD_BLOCKS[block] = True
     return _IS_WORD
+
+
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``base**(i+1)`` and ``base**-(i+1)`` modulo 2**64 for i < n (at least), kept between calls and grown by
+    doubling: recomputing them per batch was a tenth of the signing time."""
+    global _POWERS, _INVERSE_POWERS
+    if len(_POWERS) < n:
+        size = max(n, 2 * len(_POWERS), 1 << 16)
+        with np.errstate(over="ignore"):
+            _POWERS = np.cumprod(np.full(size, _WORD_BASE, dtype=_U64))
+            _INVERSE_POWERS = np.cumprod(np.full(size, _WORD_BASE_INVERSE, dtype=_U64))
+    return _POWERS, _INVERSE_POWERS
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -69,16 +90,15 @@ def shingle_hashes(normalised: Sequence[str], width: int = 3) -> tuple[np.ndarra
     text_starts = np.zeros(len(normalised), dtype=np.int64)
     if len(normalised) > 1:
         text_starts[1:] = np.cumsum([len(t) + 1 for t in normalised[:-1]])
-    is_word = _word_table()[codes] if len(codes) else np.zeros(0, dtype=bool)
+    is_word = _word_table(codes)[codes] if len(codes) else np.zeros(0, dtype=bool)
     edges = np.diff(np.concatenate(([False], is_word, [False])).astype(np.int8))
     word_starts, word_ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
     if not len(word_starts):
         return np.zeros(0, dtype=_U64), np.zeros(len(normalised) + 1, dtype=np.int64)
     with np.errstate(over="ignore"):
-        powers = np.cumprod(np.full(len(codes), _WORD_BASE, dtype=_U64)) if len(codes) else np.zeros(0, _U64)
-        inverse = np.cumprod(np.full(len(codes) + 1, _WORD_BASE_INVERSE, dtype=_U64))
+        powers, inverse = _powers(len(codes) + 1)
         prefix = np.zeros(len(codes) + 1, dtype=_U64)
-        np.cumsum(codes.astype(_U64) * powers, out=prefix[1:])
+        np.cumsum(codes.astype(_U64) * powers[: len(codes)], out=prefix[1:])
         words = _mix((prefix[word_ends] - prefix[word_starts]) * inverse[word_starts] + _U64(1))
         owner = np.searchsorted(text_starts, word_starts, side="right") - 1
         counts = np.bincount(owner, minlength=len(normalised))
@@ -174,6 +194,64 @@ def band_keys(signature_rows: np.ndarray) -> np.ndarray:
                 h = _mix(h * _K[0] + signature_rows[:, band * ROWS + row])
             keys[:, band] = h
     return keys.view(np.int64)
+
+
+SLICE_CHARACTERS = 1_000_000  # characters hashed at once: numpy holds ~60 bytes a character while it works
+
+
+def shingle_sets(normalised: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Each already normalised text's shingle set as a sorted run of distinct hashes, concatenated, and each text's
+    offset into it: :func:`shingles` of every text, in numpy passes of about :data:`SLICE_CHARACTERS`."""
+    runs, counts, start, characters = [], [np.zeros(1, dtype=np.int64)], 0, 0
+    for end, text in enumerate(normalised, start=1):
+        characters += len(text)
+        if characters >= SLICE_CHARACTERS or end == len(normalised):
+            hashes, sizes = _distinct_shingles(normalised[start:end])
+            runs.append(hashes)
+            counts.append(sizes)
+            start, characters = end, 0
+    if not runs:
+        return np.zeros(0, dtype=_U64), np.zeros(1, dtype=np.int64)
+    return np.concatenate(runs), np.cumsum(np.concatenate(counts)).astype(np.int64)
+
+
+def _distinct_shingles(normalised: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(the texts' distinct shingle hashes, sorted text by text; how many each text has)."""
+    hashes, offsets = shingle_hashes(normalised)
+    owner = np.repeat(np.arange(len(normalised), dtype=np.int64), np.diff(offsets))
+    order = np.lexsort((hashes, owner))
+    hashes, owner = hashes[order], owner[order]
+    keep = np.ones(len(hashes), dtype=bool)
+    keep[1:] = (hashes[1:] != hashes[:-1]) | (owner[1:] != owner[:-1])
+    return hashes[keep], np.bincount(owner[keep], minlength=len(normalised)).astype(np.int64)
+
+
+def _members(offsets: np.ndarray, texts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(for each element of each listed text's run: its position in the list, its index into the hashes)."""
+    sizes = offsets[texts + 1] - offsets[texts]
+    which = np.repeat(np.arange(len(texts), dtype=np.int64), sizes)
+    starts = np.repeat(offsets[texts] - np.concatenate(([0], np.cumsum(sizes)[:-1])), sizes)
+    return which, starts + np.arange(len(which), dtype=np.int64)
+
+
+def pair_jaccards(sets: tuple[np.ndarray, np.ndarray], first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The Jaccard similarity of each pair of shingle sets (indices into :func:`shingle_sets`' texts), as
+    :func:`jaccard` gives it (same float: intersection over union of the counts). Every element of both sets of
+    every pair, keyed ``pair * distinct + rank of the hash``, is sorted once: an element of the intersection is a
+    key met twice (each set holds a hash once)."""
+    hashes, offsets = sets
+    if not len(first):
+        return np.zeros(0)
+    distinct, rank = np.unique(hashes, return_inverse=True)
+    keys = []
+    for side in (first, second):
+        pair, element = _members(offsets, np.asarray(side, dtype=np.int64))
+        keys.append(pair * len(distinct) + rank[element])
+    merged = np.sort(np.concatenate(keys))
+    twice = merged[1:][merged[1:] == merged[:-1]] // len(distinct)
+    both = np.bincount(twice, minlength=len(first))
+    either = np.diff(offsets)[first] + np.diff(offsets)[second] - both
+    return np.where(either > 0, both / np.maximum(either, 1), 0.0)
 
 
 def jaccard(a: set[int], b: set[int]) -> float:

@@ -158,11 +158,7 @@ class _Run:
     def write(self, batch: ChunkedBatch) -> None:
         """One batch in one transaction: documents, chunks, signatures; groups the removed chunks were in."""
         documents, chunks, signatures = batch
-        by_document: dict[str, list[Record]] = {}
-        for chunk in chunks:
-            by_document.setdefault(chunk["doc_id"], []).append(chunk)
         normalised = {s["chunk_id"]: s["normalised_sha256"] for s in signatures}
-        removed: list[str] = []
         with self.workspace.transaction() as tx:
             signed_before = duplicates.signed_chunks(tx, [c["chunk_id"] for c in chunks])
             put_documents(tx, [record_document(d) for d in documents])
@@ -172,14 +168,13 @@ class _Run:
                     self.summary.new += 1
                 else:
                     self.summary.changed += 1
-                added, _, marked = stored.put_document_chunks(
-                    tx, document["doc_id"], by_document.get(document["doc_id"], []), normalised, self.config_hash
-                )
-                self.summary.chunks_added += added
-                removed.extend(marked)
+            added, removed, rewritten = stored.put_document_chunks(
+                tx, [d["doc_id"] for d in documents], chunks, normalised, self.config_hash
+            )
+            self.summary.chunks_added += len(added)
             self.summary.chunks_removed += len(removed)
             duplicates.put_signatures(tx, signatures, signed_before)
-            regroup_after_removal(tx, removed)
+            regroup_after_removal(tx, removed + rewritten)
             if not self.bulk and self.summary.chunks_added > BULK_CHUNKS:
                 self.bulk = True
             if self.bulk:

@@ -14,11 +14,13 @@ key and shingle Jaccard >= the threshold); an edge depends on its two chunks onl
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+
+import numpy as np
 
 from ..store import duplicates as index
 from ..store.corpus import live_chunk_count
-from .dedup import THRESHOLD, duplicate_groups, jaccard, shingles
+from .dedup import THRESHOLD, duplicate_groups, normalise, pair_jaccards, shingle_sets
 
 BULK_SHARE = 0.2  # pending above this share of the live chunks: scan the index rather than look keys up
 
@@ -71,9 +73,9 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
     index.ensure_key_index(db)
     live_total = live_chunk_count(db)
     if waiting > BULK_SHARE * live_total:
-        pending, exact, near = None, index.exact_buckets(db), list(index.key_buckets(db))
-        near_live = index.live_ids(db, sorted({c for bucket in near for c in bucket}))
-        near = [[c for c in bucket if c in near_live] for bucket in near]
+        pending, exact = None, index.exact_buckets(db)
+        only_pending = index.live_pending_count(db) == live_total  # a first load: no pair reaches outside them
+        near = list(_pending_key_buckets(db)) if only_pending else _live_buckets(db, list(index.key_buckets(db)))
     else:
         rows = index.live_pending(db)
         pending = {chunk_id for chunk_id, _ in rows}
@@ -94,14 +96,61 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
     index.clear_pending(db)
 
 
+def _live_buckets(db: sqlite3.Connection, buckets: list[list[str]]) -> list[list[str]]:
+    live = index.live_ids(db, sorted({c for bucket in buckets for c in bucket}))
+    return [[c for c in bucket if c in live] for bucket in buckets]
+
+
+def _pending_key_buckets(db: sqlite3.Connection) -> Iterator[list[str]]:
+    """The live pending chunks sharing each band key two or more of them have, found in numpy: the keys that occur
+    twice from one sort, then the entries holding those keys (a few) grouped by key."""
+    keys, owners = index.pending_band_keys(db)
+    ordered = np.sort(keys)
+    repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+    del ordered
+    if not len(repeated):
+        return
+    at = np.minimum(np.searchsorted(repeated, keys), len(repeated) - 1)
+    hits = np.flatnonzero(repeated[at] == keys)
+    del at
+    order = np.argsort(keys[hits], kind="stable")
+    hit_keys, hit_owners = keys[hits][order], owners[hits][order]
+    ids = index.pending_ids(db, np.unique(hit_owners).tolist())
+    starts = np.flatnonzero(np.concatenate(([True], hit_keys[1:] != hit_keys[:-1])))
+    for run in np.split(hit_owners, starts[1:]):
+        yield [ids[rowid] for rowid in run.tolist()]
+
+
+PAIR_SLICE = 20_000  # candidate pairs whose Jaccard is computed at once (their chunks' texts are held meanwhile)
+
+
 def _join_near(
     db: sqlite3.Connection, components: _Components, buckets: list[list[str]], pending: set[str] | None, threshold
 ) -> None:
     """Union each candidate pair in a bucket (one of them pending; any, when ``pending`` is None) whose shingle
-    sets are similar enough. One chunk stands for the chunks of its normalised text (same shingles)."""
+    sets are similar enough. One chunk stands for the chunks of its normalised text (same shingles). The pairs'
+    Jaccard similarities are computed in slices, vectorised (:func:`~.dedup.pair_jaccards`), each chunk's
+    shingles once a slice."""
     buckets = [b for b in buckets if len(b) > 1 and (pending is None or any(c in pending for c in b))]
     digests = index.normalised_hashes(db, sorted({c for b in buckets for c in b}))
-    shingle_sets: dict[str, set[int]] = {}
+    pairs = sorted(_candidate_pairs(buckets, digests, pending))
+    pairs = [(a, b) for a, b in pairs if components.find(a) != components.find(b)]
+    for start in range(0, len(pairs), PAIR_SLICE):
+        chunk_pairs = pairs[start : start + PAIR_SLICE]
+        ids = sorted({c for pair in chunk_pairs for c in pair})
+        texts = index.texts(db, ids)
+        position = {chunk_id: i for i, chunk_id in enumerate(ids)}
+        sets = shingle_sets([normalise(texts[c]) for c in ids])
+        first = np.array([position[a] for a, _ in chunk_pairs], dtype=np.int64)
+        second = np.array([position[b] for _, b in chunk_pairs], dtype=np.int64)
+        for (a, b), similar in zip(chunk_pairs, (pair_jaccards(sets, first, second) >= threshold).tolist()):
+            if similar:
+                components.union(a, b)
+
+
+def _candidate_pairs(buckets: list[list[str]], digests: dict[str, str], pending: set[str] | None) -> set:
+    """The distinct (a, b), a < b, of representatives sharing a bucket, one of them pending (any: None)."""
+    pairs = set()
     for bucket in buckets:
         by_digest: dict[str, str] = {}
         for chunk_id in sorted(bucket):
@@ -109,12 +158,6 @@ def _join_near(
         representatives = sorted(by_digest.values())
         for i, a in enumerate(representatives):
             for b in representatives[i + 1 :]:
-                if pending is not None and a not in pending and b not in pending:
-                    continue
-                if components.find(a) == components.find(b):
-                    continue
-                missing = [c for c in (a, b) if c not in shingle_sets]
-                for chunk_id, text in index.texts(db, missing).items():
-                    shingle_sets[chunk_id] = shingles(text)
-                if jaccard(shingle_sets[a], shingle_sets[b]) >= threshold:
-                    components.union(a, b)
+                if pending is None or a in pending or b in pending:
+                    pairs.add((a, b))
+    return pairs

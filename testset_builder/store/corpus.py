@@ -33,35 +33,43 @@ def chunker_by_document(db: sqlite3.Connection) -> dict[str, str]:
 
 
 def put_document_chunks(
-    db: sqlite3.Connection, doc_id: str, chunks: Sequence[dict], normalised: dict[str, str], config_sha256: str
-) -> tuple[int, int, list[str]]:
-    """Make ``chunks`` (chunk records, see :mod:`~testset_builder.corpus.batches`) the live chunks of ``doc_id``:
-    new ones are added (a chunk id seen before comes back to life, its span and text version those of the
-    document's current text), the document's other live chunks are marked removed. ``normalised``: chunk id ->
-    normalised-text sha256. Store the document first. Returns (added, marked removed, the ids marked removed)."""
+    db: sqlite3.Connection,
+    doc_ids: Sequence[str],
+    chunks: Sequence[dict],
+    normalised: dict[str, str],
+    config_sha256: str,
+) -> tuple[list[str], list[str], list[str]]:
+    """Make ``chunks`` (chunk records, see :mod:`~testset_builder.corpus.batches`) the live chunks of the documents
+    ``doc_ids`` (a batch of them): new ones are added (a chunk id seen before comes back to life, its text, span
+    and text version those of the document's current text), the documents' other live chunks are marked removed.
+    ``normalised``: chunk id -> normalised-text sha256. Store the documents first. Returns the ids (added: not
+    live before; marked removed; rewritten: live before with another text, as a prechunked document's one chunk
+    whose text changed: it must leave the duplicate group it was in)."""
     now = utc_timestamp()
-    live_before = {
-        row[0] for row in db.execute("SELECT chunk_id FROM chunks WHERE doc_id = ? AND removed_at IS NULL", (doc_id,))
-    }
+    live_before: dict[str, str | None] = {}
+    for batch in duplicates.batches(list(doc_ids)):
+        sql = (
+            f"SELECT chunk_id, text_sha256 FROM chunks WHERE doc_id IN ({duplicates.marks(batch)}) "
+            "AND removed_at IS NULL"
+        )
+        live_before.update(db.execute(sql, batch))
     db.executemany(
         'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at, config_sha256, doc_sha256, '
         f"text_sha256, normalised_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {CURRENT_DOCUMENT_SHA}, ?, ?) "
-        "ON CONFLICT(chunk_id) DO UPDATE SET removed_at = NULL, config_sha256 = excluded.config_sha256, "
+        "ON CONFLICT(chunk_id) DO UPDATE SET removed_at = NULL, text = excluded.text, "
+        "config_sha256 = excluded.config_sha256, "
         'start = excluded.start, "end" = excluded."end", metadata = excluded.metadata, '
         "doc_sha256 = excluded.doc_sha256, text_sha256 = excluded.text_sha256, "
         "normalised_sha256 = excluded.normalised_sha256",
         [(c["chunk_id"], c["doc_id"], c["text"], c["start"], c["end"], c["metadata"], now, config_sha256, c["doc_id"],
           c["text_sha256"], normalised[c["chunk_id"]]) for c in chunks],
     )  # fmt: skip
-    live = [c["chunk_id"] for c in chunks]
-    added = len(set(live) - live_before)
-    placeholders = ",".join("?" * len(live)) or "''"
-    sql = (
-        "UPDATE chunks SET removed_at = ? WHERE doc_id = ? AND removed_at IS NULL "
-        f"AND chunk_id NOT IN ({placeholders}) RETURNING chunk_id"
-    )
-    removed = [row[0] for row in db.execute(sql, (now, doc_id, *live))]
-    return added, len(removed), removed
+    live = {c["chunk_id"]: c["text_sha256"] for c in chunks}
+    added = [chunk_id for chunk_id in live if chunk_id not in live_before]
+    rewritten = [c for c, sha in live.items() if c in live_before and live_before[c] not in (sha, None)]
+    removed = sorted(c for c in live_before if c not in live)
+    db.executemany("UPDATE chunks SET removed_at = ? WHERE chunk_id = ?", [(now, c) for c in removed])
+    return added, removed, rewritten
 
 
 def remove_document(db: sqlite3.Connection, doc_id: str) -> list[str]:

@@ -10,35 +10,42 @@ import sqlite3
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 
+import numpy as np
+
 _IN_BATCH = 500
 _SEPARATOR = "\x1f"
 
 
-def _batches(values: Sequence, size: int = _IN_BATCH) -> Iterator[Sequence]:
+def batches(values: Sequence, size: int = _IN_BATCH) -> Iterator[Sequence]:
     for start in range(0, len(values), size):
         yield values[start : start + size]
 
 
-def _marks(values: Sequence) -> str:
+def marks(values: Sequence) -> str:
     return ",".join("?" * len(values))
 
 
-def signed_chunks(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> set[str]:
-    """Those of ``chunk_ids`` stored with a signature before (their LSH rows exist)."""
-    found = set()
-    for batch in _batches(list(chunk_ids)):
-        sql = f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({_marks(batch)}) AND normalised_sha256 IS NOT NULL"
-        found.update(row[0] for row in db.execute(sql, batch))
+def signed_chunks(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
+    """Those of ``chunk_ids`` stored with a signature before (their LSH rows exist): chunk id -> the normalised
+    sha256 they were signed with."""
+    found = {}
+    for batch in batches(list(chunk_ids)):
+        sql = (
+            f"SELECT chunk_id, normalised_sha256 FROM chunks WHERE chunk_id IN ({marks(batch)}) "
+            "AND normalised_sha256 IS NOT NULL"
+        )
+        found.update(db.execute(sql, batch))
     return found
 
 
-def put_signatures(db: sqlite3.Connection, signatures: Iterable[dict], signed_before: set[str]) -> None:
-    """Store the LSH keys of chunks (signature records; a chunk in ``signed_before`` has its rows) and mark them
-    pending."""
+def put_signatures(db: sqlite3.Connection, signatures: Iterable[dict], signed_before: dict[str, str]) -> None:
+    """Store the LSH keys of chunks (signature records) and mark them pending. A chunk signed before with the same
+    normalised text has its rows; one whose text changed under its id (a prechunked document's chunk) gets its new
+    keys beside the old (a stale key only adds a candidate that the Jaccard check rejects)."""
     rows = list(signatures)
     db.executemany(
         "INSERT INTO chunk_lsh (key, chunk_id) VALUES (?, ?)",
-        [(key, r["chunk_id"]) for r in rows if r["chunk_id"] not in signed_before
+        [(key, r["chunk_id"]) for r in rows if signed_before.get(r["chunk_id"]) != r["normalised_sha256"]
          for key in struct.unpack(f"<{len(r['band_keys']) // 8}q", r["band_keys"])],
     )  # fmt: skip
     db.executemany(
@@ -60,6 +67,39 @@ def live_pending(db: sqlite3.Connection) -> list[tuple[str, str]]:
     return db.execute(sql).fetchall()
 
 
+def live_pending_count(db: sqlite3.Connection) -> int:
+    sql = "SELECT COUNT(*) FROM chunk_dedup_pending p JOIN chunks c USING (chunk_id) WHERE c.removed_at IS NULL"
+    return db.execute(sql).fetchone()[0]
+
+
+def pending_band_keys(db: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray]:
+    """The band keys of the live pending chunks as numpy arrays: (keys int64, the pending row each belongs to);
+    read a slice at a time, so a first load of millions of chunks holds 12 bytes a key, not Python objects."""
+    keys, owners = [], []
+    sql = (
+        "SELECT p.rowid, p.band_keys FROM chunk_dedup_pending p JOIN chunks c USING (chunk_id) "
+        "WHERE c.removed_at IS NULL AND length(p.band_keys) > 0"
+    )
+    cursor = db.execute(sql)
+    while rows := cursor.fetchmany(50_000):
+        packed = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<i8")
+        keys.append(packed.astype(np.int64))
+        owners.append(np.repeat(np.array([rowid for rowid, _ in rows], dtype=np.int64),
+                                [len(blob) // 8 for _, blob in rows]))  # fmt: skip
+    if not keys:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(keys), np.concatenate(owners)
+
+
+def pending_ids(db: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:
+    """Pending row -> its chunk id (rows as :func:`pending_band_keys` names them)."""
+    found = {}
+    for batch in batches(list(rowids)):
+        found.update(db.execute(f"SELECT rowid, chunk_id FROM chunk_dedup_pending WHERE rowid IN ({marks(batch)})",
+                                batch))  # fmt: skip
+    return found
+
+
 def clear_pending(db: sqlite3.Connection) -> None:
     db.execute("DELETE FROM chunk_dedup_pending")
 
@@ -67,9 +107,9 @@ def clear_pending(db: sqlite3.Connection) -> None:
 def live_by_normalised(db: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, list[str]]:
     """normalised sha256 -> live chunk ids, for the hashes given."""
     found: dict[str, list[str]] = {}
-    for batch in _batches(list(hashes)):
+    for batch in batches(list(hashes)):
         sql = (
-            f"SELECT normalised_sha256, chunk_id FROM chunks WHERE normalised_sha256 IN ({_marks(batch)}) "
+            f"SELECT normalised_sha256, chunk_id FROM chunks WHERE normalised_sha256 IN ({marks(batch)}) "
             "AND removed_at IS NULL"
         )
         for digest, chunk_id in db.execute(sql, batch):
@@ -79,8 +119,8 @@ def live_by_normalised(db: sqlite3.Connection, hashes: Sequence[str]) -> dict[st
 
 def live_by_text(db: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for batch in _batches(list(hashes)):
-        sql = f"SELECT text_sha256, chunk_id FROM chunks WHERE text_sha256 IN ({_marks(batch)}) AND removed_at IS NULL"
+    for batch in batches(list(hashes)):
+        sql = f"SELECT text_sha256, chunk_id FROM chunks WHERE text_sha256 IN ({marks(batch)}) AND removed_at IS NULL"
         for digest, chunk_id in db.execute(sql, batch):
             found.setdefault(digest, []).append(chunk_id)
     return found
@@ -105,10 +145,10 @@ def pending_keys(db: sqlite3.Connection) -> list[int]:
 
 def live_by_key(db: sqlite3.Connection, keys: Sequence[int]) -> Iterator[list[str]]:
     """For each of ``keys`` two or more live chunks share: their ids."""
-    for batch in _batches(list(keys)):
+    for batch in batches(list(keys)):
         sql = (
             f"SELECT group_concat(l.chunk_id, '{_SEPARATOR}') FROM chunk_lsh l JOIN chunks c USING (chunk_id) "
-            f"WHERE l.key IN ({_marks(batch)}) AND c.removed_at IS NULL GROUP BY l.key HAVING COUNT(*) > 1"
+            f"WHERE l.key IN ({marks(batch)}) AND c.removed_at IS NULL GROUP BY l.key HAVING COUNT(*) > 1"
         )
         for (members,) in db.execute(sql, batch):
             yield members.split(_SEPARATOR)
@@ -123,23 +163,23 @@ def key_buckets(db: sqlite3.Connection) -> Iterator[list[str]]:
 
 def live_ids(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> set[str]:
     live = set()
-    for batch in _batches(list(chunk_ids)):
-        sql = f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({_marks(batch)}) AND removed_at IS NULL"
+    for batch in batches(list(chunk_ids)):
+        sql = f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({marks(batch)}) AND removed_at IS NULL"
         live.update(row[0] for row in db.execute(sql, batch))
     return live
 
 
 def texts(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
     found = {}
-    for batch in _batches(list(chunk_ids)):
-        found.update(db.execute(f"SELECT chunk_id, text FROM chunks WHERE chunk_id IN ({_marks(batch)})", batch))
+    for batch in batches(list(chunk_ids)):
+        found.update(db.execute(f"SELECT chunk_id, text FROM chunks WHERE chunk_id IN ({marks(batch)})", batch))
     return found
 
 
 def normalised_hashes(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
     found = {}
-    for batch in _batches(list(chunk_ids)):
-        sql = f"SELECT chunk_id, normalised_sha256 FROM chunks WHERE chunk_id IN ({_marks(batch)})"
+    for batch in batches(list(chunk_ids)):
+        sql = f"SELECT chunk_id, normalised_sha256 FROM chunks WHERE chunk_id IN ({marks(batch)})"
         found.update(db.execute(sql, batch))
     return found
 
@@ -147,10 +187,10 @@ def normalised_hashes(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[
 def group_members(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
     """group_id -> member chunk ids, of the groups any of ``chunk_ids`` is in."""
     groups: dict[str, list[str]] = {}
-    for batch in _batches(list(chunk_ids)):
+    for batch in batches(list(chunk_ids)):
         sql = (
             "SELECT group_id, chunk_id FROM chunk_duplicates WHERE group_id IN "
-            f"(SELECT group_id FROM chunk_duplicates WHERE chunk_id IN ({_marks(batch)}))"
+            f"(SELECT group_id FROM chunk_duplicates WHERE chunk_id IN ({marks(batch)}))"
         )
         for group_id, chunk_id in db.execute(sql, batch):
             groups.setdefault(group_id, [])

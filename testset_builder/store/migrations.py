@@ -561,7 +561,7 @@ def _backfill_duplicate_index(db: sqlite3.Connection, batch: int = 2000) -> None
             "UPDATE chunks SET text_sha256 = ?, normalised_sha256 = ? WHERE chunk_id = ?",
             [(text_sha256(c["text"]), s["normalised_sha256"], c["chunk_id"]) for c, s in zip(chunks, signed)],
         )
-        put_signatures(db, signed, set())
+        put_signatures(db, signed, {})
         after = rows[-1][0]
     db.execute("DELETE FROM chunk_duplicates")
     settle_pending(db)

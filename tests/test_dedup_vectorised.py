@@ -1,0 +1,34 @@
+"""The vectorised duplicate kernels give what the one-text definitions give: each chunk's shingle set, and the Jaccard
+similarity of any pair, float for float (the incremental index must group exactly as the reference does)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from testset_builder.corpus import dedup
+from testset_builder.corpus.dedup import jaccard, normalise, pair_jaccards, shingle_sets, shingles
+
+words = st.sampled_from(["recall", "ndcg", "Recall", "the", "a", "pool", "ÿes", "日本", "x_y", "", " ", "\u00a0"])
+texts = st.lists(st.lists(words, max_size=30).map(" ".join), min_size=1, max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts, st.integers(1, 200), st.data())
+def test_shingle_sets_and_pair_jaccards_equal_the_one_text_definitions(corpus, slice_characters, data):
+    original = dedup.SLICE_CHARACTERS
+    dedup.SLICE_CHARACTERS = slice_characters  # slicing the hashing changes nothing
+    try:
+        hashes, offsets = shingle_sets([normalise(t) for t in corpus])
+    finally:
+        dedup.SLICE_CHARACTERS = original
+    for i, text in enumerate(corpus):
+        run = hashes[offsets[i] : offsets[i + 1]]
+        assert run.tolist() == sorted(shingles(text))
+    index = st.integers(0, len(corpus) - 1)
+    pairs = data.draw(st.lists(st.tuples(index, index), max_size=40))
+    first = np.array([a for a, _ in pairs], dtype=np.int64)
+    second = np.array([b for _, b in pairs], dtype=np.int64)
+    expected = [jaccard(shingles(corpus[a]), shingles(corpus[b])) for a, b in pairs]
+    assert pair_jaccards((hashes, offsets), first, second).tolist() == expected
