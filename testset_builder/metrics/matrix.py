@@ -136,6 +136,13 @@ def _break_ties(
     return np.stack((positions, positions[np.lexsort((id_rank.to_numpy(), segment))]))
 
 
+def _single_precision(scores: pa.ChunkedArray) -> np.ndarray:
+    """The scores as float32 (as trec_eval stores them), converted chunk by chunk: no float64 copy of the column."""
+    return np.concatenate(
+        [np.empty(0, dtype=np.float32)] + [chunk.to_numpy().astype(np.float32) for chunk in scores.chunks]
+    )
+
+
 def _group_starts(query_rows: np.ndarray) -> np.ndarray:
     """Position of the first row of each run of equal ``query_rows`` (each query's rows are contiguous)."""
     if len(query_rows) == 0:
@@ -155,15 +162,18 @@ def _pair_keys(query_rows: np.ndarray, chunk_hashes: np.ndarray, query_bits: int
     return keys
 
 
-def _run_grades(
+def _judged_rows(
     qrels_table: pa.Table,
     qrels_rows: np.ndarray,
     query_rows: np.ndarray,
     chunk_hashes: np.ndarray,
     chunk_ids: pa.ChunkedArray,
     table_rows: np.ndarray | None,
-) -> np.ndarray:
-    """The qrels grade of each run row, 0 where its (query, chunk) pair is not judged.
+) -> tuple[np.ndarray, np.ndarray]:
+    """The run rows whose (query, chunk) pair has a nonzero qrels grade, and those grades (ascending rows).
+
+    Only these rows can put anything in the grade matrix, so they are all that is carried on (a few percent of a
+    run, where a dense grade per row would be tens of MB to allocate, reorder and scan).
 
     Row i has query ``query_rows[i]``, chunk id hash ``chunk_hashes[i]`` and chunk id ``chunk_ids[table_rows[i]]``
     (``chunk_ids[i]`` when ``table_rows`` is None). Pairs are matched on query-major keys (:func:`_pair_keys`).
@@ -173,9 +183,8 @@ def _run_grades(
     match is confirmed on the chunk id strings (query rows are exact codes), so a hash collision costs a comparison
     but cannot change a grade. This is several times faster than Arrow's hash join on the two string columns.
     """
-    grades = np.zeros(len(query_rows), dtype=np.int64)
     if len(query_rows) == 0 or qrels_table.num_rows == 0:
-        return grades
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     query_bits = int(qrels_rows.max()).bit_length() or 1  # every run query row is a qrels query row
     judged_keys = _pair_keys(qrels_rows, string_hash64(qrels_table.column(CHUNK_ID)), query_bits)
     judged_order = np.argsort(judged_keys, kind="stable")  # timsort: qrels are usually grouped by query already
@@ -201,8 +210,17 @@ def _run_grades(
     judged_rows = judged_order[positions]
     run_ids = chunk_ids.take(pa.array(rows if table_rows is None else table_rows[rows]))
     same_id = pc.equal(run_ids, qrels_table.column(CHUNK_ID).take(pa.array(judged_rows))).to_numpy(zero_copy_only=False)
-    grades[rows[same_id]] = qrels_table.column(GRADE).to_numpy()[judged_rows[same_id]]
-    return grades
+    rows, grades = rows[same_id], qrels_table.column(GRADE).to_numpy()[judged_rows[same_id]]
+    nonzero = grades != 0
+    return rows[nonzero], grades[nonzero]
+
+
+def _moved_by(swaps: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``positions`` after the tie-break permutation ``swaps`` (the row at ``swaps[1][i]`` moves to ``swaps[0][i]``)."""
+    by_old = np.argsort(swaps[1])
+    old, new = swaps[1][by_old], swaps[0][by_old]
+    at = np.minimum(np.searchsorted(old, positions), len(old) - 1)
+    return np.where(old[at] == positions, new[at], positions)
 
 
 def build_grade_matrix(qrels: Qrels, run: Run, depth: int | None = None) -> GradeMatrix:
@@ -224,33 +242,35 @@ def build_grade_matrix(qrels: Qrels, run: Run, depth: int | None = None) -> Grad
     code_rows = pc.index_in(first_ids, value_set=query_ids).fill_null(-1).to_numpy()  # int32: half the traffic
     dropped = int(np.count_nonzero(code_rows < 0))
     query_rows = code_rows[codes.codes]
-    scores = run_table.column(SCORE).to_numpy().astype(np.float32)
+    scores = _single_precision(run_table.column(SCORE))
     table_rows = None  # row i of the arrays below is row table_rows[i] of the run table (None: the same row)
     if dropped:
         table_rows = np.flatnonzero(query_rows >= 0)
         query_rows, scores = query_rows[table_rows], scores[table_rows]
 
     chunk_hashes = run.chunk_hashes if table_rows is None else run.chunk_hashes[table_rows]
-    grades_of_rows, order = in_parallel(
-        lambda: _run_grades(qrels_table, qrels_rows, query_rows, chunk_hashes, run_table.column(CHUNK_ID), table_rows),
+    (judged, judged_grades), order = in_parallel(
+        lambda: _judged_rows(qrels_table, qrels_rows, query_rows, chunk_hashes, run_table.column(CHUNK_ID), table_rows),
         lambda: _rank_order(query_rows, scores, grouped=codes.contiguous),
     )
     if order is not None:
         table_rows = order if table_rows is None else table_rows[order]
-        query_rows, scores, grades_of_rows = query_rows[order], scores[order], grades_of_rows[order]
+        query_rows, scores = query_rows[order], scores[order]
+        new_position = np.empty(len(order), dtype=np.int64)
+        new_position[order] = np.arange(len(order))
+        judged = new_position[judged]
     swaps = _break_ties(query_rows, scores, run_table.column(CHUNK_ID), table_rows)
     if swaps is not None:
-        grades_of_rows[swaps[0]] = grades_of_rows[swaps[1]]
+        judged = _moved_by(swaps, judged)
     starts = _group_starts(query_rows)
     num_retrieved = np.zeros(n_queries, dtype=np.int64)
     num_retrieved[query_rows[starts]] = np.diff(np.append(starts, len(query_rows)))
 
     max_depth = int(num_retrieved.max()) if n_queries else 0
     width = max_depth if depth is None else min(depth, max_depth)
-    judged = np.flatnonzero(grades_of_rows)  # only rows with a nonzero grade reach the matrix: rank just those
     rank = judged - starts[np.searchsorted(starts, judged, side="right") - 1]
-    judged, rank = judged[rank < width], rank[rank < width]
-    judged_grades = grades_of_rows[judged]
+    keep = rank < width
+    judged, rank, judged_grades = judged[keep], rank[keep], judged_grades[keep]
     dtype = np.int8 if not len(judged_grades) or np.abs(judged_grades).max() < 127 else np.int64
     grades = np.zeros((n_queries, width), dtype=dtype)
     grades[query_rows[judged], rank] = judged_grades
