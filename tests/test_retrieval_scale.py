@@ -118,8 +118,36 @@ def test_float16_embeddings_keep_float32s_top_10_on_scifact_but_for_near_ties(sc
     assert min(kept) >= 0.9 and np.mean(kept) >= 0.99
 
 
-def test_workspace_passages_are_read_from_the_store_as_the_chunks_stand(docs_workspace):
+@pytest.fixture
+def small_workspace(tmp_path):
+    """A workspace of 40 documents of three chunks each, titled, written through the store."""
+    from testset_builder.records import Chunk, Document
+    from testset_builder.store import open_workspace
+
+    words = ["retrieval", "pooling", "judges", "review", "release", "metrics", "corpus", "chunks", "queries", "labels"]
+    with open_workspace(tmp_path / "ws") as ws:
+        documents, chunks = [], []
+        for d in range(40):
+            parts = [" ".join(words[(d * 3 + i + j) % len(words)] + f" w{d}x{i}" for j in range(12)) for i in range(3)]
+            documents.append(Document(doc_id=f"doc{d:02d}", text="\n".join(parts), title=f"Title {d}"))
+            start = 0
+            for i, part in enumerate(parts):
+                chunks.append(
+                    Chunk(
+                        chunk_id=f"doc{d:02d}#{i}", doc_id=f"doc{d:02d}", text=part, start=start, end=start + len(part)
+                    )
+                )
+                start += len(part) + 1
+        with ws.transaction() as db:
+            rows.put_documents(db, documents)
+            rows.put_chunks(db, chunks)
+        yield ws
+
+
+def test_workspace_passages_are_read_from_the_store_as_the_chunks_stand(small_workspace):
+    docs_workspace = small_workspace
     ids, passages = rows.live_chunk_passages(docs_workspace.db)
+    assert len(ids) == 120 and passages[0].startswith("Title 0\n")
     indexes = WorkspaceIndexes(docs_workspace, ("bm25",))
     assert indexes.chunk_ids == ids and len(indexes.passages) == len(ids) and list(indexes.passages) == ids
     assert all(indexes.passages[c] == p for c, p in zip(ids, passages))
