@@ -148,6 +148,14 @@ def chunk(
             "(on a terminal you are asked instead).",
         ),
     ] = False,
+    rehash: Annotated[
+        bool,
+        typer.Option(
+            "--rehash",
+            help="Read every file, even those whose size and modification time are unchanged since they were last "
+            "chunked (skipped by default).",
+        ),
+    ] = False,
     engine: Annotated[
         Literal["local", "ray"],
         typer.Option(
@@ -169,7 +177,8 @@ def chunk(
 ) -> None:
     """Load a corpus and chunk it into the workspace, incrementally.
 
-    Unchanged documents are skipped on a rerun; changed ones are re-chunked (their old chunks are marked removed, not
+    Unchanged documents are skipped on a rerun (a file whose size and modification time are unchanged is not even
+    read; --rehash reads them all); changed ones are re-chunked (their old chunks are marked removed, not
     deleted). A document is marked removed only when its own file was read and no longer holds it, or its file is
     gone from a folder given; a large removal needs --allow-removal. A folder loads every supported format in it
     (text, Markdown, HTML, PDF, JSONL, Parquet, BEIR corpus.jsonl) and reports what it skipped; with two folders,
@@ -212,7 +221,13 @@ def chunk(
     ):
         try:
             summary = ingest(
-                ws, loaded, chunking, progress=progress, allow_removal=allow_removal, engine=chunker_engine
+                ws,
+                loaded,
+                chunking,
+                progress=progress,
+                allow_removal=allow_removal,
+                engine=chunker_engine,
+                rehash=rehash,
             )
         except LargeRemovalError as refused:
             if json_output or not (sys.stdin.isatty() and sys.stderr.isatty()):
@@ -222,7 +237,9 @@ def chunk(
             if not typer.confirm("Mark them removed?", default=False, err=True):
                 raise
             loaded = load()
-            summary = ingest(ws, loaded, chunking, progress=progress, allow_removal=True, engine=chunker_engine)
+            summary = ingest(
+                ws, loaded, chunking, progress=progress, allow_removal=True, engine=chunker_engine, rehash=rehash
+            )
     if json_output:
         report = {"skipped_files": [str(s) for s in loaded.skipped], "warnings": [str(n) for n in loaded.notes]}
         print(json.dumps({**summary.as_dict(), **report}, indent=2))

@@ -36,7 +36,7 @@ from ..store.history import record_stage_run
 from ..store.rows import content_sha256, put_documents
 from ..store.workspace import Workspace, utc_timestamp
 from .batches import ChunkedBatch, Engine, Record, document_record, local_engine, record_document
-from .loaders import LoadResult, nothing_loaded
+from .loaders import LoadResult, UnreadFile, nothing_loaded
 from .regroup import regroup_after_removal, settle_pending
 
 SMALL_REMOVAL = 3  # removing this many documents or fewer never needs --allow-removal
@@ -96,13 +96,15 @@ def ingest(
     progress=None,
     allow_removal: bool = False,
     engine: Engine = local_engine,
+    rehash: bool = False,
 ) -> IngestSummary:
     """Chunk ``loaded`` into ``workspace`` (``sources`` is accepted for older callers; ``loaded`` says what was read;
     its ``documents`` may be a list or a stream, as :func:`~.loaders.stream_sources` gives). ``engine`` chunks and
-    signs the batches. Raises :class:`LargeRemovalError`, having marked nothing removed, when the removal guard
-    trips and removal is not allowed."""
+    signs the batches. A file read as one document whose stat is unchanged since it was last chunked is not read
+    again (its document counts as unchanged) unless ``rehash``. Raises :class:`LargeRemovalError`, having marked
+    nothing removed, when the removal guard trips and removal is not allowed."""
     with workspace.exclusive("chunk"):
-        return _ingest(workspace, loaded, config, progress, allow_removal, engine)
+        return _ingest(workspace, loaded, config, progress, allow_removal, engine, rehash)
 
 
 def _guard_removal(gone: dict[str, str], live: int, share: float) -> None:
@@ -110,39 +112,71 @@ def _guard_removal(gone: dict[str, str], live: int, share: float) -> None:
         raise LargeRemovalError(len(gone), live, share, dict(Counter(gone.values()).most_common()))
 
 
+RACY_NS = 2_000_000_000  # a file modified this close to (or after) the stat that recorded it is read again
+
+
 class _Run:
     """One ingest's state: what is known from the store, what the load showed (ids only), the counts."""
 
     def __init__(self, workspace: Workspace, config: ChunkingConfig, progress) -> None:
         self.workspace, self.config, self.progress = workspace, config, progress
+        self.started_ns = time.time_ns()
         self.config_hash = config.chunker_sha256()
         self.known = stored.known_documents(workspace.db)
-        self.chunked_with = stored.chunker_by_document(workspace.db)
+        self.files = stored.source_files(workspace.db)
         self.loaded_ids: set[str] = set()
         self.summary = IngestSummary()
         self.task = progress.add_task("chunking", total=None) if progress else None
         self.bulk = not any(not d.removed for d in self.known.values())
+        self.verified_files: list[tuple[str, stored.SourceFile]] = []  # files of unchanged documents, read this run
+        self.batch_files: dict[str, tuple[str, stored.SourceFile]] = {}  # doc_id -> its file, until it is written
 
-    def unchanged(self, document: Document) -> bool:
+    def file_unchanged(self, path: str, doc_id: str, size: int, mtime_ns: int) -> bool:
+        """Whether a file need not be read (the loader's :data:`~.loaders.FileCheck`): its stat is the one recorded
+        when it last gave this document's live text, cut with this config. As git's index does, a file whose
+        mtime is not clearly before the recording stat ('racy': it could have changed within the same tick) is
+        read again."""
+        seen = self.files.get(path)
+        if seen is None or (seen.doc_id, seen.size, seen.mtime_ns, seen.config_sha256) != (
+            doc_id, size, mtime_ns, self.config_hash,
+        ):  # fmt: skip
+            return False
+        if mtime_ns >= seen.checked_ns - RACY_NS:
+            return False
+        known = self.known.get(doc_id)
+        return known is not None and not known.removed and known.content_sha256 == seen.content_sha256
+
+    def unchanged(self, document: Document, sha256: str) -> bool:
         previous = self.known.get(document.doc_id)
         return (
             previous is not None
             and not previous.removed
-            and previous.content_sha256 == content_sha256(document.text)
-            and self.chunked_with.get(document.doc_id) == self.config_hash
+            and previous.content_sha256 == sha256
+            and stored.chunker_of(self.workspace.db, document.doc_id) == self.config_hash
         )
 
-    def to_chunk(self, documents: Iterable[Document]) -> Iterator[list[Record]]:
-        """The new and changed documents in bounded batches; the unchanged ones counted and passed over."""
+    def to_chunk(self, documents: Iterable[Document | UnreadFile], file_stats: dict) -> Iterator[list[Record]]:
+        """The new and changed documents in bounded batches; the unchanged ones (and unread files) counted and
+        passed over."""
         batch: list[Record] = []
         characters = 0
         for document in documents:
             self.loaded_ids.add(document.doc_id)
             self.summary.documents += 1
-            if self.unchanged(document):
+            if isinstance(document, UnreadFile):
                 self.summary.unchanged += 1
                 self.advance()
                 continue
+            sha256 = content_sha256(document.text)
+            stat = file_stats.pop(document.doc_id, None)
+            if self.unchanged(document, sha256):
+                self.summary.unchanged += 1
+                if stat:
+                    self.verified_files.append(self.source_file(document.doc_id, sha256, stat))
+                self.advance()
+                continue
+            if stat:
+                self.batch_files[document.doc_id] = self.source_file(document.doc_id, sha256, stat)
             batch.append(document_record(document))
             characters += len(document.text)
             if len(batch) >= BATCH_DOCUMENTS or characters >= BATCH_CHARACTERS:
@@ -150,6 +184,18 @@ class _Run:
                 batch, characters = [], 0
         if batch:
             yield batch
+
+    def source_file(self, doc_id: str, sha256: str, stat: tuple[str, int, int]) -> tuple[str, stored.SourceFile]:
+        path, size, mtime_ns = stat
+        return path, stored.SourceFile(doc_id, size, mtime_ns, sha256, self.config_hash, self.started_ns)
+
+    def files_to_record(self, documents: Iterable[Record] = ()) -> list[tuple[str, stored.SourceFile]]:
+        """The files to record with a transaction: those of its documents (never before the documents' chunks are
+        written: a recorded file is trusted to have been chunked) and of the unchanged documents read so far."""
+        files = [self.batch_files.pop(d["doc_id"]) for d in documents if d["doc_id"] in self.batch_files]
+        files += self.verified_files
+        self.verified_files = []
+        return files
 
     def advance(self, n: int = 1) -> None:
         if self.progress:
@@ -174,6 +220,7 @@ class _Run:
             self.summary.chunks_added += len(added)
             self.summary.chunks_removed += len(removed)
             duplicates.put_signatures(tx, signatures, signed_before)
+            stored.put_source_files(tx, self.files_to_record(documents))
             regroup_after_removal(tx, removed + rewritten)
             if not self.bulk and self.summary.chunks_added > BULK_CHUNKS:
                 self.bulk = True
@@ -183,16 +230,25 @@ class _Run:
 
 
 def _ingest(
-    workspace: Workspace, loaded: LoadResult, config: ChunkingConfig, progress, allow_removal: bool, engine: Engine
+    workspace: Workspace,
+    loaded: LoadResult,
+    config: ChunkingConfig,
+    progress,
+    allow_removal: bool,
+    engine: Engine,
+    rehash: bool,
 ) -> IngestSummary:
     started, now = time.perf_counter(), utc_timestamp()
     run = _Run(workspace, config, progress)
     summary = run.summary
-    for batch in engine(run.to_chunk(loaded.documents), config):
+    if not rehash:
+        loaded.unchanged_file = run.file_unchanged
+    for batch in engine(run.to_chunk(loaded.documents, loaded.file_stats), config):
         run.write(batch)
     summary.skipped = len(loaded.skipped)
     summary.skipped_by_reason = dict(Counter(s.reason.split(" (")[0] for s in loaded.skipped))
     with workspace.transaction() as tx:
+        stored.put_source_files(tx, run.files_to_record())
         settle_pending(tx)  # also what a killed run left
     gone = documents_gone(run.known, loaded, run.loaded_ids)
     if not summary.documents and not gone:  # an empty load that removes nothing: a mistyped or empty source

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,13 +50,31 @@ class Skipped:
         return f"{self.source}:{self.line}: {self.reason}" if self.line else f"{self.source}: {self.reason}"
 
 
+@dataclass(frozen=True)
+class UnreadFile:
+    """In a stream, in place of a file's one document: the file its consumer called unchanged (see
+    :attr:`LoadResult.unchanged_file`), so it was not read. Its document's id and source, as reading it gives."""
+
+    doc_id: str
+    source: str
+
+
+FileCheck = Callable[[str, str, int, int], bool]
+"""(resolved path, document id, size, mtime_ns) -> whether the file is known unchanged since its document was read."""
+
+
 @dataclass
 class LoadResult:
     documents: list[Document] = field(default_factory=list)  # an iterator when streamed (stream_sources)
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[Skipped] = field(default_factory=list)  # what a reader warned about in a file it did load
-    read: set[str] = field(default_factory=set)  # resolved paths of the files read whole
+    read: set[str] = field(default_factory=set)  # resolved paths of the files read whole (or known unchanged)
     roots: list[Path] = field(default_factory=list)  # resolved folders (and single files) the sources name
+    # doc_id -> (resolved path, size, mtime_ns) of a file read as one document: its stat, taken before reading it
+    file_stats: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    # set by the consumer of a stream before iterating it: a text/HTML/PDF file it calls unchanged is not read
+    # but given as an UnreadFile
+    unchanged_file: FileCheck | None = None
 
     def extend(self, other: LoadResult) -> None:
         self.documents.extend(other.documents)
@@ -63,6 +82,7 @@ class LoadResult:
         self.notes.extend(other.notes)
         self.read |= other.read
         self.roots.extend(other.roots)
+        self.file_stats.update(other.file_stats)
 
 
 class _Collector:
@@ -177,21 +197,34 @@ def load_files(paths: Iterable[Path], root: Path | None = None, strict: bool = F
     collector = _Collector(strict)
     for path in sorted(paths):
         doc_id = file_doc_id(path.relative_to(root).as_posix() if root else path.name, prefix)
-        if path.stat().st_size == 0:
-            collector.skip(str(path), "empty file")
-            continue
-        try:
-            document, notes = load_file_noting(path, doc_id)
-        except ValueError as error:
-            collector.skip(str(path), str(error))
-            continue
-        collector.result.notes.extend(Skipped(str(path), None, f"page {p}: {m}" if p else m) for p, m in notes)
-        collector.result.read.add(str(path.resolve()))
-        if not document.text.strip():
-            collector.skip(str(path), "no text in the file")
-            continue
-        collector.add(document, str(path))
+        _load_one_file(collector, path, str(path.resolve()), path.stat(), doc_id, None)
     return collector.result
+
+
+def _load_one_file(
+    collector: _Collector, path: Path, resolved: str, stat: os.stat_result, doc_id: str, unchanged: FileCheck | None
+) -> None:
+    """One text, HTML or PDF file as one document into ``collector``: not read when ``unchanged`` says it is
+    unchanged; its stat kept in ``file_stats`` when read."""
+    if stat.st_size == 0:
+        collector.skip(str(path), "empty file")
+        return
+    if unchanged is not None and unchanged(resolved, doc_id, stat.st_size, stat.st_mtime_ns):
+        collector.result.read.add(resolved)
+        collector.result.documents.append(UnreadFile(doc_id, str(path)))
+        return
+    try:
+        document, notes = load_file_noting(path, doc_id)
+    except ValueError as error:
+        collector.skip(str(path), str(error))
+        return
+    collector.result.notes.extend(Skipped(str(path), None, f"page {p}: {m}" if p else m) for p, m in notes)
+    collector.result.read.add(resolved)
+    if not document.text.strip():
+        collector.skip(str(path), "no text in the file")
+        return
+    collector.result.file_stats[doc_id] = (resolved, stat.st_size, stat.st_mtime_ns)
+    collector.add(document, str(path))
 
 
 def _records(path: Path) -> Iterator[tuple[int, Any]]:
@@ -340,6 +373,7 @@ def _stream(
         into.notes.extend(part.notes)
         into.read |= part.read
         into.roots.extend(part.roots)
+        into.file_stats.update(part.file_stats)
         for document in part.documents:
             _check_unique(first, document)
             yield document
@@ -348,18 +382,21 @@ def _stream(
 def _source_parts(
     sources: list, into: LoadResult, strict: bool, id_field: str, text_field: str, title_field: str
 ) -> Iterator[LoadResult]:
-    """Each file's load in turn (a folder's files one at a time)."""
+    """Each file's load in turn (a folder's files one at a time). ``into.unchanged_file`` is read here, once the
+    consumer has started iterating."""
+    unchanged = into.unchanged_file
     folders = [s for s in sources if Path(s).is_dir() or (not Path(s).exists() and _is_glob(s))]
     prefixed = len(folders) > 1  # two roots: a file's id starts with its root's name
     for source in sources:
         path = Path(source)
         if path.is_dir():
             yield from iter_folder(
-                path, strict, id_field, text_field, title_field, prefix=path.resolve().name if prefixed else ""
-            )
+                path, strict, id_field, text_field, title_field, prefix=path.resolve().name if prefixed else "",
+                unchanged=unchanged,
+            )  # fmt: skip
         elif path.is_file():
             into.roots.append(path.resolve())
-            yield _load_file_of_any_kind(path, path.parent, "", strict, id_field, text_field, title_field)
+            yield _load_file_of_any_kind(path, path.parent, "", strict, id_field, text_field, title_field, unchanged)
         elif _is_glob(source):
             base = Path(str(source).split("*")[0].split("?")[0].split("[")[0] or ".")
             root = base if base.is_dir() else base.parent
@@ -373,7 +410,7 @@ def _source_parts(
             into.roots.append(root.resolve())
             prefix = root.resolve().name if prefixed else ""
             for match in matches:
-                yield _load_file_of_any_kind(match, root, prefix, strict, id_field, text_field, title_field)
+                yield _load_file_of_any_kind(match, root, prefix, strict, id_field, text_field, title_field, unchanged)
         else:
             raise InputError("no such file, folder or glob match", path=source)
 
@@ -396,39 +433,66 @@ def load_folder(
 
 def iter_folder(
     folder: Path, strict: bool = False, id_field: str = "_id", text_field: str = "text", title_field: str = "title",
-    prefix: str = "",
+    prefix: str = "", unchanged: FileCheck | None = None,
 ) -> Iterator[LoadResult]:  # fmt: skip
-    """:func:`load_folder` a file at a time: the first part names the folder as a root."""
+    """:func:`load_folder` a file at a time: the first part names the folder as a root. The folder is walked once
+    with ``os.scandir`` (a stat a file; symbolic links to folders are not followed, as ``Path.rglob`` does not),
+    files in the order ``sorted(folder.rglob("*"))`` gives."""
     yield LoadResult(roots=[folder.resolve()])
     if (folder / "corpus.jsonl").is_file():
         yield load_beir(folder, strict=strict)
         return
-    beir_folders = {p.parent for p in folder.rglob("corpus.jsonl") if not _hidden(p, folder)}
-    for path in sorted(folder.rglob("*")):
-        if not path.is_file() or _hidden(path, folder):
-            continue
-        inside_beir = next((b for b in beir_folders if b in path.parents), None)
+    files = _walk(folder)
+    beir_folders = [parts[:-1] for parts, _ in files if parts[-1] == "corpus.jsonl"]
+    real_root = os.path.realpath(folder)
+    for parts, entry in files:
+        inside_beir = next((b for b in beir_folders if len(parts) > len(b) and parts[: len(b)] == b), None)
+        path = folder.joinpath(*parts)
         if inside_beir is not None:
-            if path == inside_beir / "corpus.jsonl":
-                yield load_beir(inside_beir, strict=strict)
+            if parts == (*inside_beir, "corpus.jsonl"):
+                yield load_beir(path.parent, strict=strict)
             continue
-        yield _load_file_of_any_kind(path, folder, prefix, strict, id_field, text_field, title_field)
+        if path.suffix.lower() not in FILE_SUFFIXES:
+            yield _load_file_of_any_kind(path, folder, prefix, strict, id_field, text_field, title_field)
+            continue
+        collector = _Collector(strict)
+        resolved = os.path.realpath(entry.path) if entry.is_symlink() else os.path.join(real_root, *parts)
+        _load_one_file(collector, path, resolved, entry.stat(), file_doc_id("/".join(parts), prefix), unchanged)
+        yield collector.result
 
 
-def _hidden(path: Path, root: Path) -> bool:
-    return any(part.startswith(".") for part in path.relative_to(root).parts)
+def _walk(folder: Path) -> list[tuple[tuple[str, ...], os.DirEntry]]:
+    """(path parts under ``folder``, entry) of every regular file below it, hidden ones (a part starting with a
+    dot) passed over, sorted by parts."""
+    found, stack = [], [((), str(folder))]
+    while stack:
+        parts, directory = stack.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(((*parts, entry.name), entry.path))
+                elif entry.is_file():
+                    found.append(((*parts, entry.name), entry))
+    found.sort(key=lambda item: item[0])
+    return found
 
 
 def _load_file_of_any_kind(
-    path: Path, root: Path, prefix: str, strict: bool, id_field: str, text_field: str, title_field: str
-) -> LoadResult:
+    path: Path, root: Path, prefix: str, strict: bool, id_field: str, text_field: str, title_field: str,
+    unchanged: FileCheck | None = None,
+) -> LoadResult:  # fmt: skip
     suffix = path.suffix.lower()
     if suffix in JSONL_SUFFIXES:
         return load_jsonl(path, id_field, text_field, title_field, strict=strict)
     if suffix == ".parquet":
         return load_hf(str(path), id_field, text_field, title_field, strict=strict)
     if suffix in FILE_SUFFIXES:
-        return load_files([path], root=root, strict=strict, prefix=prefix)
+        collector = _Collector(strict)
+        doc_id = file_doc_id(path.relative_to(root).as_posix(), prefix)
+        _load_one_file(collector, path, str(path.resolve()), path.stat(), doc_id, unchanged)
+        return collector.result
     collector = _Collector(strict)
     collector.skip(str(path), f"not a supported file type ({suffix or 'no suffix'}; supported: {SUPPORTED})")
     return collector.result

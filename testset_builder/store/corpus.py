@@ -26,10 +26,37 @@ def known_documents(db: sqlite3.Connection) -> dict[str, KnownDocument]:
     return {doc_id: KnownDocument(sha, removed is not None, source) for doc_id, sha, removed, source in rows}
 
 
-def chunker_by_document(db: sqlite3.Connection) -> dict[str, str]:
-    """doc_id -> the chunker config hash its live chunks were cut with."""
-    sql = "SELECT doc_id, MAX(config_sha256) FROM chunks WHERE removed_at IS NULL GROUP BY doc_id"
-    return {doc_id: config for doc_id, config in db.execute(sql)}
+@dataclass(frozen=True)
+class SourceFile:
+    """A file read as one document, when it was last read or found unchanged: its stat then (``checked_ns``: a time
+    before that stat), the document and text it gave, and the chunker config its chunks were cut with."""
+
+    doc_id: str
+    size: int
+    mtime_ns: int
+    content_sha256: str
+    config_sha256: str
+    checked_ns: int
+
+
+def source_files(db: sqlite3.Connection) -> dict[str, SourceFile]:
+    """Resolved path -> what it held when last read."""
+    sql = "SELECT path, doc_id, size, mtime_ns, content_sha256, config_sha256, checked_ns FROM source_files"
+    return {row[0]: SourceFile(*row[1:]) for row in db.execute(sql)}
+
+
+def put_source_files(db: sqlite3.Connection, files: Iterable[tuple[str, SourceFile]]) -> None:
+    db.executemany(
+        "INSERT OR REPLACE INTO source_files (path, doc_id, size, mtime_ns, content_sha256, config_sha256, checked_ns) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(path, f.doc_id, f.size, f.mtime_ns, f.content_sha256, f.config_sha256, f.checked_ns) for path, f in files],
+    )
+
+
+def chunker_of(db: sqlite3.Connection, doc_id: str) -> str | None:
+    """The chunker config hash the live chunks of ``doc_id`` were cut with (None: it has none)."""
+    sql = "SELECT MAX(config_sha256) FROM chunks WHERE doc_id = ? AND removed_at IS NULL"
+    return db.execute(sql, (doc_id,)).fetchone()[0]
 
 
 def put_document_chunks(

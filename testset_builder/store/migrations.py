@@ -525,8 +525,9 @@ def m014_duplicate_index(db: sqlite3.Connection) -> None:
     """The duplicate index, so a change to the corpus costs work proportional to it: per chunk its text sha256 and
     normalised-text sha256 (indexed over live chunks: exact duplicates, and text matching without holding texts),
     ``chunk_lsh`` (its MinHash LSH band keys, indexed by key) and ``chunk_dedup_pending`` (chunks signed but not yet
-    grouped). Existing live chunks are signed in bounded batches and the groups recomputed with the signatures'
-    definitions."""
+    grouped); ``source_files``: per file read as one document, its stat and the text it gave, so that a rerun need
+    not read a file whose stat is unchanged. Existing live chunks are signed in bounded batches and the groups
+    recomputed with the signatures' definitions."""
     run_script(
         db,
         """
@@ -537,6 +538,15 @@ def m014_duplicate_index(db: sqlite3.Connection) -> None:
         CREATE TABLE chunk_lsh (key INTEGER NOT NULL, chunk_id TEXT NOT NULL);
         CREATE INDEX chunk_lsh_by_key ON chunk_lsh(key);
         CREATE TABLE chunk_dedup_pending (chunk_id TEXT PRIMARY KEY, band_keys BLOB NOT NULL DEFAULT x'');
+        CREATE TABLE source_files (
+            path TEXT PRIMARY KEY,
+            doc_id TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            content_sha256 TEXT NOT NULL,
+            config_sha256 TEXT NOT NULL,
+            checked_ns INTEGER NOT NULL
+        );
         """,
     )
     _backfill_duplicate_index(db)
