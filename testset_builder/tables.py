@@ -63,9 +63,10 @@ def query_codes(query_ids: pa.ChunkedArray) -> QueryCodes:
         return QueryCodes(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), True)
     starts = np.flatnonzero(np.concatenate(([True], _adjacent_changes(query_ids))))
     if pc.count_distinct(query_ids.take(pa.array(starts))).as_py() == len(starts):
-        codes = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+        code_type = np.int32 if len(starts) < 2**31 else np.int64  # int32: half the memory of a ten-million-row run
+        codes = np.repeat(np.arange(len(starts), dtype=code_type), np.diff(np.append(starts, n)))
         return QueryCodes(codes, starts, True)
-    codes = pc.dictionary_encode(query_ids.combine_chunks()).indices.to_numpy().astype(np.int64)
+    codes = pc.dictionary_encode(query_ids.combine_chunks()).indices.to_numpy()  # int32 (Arrow's dictionary index)
     first_rows = np.full(int(codes.max()) + 1, n, dtype=np.int64)
     np.minimum.at(first_rows, codes, np.arange(n))
     return QueryCodes(codes, first_rows, False)
@@ -79,29 +80,42 @@ def codes_and_hashes(table: pa.Table) -> tuple[QueryCodes, np.ndarray]:
 
 
 _PAD = np.uint64(2**64 - 1)
+_GRID_SLAB = 1 << 20  # hashes sorted per slab of the duplicate grid: an 8 MB copy whatever the run's size
 
 
 def _candidate_repeat_rows(codes: QueryCodes, chunk_hashes: np.ndarray) -> np.ndarray:
     """Rows whose (query, chunk id hash) occurs more than once: a superset of the true repeats.
 
     When each query's rows are contiguous, the hashes are laid out one query per row of a grid and sorted row by
-    row (three times faster than one global sort of pair keys); otherwise pair keys are sorted globally.
+    row (three times faster than one global sort of pair keys), a slab of about a million hashes at a time so the
+    sorted copy stays small; otherwise pair keys are sorted globally.
     """
     n = len(chunk_hashes)
     blocks = len(codes.first_rows)
     width = int(np.diff(np.append(codes.first_rows, n)).max()) if codes.contiguous else 0
     if codes.contiguous and blocks * width <= 2 * n and not np.any(chunk_hashes == _PAD):
-        if blocks * width == n:
-            grid = np.sort(chunk_hashes.reshape(blocks, width), axis=1)
-        else:
-            grid = np.full((blocks, width), _PAD, dtype=np.uint64)
-            grid[codes.codes, np.arange(n) - codes.first_rows[codes.codes]] = chunk_hashes
-            grid.sort(axis=1)
-        repeated = (grid[:, 1:] == grid[:, :-1]) & (grid[:, 1:] != _PAD)
-        if not repeated.any():
+        bounds = np.append(codes.first_rows, n)
+        step = max(1, _GRID_SLAB // width)
+        suspect_blocks, suspect_hashes = [], []
+        for first in range(0, blocks, step):
+            last = min(first + step, blocks)
+            if blocks * width == n:
+                grid = np.sort(chunk_hashes[first * width : last * width].reshape(last - first, width), axis=1)
+            else:
+                rows = np.arange(bounds[first], bounds[last])
+                grid = np.full((last - first, width), _PAD, dtype=np.uint64)
+                grid[codes.codes[rows] - first, rows - codes.first_rows[codes.codes[rows]]] = chunk_hashes[rows]
+                grid.sort(axis=1)
+            repeated = (grid[:, 1:] == grid[:, :-1]) & (grid[:, 1:] != _PAD)
+            if repeated.any():
+                grid_rows, columns = np.nonzero(repeated)
+                suspect_blocks.append(grid_rows + first)
+                suspect_hashes.append(grid[grid_rows, columns])
+        if not suspect_blocks:
             return np.empty(0, dtype=np.int64)
-        suspect_blocks, columns = np.nonzero(repeated)
-        suspects = np.isin(codes.codes, suspect_blocks) & np.isin(chunk_hashes, grid[suspect_blocks, columns])
+        suspects = np.isin(codes.codes, np.concatenate(suspect_blocks)) & np.isin(
+            chunk_hashes, np.concatenate(suspect_hashes)
+        )
         return np.flatnonzero(suspects)
     keys = pair_key64(codes.codes, chunk_hashes)
     sorted_keys = np.sort(keys)

@@ -138,9 +138,11 @@ def _break_ties(
 
 def _single_precision(scores: pa.ChunkedArray) -> np.ndarray:
     """The scores as float32 (as trec_eval stores them), converted chunk by chunk: no float64 copy of the column."""
-    return np.concatenate(
-        [np.empty(0, dtype=np.float32)] + [chunk.to_numpy().astype(np.float32) for chunk in scores.chunks]
-    )
+    out, start = np.empty(len(scores), dtype=np.float32), 0
+    for chunk in scores.chunks:
+        out[start : start + len(chunk)] = chunk.to_numpy()
+        start += len(chunk)
+    return out
 
 
 def _group_starts(query_rows: np.ndarray) -> np.ndarray:
