@@ -20,8 +20,13 @@ Record shapes:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import multiprocessing
+import os
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -125,6 +130,35 @@ def chunk_and_sign(documents: list[Record], config: ChunkingConfig) -> ChunkedBa
 
 
 def local_engine(batches: Iterable[list[Record]], config: ChunkingConfig) -> Iterator[ChunkedBatch]:
-    """The in-process engine: each batch in turn, in this process."""
-    for documents in batches:
-        yield chunk_and_sign(documents, config)
+    """The local engine: each batch in turn, in order. With two or more batches and two or more cores, batches are
+    chunked and signed in one worker process while this one writes the previous batch (what it does between
+    yields): a pipeline of at most :data:`IN_FLIGHT` batches, so memory stays bounded. One batch (an incremental
+    change) is done in this process: starting a worker would cost more than it saves."""
+    stream = iter(batches)
+    first = next(stream, None)
+    if first is None:
+        return
+    second = next(stream, None)
+    if second is None or (os.cpu_count() or 1) < 2:
+        yield chunk_and_sign(first, config)
+        if second is not None:
+            yield chunk_and_sign(second, config)
+            for documents in stream:
+                yield chunk_and_sign(documents, config)
+        return
+    yield from _pipelined(itertools.chain([first, second], stream), config)
+
+
+IN_FLIGHT = 2  # batches submitted to the worker and not yet written
+
+
+def _pipelined(batches: Iterator[list[Record]], config: ChunkingConfig) -> Iterator[ChunkedBatch]:
+    # spawn, not fork: the parent has threads (a progress bar) and an open SQLite connection
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        waiting: deque[Future] = deque()
+        for documents in batches:
+            waiting.append(pool.submit(chunk_and_sign, documents, config))
+            if len(waiting) >= IN_FLIGHT:
+                yield waiting.popleft().result()
+        while waiting:
+            yield waiting.popleft().result()

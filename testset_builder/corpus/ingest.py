@@ -42,6 +42,7 @@ from .regroup import regroup_after_removal, settle_pending
 SMALL_REMOVAL = 3  # removing this many documents or fewer never needs --allow-removal
 BATCH_DOCUMENTS = 1000
 BATCH_CHARACTERS = 8_000_000
+CACHE_MB = 64  # SQLite's page cache while batches are written (its default is 2 MB)
 BULK_CHUNKS = 200_000  # a run adding more chunks than this (or filling an empty workspace) builds the LSH index once
 
 
@@ -243,8 +244,12 @@ def _ingest(
     summary = run.summary
     if not rehash:
         loaded.unchanged_file = run.file_unchanged
-    for batch in engine(run.to_chunk(loaded.documents, loaded.file_stats), config):
-        run.write(batch)
+    cache = duplicates.set_cache_mb(workspace.db, CACHE_MB)
+    try:
+        for batch in engine(run.to_chunk(loaded.documents, loaded.file_stats), config):
+            run.write(batch)
+    finally:
+        duplicates.restore_cache(workspace.db, cache)
     summary.skipped = len(loaded.skipped)
     summary.skipped_by_reason = dict(Counter(s.reason.split(" (")[0] for s in loaded.skipped))
     with workspace.transaction() as tx:

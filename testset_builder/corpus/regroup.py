@@ -74,8 +74,12 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
     live_total = live_chunk_count(db)
     if waiting > BULK_SHARE * live_total:
         pending, exact = None, index.exact_buckets(db)
-        only_pending = index.live_pending_count(db) == live_total  # a first load: no pair reaches outside them
-        near = list(_pending_key_buckets(db)) if only_pending else _live_buckets(db, list(index.key_buckets(db)))
+        keys, owners, live_pending = index.pending_band_keys(db)
+        if live_pending == live_total:  # a first load: no pair reaches outside the pending chunks
+            near = list(_pending_key_buckets(db, keys, owners))
+        else:
+            del keys, owners
+            near = _live_buckets(db, list(index.key_buckets(db)))
     else:
         rows = index.live_pending(db)
         pending = {chunk_id for chunk_id, _ in rows}
@@ -101,10 +105,10 @@ def _live_buckets(db: sqlite3.Connection, buckets: list[list[str]]) -> list[list
     return [[c for c in bucket if c in live] for bucket in buckets]
 
 
-def _pending_key_buckets(db: sqlite3.Connection) -> Iterator[list[str]]:
-    """The live pending chunks sharing each band key two or more of them have, found in numpy: the keys that occur
-    twice from one sort, then the entries holding those keys (a few) grouped by key."""
-    keys, owners = index.pending_band_keys(db)
+def _pending_key_buckets(db: sqlite3.Connection, keys: np.ndarray, owners: np.ndarray) -> Iterator[list[str]]:
+    """The live pending chunks sharing each band key two or more of them have (``keys`` and their ``owners``, as
+    :func:`~..store.duplicates.pending_band_keys` gives them), found in numpy: the keys that occur twice from one
+    sort, then the entries holding those keys (a few) grouped by key."""
     ordered = np.sort(keys)
     repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
     del ordered
@@ -121,7 +125,7 @@ def _pending_key_buckets(db: sqlite3.Connection) -> Iterator[list[str]]:
         yield [ids[rowid] for rowid in run.tolist()]
 
 
-PAIR_SLICE = 20_000  # candidate pairs whose Jaccard is computed at once (their chunks' texts are held meanwhile)
+PAIR_SLICE = 5_000  # candidate pairs whose Jaccard is computed at once (~50 MB of numpy and their chunks' texts)
 
 
 def _join_near(

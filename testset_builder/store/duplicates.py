@@ -67,28 +67,25 @@ def live_pending(db: sqlite3.Connection) -> list[tuple[str, str]]:
     return db.execute(sql).fetchall()
 
 
-def live_pending_count(db: sqlite3.Connection) -> int:
-    sql = "SELECT COUNT(*) FROM chunk_dedup_pending p JOIN chunks c USING (chunk_id) WHERE c.removed_at IS NULL"
-    return db.execute(sql).fetchone()[0]
-
-
-def pending_band_keys(db: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray]:
-    """The band keys of the live pending chunks as numpy arrays: (keys int64, the pending row each belongs to);
-    read a slice at a time, so a first load of millions of chunks holds 12 bytes a key, not Python objects."""
-    keys, owners = [], []
+def pending_band_keys(db: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray, int]:
+    """The band keys of the live pending chunks as numpy arrays: (keys int64, the pending row each belongs to, how
+    many live chunks are pending, signed or not); read a slice at a time, so a first load of millions of chunks
+    holds 16 bytes a key, not Python objects."""
+    keys, owners, count = [], [], 0
     sql = (
         "SELECT p.rowid, p.band_keys FROM chunk_dedup_pending p JOIN chunks c USING (chunk_id) "
-        "WHERE c.removed_at IS NULL AND length(p.band_keys) > 0"
+        "WHERE c.removed_at IS NULL"
     )
     cursor = db.execute(sql)
     while rows := cursor.fetchmany(50_000):
+        count += len(rows)
         packed = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<i8")
         keys.append(packed.astype(np.int64))
         owners.append(np.repeat(np.array([rowid for rowid, _ in rows], dtype=np.int64),
                                 [len(blob) // 8 for _, blob in rows]))  # fmt: skip
     if not keys:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(keys), np.concatenate(owners)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0
+    return np.concatenate(keys), np.concatenate(owners), count
 
 
 def pending_ids(db: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:
@@ -210,11 +207,32 @@ def replace_groups_of(
     )
 
 
+_BULK_INDEXES = {
+    "chunk_lsh_by_key": "chunk_lsh (key)",
+    "chunks_live_by_text_sha256": "chunks (text_sha256) WHERE removed_at IS NULL",
+    "chunks_live_by_normalised_sha256": "chunks (normalised_sha256) WHERE removed_at IS NULL",
+}
+
+
 def drop_key_index(db: sqlite3.Connection) -> None:
-    """For a large load: LSH rows appended without their index, which is built once at the end (random inserts
-    into a large B-tree cost a page write each)."""
-    db.execute("DROP INDEX IF EXISTS chunk_lsh_by_key")
+    """For a large load: LSH rows and hashes appended without their indexes, which are built once at the end
+    (random inserts into a large B-tree cost a page write each; CREATE INDEX sorts). An ingest killed meanwhile
+    leaves them dropped: the next one builds them (:func:`ensure_key_index`)."""
+    for name in _BULK_INDEXES:
+        db.execute(f"DROP INDEX IF EXISTS {name}")
 
 
 def ensure_key_index(db: sqlite3.Connection) -> None:
-    db.execute("CREATE INDEX IF NOT EXISTS chunk_lsh_by_key ON chunk_lsh (key)")
+    for name, on in _BULK_INDEXES.items():
+        db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {on}")
+
+
+def set_cache_mb(db: sqlite3.Connection, megabytes: int) -> int:
+    """Set the connection's page cache size; returns the previous setting (PRAGMA cache_size's value)."""
+    previous = db.execute("PRAGMA cache_size").fetchone()[0]
+    db.execute(f"PRAGMA cache_size = {-1024 * int(megabytes)}")
+    return previous
+
+
+def restore_cache(db: sqlite3.Connection, setting: int) -> None:
+    db.execute(f"PRAGMA cache_size = {int(setting)}")

@@ -526,13 +526,15 @@ def m014_duplicate_index(db: sqlite3.Connection) -> None:
     normalised-text sha256 (indexed over live chunks: exact duplicates, and text matching without holding texts),
     ``chunk_lsh`` (its MinHash LSH band keys, indexed by key) and ``chunk_dedup_pending`` (chunks signed but not yet
     grouped); ``source_files``: per file read as one document, its stat and the text it gave, so that a rerun need
-    not read a file whose stat is unchanged. Existing live chunks are signed in bounded batches and the groups
-    recomputed with the signatures' definitions."""
+    not read a file whose stat is unchanged. chunks_by_doc goes: chunks_live (doc_id, removed_at) serves its
+    lookups, and a chunk written updates one index fewer. Existing live chunks are signed in bounded batches and the
+    groups recomputed with the signatures' definitions."""
     run_script(
         db,
         """
         ALTER TABLE chunks ADD COLUMN text_sha256 TEXT;
         ALTER TABLE chunks ADD COLUMN normalised_sha256 TEXT;
+        DROP INDEX chunks_by_doc;
         CREATE INDEX chunks_live_by_text_sha256 ON chunks(text_sha256) WHERE removed_at IS NULL;
         CREATE INDEX chunks_live_by_normalised_sha256 ON chunks(normalised_sha256) WHERE removed_at IS NULL;
         CREATE TABLE chunk_lsh (key INTEGER NOT NULL, chunk_id TEXT NOT NULL);
