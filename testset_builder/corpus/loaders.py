@@ -444,21 +444,38 @@ def iter_folder(
         return
     files = _walk(folder)
     beir_folders = [parts[:-1] for parts, _ in files if parts[-1] == "corpus.jsonl"]
-    real_root = os.path.realpath(folder)
+    real_root = os.path.realpath(folder).rstrip("/") + "/"
+    base = "" if str(folder) == "." else str(folder).rstrip("/") + "/"
+    unread = LoadResult()  # files found unchanged, handed on a thousand at a time (a rerun's common case)
     for parts, entry in files:
         inside_beir = next((b for b in beir_folders if len(parts) > len(b) and parts[: len(b)] == b), None)
+        one_document = inside_beir is None and os.path.splitext(parts[-1])[1].lower() in FILE_SUFFIXES
+        if one_document:
+            relative = "/".join(parts)
+            resolved = os.path.realpath(entry.path) if entry.is_symlink() else real_root + relative
+            stat, doc_id = entry.stat(), file_doc_id(relative, prefix)
+            if unchanged is not None and stat.st_size and unchanged(resolved, doc_id, stat.st_size, stat.st_mtime_ns):
+                unread.documents.append(UnreadFile(doc_id, base + relative))
+                unread.read.add(resolved)
+                if len(unread.documents) >= 1000:
+                    yield unread
+                    unread = LoadResult()
+                continue
+        if unread.documents:
+            yield unread
+            unread = LoadResult()
         path = folder.joinpath(*parts)
         if inside_beir is not None:
             if parts == (*inside_beir, "corpus.jsonl"):
                 yield load_beir(path.parent, strict=strict)
-            continue
-        if path.suffix.lower() not in FILE_SUFFIXES:
+        elif one_document:
+            collector = _Collector(strict)
+            _load_one_file(collector, path, resolved, stat, doc_id, None)
+            yield collector.result
+        else:
             yield _load_file_of_any_kind(path, folder, prefix, strict, id_field, text_field, title_field)
-            continue
-        collector = _Collector(strict)
-        resolved = os.path.realpath(entry.path) if entry.is_symlink() else os.path.join(real_root, *parts)
-        _load_one_file(collector, path, resolved, entry.stat(), file_doc_id("/".join(parts), prefix), unchanged)
-        yield collector.result
+    if unread.documents:
+        yield unread
 
 
 def _walk(folder: Path) -> list[tuple[tuple[str, ...], os.DirEntry]]:

@@ -71,11 +71,10 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
     if not waiting:
         return
     index.ensure_key_index(db)
-    live_total = live_chunk_count(db)
-    if waiting > BULK_SHARE * live_total:
+    if not index.live_chunks_over(db, waiting / BULK_SHARE):
         pending, exact = None, index.exact_buckets(db)
         keys, owners, live_pending = index.pending_band_keys(db)
-        if live_pending == live_total:  # a first load: no pair reaches outside the pending chunks
+        if live_pending == live_chunk_count(db):  # a first load: no pair reaches outside the pending chunks
             near = list(_pending_key_buckets(db, keys, owners))
         else:
             del keys, owners

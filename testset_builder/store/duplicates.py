@@ -54,14 +54,21 @@ def put_signatures(db: sqlite3.Connection, signatures: Iterable[dict], signed_be
     )
 
 
+def live_chunks_over(db: sqlite3.Connection, count: int) -> bool:
+    """Whether more than ``count`` chunks are live (reads at most ``count + 1`` index entries)."""
+    sql = "SELECT COUNT(*) FROM (SELECT 1 FROM chunks WHERE removed_at IS NULL LIMIT ?)"
+    return db.execute(sql, (int(count) + 1,)).fetchone()[0] > count
+
+
 def pending_count(db: sqlite3.Connection) -> int:
     return db.execute("SELECT COUNT(*) FROM chunk_dedup_pending").fetchone()[0]
 
 
 def live_pending(db: sqlite3.Connection) -> list[tuple[str, str]]:
-    """(chunk_id, normalised sha256) of the live pending chunks."""
+    """(chunk_id, normalised sha256) of the live pending chunks. CROSS JOIN fixes the order: from the few pending
+    chunks to theirs (left to itself, SQLite scanned every live chunk through the hash index)."""
     sql = (
-        "SELECT p.chunk_id, c.normalised_sha256 FROM chunk_dedup_pending p JOIN chunks c USING (chunk_id) "
+        "SELECT p.chunk_id, c.normalised_sha256 FROM chunk_dedup_pending p CROSS JOIN chunks c USING (chunk_id) "
         "WHERE c.removed_at IS NULL"
     )
     return db.execute(sql).fetchall()
@@ -73,7 +80,7 @@ def pending_band_keys(db: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray, i
     holds 16 bytes a key, not Python objects."""
     keys, owners, count = [], [], 0
     sql = (
-        "SELECT p.rowid, p.band_keys FROM chunk_dedup_pending p JOIN chunks c USING (chunk_id) "
+        "SELECT p.rowid, p.band_keys FROM chunk_dedup_pending p CROSS JOIN chunks c USING (chunk_id) "
         "WHERE c.removed_at IS NULL"
     )
     cursor = db.execute(sql)
