@@ -1,0 +1,130 @@
+"""An ingest killed with SIGKILL, between its batches or inside one's transaction, leaves a consistent workspace, and a
+rerun ends where an uninterrupted run ends: the same documents, live chunks and duplicate groups, none pending."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from testset_builder.config import ChunkingConfig
+from testset_builder.corpus.dedup import duplicate_groups
+from testset_builder.corpus.ingest import ingest
+from testset_builder.corpus.loaders import stream_sources
+from testset_builder.store import corpus as stored
+from testset_builder.store import open_workspace
+from testset_builder.store.rows import live_duplicate_groups
+
+pytestmark = pytest.mark.slow
+CONFIG = ChunkingConfig(size=120, overlap=10)
+SENTENCES = [
+    "Pooling depth decides how many candidates each retriever contributes to judging.",
+    "Recall at k counts the relevant chunks among the first k results.",
+    "Graded gains reward highly relevant chunks at the top of the ranking.",
+    "Reviewers disagree most on partially relevant passages.",
+]
+
+# The child ingests in batches of 20 documents and pauses where it is told to, so that the kill lands there.
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from testset_builder.config import ChunkingConfig
+    from testset_builder.corpus import ingest as ingest_module
+    from testset_builder.corpus.loaders import stream_sources
+    from testset_builder.store import corpus as stored, open_workspace
+
+    corpus, workspace, where = sys.argv[1:4]
+    ingest_module.BATCH_DOCUMENTS = 20
+    if where == "between batches":
+        write = ingest_module._Run.write
+        ingest_module._Run.write = lambda self, batch: (write(self, batch), time.sleep(0.3))
+    else:
+        put = stored.put_source_files
+        stored.put_source_files = lambda db, files: (put(db, files), time.sleep(0.3))
+    with open_workspace(workspace, create=True) as ws:
+        ingest_module.ingest(ws, stream_sources([corpus]), ChunkingConfig(size=120, overlap=10))
+    """
+)
+
+
+def make_corpus(folder: Path) -> Path:
+    folder.mkdir()
+    for i in range(120):
+        text = " ".join(SENTENCES[(i + j) % 4] for j in range(3 + i % 5))
+        if i % 10 == 3:
+            text = " ".join(SENTENCES)  # exact copies across files: duplicate groups span batches
+        (folder / f"d{i:03d}.txt").write_text(text, encoding="utf-8")
+    return folder
+
+
+def documents_stored(db_path: Path) -> int:
+    try:
+        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+        try:
+            return db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+
+
+def writing(db_path: Path) -> bool:
+    """Whether another connection holds the write lock (a transaction is open)."""
+    db = sqlite3.connect(db_path, timeout=0, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        db.close()
+
+
+def killed_after(corpus: Path, workspace: Path, where: str, documents: int) -> int:
+    process = subprocess.Popen([sys.executable, "-c", CHILD, str(corpus), str(workspace), where])
+    deadline = time.monotonic() + 120
+    while documents_stored(workspace / "testset.db") < documents and time.monotonic() < deadline:
+        assert process.poll() is None, "the ingest ended before the kill point"
+        time.sleep(0.02)
+    while where == "inside a transaction" and not writing(workspace / "testset.db"):
+        assert process.poll() is None, "the ingest ended before the kill point"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    return documents_stored(workspace / "testset.db")
+
+
+def final_state(workspace: Path):
+    with open_workspace(workspace) as ws:
+        assert ws.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        live = stored.live_chunk_texts(ws.db)
+        groups: dict[str, list[str]] = {}
+        for chunk_id, (group_id, _) in sorted(live_duplicate_groups(ws.db).items()):
+            groups.setdefault(group_id, []).append(chunk_id)
+        documents = ws.db.execute("SELECT doc_id, content_sha256 FROM documents ORDER BY doc_id").fetchall()
+        pending = ws.db.execute("SELECT COUNT(*) FROM chunk_dedup_pending").fetchone()[0]
+        reference = duplicate_groups([c for c, _ in live], [t for _, t in live])
+    assert sorted(sorted(m) for m in groups.values()) == sorted(m for _, m in reference)
+    return [tuple(d) for d in documents], [tuple(c) for c in live], sorted(sorted(m) for m in groups.values()), pending
+
+
+@pytest.mark.parametrize("where", ["between batches", "inside a transaction"])
+def test_an_ingest_killed_mid_run_is_finished_by_a_rerun_with_the_uninterrupted_result(tmp_path, where):
+    corpus = make_corpus(tmp_path / "corpus")
+    with open_workspace(tmp_path / "reference", create=True) as ws:
+        ingest(ws, stream_sources([corpus]), CONFIG)
+    at_kill = killed_after(corpus, tmp_path / "killed", where, 40)
+    assert 40 <= at_kill < 120 and at_kill % 20 == 0  # whole batches only: the open one was rolled back
+    with open_workspace(tmp_path / "killed") as ws:
+        summary = ingest(ws, stream_sources([corpus]), CONFIG)
+    assert (summary.new, summary.unchanged) == (120 - at_kill, at_kill)
+    documents, chunks, groups, pending = final_state(tmp_path / "killed")
+    assert (documents, chunks, groups, pending) == final_state(tmp_path / "reference")
+    assert groups and pending == 0
