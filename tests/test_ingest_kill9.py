@@ -1,5 +1,6 @@
 """An ingest killed with SIGKILL, between its batches or inside one's transaction, leaves a consistent workspace, and a
-rerun ends where an uninterrupted run ends: the same documents, live chunks and duplicate groups, none pending."""
+rerun ends where an uninterrupted run ends: the same documents, live chunks and duplicate groups, none pending. Its
+chunking worker process does not outlive it."""
 
 from __future__ import annotations
 
@@ -96,9 +97,27 @@ def killed_after(corpus: Path, workspace: Path, where: str, documents: int) -> i
     while where == "inside a transaction" and not writing(workspace / "testset.db"):
         assert process.poll() is None, "the ingest ended before the kill point"
         time.sleep(0.01)
+    workers = children(process.pid)
     process.send_signal(signal.SIGKILL)
     process.wait()
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in workers), "a worker outlived the killed ingest"
     return documents_stored(workspace / "testset.db")
+
+
+def children(pid: int) -> list[int]:
+    """The process's child processes (its chunking worker and multiprocessing's resource tracker)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def final_state(workspace: Path):

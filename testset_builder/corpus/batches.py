@@ -24,6 +24,8 @@ import itertools
 import json
 import multiprocessing
 import os
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -152,9 +154,22 @@ def local_engine(batches: Iterable[list[Record]], config: ChunkingConfig) -> Ite
 IN_FLIGHT = 2  # batches submitted to the worker and not yet written
 
 
+def _exit_with(parent: int) -> None:
+    """In the worker: end when the parent process is gone (a SIGKILLed ingest would otherwise leave the worker
+    waiting forever on a queue whose write end it holds itself)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def _pipelined(batches: Iterator[list[Record]], config: ChunkingConfig) -> Iterator[ChunkedBatch]:
     # spawn, not fork: the parent has threads (a progress bar) and an open SQLite connection
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)) as pool:
         waiting: deque[Future] = deque()
         for documents in batches:
             waiting.append(pool.submit(chunk_and_sign, documents, config))
