@@ -258,3 +258,21 @@ def test_html_keeps_paragraphs_headings_code_and_table_rows_and_the_markdown_chu
     chunks = chunk_document(document, ChunkingConfig(chunker="markdown", size=200, overlap=0))
     assert [c.metadata["headings"] for c in chunks] == [["Retrieval metrics"], ["Retrieval metrics", "Code"]]
     assert all(document.text[c.start : c.end] == c.text for c in chunks)
+
+
+def test_a_jsonl_source_is_streamed_a_line_at_a_time_its_skips_known_once_read(tmp_path):
+    from testset_builder.corpus.loaders import stream_sources
+
+    path = tmp_path / "corpus.jsonl"
+    lines = [json.dumps({"_id": f"d{i}", "text": f"text {i}"}) for i in range(3)] + ["{broken", '{"_id": "d9"}']
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    loaded = stream_sources([path])
+    first = next(loaded.documents)
+    assert first.doc_id == "d0" and loaded.skipped == [] and loaded.read == set()  # the rest is not read yet
+    rest = list(loaded.documents)
+    assert [d.doc_id for d in rest] == ["d1", "d2"]
+    assert [(s.line, s.reason.split(" (")[0]) for s in loaded.skipped] == [
+        (4, "not valid JSON"),
+        (5, "missing or empty text field 'text'"),
+    ]
+    assert loaded.read == {str(path.resolve())}

@@ -99,13 +99,18 @@ class _Collector:
         self.result.skipped.append(Skipped(source, line, reason))
 
     def add(self, document: Document, source: str, line: int | None = None) -> None:
+        if self.accepts(document, source, line):
+            self.result.documents.append(document)
+
+    def accepts(self, document: Document, source: str, line: int | None = None) -> bool:
+        """False (a skip) for an id seen before in this collection."""
         if document.doc_id in self._seen:
             self.skip(
                 source, f"duplicate document id {document.doc_id!r} (first seen in {self._seen[document.doc_id]})", line
             )
-            return
+            return False
         self._seen[document.doc_id] = f"{source}:{line}" if line else source
-        self.result.documents.append(document)
+        return True
 
 
 def _decode(raw: bytes) -> str:
@@ -238,9 +243,25 @@ def load_jsonl(
     path: Path, id_field: str = "_id", text_field: str = "text", title_field: str = "title", strict: bool = False
 ) -> LoadResult:
     """One document per line. The id falls back to ``id``; other fields go to metadata."""
+    result = jsonl_part(path, id_field, text_field, title_field, strict)
+    result.documents = list(result.documents)
+    return result
+
+
+def jsonl_part(
+    path: Path, id_field: str = "_id", text_field: str = "text", title_field: str = "title", strict: bool = False
+) -> LoadResult:
+    """:func:`load_jsonl` streamed: ``documents`` is an iterator reading the file a line at a time (a file of any
+    size holds one line in memory); ``skipped`` and ``read`` are complete once it is exhausted."""
     collector = _Collector(strict)
+    collector.result.documents = _jsonl_documents(path, id_field, text_field, title_field, collector)
+    return collector.result
+
+
+def _jsonl_documents(
+    path: Path, id_field: str, text_field: str, title_field: str, collector: _Collector
+) -> Iterator[Document]:
     source = str(path)
-    collector.result.read.add(str(path.resolve()))
     for number, raw in _records(path):
         try:
             record = json.loads(raw)
@@ -263,15 +284,20 @@ def load_jsonl(
             continue
         metadata = {k: v for k, v in record.items() if k not in (id_field, "id", text_field, title_field)}
         title = record.get(title_field) or ""
-        collector.add(
-            Document(doc_id=str(doc_id), text=text, title=str(title), metadata=metadata, source=source), source, number
-        )
-    return collector.result
+        document = Document(doc_id=str(doc_id), text=text, title=str(title), metadata=metadata, source=source)
+        if collector.accepts(document, source, number):
+            yield document
+    collector.result.read.add(str(path.resolve()))
 
 
 def load_beir(folder: Path, strict: bool = False) -> LoadResult:
     """A BEIR folder's ``corpus.jsonl`` (``_id``, ``title``, ``text``)."""
     return load_jsonl(folder / "corpus.jsonl", "_id", "text", "title", strict=strict)
+
+
+def beir_part(folder: Path, strict: bool = False) -> LoadResult:
+    """:func:`load_beir` streamed (see :func:`jsonl_part`)."""
+    return jsonl_part(folder / "corpus.jsonl", "_id", "text", "title", strict=strict)
 
 
 def load_hf(
@@ -369,14 +395,14 @@ def _stream(
 ) -> Iterator[Document]:
     first: dict[str, str] = {}
     for part in _source_parts(sources, into, strict, id_field, text_field, title_field):
+        into.roots.extend(part.roots)
+        into.file_stats.update(part.file_stats)
+        for document in part.documents:  # a JSONL part reads its file as this goes: its skips come after
+            _check_unique(first, document)
+            yield document
         into.skipped.extend(part.skipped)
         into.notes.extend(part.notes)
         into.read |= part.read
-        into.roots.extend(part.roots)
-        into.file_stats.update(part.file_stats)
-        for document in part.documents:
-            _check_unique(first, document)
-            yield document
 
 
 def _source_parts(
@@ -440,7 +466,7 @@ def iter_folder(
     files in the order ``sorted(folder.rglob("*"))`` gives."""
     yield LoadResult(roots=[folder.resolve()])
     if (folder / "corpus.jsonl").is_file():
-        yield load_beir(folder, strict=strict)
+        yield beir_part(folder, strict=strict)
         return
     files = _walk(folder)
     beir_folders = [parts[:-1] for parts, _ in files if parts[-1] == "corpus.jsonl"]
@@ -467,7 +493,7 @@ def iter_folder(
         path = folder.joinpath(*parts)
         if inside_beir is not None:
             if parts == (*inside_beir, "corpus.jsonl"):
-                yield load_beir(path.parent, strict=strict)
+                yield beir_part(path.parent, strict=strict)
         elif one_document:
             collector = _Collector(strict)
             _load_one_file(collector, path, resolved, stat, doc_id, None)
@@ -502,7 +528,7 @@ def _load_file_of_any_kind(
 ) -> LoadResult:  # fmt: skip
     suffix = path.suffix.lower()
     if suffix in JSONL_SUFFIXES:
-        return load_jsonl(path, id_field, text_field, title_field, strict=strict)
+        return jsonl_part(path, id_field, text_field, title_field, strict=strict)
     if suffix == ".parquet":
         return load_hf(str(path), id_field, text_field, title_field, strict=strict)
     if suffix in FILE_SUFFIXES:
