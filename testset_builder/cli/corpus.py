@@ -217,7 +217,9 @@ def chunk(
     loaded = load()
     with (
         open_workspace_for(resolved, create=True) as ws,
-        Progress(console=err, transient=True, disable=not shows_progress(json_output)) as progress,
+        Progress(
+            console=err, transient=True, disable=not (shows_progress(json_output) and err.is_terminal)
+        ) as progress,
     ):
         try:
             summary = ingest(
