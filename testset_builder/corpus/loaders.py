@@ -25,6 +25,7 @@ import re
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -311,13 +312,28 @@ def load_hf(
     """A ``datasets.Dataset``, a ``.parquet`` file (read with pyarrow), or a saved dataset's folder or a hub name
     for ``datasets.load_dataset`` (offline: local). A file or dataset that cannot be read is an :class:`InputError`
     naming it."""
+    result = hf_part(dataset, id_field, text_field, title_field, split, strict)
+    result.documents = list(result.documents)
+    return result
+
+
+def hf_part(
+    dataset: Any,
+    id_field: str = "_id",
+    text_field: str = "text",
+    title_field: str = "title",
+    split: str | None = None,
+    strict: bool = False,
+) -> LoadResult:
+    """:func:`load_hf` streamed: ``documents`` is an iterator (a .parquet file is read a record batch at a time);
+    ``skipped`` and ``read`` are complete once it is exhausted. A source that cannot be opened raises here."""
     import datasets
 
     read: set[str] = set()
     if isinstance(dataset, datasets.Dataset):
         source, rows = dataset.info.dataset_name or "dataset", iter(dataset)
     elif str(dataset).endswith(".parquet"):
-        source, rows = str(dataset), iter(_parquet_rows(Path(dataset)))
+        source, rows = str(dataset), _parquet_rows(Path(dataset))
         read = {str(Path(dataset).resolve())}
     else:
         source = str(dataset)
@@ -329,7 +345,14 @@ def load_hf(
             ) from None
         rows = iter(loaded if isinstance(loaded, datasets.Dataset) else loaded[next(iter(loaded))])
     collector = _Collector(strict)
-    collector.result.read |= read
+    collector.result.documents = _row_documents(rows, source, read, collector, id_field, text_field, title_field)
+    return collector.result
+
+
+def _row_documents(
+    rows: Iterator[dict], source: str, read: set[str], collector: _Collector, id_field: str, text_field: str,
+    title_field: str,
+) -> Iterator[Document]:  # fmt: skip
     for row_number, row in enumerate(rows, start=1):
         doc_id, text = row.get(id_field, row.get("id")), row.get(text_field)
         if doc_id is None or not isinstance(text, str) or not text.strip():
@@ -342,16 +365,32 @@ def load_hf(
         document = Document(
             doc_id=str(doc_id), text=text, title=str(row.get(title_field) or ""), metadata=metadata, source=source
         )
-        collector.add(document, source, row_number)
-    return collector.result
+        if collector.accepts(document, source, row_number):
+            yield document
+    collector.result.read |= read
 
 
-def _parquet_rows(path: Path) -> list[dict]:
-    import pyarrow as pa
+def _parquet_rows(path: Path) -> Iterator[dict]:
+    """The file's rows, a record batch at a time; the file is opened (and refused, as an InputError) now."""
     import pyarrow.parquet as pq
 
+    with _parquet_errors(path):
+        batches = pq.ParquetFile(path).iter_batches(batch_size=1024)
+    return _batch_rows(path, batches)
+
+
+def _batch_rows(path: Path, batches: Iterator) -> Iterator[dict]:
+    with _parquet_errors(path):
+        for batch in batches:
+            yield from batch.to_pylist()
+
+
+@contextmanager
+def _parquet_errors(path: Path) -> Iterator[None]:
+    import pyarrow as pa
+
     try:
-        return pq.read_table(path).to_pylist()
+        yield
     except (pa.ArrowException, OSError) as error:
         reason = re.sub(r"^Could not open Parquet input source '.*?': ", "", str(error).splitlines()[0])
         raise InputError(f"cannot read as Parquet ({reason})", path=path) from None
@@ -530,7 +569,7 @@ def _load_file_of_any_kind(
     if suffix in JSONL_SUFFIXES:
         return jsonl_part(path, id_field, text_field, title_field, strict=strict)
     if suffix == ".parquet":
-        return load_hf(str(path), id_field, text_field, title_field, strict=strict)
+        return hf_part(str(path), id_field, text_field, title_field, strict=strict)
     if suffix in FILE_SUFFIXES:
         collector = _Collector(strict)
         doc_id = file_doc_id(path.relative_to(root).as_posix(), prefix)
