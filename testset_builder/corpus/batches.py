@@ -24,6 +24,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -152,6 +153,11 @@ def local_engine(batches: Iterable[list[Record]], config: ChunkingConfig) -> Ite
 
 
 IN_FLIGHT = 2  # batches submitted to the worker and not yet written
+_START_METHOD = "fork" if sys.platform == "linux" else "spawn"
+"""fork on Linux: spawn (and forkserver) run the caller's main script again in the worker unless it is guarded by
+``if __name__ == "__main__"``, which a library cannot require of its callers. The forked worker only chunks and
+signs: it never touches the parent's SQLite connection or progress bar, and it leaves by ``os._exit`` (as
+multiprocessing's workers do), so nothing of the parent's is closed or flushed twice. macOS and Windows spawn."""
 
 
 def _exit_with(parent: int) -> None:
@@ -167,8 +173,7 @@ def _exit_with(parent: int) -> None:
 
 
 def _pipelined(batches: Iterator[list[Record]], config: ChunkingConfig) -> Iterator[ChunkedBatch]:
-    # spawn, not fork: the parent has threads (a progress bar) and an open SQLite connection
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context(_START_METHOD)
     with ProcessPoolExecutor(1, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)) as pool:
         waiting: deque[Future] = deque()
         for documents in batches:

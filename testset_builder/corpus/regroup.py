@@ -13,6 +13,7 @@ key and shingle Jaccard >= the threshold); an edge depends on its two chunks onl
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Iterable, Iterator
 
@@ -37,6 +38,12 @@ class _Components:
             grand = self.parent[parent]
             self.parent[item] = grand
             item, parent = parent, grand
+        return item
+
+    def root(self, item: str) -> str:
+        """:meth:`find` without recording ``item`` (a chunk met only as a candidate stays out of the groups)."""
+        while (parent := self.parent.get(item, item)) != item:
+            item = parent
         return item
 
     def union(self, a: str, b: str) -> None:
@@ -75,7 +82,7 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
         pending, exact = None, index.exact_buckets(db)
         keys, owners, live_pending = index.pending_band_keys(db)
         if live_pending == live_chunk_count(db):  # a first load: no pair reaches outside the pending chunks
-            near = list(_pending_key_buckets(db, keys, owners))
+            near = _pending_key_buckets(db, keys, owners)
         else:
             del keys, owners
             near = _live_buckets(db, list(index.key_buckets(db)))
@@ -119,36 +126,55 @@ def _pending_key_buckets(db: sqlite3.Connection, keys: np.ndarray, owners: np.nd
     order = np.argsort(keys[hits], kind="stable")
     hit_keys, hit_owners = keys[hits][order], owners[hits][order]
     ids = index.pending_ids(db, np.unique(hit_owners).tolist())
-    starts = np.flatnonzero(np.concatenate(([True], hit_keys[1:] != hit_keys[:-1])))
-    for run in np.split(hit_owners, starts[1:]):
-        yield [ids[rowid] for rowid in run.tolist()]
+    starts = np.flatnonzero(np.concatenate(([True], hit_keys[1:] != hit_keys[:-1]))).tolist()
+    for start, end in zip(starts, [*starts[1:], len(hit_owners)], strict=True):
+        yield [ids[rowid] for rowid in hit_owners[start:end].tolist()]
 
 
 PAIR_SLICE = 5_000  # candidate pairs whose Jaccard is computed at once (~50 MB of numpy and their chunks' texts)
+BUCKET_SLICE = 20_000  # buckets whose candidate pairs are listed at once: memory stays bounded however many there are
 
 
 def _join_near(
-    db: sqlite3.Connection, components: _Components, buckets: list[list[str]], pending: set[str] | None, threshold
+    db: sqlite3.Connection, components: _Components, buckets: Iterable[list[str]], pending: set[str] | None, threshold
 ) -> None:
     """Union each candidate pair in a bucket (one of them pending; any, when ``pending`` is None) whose shingle
-    sets are similar enough. One chunk stands for the chunks of its normalised text (same shingles). The pairs'
-    Jaccard similarities are computed in slices, vectorised (:func:`~.dedup.pair_jaccards`), each chunk's
-    shingles once a slice."""
-    buckets = [b for b in buckets if len(b) > 1 and (pending is None or any(c in pending for c in b))]
-    digests = index.normalised_hashes(db, sorted({c for b in buckets for c in b}))
-    pairs = sorted(_candidate_pairs(buckets, digests, pending))
-    pairs = [(a, b) for a, b in pairs if components.find(a) != components.find(b)]
-    for start in range(0, len(pairs), PAIR_SLICE):
-        chunk_pairs = pairs[start : start + PAIR_SLICE]
-        ids = sorted({c for pair in chunk_pairs for c in pair})
-        texts = index.texts(db, ids)
-        position = {chunk_id: i for i, chunk_id in enumerate(ids)}
-        sets = shingle_sets([normalise(texts[c]) for c in ids])
-        first = np.array([position[a] for a, _ in chunk_pairs], dtype=np.int64)
-        second = np.array([position[b] for _, b in chunk_pairs], dtype=np.int64)
-        for (a, b), similar in zip(chunk_pairs, (pair_jaccards(sets, first, second) >= threshold).tolist()):
-            if similar:
-                components.union(a, b)
+    sets are similar enough. One chunk stands for the chunks of its normalised text (same shingles). Buckets are
+    taken :data:`BUCKET_SLICE` at a time and the pairs' Jaccard similarities computed :data:`PAIR_SLICE` at a time,
+    vectorised (:func:`~.dedup.pair_jaccards`), so memory does not grow with the number of candidates; a pair two
+    slices both list is judged twice (same answer)."""
+    pairs: list[tuple[str, str]] = []
+    for bucket_slice in _slices(buckets, BUCKET_SLICE):
+        bucket_slice = [b for b in bucket_slice if len(b) > 1 and (pending is None or any(c in pending for c in b))]
+        digests = index.normalised_hashes(db, sorted({c for b in bucket_slice for c in b}))
+        for a, b in sorted(_candidate_pairs(bucket_slice, digests, pending)):
+            if components.root(a) != components.root(b):
+                pairs.append((a, b))
+            if len(pairs) >= PAIR_SLICE:
+                _join_similar(db, components, pairs, threshold)
+                pairs = []
+    _join_similar(db, components, pairs, threshold)
+
+
+def _slices(items: Iterable, size: int) -> Iterator[list]:
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
+
+
+def _join_similar(db: sqlite3.Connection, components: _Components, pairs: list[tuple[str, str]], threshold) -> None:
+    """Union the pairs whose shingle sets' Jaccard similarity reaches ``threshold`` (each chunk's shingles once)."""
+    if not pairs:
+        return
+    ids = sorted({c for pair in pairs for c in pair})
+    texts = index.texts(db, ids)
+    position = {chunk_id: i for i, chunk_id in enumerate(ids)}
+    sets = shingle_sets([normalise(texts[c]) for c in ids])
+    first = np.array([position[a] for a, _ in pairs], dtype=np.int64)
+    second = np.array([position[b] for _, b in pairs], dtype=np.int64)
+    for (a, b), similar in zip(pairs, (pair_jaccards(sets, first, second) >= threshold).tolist(), strict=True):
+        if similar:
+            components.union(a, b)
 
 
 def _candidate_pairs(buckets: list[list[str]], digests: dict[str, str], pending: set[str] | None) -> set:
