@@ -1,12 +1,15 @@
 """Ingest loaded documents into a workspace, chunked, incrementally, streaming.
 
 A document whose text and chunker config are unchanged since the last run is skipped (a rerun on an unchanged
-corpus does almost nothing). A changed document is re-chunked: its new chunks are added and its old ones are
+corpus does almost nothing); a file read as one document whose size and mtime are those recorded when it was last
+chunked is not even read (``source_files``; as git's index, a file modified within :data:`RACY_NS` of that record
+is read again; ``rehash`` reads all). A changed document is re-chunked: its new chunks are added and its old ones are
 marked removed, never deleted (judgments may point at them).
 
 Documents stream through in bounded batches (:data:`BATCH_DOCUMENTS` documents or :data:`BATCH_CHARACTERS`
 characters): an engine (:data:`~.batches.Engine`; in-process: :func:`~.batches.local_engine`) chunks and signs each
-batch, and each batch is written in its own transaction, so memory does not grow with the corpus and a run killed
+batch (the local engine in a worker process while this one writes the previous batch), and each batch is written
+in its own transaction, so memory does not grow with the corpus and a run killed
 at any point leaves a consistent workspace that a rerun completes (the documents already written are unchanged then;
 their chunks wait in ``chunk_dedup_pending`` until grouped). What is held for the whole run is ids and hashes.
 Duplicate groups are kept by :mod:`.regroup`, in work proportional to the change.
