@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import InputError
 from ..records import Document, id_problem
@@ -51,8 +51,7 @@ class Skipped:
         return f"{self.source}:{self.line}: {self.reason}" if self.line else f"{self.source}: {self.reason}"
 
 
-@dataclass(frozen=True)
-class UnreadFile:
+class UnreadFile(NamedTuple):
     """In a stream, in place of a file's one document: the file its consumer called unchanged (see
     :attr:`LoadResult.unchanged_file`), so it was not read. Its document's id and source, as reading it gives."""
 
@@ -513,8 +512,8 @@ def iter_folder(
     base = "" if str(folder) == "." else str(folder).rstrip("/") + "/"
     unread = LoadResult()  # files found unchanged, handed on a thousand at a time (a rerun's common case)
     for parts, entry in files:
-        inside_beir = next((b for b in beir_folders if len(parts) > len(b) and parts[: len(b)] == b), None)
-        one_document = inside_beir is None and os.path.splitext(parts[-1])[1].lower() in FILE_SUFFIXES
+        inside_beir = _beir_folder_of(parts, beir_folders) if beir_folders else None
+        one_document = inside_beir is None and _suffix(parts[-1]) in FILE_SUFFIXES
         if one_document:
             relative = "/".join(parts)
             resolved = os.path.realpath(entry.path) if entry.is_symlink() else real_root + relative
@@ -541,6 +540,16 @@ def iter_folder(
             yield _load_file_of_any_kind(path, folder, prefix, strict, id_field, text_field, title_field)
     if unread.documents:
         yield unread
+
+
+def _beir_folder_of(parts: tuple[str, ...], beir_folders: list[tuple[str, ...]]) -> tuple[str, ...] | None:
+    return next((b for b in beir_folders if len(parts) > len(b) and parts[: len(b)] == b), None)
+
+
+def _suffix(name: str) -> str:
+    """``Path(name).suffix.lower()`` (without building a Path: a rerun asks it of every file)."""
+    dot = name.rfind(".")
+    return name[dot:].lower() if 0 < dot < len(name) - 1 else ""
 
 
 def _walk(folder: Path) -> list[tuple[tuple[str, ...], os.DirEntry]]:
