@@ -198,16 +198,26 @@ def main(argv: list[str] | None = None) -> dict:
         if "error" not in r:
             print(f"  {r['name']} means: " + ", ".join(f"{k}={v:.6f}" for k, v in r["means"].items()))
     ours_by_name = dict(zip(TREC, RANX)) | {name: name for name in RANX}  # each contender's names for our metrics
-    disagreements = [
-        f"{r['name']} {metric}: {value!r} vs ours {ours['means'][ours_by_name[metric]]!r}"
-        for r in results
-        if "error" not in r and r is not ours
-        for metric, value in r["means"].items()
-        if abs(value - ours["means"][ours_by_name[metric]]) > 1e-9
-    ]
+    # trec_eval is the reference: its means must be ours to 1e-9. ranx orders tied scores its own way (trec_eval
+    # breaks ties by chunk id), and this data has ties (scores rounded to 4 decimals), so its means may differ in
+    # the seventh decimal: reported, and held to 1e-6
+    allowed = {"pytrec_eval": 1e-9}
+    disagreements, differences = [], []
+    for r in results:
+        if "error" in r or r is ours:
+            continue
+        for metric, value in r["means"].items():
+            gap = abs(value - ours["means"][ours_by_name[metric]])
+            line = f"{r['name']} {metric}: {value!r} vs ours {ours['means'][ours_by_name[metric]]!r}"
+            if gap > allowed.get(r["name"], 1e-6):
+                disagreements.append(line)
+            elif gap > 1e-9:
+                differences.append(line)
     if disagreements:  # a speed figure means nothing if the answers differ
-        raise SystemExit("contenders disagree beyond 1e-9:\n  " + "\n  ".join(disagreements))
-    print("  every contender's means agree with ours within 1e-9")
+        raise SystemExit("contenders disagree:\n  " + "\n  ".join(disagreements))
+    print("  pytrec_eval's means equal ours within 1e-9; ranx's within 1e-6 (its own order of tied scores)")
+    for line in differences:
+        print(f"    {line}")
     return {"metrics_speed": results}
 
 
