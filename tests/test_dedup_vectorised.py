@@ -32,3 +32,28 @@ def test_shingle_sets_and_pair_jaccards_equal_the_one_text_definitions(corpus, s
     second = np.array([b for _, b in pairs], dtype=np.int64)
     expected = [jaccard(shingles(corpus[a]), shingles(corpus[b])) for a, b in pairs]
     assert pair_jaccards((hashes, offsets), first, second).tolist() == expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(texts, st.data())
+def test_the_sketch_bound_is_never_below_the_true_jaccard(corpus, data):
+    from testset_builder.corpus.dedup import jaccard_upper_bounds, shingle_hashes, signatures_and_sketches
+
+    hashes, offsets = shingle_hashes([normalise(t) for t in corpus])
+    _, _, sketches = signatures_and_sketches(hashes, offsets)
+    index = st.integers(0, len(corpus) - 1)
+    pairs = data.draw(st.lists(st.tuples(index, index), min_size=1, max_size=40))
+    first, second = [a for a, _ in pairs], [b for _, b in pairs]
+    bounds = jaccard_upper_bounds(sketches[first], sketches[second])
+    for (a, b), bound in zip(pairs, bounds.tolist(), strict=True):
+        assert jaccard(shingles(corpus[a]), shingles(corpus[b])) <= bound + 1e-12
+
+
+def test_the_sketch_bound_rules_out_unrelated_chunks_and_keeps_near_copies():
+    from testset_builder.corpus.dedup import jaccard_upper_bounds, shingle_hashes, signatures_and_sketches
+
+    base = " ".join(f"word{i}" for i in range(120))
+    texts = [base, base.replace("word60", "altered"), " ".join(f"other{i}" for i in range(120))]
+    _, _, sketches = signatures_and_sketches(*shingle_hashes([normalise(t) for t in texts]))
+    near, unrelated = jaccard_upper_bounds(sketches[[0, 0]], sketches[[1, 2]]).tolist()
+    assert near >= 0.8 > unrelated

@@ -14,7 +14,9 @@ Record shapes:
 - signature record (:func:`signature_batch`): ``chunk_id`` str, ``normalised_sha256`` str (hex sha256 of the
   normalised text: equal for exact duplicates), ``band_keys`` bytes (the 16 LSH keys (:data:`~.dedup.BANDS`) as
   little-endian int64, 8 bytes each; empty when the chunk has fewer than two distinct shingles and so takes no part
-  in near-duplicate detection).
+  in near-duplicate detection), ``sketch`` bytes (:func:`~.dedup.signatures_and_sketches`: 64 truncated bin
+  minima and the shingle count as 66 little-endian uint16, 132 bytes; empty when unsigned): what lets a first load
+  rule out most candidate pairs without computing their Jaccard similarity.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import numpy as np
 from ..config import ChunkingConfig
 from ..records import Chunk, Document
 from .chunkers import chunk_document
-from .dedup import band_keys, normalise, shingle_hashes, signatures
+from .dedup import band_keys, normalise, shingle_hashes, signatures_and_sketches
 
 Record = dict[str, Any]
 ChunkedBatch = tuple[list[Record], list[Record], list[Record]]
@@ -109,13 +111,14 @@ def signature_batch(chunks: list[Record]) -> list[Record]:
 def _signature_slice(chunks: list[Record]) -> list[Record]:
     normalised = [normalise(c["text"]) for c in chunks]
     hashes, offsets = shingle_hashes(normalised)
-    minima, signed = signatures(hashes, offsets)
+    minima, signed, sketches = signatures_and_sketches(hashes, offsets)
     keys = band_keys(minima).astype("<i8")
     return [
         {
             "chunk_id": chunk["chunk_id"],
             "normalised_sha256": hashlib.sha256(text.encode()).hexdigest(),
             "band_keys": keys[i].tobytes() if signed[i] else b"",
+            "sketch": sketches[i].tobytes() if signed[i] else b"",
         }
         for i, (chunk, text) in enumerate(zip(chunks, normalised, strict=True))
     ]

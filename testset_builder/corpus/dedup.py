@@ -173,13 +173,44 @@ def signatures(hashes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.
     """Each text's MinHash signature (``(texts, 64)`` uint64; one-permutation hashing, densified) and whether it
     has two or more distinct shingles (fewer: not signed, as too short to be a near-duplicate). Repeated shingles
     change nothing: a minimum over a multiset is the minimum over its set."""
+    return _densify(_bin_minima(hashes, offsets)), _signed(hashes, offsets)
+
+
+def _signed(hashes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     sizes = np.diff(offsets)
     signed = np.zeros(len(sizes), dtype=bool)
     nonempty = np.flatnonzero(sizes > 0)
     if len(nonempty):
         starts = offsets[nonempty]
         signed[nonempty] = np.minimum.reduceat(hashes, starts) != np.maximum.reduceat(hashes, starts)
-    return _densify(_bin_minima(hashes, offsets)), signed
+    return signed
+
+
+def signatures_and_sketches(hashes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`signatures` and each text's sketch for :func:`jaccard_upper_bounds`: ``(texts, 66)`` uint16, the low
+    16 bits of its 64 bin minima before densification, then its shingle count (repeats included) as two uint16s."""
+    minima = _bin_minima(hashes, offsets)
+    sketch = np.empty((len(minima), 66), dtype="<u2")
+    sketch[:, :64] = (minima & _U64(0xFFFF)).astype("<u2")
+    counts = np.minimum(np.diff(offsets), 0xFFFFFFFF).astype("<u4")
+    sketch[:, 64:] = counts.view("<u2").reshape(-1, 2) if len(counts) else np.zeros((0, 2), dtype="<u2")
+    return _densify(minima), _signed(hashes, offsets), sketch
+
+
+def jaccard_upper_bounds(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """For pairs of sketches (rows of :func:`signatures_and_sketches`' third array): a number the Jaccard similarity
+    of the two shingle sets cannot exceed, exactly (not an estimate). Where two texts' minima differ in a bin, the
+    smaller one's shingle is in one set and not the other, and bins are disjoint, so the d bins whose (truncated)
+    minima differ witness d distinct elements of the symmetric difference: |A xor B| = S - 2|A & B| >= d with
+    S = |A| + |B| (at most the shingle counts with repeats), hence J = I / (S - I) <= (S - d) / (S + d). Equal
+    truncations count as agreeing, which only loosens the bound."""
+    differ = np.count_nonzero(first[:, :64] != second[:, :64], axis=1)
+    total = _counts(first) + _counts(second)
+    return np.where(total + differ > 0, (total - differ) / np.maximum(total + differ, 1), 0.0)
+
+
+def _counts(sketch: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(sketch[:, 64:]).view("<u4")[:, 0].astype(np.int64)
 
 
 def band_keys(signature_rows: np.ndarray) -> np.ndarray:

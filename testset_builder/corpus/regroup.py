@@ -21,7 +21,7 @@ import numpy as np
 
 from ..store import duplicates as index
 from ..store.corpus import live_chunk_count
-from .dedup import THRESHOLD, duplicate_groups, normalise, pair_jaccards, shingle_sets
+from .dedup import THRESHOLD, duplicate_groups, jaccard_upper_bounds, normalise, pair_jaccards, shingle_sets
 
 BULK_SHARE = 0.2  # pending above this share of the live chunks: scan the index rather than look keys up
 
@@ -82,7 +82,11 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
         pending, exact = None, index.exact_buckets(db)
         keys, owners, live_pending = index.pending_band_keys(db)
         if live_pending == live_chunk_count(db):  # a first load: no pair reaches outside the pending chunks
-            near = _pending_key_buckets(db, keys, owners)
+            first, second = _key_pairs(db, keys, owners)
+            del keys, owners
+            first, second = _possible_pairs(db, first, second, threshold)
+            ids = index.pending_ids(db, np.unique(np.concatenate([first, second])).tolist())
+            near = None
         else:
             del keys, owners
             near = _live_buckets(db, list(index.key_buckets(db)))
@@ -95,7 +99,10 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
     for bucket in exact:
         for chunk_id in bucket[1:]:
             components.union(bucket[0], chunk_id)
-    _join_near(db, components, near, pending, threshold)
+    if near is None:
+        _join_pairs(db, components, ((ids[a], ids[b]) for a, b in zip(first.tolist(), second.tolist())), threshold)
+    else:
+        _join_near(db, components, near, pending, threshold)
     touched = list(components.parent)
     for members in index.group_members(db, touched).values():
         for chunk_id in members[1:]:
@@ -111,24 +118,76 @@ def _live_buckets(db: sqlite3.Connection, buckets: list[list[str]]) -> list[list
     return [[c for c in bucket if c in live] for bucket in buckets]
 
 
-def _pending_key_buckets(db: sqlite3.Connection, keys: np.ndarray, owners: np.ndarray) -> Iterator[list[str]]:
-    """The live pending chunks sharing each band key two or more of them have (``keys`` and their ``owners``, as
+LARGE_RUN = 32  # chunks sharing one key: above this many, only one of each normalised text is paired
+
+
+def _key_pairs(db: sqlite3.Connection, keys: np.ndarray, owners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct pairs (a < b) of pending rows sharing a band key (``keys`` and their ``owners``, as
     :func:`~..store.duplicates.pending_band_keys` gives them), found in numpy: the keys that occur twice from one
-    sort, then the entries holding those keys (a few) grouped by key."""
+    sort, then the entries holding them grouped by key. In a run longer than :data:`LARGE_RUN` (many copies of
+    one text) one row stands for the rows of its normalised text, which have its shingles."""
     ordered = np.sort(keys)
     repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
     del ordered
     if not len(repeated):
-        return
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     at = np.minimum(np.searchsorted(repeated, keys), len(repeated) - 1)
     hits = np.flatnonzero(repeated[at] == keys)
     del at
     order = np.argsort(keys[hits], kind="stable")
     hit_keys, hit_owners = keys[hits][order], owners[hits][order]
-    ids = index.pending_ids(db, np.unique(hit_owners).tolist())
-    starts = np.flatnonzero(np.concatenate(([True], hit_keys[1:] != hit_keys[:-1]))).tolist()
-    for start, end in zip(starts, [*starts[1:], len(hit_owners)], strict=True):
-        yield [ids[rowid] for rowid in hit_owners[start:end].tolist()]
+    starts = np.flatnonzero(np.concatenate(([True], hit_keys[1:] != hit_keys[:-1])))
+    lengths = np.diff(np.concatenate((starts, [len(hit_keys)])))
+    twos = starts[lengths == 2]
+    firsts, seconds = [hit_owners[twos]], [hit_owners[twos + 1]]
+    for start, length in zip(starts[lengths > 2].tolist(), lengths[lengths > 2].tolist(), strict=True):
+        run = hit_owners[start : start + length]
+        if length > LARGE_RUN:
+            run = _one_per_text(db, run)
+        i, j = np.triu_indices(len(run), 1)
+        firsts.append(run[i])
+        seconds.append(run[j])
+    a, b = np.concatenate(firsts), np.concatenate(seconds)
+    low, high = np.minimum(a, b), np.maximum(a, b)
+    distinct = np.unique((low * (int(high.max(initial=0)) + 1) + high)[low != high])
+    return distinct // (int(high.max(initial=0)) + 1), distinct % (int(high.max(initial=0)) + 1)
+
+
+def _one_per_text(db: sqlite3.Connection, rows: np.ndarray) -> np.ndarray:
+    ids = index.pending_ids(db, rows.tolist())
+    digests = index.normalised_hashes(db, sorted(ids.values()))
+    first: dict[str, int] = {}
+    for rowid in sorted(rows.tolist()):
+        first.setdefault(digests[ids[rowid]], rowid)
+    return np.array(sorted(first.values()), dtype=np.int64)
+
+
+def _possible_pairs(
+    db: sqlite3.Connection, first: np.ndarray, second: np.ndarray, threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs whose Jaccard similarity their sketches do not rule out (:func:`~.dedup.jaccard_upper_bounds`,
+    exact: a pair ruled out is below ``threshold`` for certain), a million at a time."""
+    if not len(first):
+        return first, second
+    rowids, sketches = index.pending_sketches(db)
+    keep = np.zeros(len(first), dtype=bool)
+    for start in range(0, len(first), 1_000_000):
+        a = np.searchsorted(rowids, first[start : start + 1_000_000])
+        b = np.searchsorted(rowids, second[start : start + 1_000_000])
+        keep[start : start + len(a)] = jaccard_upper_bounds(sketches[a], sketches[b]) >= threshold - 1e-9
+    return first[keep], second[keep]
+
+
+def _join_pairs(db: sqlite3.Connection, components: _Components, pairs: Iterable[tuple[str, str]], threshold) -> None:
+    """Union the given candidate pairs whose Jaccard similarity reaches ``threshold``, :data:`PAIR_SLICE` at a time."""
+    batch: list[tuple[str, str]] = []
+    for a, b in pairs:
+        if components.root(a) != components.root(b):
+            batch.append((a, b))
+        if len(batch) >= PAIR_SLICE:
+            _join_similar(db, components, batch, threshold)
+            batch = []
+    _join_similar(db, components, batch, threshold)
 
 
 PAIR_SLICE = 5_000  # candidate pairs whose Jaccard is computed at once (~50 MB of numpy and their chunks' texts)
@@ -143,17 +202,10 @@ def _join_near(
     taken :data:`BUCKET_SLICE` at a time and the pairs' Jaccard similarities computed :data:`PAIR_SLICE` at a time,
     vectorised (:func:`~.dedup.pair_jaccards`), so memory does not grow with the number of candidates; a pair two
     slices both list is judged twice (same answer)."""
-    pairs: list[tuple[str, str]] = []
     for bucket_slice in _slices(buckets, BUCKET_SLICE):
         bucket_slice = [b for b in bucket_slice if len(b) > 1 and (pending is None or any(c in pending for c in b))]
         digests = index.normalised_hashes(db, sorted({c for b in bucket_slice for c in b}))
-        for a, b in sorted(_candidate_pairs(bucket_slice, digests, pending)):
-            if components.root(a) != components.root(b):
-                pairs.append((a, b))
-            if len(pairs) >= PAIR_SLICE:
-                _join_similar(db, components, pairs, threshold)
-                pairs = []
-    _join_similar(db, components, pairs, threshold)
+        _join_pairs(db, components, sorted(_candidate_pairs(bucket_slice, digests, pending)), threshold)
 
 
 def _slices(items: Iterable, size: int) -> Iterator[list]:

@@ -14,6 +14,7 @@ import numpy as np
 
 _IN_BATCH = 500
 _SEPARATOR = "\x1f"
+_NO_SKETCH = b"\xff" * 132
 
 
 def batches(values: Sequence, size: int = _IN_BATCH) -> Iterator[Sequence]:
@@ -49,8 +50,8 @@ def put_signatures(db: sqlite3.Connection, signatures: Iterable[dict], signed_be
          for key in struct.unpack(f"<{len(r['band_keys']) // 8}q", r["band_keys"])],
     )  # fmt: skip
     db.executemany(
-        "INSERT OR IGNORE INTO chunk_dedup_pending (chunk_id, band_keys) VALUES (?, ?)",
-        [(r["chunk_id"], r["band_keys"]) for r in rows],
+        "INSERT OR REPLACE INTO chunk_dedup_pending (chunk_id, band_keys, sketch) VALUES (?, ?, ?)",
+        [(r["chunk_id"], r["band_keys"], r.get("sketch", b"")) for r in rows],
     )
 
 
@@ -93,6 +94,20 @@ def pending_band_keys(db: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray, i
     if not keys:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0
     return np.concatenate(keys), np.concatenate(owners), count
+
+
+def pending_sketches(db: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray]:
+    """(pending rows, by rowid; their sketches ``(rows, 66)`` uint16), read a slice at a time. A chunk without one
+    gets a sketch whose shingle count is the largest there is: its bound is 1, it is never ruled out."""
+    rowids, sketches = [], []
+    cursor = db.execute("SELECT rowid, sketch FROM chunk_dedup_pending ORDER BY rowid")
+    while rows := cursor.fetchmany(50_000):
+        rowids.append(np.array([rowid for rowid, _ in rows], dtype=np.int64))
+        packed = b"".join(blob if len(blob) == 132 else _NO_SKETCH for _, blob in rows)
+        sketches.append(np.frombuffer(packed, dtype="<u2").reshape(-1, 66))
+    if not rowids:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 66), dtype="<u2")
+    return np.concatenate(rowids), np.concatenate(sketches)
 
 
 def pending_ids(db: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:

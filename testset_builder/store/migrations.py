@@ -539,7 +539,9 @@ def m014_duplicate_index(db: sqlite3.Connection) -> None:
         CREATE INDEX chunks_live_by_normalised_sha256 ON chunks(normalised_sha256) WHERE removed_at IS NULL;
         CREATE TABLE chunk_lsh (key INTEGER NOT NULL, chunk_id TEXT NOT NULL);
         CREATE INDEX chunk_lsh_by_key ON chunk_lsh(key);
-        CREATE TABLE chunk_dedup_pending (chunk_id TEXT PRIMARY KEY, band_keys BLOB NOT NULL DEFAULT x'');
+        CREATE TABLE chunk_dedup_pending (
+            chunk_id TEXT PRIMARY KEY, band_keys BLOB NOT NULL DEFAULT x'', sketch BLOB NOT NULL DEFAULT x''
+        );
         CREATE TABLE source_files (
             path TEXT PRIMARY KEY,
             doc_id TEXT NOT NULL,
