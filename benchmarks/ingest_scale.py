@@ -94,7 +94,7 @@ def run_chunk(corpus: Path, workspace: Path, *extra: str) -> tuple[float, float,
     ]
     started = time.perf_counter()
     child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    tree_peak = [0.0]
+    tree_peak = [0.0, 0.0]
     sampler = threading.Thread(target=_sample_peak, args=(child.pid, tree_peak, lambda: child.returncode is not None))
     sampler.start()
     output = child.stdout.read()
@@ -106,6 +106,8 @@ def run_chunk(corpus: Path, workspace: Path, *extra: str) -> tuple[float, float,
     if child.returncode != 0:
         raise SystemExit(f"chunk failed ({child.returncode}): {error.decode()[-2000:]}")
     cpu = usage.ru_utime + usage.ru_stime
+    if tree_peak[1]:
+        print(f"  batches written after {tree_peak[1]:.0f} s; duplicate grouping (settle) took the rest", flush=True)
     return seconds, cpu, max(usage.ru_maxrss / 1024, tree_peak[0]), json.loads(output)
 
 
@@ -130,8 +132,13 @@ def _children(pid: int) -> list[int]:
 
 
 def _sample_peak(pid: int, peak: list[float], done) -> None:
+    """Also notes (in ``peak[1]``) the seconds at which the child last had a worker process: when its batches were
+    done and grouping duplicates began."""
+    started = time.perf_counter()
     while not done():
         peak[0] = max(peak[0], _tree_rss_mb(pid))
+        if len(_children(pid)) > 1:  # the chunking worker and multiprocessing's resource tracker
+            peak[1] = time.perf_counter() - started
         time.sleep(0.1)
 
 

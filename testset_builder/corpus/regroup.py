@@ -131,9 +131,14 @@ def _key_pairs(db: sqlite3.Connection, keys: np.ndarray, owners: np.ndarray) -> 
     del ordered
     if not len(repeated):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    at = np.minimum(np.searchsorted(repeated, keys), len(repeated) - 1)
-    hits = np.flatnonzero(repeated[at] == keys)
-    del at
+    holds = np.zeros(len(keys), dtype=bool)
+    for start in range(0, len(keys), 1 << 22):  # a slice at a time: no index array as large as the keys
+        part = keys[start : start + (1 << 22)]
+        holds[start : start + len(part)] = (
+            repeated[np.minimum(np.searchsorted(repeated, part), len(repeated) - 1)] == part
+        )
+    hits = np.flatnonzero(holds)
+    del holds
     order = np.argsort(keys[hits], kind="stable")
     hit_keys, hit_owners = keys[hits][order], owners[hits][order]
     starts = np.flatnonzero(np.concatenate(([True], hit_keys[1:] != hit_keys[:-1])))
@@ -147,10 +152,17 @@ def _key_pairs(db: sqlite3.Connection, keys: np.ndarray, owners: np.ndarray) -> 
         i, j = np.triu_indices(len(run), 1)
         firsts.append(run[i])
         seconds.append(run[j])
-    a, b = np.concatenate(firsts), np.concatenate(seconds)
-    low, high = np.minimum(a, b), np.maximum(a, b)
-    distinct = np.unique((low * (int(high.max(initial=0)) + 1) + high)[low != high])
-    return distinct // (int(high.max(initial=0)) + 1), distinct % (int(high.max(initial=0)) + 1)
+    a = np.concatenate(firsts).astype(np.int64)
+    del firsts
+    b = np.concatenate(seconds).astype(np.int64)
+    del seconds
+    span = int(max(a.max(initial=0), b.max(initial=0))) + 1
+    combined = np.minimum(a, b) * span + np.maximum(a, b)
+    combined = combined[a != b]
+    del a, b
+    distinct = np.unique(combined)
+    del combined
+    return distinct // span, distinct % span
 
 
 def _one_per_text(db: sqlite3.Connection, rows: np.ndarray) -> np.ndarray:
@@ -169,7 +181,8 @@ def _possible_pairs(
     exact: a pair ruled out is below ``threshold`` for certain), a million at a time."""
     if not len(first):
         return first, second
-    rowids, sketches = index.pending_sketches(db)
+    rowids = np.unique(np.concatenate([first, second]))
+    sketches = index.pending_sketches(db, rowids)
     keep = np.zeros(len(first), dtype=bool)
     for start in range(0, len(first), 1_000_000):
         a = np.searchsorted(rowids, first[start : start + 1_000_000])
