@@ -9,9 +9,10 @@ import os
 import numpy as np
 import pytest
 
+from testset_builder.errors import CorpusChangedError
 from testset_builder.retrieval import BM25Index, DenseIndex, dense_available
 from testset_builder.retrieval import _common as common
-from testset_builder.retrieval._common import Corpus, CorpusChangedError
+from testset_builder.retrieval._common import Corpus
 from testset_builder.retrieval.indexes import WorkspaceIndexes
 from testset_builder.store import rows
 

@@ -187,3 +187,10 @@ class HubError(TestsetBuilderError):
 class EngineError(TestsetBuilderError):
     """An ingest engine could not run (its extra is not installed, its cluster cannot be reached) or one of its tasks
     failed; names what failed. Nothing of the window of batches it failed in is stored."""
+
+
+class CorpusChangedError(TestsetBuilderError):
+    """The live chunks changed while an index was being built from them."""
+
+    def __init__(self) -> None:
+        super().__init__("the chunks changed while they were being indexed (another process writing?): run again")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..errors import TestsetBuilderError
+from ..errors import CorpusChangedError
 from ..tables import RUN_SCHEMA, Run
 
 BATCH = 10_000  # chunks read, tokenized or encoded at a time: bounded memory at any corpus size
@@ -84,11 +84,6 @@ class Corpus:
         ids = self.chunk_ids[::step][:size]
         found = self.passages_of(ids)
         return [found[c] for c in ids if c in found]
-
-
-class CorpusChangedError(TestsetBuilderError):
-    def __init__(self) -> None:
-        super().__init__("the chunks changed while they were being indexed (another process writing?): run again")
 
 
 def corpus_key(settings: str, corpus: Corpus) -> str:
