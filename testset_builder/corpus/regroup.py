@@ -80,15 +80,15 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
     index.ensure_key_index(db)
     if not index.live_chunks_over(db, waiting / BULK_SHARE):
         pending, exact = None, index.exact_buckets(db)
-        keys, owners, live_pending = index.pending_band_keys(db)
+        entries, live_pending = index.pending_key_entries(db)
         if live_pending == live_chunk_count(db):  # a first load: no pair reaches outside the pending chunks
-            first, second = _key_pairs(db, keys, owners)
-            del keys, owners
+            first, second = _key_pairs(db, entries)
+            del entries
             first, second = _possible_pairs(db, first, second, threshold)
             ids = index.pending_ids(db, np.unique(np.concatenate([first, second])).tolist())
             near = None
         else:
-            del keys, owners
+            del entries
             near = _live_buckets(db, list(index.key_buckets(db)))
     else:
         rows = index.live_pending(db)
@@ -121,28 +121,22 @@ def _live_buckets(db: sqlite3.Connection, buckets: list[list[str]]) -> list[list
 LARGE_RUN = 32  # chunks sharing one key: above this many, only one of each normalised text is paired
 
 
-def _key_pairs(db: sqlite3.Connection, keys: np.ndarray, owners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct pairs (a < b) of pending rows sharing a band key (``keys`` and their ``owners``, as
-    :func:`~..store.duplicates.pending_band_keys` gives them), found in numpy: the keys that occur twice from one
-    sort, then the entries holding them grouped by key. In a run longer than :data:`LARGE_RUN` (many copies of
-    one text) one row stands for the rows of its normalised text, which have its shingles."""
-    ordered = np.sort(keys)
-    repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
-    del ordered
-    if not len(repeated):
+def _key_pairs(db: sqlite3.Connection, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct pairs (a < b) of pending rows sharing a band key, from ``entries`` as
+    :func:`~..store.duplicates.pending_key_entries` gives them, sorted here in place: runs of equal key bits. Keys
+    are compared on 32 of their 64 bits: rows sharing a key always share these, and a pair sharing only these is
+    one more candidate, judged exactly like any other. In a run longer than :data:`LARGE_RUN` (many copies of one
+    text) one row stands for the rows of its normalised text, which have its shingles."""
+    entries.sort()
+    halves = entries.view("<u4").reshape(-1, 2)
+    rowids, key_bits = halves[:, 0], halves[:, 1]
+    repeats = np.flatnonzero(key_bits[1:] == key_bits[:-1])  # i: entry i + 1 has entry i's key
+    if not len(repeats):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    holds = np.zeros(len(keys), dtype=bool)
-    for start in range(0, len(keys), 1 << 22):  # a slice at a time: no index array as large as the keys
-        part = keys[start : start + (1 << 22)]
-        holds[start : start + len(part)] = (
-            repeated[np.minimum(np.searchsorted(repeated, part), len(repeated) - 1)] == part
-        )
-    hits = np.flatnonzero(holds)
-    del holds
-    order = np.argsort(keys[hits], kind="stable")
-    hit_keys, hit_owners = keys[hits][order], owners[hits][order]
-    starts = np.flatnonzero(np.concatenate(([True], hit_keys[1:] != hit_keys[:-1])))
-    lengths = np.diff(np.concatenate((starts, [len(hit_keys)])))
+    new_run = np.concatenate(([True], np.diff(repeats) != 1))
+    starts = repeats[new_run]
+    lengths = np.diff(np.concatenate((np.flatnonzero(new_run), [len(repeats)]))) + 1
+    hit_owners = rowids  # a view: no copy of the entries
     twos = starts[lengths == 2]
     firsts, seconds = [hit_owners[twos]], [hit_owners[twos + 1]]
     for start, length in zip(starts[lengths > 2].tolist(), lengths[lengths > 2].tolist(), strict=True):

@@ -75,22 +75,20 @@ def live_pending(db: sqlite3.Connection) -> list[tuple[str, str]]:
     return db.execute(sql).fetchall()
 
 
-def pending_band_keys(db: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray, int]:
-    """The band keys of the live pending chunks as numpy arrays: (keys int64, the pending row each belongs to as
-    int32, how many live chunks are pending, signed or not); read a slice at a time into arrays sized beforehand,
-    so a first load of millions of chunks holds 12 bytes a key, once."""
+def pending_key_entries(db: sqlite3.Connection) -> tuple[np.ndarray, int]:
+    """The band keys of the live pending chunks as one uint64 array, an entry a key: the key's low 32 bits above the
+    pending row's rowid (below 2**32); and how many live chunks are pending, signed or not. Read a slice at a time
+    into an array sized beforehand: 8 bytes a key, once."""
     sql = "FROM chunk_dedup_pending p CROSS JOIN chunks c USING (chunk_id) WHERE c.removed_at IS NULL"
     count, size = db.execute(f"SELECT COUNT(*), COALESCE(SUM(length(p.band_keys)), 0) {sql}").fetchone()
-    keys, owners, filled = np.empty(size // 8, dtype=np.int64), np.empty(size // 8, dtype=np.int32), 0
+    entries, filled = np.empty(size // 8, dtype="<u8"), 0
     cursor = db.execute(f"SELECT p.rowid, p.band_keys {sql}")
     while rows := cursor.fetchmany(50_000):
-        packed = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<i8")
-        keys[filled : filled + len(packed)] = packed
-        owners[filled : filled + len(packed)] = np.repeat(
-            np.array([rowid for rowid, _ in rows], dtype=np.int32), [len(blob) // 8 for _, blob in rows]
-        )
-        filled += len(packed)
-    return keys[:filled], owners[:filled], count
+        keys = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<u8")
+        rowids = np.repeat(np.array([rowid for rowid, _ in rows], dtype="<u8"), [len(blob) // 8 for _, blob in rows])
+        entries[filled : filled + len(keys)] = (keys << np.uint64(32)) | rowids
+        filled += len(keys)
+    return entries[:filled], count
 
 
 def pending_sketches(db: sqlite3.Connection, wanted: np.ndarray) -> np.ndarray:
@@ -110,7 +108,7 @@ def pending_sketches(db: sqlite3.Connection, wanted: np.ndarray) -> np.ndarray:
 
 
 def pending_ids(db: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:
-    """Pending row -> its chunk id (rows as :func:`pending_band_keys` names them)."""
+    """Pending row -> its chunk id (rows as :func:`pending_key_entries` names them)."""
     found = {}
     for batch in batches(list(rowids)):
         found.update(db.execute(f"SELECT rowid, chunk_id FROM chunk_dedup_pending WHERE rowid IN ({marks(batch)})",
