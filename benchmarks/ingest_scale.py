@@ -137,7 +137,7 @@ def _sample_peak(pid: int, peak: list[float], done) -> None:
     started = time.perf_counter()
     while not done():
         peak[0] = max(peak[0], _tree_rss_mb(pid))
-        if len(_children(pid)) > 1:  # the chunking worker and multiprocessing's resource tracker
+        if _children(pid):  # the chunking worker
             peak[1] = time.perf_counter() - started
         time.sleep(0.1)
 
