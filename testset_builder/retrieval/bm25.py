@@ -81,6 +81,13 @@ class BM25Index:
         return cls.for_corpus(directory, Corpus.of(chunk_ids, texts), stem, language, k1, b)
 
     @classmethod
+    def path_for(
+        cls, directory: Path, corpus: Corpus, stem: bool = True, language: str = "en", k1: float = K1, b: float = B
+    ) -> Path:
+        """Where :meth:`for_corpus` keeps the index of ``corpus`` (a directory)."""
+        return Path(directory) / f"bm25-{corpus_key(cls.settings(stem, language, k1, b), corpus)}"
+
+    @classmethod
     def for_corpus(
         cls, directory: Path, corpus: Corpus, stem: bool = True, language: str = "en", k1: float = K1, b: float = B
     ) -> BM25Index:
@@ -89,7 +96,7 @@ class BM25Index:
         The index is built under a name of this process's own and renamed into place, so a reader never sees half
         an index; when two processes build it at once, the second rename finds the first's index and keeps it. A
         cache that cannot be written (read-only media) costs an index built in memory, and the rebuild next time."""
-        path = Path(directory) / f"bm25-{corpus_key(cls.settings(stem, language, k1, b), corpus)}"
+        path = cls.path_for(directory, corpus, stem, language, k1, b)
         if not (path / "params.index.json").exists():
             partial = path.with_name(f"{path.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
             try:

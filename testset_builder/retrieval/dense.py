@@ -13,7 +13,7 @@ import importlib.util
 import json
 import os
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -57,13 +57,40 @@ def encode(texts: Sequence[str], model: str = DEFAULT_MODEL, batch_size: int = 6
     return np.asarray(vectors, dtype=np.float32)
 
 
-def write_embeddings(path: Path, text_batches: Iterable[list[str]], count: int, model: str = DEFAULT_MODEL) -> None:
-    """Encode ``count`` texts, a batch at a time, into the float16 ``.npy`` file ``path`` (written in place through a
-    memory map: the vectors are never all in memory). float16 halves the file; the cosines it gives differ from
-    float32's by about 1e-3 (see the tests for what that does to a top 10)."""
+Batch = tuple[list[str], list[str]]  # chunk ids and their texts, in index order
+EncodeBatches = Callable[[Iterable[Batch], str], Iterable[np.ndarray]]
+
+
+def encode_in_process(batches: Iterable[Batch], model: str = DEFAULT_MODEL) -> Iterator[np.ndarray]:
+    """The in-process embedding engine: each batch's texts encoded here, one batch at a time. An engine (see
+    :mod:`.ray_embed`) takes (chunk ids, texts) batches and gives one float array per batch, in order; it encodes
+    each batch as one call to :func:`encode`, since the batch's make-up decides the padding and so the last bits."""
+    for _, texts in batches:
+        yield encode(texts, model)
+
+
+def id_batches(corpus: Corpus) -> Iterator[Batch]:
+    """The corpus's texts in batches, each with its chunk ids (:meth:`Corpus.text_batches` checks they are these)."""
+    position = 0
+    for texts in corpus.text_batches():
+        yield corpus.chunk_ids[position : position + len(texts)], texts
+        position += len(texts)
+
+
+def write_embeddings(
+    path: Path,
+    batches: Iterable[Batch],
+    count: int,
+    model: str = DEFAULT_MODEL,
+    encode_batches: EncodeBatches = encode_in_process,
+) -> None:
+    """Encode ``count`` texts, a batch at a time with ``encode_batches``, into the float16 ``.npy`` file ``path``
+    (written in place through a memory map: the vectors are never all in memory). float16 halves the file; the
+    cosines it gives differ from float32's by about 1e-3 (see the tests for what that does to a top 10)."""
     written, vectors = 0, None
-    for texts in text_batches:
-        batch = encode(texts, model)
+    for batch in encode_batches(batches, model):
+        if not len(batch):
+            continue
         if vectors is None:
             vectors = np.lib.format.open_memmap(path, mode="w+", dtype=np.float16, shape=(count, batch.shape[1]))
         vectors[written : written + len(batch)] = batch
@@ -97,25 +124,40 @@ class DenseIndex:
         """The embeddings of exactly these chunks from ``directory``: see :meth:`for_corpus`."""
         return cls.for_corpus(directory, Corpus.of(chunk_ids, texts), model)
 
+    @staticmethod
+    def path_for(directory: Path, corpus: Corpus, model: str = DEFAULT_MODEL) -> Path:
+        """Where :meth:`for_corpus` keeps the embeddings of ``corpus``."""
+        return Path(directory) / f"dense-{corpus_key(f'dense model={model} float16', corpus)}.npy"
+
     @classmethod
-    def for_corpus(cls, directory: Path, corpus: Corpus, model: str = DEFAULT_MODEL) -> DenseIndex:
-        """The embeddings of ``corpus`` from ``directory`` (memory-mapped float16), encoding and saving them if
-        absent. They are written under a name of this process's own and renamed into place, so a reader never
-        sees half a file; a cache that cannot be written (read-only media) costs the encoding next time."""
-        path = Path(directory) / f"dense-{corpus_key(f'dense model={model} float16', corpus)}.npy"
+    def for_corpus(
+        cls,
+        directory: Path,
+        corpus: Corpus,
+        model: str = DEFAULT_MODEL,
+        encode_batches: EncodeBatches = encode_in_process,
+    ) -> DenseIndex:
+        """The embeddings of ``corpus`` from ``directory`` (memory-mapped float16), encoding them with
+        ``encode_batches`` and saving them if absent. They are written under a name of this process's own and
+        renamed into place, so a reader never sees half a file, and a failed encoding leaves no file; a cache that
+        cannot be written (read-only media) costs the encoding next time."""
+        path = cls.path_for(directory, corpus, model)
         if not path.exists():
             partial = path.with_name(f"{path.stem}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy")
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                write_embeddings(partial, corpus.text_batches(), len(corpus.chunk_ids), model)
+                write_embeddings(partial, id_batches(corpus), len(corpus.chunk_ids), model, encode_batches)
                 os.replace(partial, path)  # never a half-written file under the real name; a concurrent one is equal
                 meta = json.dumps({"model": model, "chunks": len(corpus.chunk_ids), "dtype": "float16"})
                 path.with_suffix(".json").write_text(meta, encoding="utf-8")
             except OSError:
                 partial.unlink(missing_ok=True)
                 if not path.exists():
-                    texts = [text for batch in corpus.text_batches() for text in batch]
-                    return cls(corpus.chunk_ids, encode(texts, model).astype(np.float16), model)
+                    encoded = np.concatenate(list(encode_batches(id_batches(corpus), model)))
+                    return cls(corpus.chunk_ids, encoded.astype(np.float16), model)
+            except BaseException:  # the engine failed, or the corpus changed: no file, not even a partial one
+                partial.unlink(missing_ok=True)
+                raise
         return cls(corpus.chunk_ids, np.load(path, mmap_mode="r"), model)
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:

@@ -15,7 +15,7 @@ from ..store.workspace import Workspace
 from ..tables import Run
 from ._common import BATCH, Corpus, corpus_key
 from .bm25 import BM25Index
-from .dense import DenseIndex
+from .dense import DenseIndex, EncodeBatches, encode_in_process
 
 LANGUAGE_SAMPLE = 60  # texts language detection reads (see corpus_languages)
 
@@ -61,6 +61,41 @@ class StoredPassages(Mapping[str, str]):
         return rows.live_chunk_passages_of(self._workspace.db, chunk_ids)
 
 
+def live_corpus(workspace: Workspace) -> Corpus:
+    """The workspace's live chunks as the indexes' corpus (read in batches), or an error when there are none."""
+    corpus = Corpus.streamed(
+        lambda: rows.iter_live_chunk_passages(workspace.db, BATCH),
+        lambda wanted: rows.live_chunk_passages_of(workspace.db, wanted),
+    )
+    if not corpus.chunk_ids:
+        raise InputError(
+            "the workspace has no chunks yet: run `testset-builder chunk SOURCE --workspace ...` first",
+            path=workspace.root,
+        )
+    return corpus
+
+
+def indexes_directory(workspace: Workspace) -> Path:
+    return workspace.root / "indexes"
+
+
+def index_path(name: str, directory: Path, corpus: Corpus, language: str) -> Path:
+    """Where :func:`open_index` keeps retriever ``name``'s index of ``corpus``."""
+    if name == "bm25":
+        return BM25Index.path_for(directory, corpus, language=language)
+    return DenseIndex.path_for(directory, corpus)
+
+
+def open_index(
+    name: str, directory: Path, corpus: Corpus, language: str, encode_batches: EncodeBatches = encode_in_process
+) -> BM25Index | DenseIndex:
+    """Retriever ``name``'s index of ``corpus`` (BM25 tokenizing in ``language``), from the cache in ``directory``
+    or built there; dense embeddings are encoded with ``encode_batches``."""
+    if name == "bm25":
+        return BM25Index.for_corpus(directory, corpus, language=language)
+    return DenseIndex.for_corpus(directory, corpus, encode_batches=encode_batches)
+
+
 class WorkspaceIndexes:
     """``names`` (bm25, dense) over the workspace's live chunks; ``passages`` maps chunk id -> title and text.
     BM25 tokenizes in the corpus's main language (``languages[0]``).
@@ -70,25 +105,12 @@ class WorkspaceIndexes:
     ``<workspace>/indexes``, and a passage is read from the store when asked for."""
 
     def __init__(self, workspace: Workspace, names: Sequence[str]) -> None:
-        corpus = Corpus.streamed(
-            lambda: rows.iter_live_chunk_passages(workspace.db, BATCH),
-            lambda wanted: rows.live_chunk_passages_of(workspace.db, wanted),
-        )
-        if not corpus.chunk_ids:
-            raise InputError(
-                "the workspace has no chunks yet: run `testset-builder chunk SOURCE --workspace ...` first",
-                path=workspace.root,
-            )
+        corpus = live_corpus(workspace)
         self.chunk_ids = corpus.chunk_ids
         self.passages = StoredPassages(workspace, self.chunk_ids)
-        directory = workspace.root / "indexes"
+        directory = indexes_directory(workspace)
         self.languages = languages_of(directory, corpus)
-        self.indexes = {
-            name: BM25Index.for_corpus(directory, corpus, language=self.languages[0])
-            if name == "bm25"
-            else DenseIndex.for_corpus(directory, corpus)
-            for name in names
-        }
+        self.indexes = {name: open_index(name, directory, corpus, self.languages[0]) for name in names}
 
     def runs(self, queries: Sequence[Query], k: int) -> dict[str, Run]:
         ids, texts = [q.query_id for q in queries], [q.text for q in queries]
