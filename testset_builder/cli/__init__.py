@@ -1,15 +1,15 @@
 """The ``testset-builder`` command. Thin: parse options, call the library, print.
 
-Commands are registered in pipeline order by importing their modules: corpus (init, config, chunk), pipeline (run),
-labels (synthesize, propose, audit, estimate, select, queue, costs, resume), reviewing (serve, review), releases
-(release, diff, export, push, import, remap), logs (import-logs), scoring (score, compare, baseline, report).
+Commands are registered in pipeline order by importing their modules: corpus (init, config, chunk), indexing (index),
+pipeline (run), labels (synthesize, propose, audit, estimate, select, queue, costs, resume), reviewing (serve, review),
+releases (release, diff, export, push, import, remap), logs (import-logs), scoring (score, compare, baseline, report).
 """
 
-from . import corpus, labels, logs, pipeline, releases, reviewing, scoring  # noqa: F401  (registers the commands)
+from . import corpus, indexing, labels, logs, pipeline, releases, reviewing, scoring  # noqa: F401  (registers commands)
 from .app import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PARTIAL, app, main
 
 PIPELINE = [
-    "init", "run", "config", "chunk", "synthesize", "propose", "audit", "estimate", "select", "queue", "serve",
+    "init", "run", "config", "chunk", "index", "synthesize", "propose", "audit", "estimate", "select", "queue", "serve",
     "review", "review-stats", "review-export", "review-import", "costs", "resume", "release", "diff", "export",
     "push", "import", "remap", "import-logs", "score", "compare", "baseline", "report",
 ]  # fmt: skip
