@@ -122,7 +122,7 @@ LARGE_RUN = 32  # chunks sharing one key: above this many, only one of each norm
 
 
 def _key_pairs(db: sqlite3.Connection, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct pairs (a < b) of pending rows sharing a band key, from ``entries`` as
+    """The pairs of pending rows sharing a band key (uint32 rowids, once per key they share), from ``entries`` as
     :func:`~..store.duplicates.pending_key_entries` gives them, sorted here in place: runs of equal key bits. Keys
     are compared on 32 of their 64 bits: rows sharing a key always share these, and a pair sharing only these is
     one more candidate, judged exactly like any other. In a run longer than :data:`LARGE_RUN` (many copies of one
@@ -146,17 +146,9 @@ def _key_pairs(db: sqlite3.Connection, entries: np.ndarray) -> tuple[np.ndarray,
         i, j = np.triu_indices(len(run), 1)
         firsts.append(run[i])
         seconds.append(run[j])
-    a = np.concatenate(firsts).astype(np.int64)
-    del firsts
-    b = np.concatenate(seconds).astype(np.int64)
-    del seconds
-    span = int(max(a.max(initial=0), b.max(initial=0))) + 1
-    combined = np.minimum(a, b) * span + np.maximum(a, b)
-    combined = combined[a != b]
-    del a, b
-    distinct = np.unique(combined)
-    del combined
-    return distinct // span, distinct % span
+    a, b = np.concatenate(firsts), np.concatenate(seconds)
+    different = a != b
+    return a[different], b[different]  # a pair sharing several keys is listed once per key: the bound is cheap
 
 
 def _one_per_text(db: sqlite3.Connection, rows: np.ndarray) -> np.ndarray:
@@ -171,18 +163,20 @@ def _one_per_text(db: sqlite3.Connection, rows: np.ndarray) -> np.ndarray:
 def _possible_pairs(
     db: sqlite3.Connection, first: np.ndarray, second: np.ndarray, threshold: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs whose Jaccard similarity their sketches do not rule out (:func:`~.dedup.jaccard_upper_bounds`,
-    exact: a pair ruled out is below ``threshold`` for certain), a million at a time."""
+    """The distinct pairs whose Jaccard similarity their sketches do not rule out
+    (:func:`~.dedup.jaccard_upper_bounds`, exact: a pair ruled out is below ``threshold`` for certain), a million at a
+    time; sketches are held by rowid (pending rowids run from 1 up, as rows are added)."""
     if not len(first):
         return first, second
-    rowids = np.unique(np.concatenate([first, second]))
-    sketches = index.pending_sketches(db, rowids)
+    sketches = index.pending_sketches(db, np.arange(max(int(first.max()), int(second.max())) + 1, dtype=np.int64))
     keep = np.zeros(len(first), dtype=bool)
     for start in range(0, len(first), 1_000_000):
-        a = np.searchsorted(rowids, first[start : start + 1_000_000])
-        b = np.searchsorted(rowids, second[start : start + 1_000_000])
+        a, b = first[start : start + 1_000_000], second[start : start + 1_000_000]
         keep[start : start + len(a)] = jaccard_upper_bounds(sketches[a], sketches[b]) >= threshold - 1e-9
-    return first[keep], second[keep]
+    a, b = first[keep].astype(np.int64), second[keep].astype(np.int64)
+    span = int(max(a.max(initial=0), b.max(initial=0))) + 1
+    distinct = np.unique(np.minimum(a, b) * span + np.maximum(a, b))
+    return distinct // span, distinct % span
 
 
 def _join_pairs(db: sqlite3.Connection, components: _Components, pairs: Iterable[tuple[str, str]], threshold) -> None:
