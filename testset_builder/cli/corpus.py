@@ -161,7 +161,7 @@ def chunk(
         typer.Option(
             "--engine",
             help="local: chunk in this process; ray: chunk and sign duplicates with Ray Data, on a local Ray or "
-            "the cluster at --ray-address (needs the ray extra; same chunks and ids; see docs/ray.md).",
+            "the cluster at --ray-address (needs the ray extra; same chunks and ids; see guides/ray.md).",
         ),
     ] = "local",
     ray_address: Annotated[

@@ -29,7 +29,7 @@ def index(
             "--engine",
             help="local: encode the dense embeddings in this process; ray: on Ray Data actors that load the model "
             "once each, on a local Ray or the cluster at --ray-address (needs the ray extra; the same embeddings; "
-            "see docs/ray.md). BM25 is always built here.",
+            "see guides/ray.md). BM25 is always built here.",
         ),
     ] = "local",
     ray_address: Annotated[
