@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -75,6 +77,45 @@ def _isolated_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "XDG_CACHE_HOME", "TESTSET_BUILDER_CACHE_DIR"):
         monkeypatch.delenv(key, raising=False)  # caches (the machine's model speeds too) go under the temp HOME
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A private Ray on this machine for a test module (2 CPUs, a small object store), shut down after it."""
+    ray = require("ray")
+    ray.init(
+        address="local",  # never a cluster this machine started earlier (ray.init alone would join it)
+        num_cpus=2,
+        object_store_memory=256 * 1024**2,
+        include_dashboard=False,
+        logging_level=logging.WARNING,
+        log_to_driver=False,
+    )
+    yield ray
+    ray.shutdown()
+
+
+def processes_left_in_session(session_id: int, settle_s: float = 60.0) -> list[str]:
+    """The command lines of the processes still running in a session (Linux /proc), once they have had up to
+    ``settle_s`` to exit: Ray's workers end an instant after the driver's shutdown, later on a loaded machine.
+    Exited ones are left out: they become zombies of PID 1, which in a container may never reap them; they hold no
+    memory and run nothing."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                if (
+                    entry.isdigit()
+                    and os.getsid(int(entry)) == session_id
+                    and "State:\tZ" not in (Path("/proc") / entry / "status").read_text()
+                ):
+                    found.append((Path("/proc") / entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+            except OSError:  # gone meanwhile, or not ours to see
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
 
 
 @pytest.fixture(scope="session")

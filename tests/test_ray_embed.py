@@ -7,8 +7,6 @@ Ray runs locally: one instance for the module (``ray.init(num_cpus=2)``), shut d
 from __future__ import annotations
 
 import json
-import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import require
+from conftest import processes_left_in_session, require
 
 from testset_builder.cli import main
 from testset_builder.config import ChunkingConfig
@@ -32,21 +30,6 @@ from testset_builder.store import open_workspace
 require("sentence_transformers")
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = require("ray")
-    ray.init(
-        address="local",  # never a cluster this machine started earlier (ray.init alone would join it)
-        num_cpus=2,
-        object_store_memory=256 * 1024**2,
-        include_dashboard=False,
-        logging_level=logging.WARNING,
-        log_to_driver=False,
-    )
-    yield ray
-    ray.shutdown()
-
-
 def scifact_abstracts(scifact_dir: Path, n: int) -> tuple[list[str], list[str]]:
     records = [json.loads(line) for line in (scifact_dir / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:n]]
     return [r["_id"] for r in records], [r["text"] for r in records]
@@ -60,22 +43,6 @@ def scifact_workspace(scifact_dir: Path, root: Path, n: int) -> Path:
     with open_workspace(root) as ws:
         ingest(ws, load_sources([source]), ChunkingConfig(chunker="prechunked"))
     return root
-
-
-def live_processes_in_session(session_id: int) -> list[str]:
-    """The command lines of the processes still running in a session (Linux /proc). Exited ones are left out: Ray's
-    workers outlive their parent by an instant and become zombies of PID 1, which in a container may never reap
-    them; they hold no memory and run nothing."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            if entry.isdigit() and os.getsid(int(entry)) == session_id:
-                status = (Path("/proc") / entry / "status").read_text()
-                if "State:\tZ" not in status:
-                    found.append((Path("/proc") / entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:  # gone meanwhile, or not ours to see
-            continue
-    return found
 
 
 def index_files(directory: Path) -> list[str]:
@@ -168,6 +135,6 @@ def test_index_engine_ray_in_its_own_process_starts_a_private_ray_stops_it_and_w
     out, _ = run.communicate()
 
     assert run.returncode == 0 and "dense: 60 chunks, built" in out
-    assert live_processes_in_session(run.pid) == [], "ray.shutdown stopped what ray.init started"
+    assert processes_left_in_session(run.pid) == [], "ray.shutdown stopped what ray.init started"
     (name,) = [n for n in index_files(local / "indexes") if n.endswith(".npy")]
     assert (tmp_path / "ray" / "indexes" / name).read_bytes() == (local / "indexes" / name).read_bytes()

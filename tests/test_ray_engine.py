@@ -6,7 +6,6 @@ Ray runs locally: one instance for the module (``ray.init(num_cpus=2)``), shut d
 from __future__ import annotations
 
 import json
-import logging
 import os
 import socket
 import sqlite3
@@ -15,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import require
+from conftest import processes_left_in_session
 
 from testset_builder.cli import main
 from testset_builder.config import ChunkingConfig
@@ -28,21 +27,6 @@ from testset_builder.corpus.ray_engine import ray_engine
 from testset_builder.errors import EngineError
 from testset_builder.store import corpus as stored
 from testset_builder.store import open_workspace
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = require("ray")
-    ray.init(
-        address="local",  # never a cluster this machine started earlier (ray.init alone would join it)
-        num_cpus=2,
-        object_store_memory=256 * 1024**2,
-        include_dashboard=False,
-        logging_level=logging.WARNING,
-        log_to_driver=False,
-    )
-    yield ray
-    ray.shutdown()
 
 
 def small_corpus(n: int = 600) -> list[dict]:
@@ -263,18 +247,6 @@ def test_a_ray_address_without_engine_ray_is_refused(tmp_path, capsys):
     assert not (tmp_path / "ws").exists()
 
 
-def processes_in_session(session_id: int) -> list[str]:
-    """The command lines of the live processes in a session (Linux /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            if entry.isdigit() and os.getsid(int(entry)) == session_id:
-                found.append((Path("/proc") / entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:  # gone meanwhile, or not ours to see
-            continue
-    return found
-
-
 @pytest.mark.slow
 def test_engine_ray_in_its_own_process_starts_a_private_ray_and_leaves_no_ray_process_behind(scifact_dir, tmp_path):
     corpus = tmp_path / "corpus.jsonl"
@@ -289,5 +261,5 @@ def test_engine_ray_in_its_own_process_starts_a_private_ray_and_leaves_no_ray_pr
     out, _ = run.communicate()
 
     assert run.returncode == 0 and "300 documents (300 new" in out
-    assert processes_in_session(run.pid) == [], "ray.shutdown stopped what ray.init started"
+    assert processes_left_in_session(run.pid) == [], "ray.shutdown stopped what ray.init started"
     assert workspace_rows(tmp_path / "ray") == workspace_rows(tmp_path / "local")

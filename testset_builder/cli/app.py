@@ -89,6 +89,15 @@ WorkspaceOption = Annotated[
         show_default=False,
     ),
 ]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="The Ray cluster for --engine ray (ray://head:10001, or head:6379 on the cluster); default: a private "
+        "local Ray.",
+        show_default=False,
+    ),
+]
 ConfigOption = Annotated[
     str | None,
     typer.Option(

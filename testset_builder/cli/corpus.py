@@ -12,6 +12,7 @@ from rich.markup import escape
 from .app import (
     ConfigOption,
     JsonOption,
+    RayAddressOption,
     WorkspaceOption,
     app,
     err,
@@ -164,15 +165,7 @@ def chunk(
             "the cluster at --ray-address (needs the ray extra; same chunks and ids; see guides/ray.md).",
         ),
     ] = "local",
-    ray_address: Annotated[
-        str | None,
-        typer.Option(
-            "--ray-address",
-            help="The Ray cluster for --engine ray (ray://head:10001, or head:6379 on the cluster); default: a "
-            "private local Ray.",
-            show_default=False,
-        ),
-    ] = None,
+    ray_address: RayAddressOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Load a corpus and chunk it into the workspace, incrementally.

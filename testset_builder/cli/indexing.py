@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from .app import ConfigOption, JsonOption, WorkspaceOption, app, open_workspace_for, out, settings
+from .app import ConfigOption, JsonOption, RayAddressOption, WorkspaceOption, app, open_workspace_for, out, settings
 
 
 @app.command()
@@ -32,15 +32,7 @@ def index(
             "see guides/ray.md). BM25 is always built here.",
         ),
     ] = "local",
-    ray_address: Annotated[
-        str | None,
-        typer.Option(
-            "--ray-address",
-            help="The Ray cluster for --engine ray (ray://head:10001, or head:6379 on the cluster); default: a "
-            "private local Ray.",
-            show_default=False,
-        ),
-    ] = None,
+    ray_address: RayAddressOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Build the indexes of the workspace's live chunks that propose and run search, or find them cached.
