@@ -27,7 +27,12 @@ from testset_builder.retrieval.dense import DenseIndex, encode
 from testset_builder.retrieval.ray_embed import ray_encoder
 from testset_builder.store import open_workspace
 
-require("sentence_transformers")
+
+@pytest.fixture(autouse=True)
+def _dense_model():
+    """The dense extra, imported inside a test (its import at collection would read the environment before the
+    tests' offline settings are made)."""
+    require("sentence_transformers")
 
 
 def scifact_abstracts(scifact_dir: Path, n: int) -> tuple[list[str], list[str]]:

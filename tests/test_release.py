@@ -364,6 +364,8 @@ def test_push_uploads_the_release_and_tags_the_commit_on_the_hub(workspace, monk
     import huggingface_hub.constants
 
     write_release(workspace, "1.0.0")
+    # offline as the environment says (huggingface_hub reads it once, at its import, which may precede this test)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     assert (
         main(["push", "--version", "1.0.0", "--repo-id", "acme/docs-testset", "--workspace", str(workspace.root)]) == 1
     )
