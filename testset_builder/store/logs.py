@@ -75,16 +75,16 @@ def _extreme(pick, *values: str | None) -> str | None:
     return pick(present) if present else None
 
 
+def _in_batches(db: sqlite3.Connection, sql: str, values: list[str]) -> Iterable[tuple]:
+    """Rows of ``sql`` (holding one ``{marks}``) over ``values`` 500 at a time."""
+    for at in range(0, len(values), 500):
+        part = values[at : at + 500]
+        yield from db.execute(sql.format(marks=",".join("?" * len(part))), part)
+
+
 def _stored_times(db: sqlite3.Connection, query_ids: list[str]) -> dict[str, tuple]:
-    found = {}
-    for at in range(0, len(query_ids), 500):
-        part = query_ids[at : at + 500]
-        marks = ",".join("?" * len(part))
-        for row in db.execute(
-            f"SELECT query_id, first_seen, last_seen, retrieved_at FROM log_queries WHERE query_id IN ({marks})", part
-        ):
-            found[row[0]] = row[1:]
-    return found
+    sql = "SELECT query_id, first_seen, last_seen, retrieved_at FROM log_queries WHERE query_id IN ({marks})"
+    return {row[0]: row[1:] for row in _in_batches(db, sql, query_ids)}
 
 
 def add_query_logs(db: sqlite3.Connection, logs: Iterable[QueryLog]) -> None:
@@ -230,13 +230,6 @@ def release_rows(db: sqlite3.Connection, query_ids: Iterable[str]) -> list[dict]
     )
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row)) for row in cursor if row[0] in wanted]
-
-
-def _in_batches(db: sqlite3.Connection, sql: str, values: list[str]) -> Iterable[tuple]:
-    """Rows of ``sql`` (holding one ``{marks}``) over ``values`` 500 at a time."""
-    for at in range(0, len(values), 500):
-        part = values[at : at + 500]
-        yield from db.execute(sql.format(marks=",".join("?" * len(part))), part)
 
 
 def live_chunk_ids_among(db: sqlite3.Connection, chunk_ids: Iterable[str]) -> set[str]:

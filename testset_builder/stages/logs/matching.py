@@ -13,18 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from ...corpus.batches import text_sha256
 from ...corpus.dedup import normalise, normalised_sha256
 from ...store import corpus as stored_corpus
 from ...store import logs as stored_logs
 
 TITLE_WORDS = 64  # a normalised passage's title is looked for in its first words, at most this many
 Lookup = Callable[[list[str]], dict[str, list[str]]]  # hashes -> {hash: chunk ids}
-
-
-def _sha(text: str) -> str:
-    from ...corpus.batches import text_sha256
-
-    return text_sha256(text)
 
 
 @dataclass(frozen=True)
@@ -39,10 +34,10 @@ class _Form:
 
 def _forms(text: str) -> list[_Form]:
     """The forms looked up first: the chunk text verbatim, a passage's text part verbatim, the normalised text."""
-    forms = [_Form("exact", _sha(text))]
+    forms = [_Form("exact", text_sha256(text))]
     if "\n" in text:
         title, rest = text.split("\n", 1)
-        forms.append(_Form("exact", _sha(rest), title))
+        forms.append(_Form("exact", text_sha256(rest), title))
     return [*forms, _Form("normalised", normalised_sha256(text))]
 
 
