@@ -44,11 +44,15 @@ def openai_client(server, workspace, timeout=5.0, **kwargs):
     return LLMClient(provider, workspace, "test", retry=kwargs.pop("retry", FAST_RETRY), **kwargs)
 
 
+# The client's timeout: short enough that the "slow" fault (6 s) trips it, long enough that a loaded CI machine
+# answers every other request within it (0.5 s did not, once: an attempt timed out before the server read it).
+TIMEOUT = 2.0
+
 TRANSIENT_FAULTS = {
     "429": ("status", 429, 0, "rate limited"),
     "500": ("status", 500, None, "internal error"),
     "503": ("status", 503, None, "unavailable"),
-    "timeout": ("slow", 1.5),
+    "timeout": ("slow", 6.0),
     "truncated-json": ("truncated",),
     "not-json": ("invalid_json",),
 }
@@ -56,7 +60,7 @@ TRANSIENT_FAULTS = {
 
 def test_every_transient_fault_is_retried_to_success_and_the_attempts_are_recorded(workspace):
     with FaultServer(list(TRANSIENT_FAULTS.values())) as server:
-        client = openai_client(server, workspace, timeout=0.5, prices=PriceTable.load())
+        client = openai_client(server, workspace, timeout=TIMEOUT, prices=PriceTable.load())
         completion = asyncio.run(client.complete(chat()))
     assert completion.text == "answer to: what is recall?"
     assert len(server.requests) == 7
@@ -79,7 +83,7 @@ def test_anthropic_overloaded_529_is_retried(workspace):
 @pytest.mark.parametrize("fault", TRANSIENT_FAULTS.values(), ids=TRANSIENT_FAULTS.keys())
 def test_anthropic_recovers_from_every_transient_fault_through_its_sdk(workspace, fault):
     with FaultServer([fault]) as server:
-        provider = AnthropicProvider(api_key=PLANTED_KEY, base_url=server.anthropic_url, timeout=0.5)
+        provider = AnthropicProvider(api_key=PLANTED_KEY, base_url=server.anthropic_url, timeout=TIMEOUT)
         client = LLMClient(provider, workspace, "test", retry=FAST_RETRY)
         completion = asyncio.run(client.complete(chat(model="claude-3-5-haiku-latest")))
     assert completion.text == "answer to: what is recall?"
