@@ -135,6 +135,24 @@ def test_a_changed_document_keeps_its_old_text_and_its_old_chunks_and_labels_sti
         assert first.text[span[2] : span[3]] == old_chunks[0].text  # the span still has its referent
 
 
+def test_a_document_edited_reverted_and_edited_again_is_chunked_every_time_and_keeps_each_text_once(tmp_path):
+    original = Document(doc_id="d", text="Recall counts relevant chunks found. Precision counts what is relevant.")
+    edited = Document(doc_id="d", text=original.text + " One sentence appended.")
+    config = ChunkingConfig(chunker="recursive", size=40, overlap=0)
+    with open_workspace(tmp_path / "ws") as ws:
+        for document in (original, edited, original, edited, original):  # each text is kept already the 2nd time
+            summary = ingest(ws, load(document), config)
+            assert [c.text for c in rows.live_chunks_of(ws.db, "d")] == [
+                document.text[c.start : c.end] for c in rows.live_chunks_of(ws.db, "d")
+            ]
+        assert summary.changed == 1
+        assert stored_corpus.document_versions(ws.db, "d") == [
+            content_sha256(edited.text),
+            content_sha256(original.text),
+        ]
+        assert stored_corpus.document_text(ws.db, "d", content_sha256(edited.text)) == edited.text
+
+
 def test_a_release_says_which_document_text_each_chunk_span_refers_to(docs_workspace):
     ws = docs_workspace
     chunk = rows.live_chunks_of(ws.db, rows.live_chunk_rows(ws.db)[0][1])[0]

@@ -581,6 +581,30 @@ def _backfill_duplicate_index(db: sqlite3.Connection, batch: int = 2000) -> None
     settle_pending(db)
 
 
+@migration(15)
+def m015_versions_kept_when_a_text_returns(db: sqlite3.Connection) -> None:
+    """A document whose text returns to one it had before and then changes again kept failing to store: the trigger
+    that keeps replaced texts inserted OR IGNORE, but SQLite lets the conflict policy of the statement that fires a
+    trigger override the trigger's own, and the documents upsert's is ABORT, so the text already kept raised a
+    UNIQUE error (edit a file, revert it, edit it again: ``chunk`` stopped). The trigger now inserts only a text
+    not kept yet, whatever statement fires it."""
+    run_script(
+        db,
+        """
+        DROP TRIGGER documents_keep_replaced_text;
+        CREATE TRIGGER documents_keep_replaced_text BEFORE UPDATE OF text ON documents
+            WHEN old.content_sha256 IS NOT new.content_sha256
+            BEGIN
+                INSERT INTO document_versions (doc_id, content_sha256, text, title, replaced_at)
+                SELECT old.doc_id, old.content_sha256, old.text, old.title, strftime('%Y-%m-%dT%H:%M:%f+00:00')
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM document_versions WHERE doc_id = old.doc_id AND content_sha256 = old.content_sha256
+                );
+            END;
+        """,
+    )
+
+
 def _backfill_chunk_versions(db: sqlite3.Connection) -> None:
     """Each existing chunk gets its document's current text version where its span still holds in it. Done a
     document at a time in Python: SQLite's substr walks UTF-8 text from its start, so a per-chunk substr over a
