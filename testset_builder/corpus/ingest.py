@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -74,12 +74,14 @@ def _resolved(source: str) -> Path:
     return Path(source).expanduser().resolve()
 
 
-def documents_gone(known: dict[str, stored.KnownDocument], loaded: LoadResult, loaded_ids: set[str]) -> dict[str, str]:
+def documents_gone(db, loaded: LoadResult, loaded_ids: set[str]) -> dict[str, str]:
     """doc_id -> source of the live documents this load shows to be gone: their source was read in full and no
-    longer holds them, or their file no longer exists under a root that was walked."""
+    longer holds them, or their file no longer exists under a root that was walked. Only the documents the load did
+    not give are looked up (a rerun's common case: none)."""
     partly_read = {str(_resolved(s.source)) for s in loaded.skipped}
     gone = {}
-    for doc_id, document in known.items():
+    not_loaded = [doc_id for doc_id in stored.document_ids(db) if doc_id not in loaded_ids]
+    for doc_id, document in stored.known_documents(db, not_loaded).items():
         if document.removed or doc_id in loaded_ids or not document.source:
             continue
         path = _resolved(document.source)
@@ -111,47 +113,57 @@ def ingest(
         return _ingest(workspace, loaded, config, progress, allow_removal, engine, rehash)
 
 
-def _guard_removal(gone: dict[str, str], live: int, share: float) -> None:
-    if len(gone) > SMALL_REMOVAL and len(gone) > share * live:
+def _guard_removal(gone: dict[str, str], live_before: Callable[[], int], share: float) -> None:
+    if len(gone) <= SMALL_REMOVAL:
+        return
+    live = live_before()
+    if len(gone) > share * live:
         raise LargeRemovalError(len(gone), live, share, dict(Counter(gone.values()).most_common()))
 
 
+PROGRESS_EVERY = 1000
 RACY_NS = 2_000_000_000  # a file modified this close to (or after) the stat that recorded it is read again
 
 
 class _Run:
-    """One ingest's state: what is known from the store, what the load showed (ids only), the counts."""
+    """One ingest's state: what the store knew of the documents read, what the load showed (ids only), the counts.
+    Nothing is read per known document up front: a rerun over a hundred thousand unchanged files reads their stat
+    records (:attr:`files`) and the documents' ids at the end."""
 
     def __init__(self, workspace: Workspace, config: ChunkingConfig, progress) -> None:
         self.workspace, self.config, self.progress = workspace, config, progress
         self.started_ns = time.time_ns()
         self.config_hash = config.chunker_sha256()
-        self.known = stored.known_documents(workspace.db)
-        self.files = stored.source_files(workspace.db)
+        self.empty = not stored.any_live_document(workspace.db)  # a first load: nothing to look up
+        self.previous: dict[str, stored.KnownDocument | None] = {}  # of the documents read, until written
+        self.files = stored.current_source_files(workspace.db, self.config_hash)
         self.loaded_ids: set[str] = set()
         self.summary = IngestSummary()
         self.task = progress.add_task("chunking", total=None) if progress else None
-        self.bulk = not any(not d.removed for d in self.known.values())
+        self.unshown = 0  # documents done and not yet shown on the progress bar
+        self.bulk = self.empty
         self.verified_files: list[tuple[str, stored.SourceFile]] = []  # files of unchanged documents, read this run
         self.batch_files: dict[str, tuple[str, stored.SourceFile]] = {}  # doc_id -> its file, until it is written
 
     def file_unchanged(self, path: str, doc_id: str, size: int, mtime_ns: int) -> bool:
         """Whether a file need not be read (the loader's :data:`~.loaders.FileCheck`): its stat is the one recorded
-        when it last gave this document's live text, cut with this config. As git's index does, a file whose
-        mtime is not clearly before the recording stat ('racy': it could have changed within the same tick) is
-        read again."""
+        when it last gave this document's live text, cut with this config (:func:`~..store.corpus.current_source_files`
+        keeps only such records). As git's index does, a file whose mtime is not clearly before the recording stat
+        ('racy': it could have changed within the same tick) is read again."""
         seen = self.files.get(path)
-        if seen is None or (seen.doc_id, seen.size, seen.mtime_ns, seen.config_sha256) != (
-            doc_id, size, mtime_ns, self.config_hash,
-        ):  # fmt: skip
-            return False
-        if mtime_ns >= seen.checked_ns - RACY_NS:
-            return False
-        known = self.known.get(doc_id)
-        return known is not None and not known.removed and known.content_sha256 == seen.content_sha256
+        return (
+            seen is not None
+            and seen[0] == doc_id
+            and seen[1] == size
+            and seen[2] == mtime_ns
+            and mtime_ns < seen[3] - RACY_NS
+        )
 
     def unchanged(self, document: Document, sha256: str) -> bool:
-        previous = self.known.get(document.doc_id)
+        """Whether a document read has the text and chunker config of its live chunks (what the store knew of it
+        is kept for :meth:`write`'s counts)."""
+        known = {} if self.empty else stored.known_documents(self.workspace.db, [document.doc_id])
+        previous = self.previous[document.doc_id] = known.get(document.doc_id)
         return (
             previous is not None
             and not previous.removed
@@ -174,6 +186,7 @@ class _Run:
             sha256 = content_sha256(document.text)
             stat = file_stats.pop(document.doc_id, None)
             if self.unchanged(document, sha256):
+                del self.previous[document.doc_id]
                 self.summary.unchanged += 1
                 if stat:
                     self.verified_files.append(self.source_file(document.doc_id, sha256, stat))
@@ -202,8 +215,16 @@ class _Run:
         return files
 
     def advance(self, n: int = 1) -> None:
-        if self.progress:
-            self.progress.update(self.task, advance=n)
+        """Count ``n`` documents done on the progress bar, which is redrawn every :data:`PROGRESS_EVERY` of them (a
+        rerun passes over a hundred thousand unchanged files in a second; an update each cost a fifth of that)."""
+        self.unshown += n
+        if self.progress and self.unshown >= PROGRESS_EVERY:
+            self.show_progress()
+
+    def show_progress(self) -> None:
+        if self.progress and self.unshown:
+            self.progress.update(self.task, advance=self.unshown)
+        self.unshown = 0
 
     def write(self, batch: ChunkedBatch) -> None:
         """One batch in one transaction: documents, chunks, signatures; groups the removed chunks were in."""
@@ -213,7 +234,7 @@ class _Run:
             signed_before = duplicates.signed_chunks(tx, [c["chunk_id"] for c in chunks])
             put_documents(tx, [record_document(d) for d in documents])
             for document in documents:
-                previous = self.known.get(document["doc_id"])
+                previous = self.previous.pop(document["doc_id"], None)
                 if previous is None or previous.removed:
                     self.summary.new += 1
                 else:
@@ -231,6 +252,7 @@ class _Run:
             if self.bulk:
                 duplicates.drop_key_index(tx)
         self.advance(len(documents))
+        self.show_progress()
 
 
 def _ingest(
@@ -253,16 +275,18 @@ def _ingest(
             run.write(batch)
     finally:
         duplicates.restore_cache(workspace.db, cache)
+        run.show_progress()
     summary.skipped = len(loaded.skipped)
     summary.skipped_by_reason = dict(Counter(s.reason.split(" (")[0] for s in loaded.skipped))
     with workspace.transaction() as tx:
         stored.put_source_files(tx, run.files_to_record())
         settle_pending(tx)  # also what a killed run left
-    gone = documents_gone(run.known, loaded, run.loaded_ids)
+    gone = documents_gone(workspace.db, loaded, run.loaded_ids)
     if not summary.documents and not gone:  # an empty load that removes nothing: a mistyped or empty source
         raise nothing_loaded(loaded, [str(root) for root in loaded.roots])
     if not allow_removal:
-        _guard_removal(gone, sum(not d.removed for d in run.known.values()), config.max_removal_share)
+        live_before = lambda: stored.live_document_count(workspace.db) - summary.new  # noqa: E731 (the load's new ones are stored)
+        _guard_removal(gone, live_before, config.max_removal_share)
     with workspace.transaction() as tx:
         removed: list[str] = []
         for doc_id, source in sorted(gone.items()):

@@ -5,25 +5,47 @@ live, and the duplicate groups. Chunks of a changed or removed document are mark
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import duplicates
 from .rows import CURRENT_DOCUMENT_SHA
 from .workspace import utc_timestamp
 
 
-@dataclass(frozen=True)
-class KnownDocument:
+class KnownDocument(NamedTuple):  # a tuple: a rerun builds one per document, and a frozen dataclass costs 1.5x
     content_sha256: str
     removed: bool
     source: str
 
 
-def known_documents(db: sqlite3.Connection) -> dict[str, KnownDocument]:
-    rows = db.execute("SELECT doc_id, content_sha256, removed_at, source FROM documents")
-    return {doc_id: KnownDocument(sha, removed is not None, source) for doc_id, sha, removed, source in rows}
+def known_documents(db: sqlite3.Connection, doc_ids: Sequence[str] | None = None) -> dict[str, KnownDocument]:
+    """doc_id -> what the workspace knows of it, for every document or those of ``doc_ids`` it has."""
+    sql = "SELECT doc_id, content_sha256, removed_at IS NOT NULL, source FROM documents"
+    if doc_ids is None:
+        rows: Iterable = db.execute(sql)
+    else:
+        rows = itertools.chain.from_iterable(
+            db.execute(f"{sql} WHERE doc_id IN ({duplicates.marks(batch)})", batch)
+            for batch in duplicates.batches(list(doc_ids))
+        )
+    return {doc_id: KnownDocument(sha, bool(removed), source) for doc_id, sha, removed, source in rows}
+
+
+def document_ids(db: sqlite3.Connection) -> list[str]:
+    """Every document's id, live or removed (read from the primary key's index alone)."""
+    return [row[0] for row in db.execute("SELECT doc_id FROM documents")]
+
+
+def live_document_count(db: sqlite3.Connection) -> int:
+    return db.execute("SELECT COUNT(*) FROM documents WHERE removed_at IS NULL").fetchone()[0]
+
+
+def any_live_document(db: sqlite3.Connection) -> bool:
+    return db.execute("SELECT EXISTS (SELECT 1 FROM documents WHERE removed_at IS NULL)").fetchone()[0] == 1
 
 
 @dataclass(frozen=True)
@@ -39,10 +61,18 @@ class SourceFile:
     checked_ns: int
 
 
-def source_files(db: sqlite3.Connection) -> dict[str, SourceFile]:
-    """Resolved path -> what it held when last read."""
-    sql = "SELECT path, doc_id, size, mtime_ns, content_sha256, config_sha256, checked_ns FROM source_files"
-    return {row[0]: SourceFile(*row[1:]) for row in db.execute(sql)}
+def current_source_files(db: sqlite3.Connection, config_sha256: str) -> dict[str, tuple[str, int, int, int]]:
+    """Resolved path -> (doc_id, size, mtime_ns, checked_ns) of the files whose recorded read still stands: its
+    document is live with the text the file gave, cut with ``config_sha256``. Checked here, in one query, so that
+    a rerun compares a stat with a tuple per file."""
+    sql = (
+        "SELECT f.path, f.doc_id, f.size, f.mtime_ns, f.checked_ns FROM source_files f JOIN documents d USING (doc_id) "
+        "WHERE f.config_sha256 = ? AND d.removed_at IS NULL AND d.content_sha256 = f.content_sha256"
+    )
+    return {
+        path: (doc_id, size, mtime_ns, checked_ns)
+        for path, doc_id, size, mtime_ns, checked_ns in db.execute(sql, (config_sha256,))
+    }
 
 
 def put_source_files(db: sqlite3.Connection, files: Iterable[tuple[str, SourceFile]]) -> None:
