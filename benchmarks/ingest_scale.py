@@ -1,5 +1,6 @@
 """`chunk` at scale: a 1 GB corpus chunked with default settings (MB/s end to end, duplicate detection included, and
-peak RSS), then one file added and one file changed (seconds and peak RSS of each run).
+peak RSS), then one file added, one file changed, the same file changed back, and nothing changed (seconds and peak
+RSS of each run).
 
 The corpus is generated deterministically from SciFact sentences (realistic text) into benchmarks/.cache/: a folder
 of .txt files of 2-20 KB, with planted exact copies (every 500th file) and near copies (every 700th: one word
@@ -169,6 +170,10 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(("one file changed", seconds, cpu, rss, "", summary))
         finally:
             changed.write_text(original, encoding="utf-8")
+        seconds, cpu, rss, summary = run_chunk(corpus, workspace)  # back to a text the workspace has had
+        rows.append(("changed back", seconds, cpu, rss, "", summary))
+        seconds, cpu, rss, summary = run_chunk(corpus, workspace)
+        rows.append(("nothing changed", seconds, cpu, rss, "", summary))
     finally:
         shutil.rmtree(added.parent)
     size = sum(p.stat().st_size for p in workspace.glob("testset.db*"))

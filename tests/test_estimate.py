@@ -114,3 +114,30 @@ def test_a_weighted_refit_agrees_with_scikit_learn_given_the_same_sample_weights
     theirs = LogisticRegression(C=1.0, tol=1e-10, max_iter=2000).fit(x, y, sample_weight=weights / weights.mean())
     assert ours.weights == pytest.approx(theirs.coef_[0], abs=5e-3)
     assert refit(x, y, flat, 1.0, weights * 7).weights == pytest.approx(ours.weights)  # only relative weights count
+
+
+def test_at_a_million_chunks_a_few_queries_are_scored_at_once_and_never_fewer_than_one():
+    from testset_builder.stages.estimate import SCORES_MB, queries_at_once
+
+    assert queries_at_once(5_000, 2) == 256
+    at_a_million = queries_at_once(1_000_000, 2)
+    assert at_a_million * 1_000_000 * 4 * 2 <= SCORES_MB * 2**20 < (at_a_million + 1) * 1_000_000 * 4 * 2
+    assert queries_at_once(10**12, 2) == 1
+
+
+def test_features_are_the_same_whether_queries_are_scored_one_at_a_time_or_many_at_once(pair_queue, monkeypatch):
+    from testset_builder.retrieval.indexes import WorkspaceIndexes
+    from testset_builder.stages import estimate
+    from testset_builder.store import rows
+
+    ws = pair_queue
+    chunks: dict[str, list[str]] = {}
+    for item in ws.items:
+        chunks.setdefault(item.query_id, []).append(item.chunk_id)
+    texts = {q: rows.get_query(ws.db, q).text for q in chunks}
+    indexes = WorkspaceIndexes(ws, ("bm25",))
+    many = estimate.pair_features(indexes, texts, chunks)
+    monkeypatch.setattr(estimate, "queries_at_once", lambda *_: 1)
+    one = estimate.pair_features(indexes, texts, chunks)
+    assert len(chunks) > 1 and sorted(many) == sorted(one) == sorted((i.query_id, i.chunk_id) for i in ws.items)
+    assert all(np.array_equal(many[pair], one[pair]) for pair in many)

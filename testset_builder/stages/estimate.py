@@ -219,16 +219,27 @@ def llm_p_relevant(judgments) -> dict[tuple[str, str], float]:
     return found
 
 
+SCORES_MB = 256  # the every-chunk score rows held at once by pair_features
+
+
+def queries_at_once(chunks: int, indexes: int, budget_mb: int = SCORES_MB) -> int:
+    """How many queries' every-chunk score rows (float32, one per index) fit in ``budget_mb``: 256 up to ~125k
+    chunks with two indexes, fewer above (at a million chunks, 256 queries' rows would be 2 GB), at least one."""
+    return max(1, min(256, budget_mb * 2**20 // (4 * max(chunks, 1) * max(indexes, 1))))
+
+
 def pair_features(indexes, texts: Mapping[str, str], chunks: Mapping[str, Sequence[str]]) -> dict[Pair, np.ndarray]:
     """The features of each query's pairs (``chunks``: query id -> chunk ids; ``texts``: query id -> text; a query
-    need not be stored), the LLM's as missing: one scoring pass over the corpus per query, 256 queries at a time for
-    bounded memory, by ``indexes``' BM25 and their dense model when they hold one. A chunk not live is left out."""
+    need not be stored), the LLM's as missing: one scoring pass over the corpus per query, as many queries at a time
+    as :func:`queries_at_once` allows, by ``indexes``' BM25 and their dense model when they hold one. A chunk not
+    live is left out."""
     dense = "dense" in indexes.indexes
     position = {c: i for i, c in enumerate(indexes.chunk_ids)}
     query_ids = list(chunks)
     found: dict[Pair, np.ndarray] = {}
-    for start in range(0, len(query_ids), 256):
-        batch = query_ids[start : start + 256]
+    step = queries_at_once(len(indexes.chunk_ids), 2 if dense else 1)
+    for start in range(0, len(query_ids), step):
+        batch = query_ids[start : start + step]
         batch_texts = [texts[q] for q in batch]
         dense_rows = indexes.indexes["dense"].scores(batch_texts) if dense else None
         bm25_rows = indexes.indexes["bm25"].scores(batch_texts)
