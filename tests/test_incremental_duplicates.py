@@ -120,3 +120,50 @@ def test_a_prechunked_chunk_whose_text_changes_under_its_id_leaves_its_old_group
         (folder / "d0.txt").write_text(BASES[0], encoding="utf-8")  # d0.txt's one chunk keeps its id, not its text
         ingest(ws, stream_sources([folder]), PRECHUNKED)
         assert stored_groups(ws.db) == reference_groups(ws.db) == [("exact", ["d0.txt", "d2.txt"])]
+
+
+near_copy = st.tuples(st.integers(0, 2), st.integers(-1, 12), st.booleans())  # base, word altered (-1: none), upper
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(near_copy, min_size=2, max_size=14), st.integers(1, 6))
+def test_a_first_load_groups_as_the_whole_corpus_reference_however_few_candidate_pairs_are_bounded_at_once(
+    tmp_path, documents, candidate_slice
+):
+    import tempfile
+
+    from testset_builder.corpus import regroup
+
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    for i, (base, altered, upper) in enumerate(documents):
+        words = BASES[base].split()
+        if altered >= 0:
+            words[altered] = "altered"
+        text = " ".join(words)
+        (folder / f"d{i}.txt").write_text(text.upper() if upper else text, encoding="utf-8")
+    original = regroup.CANDIDATE_SLICE
+    regroup.CANDIDATE_SLICE = candidate_slice
+    try:
+        with open_workspace(Path(tempfile.mkdtemp(dir=tmp_path)) / "ws", create=True) as ws:
+            ingest(ws, stream_sources([folder]), PRECHUNKED)
+            assert stored_groups(ws.db) == reference_groups(ws.db)
+    finally:
+        regroup.CANDIDATE_SLICE = original
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 30), st.integers(0, 6)), max_size=60), st.integers(1, 8))
+def test_first_load_candidates_are_every_pair_of_rows_sharing_a_key_however_few_are_made_at_once(entries, size):
+    import numpy as np
+
+    from testset_builder.corpus import regroup
+
+    packed = np.array([(key << 32) | rowid for rowid, key in entries], dtype="<u8")
+    original = regroup.CANDIDATE_SLICE
+    regroup.CANDIDATE_SLICE = size
+    try:
+        made = [pair for a, b in regroup._candidate_slices(*regroup._shared_key_runs(packed)) for pair in zip(a, b)]
+    finally:
+        regroup.CANDIDATE_SLICE = original
+    expected = [(a, b) for i, (a, key) in enumerate(entries) for b, other in entries[i + 1 :] if key == other]
+    assert sorted(tuple(sorted(map(int, pair))) for pair in made) == sorted(tuple(sorted(p)) for p in expected)

@@ -198,7 +198,8 @@ def signatures_and_sketches(hashes: np.ndarray, offsets: np.ndarray) -> tuple[np
 
 
 def jaccard_upper_bounds(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    """For pairs of sketches (rows of :func:`signatures_and_sketches`' third array): a number the Jaccard similarity
+    """For pairs of sketches (rows of :func:`signatures_and_sketches`' third array, or of a narrower copy: the 64
+    minima truncated further, then the count's 4 bytes, as the store reads them): a number the Jaccard similarity
     of the two shingle sets cannot exceed, exactly (not an estimate). Where two texts' minima differ in a bin, the
     smaller one's shingle is in one set and not the other, and bins are disjoint, so the d bins whose (truncated)
     minima differ witness d distinct elements of the symmetric difference: |A xor B| = S - 2|A & B| >= d with
@@ -269,7 +270,8 @@ def pair_jaccards(sets: tuple[np.ndarray, np.ndarray], first: np.ndarray, second
     """The Jaccard similarity of each pair of shingle sets (indices into :func:`shingle_sets`' texts), as
     :func:`jaccard` gives it (same float: intersection over union of the counts). Every element of both sets of
     every pair, keyed ``pair * distinct + rank of the hash``, is sorted once: an element of the intersection is a
-    key met twice (each set holds a hash once)."""
+    key met twice (each set holds a hash once). Each side's keys are already ascending (pairs in order, a set's
+    hashes sorted), so a stable sort (timsort) merges the two runs in linear time."""
     hashes, offsets = sets
     if not len(first):
         return np.zeros(0)
@@ -278,7 +280,7 @@ def pair_jaccards(sets: tuple[np.ndarray, np.ndarray], first: np.ndarray, second
     for side in (first, second):
         pair, element = _members(offsets, np.asarray(side, dtype=np.int64))
         keys.append(pair * len(distinct) + rank[element])
-    merged = np.sort(np.concatenate(keys))
+    merged = np.sort(np.concatenate(keys), kind="stable")
     twice = merged[1:][merged[1:] == merged[:-1]] // len(distinct)
     both = np.bincount(twice, minlength=len(first))
     either = np.diff(offsets)[first] + np.diff(offsets)[second] - both

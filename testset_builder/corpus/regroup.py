@@ -80,15 +80,11 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
     index.ensure_key_index(db)
     if not index.live_chunks_over(db, waiting / BULK_SHARE):
         pending, exact = None, index.exact_buckets(db)
-        entries, live_pending = index.pending_key_entries(db)
-        if live_pending == live_chunk_count(db):  # a first load: no pair reaches outside the pending chunks
-            first, second = _key_pairs(db, entries)
-            del entries
-            first, second = _possible_pairs(db, first, second, threshold)
-            ids = index.pending_ids(db, np.unique(np.concatenate([first, second])).tolist())
+        pairs = _first_load_pairs(db, threshold)
+        if pairs is not None:
+            ids = index.pending_ids(db, np.unique(pairs).tolist())
             near = None
         else:
-            del entries
             near = _live_buckets(db, list(index.key_buckets(db)))
     else:
         rows = index.live_pending(db)
@@ -100,7 +96,7 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
         for chunk_id in bucket[1:]:
             components.union(bucket[0], chunk_id)
     if near is None:
-        _join_pairs(db, components, ((ids[a], ids[b]) for a, b in zip(first.tolist(), second.tolist())), threshold)
+        _join_pairs(db, components, _pair_ids(pairs, ids), threshold)
     else:
         _join_near(db, components, near, pending, threshold)
     touched = list(components.parent)
@@ -118,65 +114,77 @@ def _live_buckets(db: sqlite3.Connection, buckets: list[list[str]]) -> list[list
     return [[c for c in bucket if c in live] for bucket in buckets]
 
 
-LARGE_RUN = 32  # chunks sharing one key: above this many, only one of each normalised text is paired
+CANDIDATE_SLICE = 200_000  # candidate pairs made and bounded at once (~55 MB of numpy), however many there are
 
 
-def _key_pairs(db: sqlite3.Connection, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs of pending rows sharing a band key (uint32 rowids, once per key they share), from ``entries`` as
-    :func:`~..store.duplicates.pending_key_entries` gives them, sorted here in place: runs of equal key bits. Keys
-    are compared on 32 of their 64 bits: rows sharing a key always share these, and a pair sharing only these is
-    one more candidate, judged exactly like any other. In a run longer than :data:`LARGE_RUN` (many copies of one
-    text) one row stands for the rows of its normalised text, which have its shingles."""
+def _first_load_pairs(db: sqlite3.Connection, threshold: float) -> np.ndarray | None:
+    """When every live chunk is pending (a first load: no pair reaches outside them), the pairs of pending rows to
+    judge (:func:`_possible_pairs`); otherwise None."""
+    entries, live_pending = index.pending_key_entries(db)
+    if live_pending != live_chunk_count(db):
+        return None
+    rowids, later = _shared_key_runs(entries)
+    del entries  # 8 bytes a key of every row: gone before the sketches are read
+    return _possible_pairs(db, rowids, later, threshold)
+
+
+def _possible_pairs(db: sqlite3.Connection, rowids: np.ndarray, later: np.ndarray, threshold: float) -> np.ndarray:
+    """The distinct pairs of rows in one run of :func:`_shared_key_runs` whose Jaccard similarity their sketches do
+    not rule out (:func:`~.dedup.jaccard_upper_bounds`, exact: a pair ruled out is below ``threshold`` for certain),
+    as uint32 (a, b) rowid rows, a < b. Candidates are made and bounded :data:`CANDIDATE_SLICE` at a time and only
+    survivors kept, so memory grows with the rows and the survivors, not with the candidates (13M at 1 GB of the
+    benchmark)."""
+    if not len(rowids):
+        return np.zeros((0, 2), dtype=np.uint32)
+    sketches = index.pending_sketches(db, int(rowids.max()) + 1)
+    survivors = []
+    for first, second in _candidate_slices(rowids, later):
+        kept = (jaccard_upper_bounds(sketches[first], sketches[second]) >= threshold - 1e-9) & (first != second)
+        a, b = first[kept], second[kept]
+        survivors.append(np.minimum(a, b).astype(np.uint64) << np.uint64(32) | np.maximum(a, b))
+    return np.unique(np.concatenate(survivors)).view("<u4").reshape(-1, 2)[:, ::-1].copy()
+
+
+def _shared_key_runs(entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of the entries whose key another entry has, run by run of equal key bits (uint32 rowids), and for
+    each how many entries after it are in its run. Keys are compared on the 32 of their 64 bits the entries hold:
+    rows sharing a key always share these, and a pair sharing only these is one more candidate, judged exactly like
+    any other. A row listed twice in a run (two of its keys alike in those bits) pairs with itself: dropped later."""
     entries.sort()
-    halves = entries.view("<u4").reshape(-1, 2)
-    rowids, key_bits = halves[:, 0], halves[:, 1]
-    repeats = np.flatnonzero(key_bits[1:] == key_bits[:-1])  # i: entry i + 1 has entry i's key
-    if not len(repeats):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    new_run = np.concatenate(([True], np.diff(repeats) != 1))
-    starts = repeats[new_run]
-    lengths = np.diff(np.concatenate((np.flatnonzero(new_run), [len(repeats)]))) + 1
-    hit_owners = rowids  # a view: no copy of the entries
-    twos = starts[lengths == 2]
-    firsts, seconds = [hit_owners[twos]], [hit_owners[twos + 1]]
-    for start, length in zip(starts[lengths > 2].tolist(), lengths[lengths > 2].tolist(), strict=True):
-        run = hit_owners[start : start + length]
-        if length > LARGE_RUN:
-            run = _one_per_text(db, run)
-        i, j = np.triu_indices(len(run), 1)
-        firsts.append(run[i])
-        seconds.append(run[j])
-    a, b = np.concatenate(firsts), np.concatenate(seconds)
-    different = a != b
-    return a[different], b[different]  # a pair sharing several keys is listed once per key: the bound is cheap
+    key_bits = entries.view("<u4")[1::2]
+    repeat = key_bits[1:] == key_bits[:-1]  # entry i + 1 has entry i's key bits
+    shared = np.zeros(len(entries), dtype=bool)
+    shared[1:] = repeat
+    shared[:-1] |= repeat
+    del key_bits, repeat
+    kept = entries[shared]
+    del shared
+    halves = kept.view("<u4").reshape(-1, 2)
+    starts = np.flatnonzero(np.concatenate(([True], halves[1:, 1] != halves[:-1, 1])))
+    ends = np.repeat(np.append(starts[1:], len(kept)), np.diff(np.append(starts, len(kept))))
+    return halves[:, 0].copy(), ends - np.arange(len(kept)) - 1
 
 
-def _one_per_text(db: sqlite3.Connection, rows: np.ndarray) -> np.ndarray:
-    ids = index.pending_ids(db, rows.tolist())
-    digests = index.normalised_hashes(db, sorted(ids.values()))
-    first: dict[str, int] = {}
-    for rowid in sorted(rows.tolist()):
-        first.setdefault(digests[ids[rowid]], rowid)
-    return np.array(sorted(first.values()), dtype=np.int64)
+def _candidate_slices(rowids: np.ndarray, later: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Each pair of entries in one run as (first, second) rowids, about :data:`CANDIDATE_SLICE` pairs at a time: a
+    slice is the pairs of a range of entries with the entries after them (at least one entry's)."""
+    made = np.cumsum(later)  # pairs of the entries up to each
+    start = 0
+    while start < len(rowids):
+        before = int(made[start - 1]) if start else 0
+        end = max(int(np.searchsorted(made, before + CANDIDATE_SLICE, side="right")), start + 1)
+        counts = later[start:end]
+        owner = np.repeat(np.arange(start, end), counts)
+        step = np.arange(1, len(owner) + 1) - np.repeat(made[start:end] - counts - before, counts)
+        yield rowids[owner], rowids[owner + step]
+        start = end
 
 
-def _possible_pairs(
-    db: sqlite3.Connection, first: np.ndarray, second: np.ndarray, threshold: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct pairs whose Jaccard similarity their sketches do not rule out
-    (:func:`~.dedup.jaccard_upper_bounds`, exact: a pair ruled out is below ``threshold`` for certain), a million at a
-    time; sketches are held by rowid (pending rowids run from 1 up, as rows are added)."""
-    if not len(first):
-        return first, second
-    sketches = index.pending_sketches(db, np.arange(max(int(first.max()), int(second.max())) + 1, dtype=np.int64))
-    keep = np.zeros(len(first), dtype=bool)
-    for start in range(0, len(first), 1_000_000):
-        a, b = first[start : start + 1_000_000], second[start : start + 1_000_000]
-        keep[start : start + len(a)] = jaccard_upper_bounds(sketches[a], sketches[b]) >= threshold - 1e-9
-    a, b = first[keep].astype(np.int64), second[keep].astype(np.int64)
-    span = int(max(a.max(initial=0), b.max(initial=0))) + 1
-    distinct = np.unique(np.minimum(a, b) * span + np.maximum(a, b))
-    return distinct // span, distinct % span
+def _pair_ids(pairs: np.ndarray, ids: dict[int, str]) -> Iterator[tuple[str, str]]:
+    """The rowid pairs as chunk id pairs, converted a slice at a time (no Python list of them all)."""
+    for start in range(0, len(pairs), PAIR_SLICE):
+        for a, b in pairs[start : start + PAIR_SLICE].tolist():
+            yield ids[a], ids[b]
 
 
 def _join_pairs(db: sqlite3.Connection, components: _Components, pairs: Iterable[tuple[str, str]], threshold) -> None:

@@ -14,7 +14,6 @@ import numpy as np
 
 _IN_BATCH = 500
 _SEPARATOR = "\x1f"
-_NO_SKETCH = b"\xff" * 132
 
 
 def batches(values: Sequence, size: int = _IN_BATCH) -> Iterator[Sequence]:
@@ -77,33 +76,50 @@ def live_pending(db: sqlite3.Connection) -> list[tuple[str, str]]:
 
 def pending_key_entries(db: sqlite3.Connection) -> tuple[np.ndarray, int]:
     """The band keys of the live pending chunks as one uint64 array, an entry a key: the key's low 32 bits above the
-    pending row's rowid (below 2**32); and how many live chunks are pending, signed or not. Read a slice at a time
-    into an array sized beforehand: 8 bytes a key, once."""
+    pending row's rowid (below 2**32); and how many live chunks are pending, signed or not. A later copy of a
+    normalised text (a live chunk with the same one and a smaller rowid exists) is left out: in a first load, the
+    one caller, that first chunk is pending and stands for it (same keys and shingles; the exact buckets join the
+    copies), as in the reference. Read a slice at a time into an array sized beforehand: 8 bytes a key, once."""
     sql = "FROM chunk_dedup_pending p CROSS JOIN chunks c USING (chunk_id) WHERE c.removed_at IS NULL"
     count, size = db.execute(f"SELECT COUNT(*), COALESCE(SUM(length(p.band_keys)), 0) {sql}").fetchone()
+    copies = _later_copies(db)
     entries, filled = np.empty(size // 8, dtype="<u8"), 0
     cursor = db.execute(f"SELECT p.rowid, p.band_keys {sql}")
     while rows := cursor.fetchmany(50_000):
-        keys = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<u8")
-        rowids = np.repeat(np.array([rowid for rowid, _ in rows], dtype="<u8"), [len(blob) // 8 for _, blob in rows])
-        entries[filled : filled + len(keys)] = (keys << np.uint64(32)) | rowids
+        rowids = np.array([rowid for rowid, _ in rows], dtype="<u8")
+        kept = np.flatnonzero(~np.isin(rowids, copies)).tolist()
+        keys = np.frombuffer(b"".join(rows[i][1] for i in kept), dtype="<u8")
+        owners = np.repeat(rowids[kept], [len(rows[i][1]) // 8 for i in kept])
+        entries[filled : filled + len(keys)] = (keys << np.uint64(32)) | owners
         filled += len(keys)
     return entries[:filled], count
 
 
-def pending_sketches(db: sqlite3.Connection, wanted: np.ndarray) -> np.ndarray:
-    """The sketches ``(len(wanted), 66)`` uint16 of the pending rows ``wanted`` (sorted rowids), read a slice at a
-    time. A chunk without one gets a sketch whose shingle count is the largest there is: its bound is 1, it is
-    never ruled out."""
-    sketches = np.empty((len(wanted), 66), dtype="<u2")
-    cursor = db.execute("SELECT rowid, sketch FROM chunk_dedup_pending ORDER BY rowid")
-    while rows := cursor.fetchmany(50_000):
-        rowids = np.array([rowid for rowid, _ in rows], dtype=np.int64)
-        at = np.minimum(np.searchsorted(wanted, rowids), max(len(wanted) - 1, 0))
-        hit = (wanted[at] == rowids) if len(wanted) else np.zeros(len(rows), dtype=bool)
-        for i in np.flatnonzero(hit).tolist():
-            blob = rows[i][1]
-            sketches[at[i]] = np.frombuffer(blob if len(blob) == 132 else _NO_SKETCH, dtype="<u2")
+def _later_copies(db: sqlite3.Connection) -> np.ndarray:
+    """The pending rowids of the live chunks whose normalised text a live chunk of smaller rowid has (sorted)."""
+    sql = (
+        "SELECT p.rowid FROM (SELECT normalised_sha256 AS digest, MIN(rowid) AS first FROM chunks "
+        "WHERE removed_at IS NULL AND normalised_sha256 IS NOT NULL GROUP BY normalised_sha256 HAVING COUNT(*) > 1) d "
+        "CROSS JOIN chunks c ON c.normalised_sha256 = d.digest AND c.removed_at IS NULL AND c.rowid > d.first "
+        "CROSS JOIN chunk_dedup_pending p ON p.chunk_id = c.chunk_id"
+    )
+    return np.sort(np.array([rowid for (rowid,) in db.execute(sql)], dtype="<u8"))
+
+
+def pending_sketches(db: sqlite3.Connection, rows: int) -> np.ndarray:
+    """The sketches of the pending rows by rowid, ``(rows, 68)`` uint8 (rowids from ``rows`` up are not read):
+    each bin minimum's low 8 of its stored 16 bits, then the shingle count's 4 bytes. Minima equal in 16 bits are
+    equal in 8, so :func:`~..corpus.dedup.jaccard_upper_bounds` stays an exact bound, looser by a differing bin's
+    1/256 chance to agree, in half the memory. A row without a sketch gets the largest shingle count there is: its
+    bound is 1, it is never ruled out; so does a rowid with no row."""
+    sketches = np.full((rows, 68), 0xFF, dtype=np.uint8)
+    cursor = db.execute("SELECT rowid, sketch FROM chunk_dedup_pending WHERE rowid < ? AND length(sketch) = 132",
+                        (rows,))  # fmt: skip
+    while batch := cursor.fetchmany(50_000):
+        rowids = np.array([rowid for rowid, _ in batch], dtype=np.int64)
+        full = np.frombuffer(b"".join(blob for _, blob in batch), dtype="<u2").reshape(-1, 66)
+        sketches[rowids, :64] = full[:, :64].astype(np.uint8)  # the low byte
+        sketches[rowids, 64:] = np.ascontiguousarray(full[:, 64:]).view(np.uint8)
     return sketches
 
 
