@@ -231,7 +231,6 @@ class _Run:
         documents, chunks, signatures = batch
         normalised = {s["chunk_id"]: s["normalised_sha256"] for s in signatures}
         with self.workspace.transaction() as tx:
-            signed_before = duplicates.signed_chunks(tx, [c["chunk_id"] for c in chunks])
             put_documents(tx, [record_document(d) for d in documents])
             for document in documents:
                 previous = self.previous.pop(document["doc_id"], None)
@@ -244,7 +243,7 @@ class _Run:
             )
             self.summary.chunks_added += len(added)
             self.summary.chunks_removed += len(removed)
-            duplicates.put_signatures(tx, signatures, signed_before)
+            duplicates.put_signatures(tx, signatures)
             stored.put_source_files(tx, self.files_to_record(documents))
             regroup_after_removal(tx, removed + rewritten)
             if not self.bulk and self.summary.chunks_added > BULK_CHUNKS:

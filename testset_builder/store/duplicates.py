@@ -1,13 +1,14 @@
-"""The duplicate index in the workspace (migration 14): per chunk its text sha256 and normalised-text sha256
-(indexed over live chunks), its LSH band keys in ``chunk_lsh`` (one row a key; rows of a removed chunk stay, every
-read joins the live chunks), and ``chunk_dedup_pending``: chunks stored and signed whose duplicate edges are not yet
-in ``chunk_duplicates`` (an ingest killed before grouping them leaves them there; the next one groups them).
-Writes take an open transaction's connection."""
+"""The duplicate index in the workspace (migrations 14 and 16): per chunk its text sha256 and normalised-text sha256
+(indexed over live chunks), its LSH band keys in ``chunk_lsh`` (one row a key, the key as the 8 little-endian bytes
+it has in a signature's ``band_keys``, the table one B-tree ordered by key; rows of a removed chunk stay, every read
+joins the live chunks), and ``chunk_dedup_pending``: chunks stored and signed (their band keys and sketch) whose
+duplicate edges are not yet in ``chunk_duplicates`` (an ingest killed before grouping them leaves them there; the
+next one groups them). A pending chunk's keys are copied into ``chunk_lsh`` by SQL alone when it is grouped
+(:func:`index_pending_keys`). Writes take an open transaction's connection."""
 
 from __future__ import annotations
 
 import sqlite3
-import struct
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -25,32 +26,29 @@ def marks(values: Sequence) -> str:
     return ",".join("?" * len(values))
 
 
-def signed_chunks(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
-    """Those of ``chunk_ids`` stored with a signature before (their LSH rows exist): chunk id -> the normalised
-    sha256 they were signed with."""
-    found = {}
-    for batch in batches(list(chunk_ids)):
-        sql = (
-            f"SELECT chunk_id, normalised_sha256 FROM chunks WHERE chunk_id IN ({marks(batch)}) "
-            "AND normalised_sha256 IS NOT NULL"
-        )
-        found.update(db.execute(sql, batch))
-    return found
-
-
-def put_signatures(db: sqlite3.Connection, signatures: Iterable[dict], signed_before: dict[str, str]) -> None:
-    """Store the LSH keys of chunks (signature records) and mark them pending. A chunk signed before with the same
-    normalised text has its rows; one whose text changed under its id (a prechunked document's chunk) gets its new
-    keys beside the old (a stale key only adds a candidate that the Jaccard check rejects)."""
-    rows = list(signatures)
-    db.executemany(
-        "INSERT INTO chunk_lsh (key, chunk_id) VALUES (?, ?)",
-        [(key, r["chunk_id"]) for r in rows if signed_before.get(r["chunk_id"]) != r["normalised_sha256"]
-         for key in struct.unpack(f"<{len(r['band_keys']) // 8}q", r["band_keys"])],
-    )  # fmt: skip
+def put_signatures(db: sqlite3.Connection, signatures: Iterable[dict]) -> None:
+    """Mark chunks pending with their signatures (signature records: band keys and sketch). Their keys reach
+    ``chunk_lsh`` when they are grouped (:func:`index_pending_keys`), not one Python tuple a key here: at 16 keys a
+    chunk, that was a tenth of a first load's time."""
     db.executemany(
         "INSERT OR REPLACE INTO chunk_dedup_pending (chunk_id, band_keys, sketch) VALUES (?, ?, ?)",
-        [(r["chunk_id"], r["band_keys"], r.get("sketch", b"")) for r in rows],
+        [(r["chunk_id"], r["band_keys"], r.get("sketch", b"")) for r in signatures],
+    )
+
+
+KEY_BYTES = 8
+
+
+def index_pending_keys(db: sqlite3.Connection) -> None:
+    """Copy every pending chunk's band keys into ``chunk_lsh``, a row a key (``substr`` of its ``band_keys``), in
+    key order (a first load appends to the B-tree). A key already there for the chunk is kept (a chunk signed
+    again with the same text); one whose text changed under its id (a prechunked document's chunk) gets its new
+    keys beside the old (a stale key only adds a candidate that the Jaccard check rejects)."""
+    db.execute(
+        "WITH RECURSIVE band(n) AS (VALUES (0) UNION ALL SELECT n + 1 FROM band WHERE n < 63) "
+        "INSERT OR IGNORE INTO chunk_lsh (key, chunk_id) "
+        f"SELECT substr(p.band_keys, {KEY_BYTES} * band.n + 1, {KEY_BYTES}), p.chunk_id "
+        f"FROM chunk_dedup_pending p JOIN band ON {KEY_BYTES} * band.n < length(p.band_keys) ORDER BY 1, 2"
     )
 
 
@@ -168,15 +166,27 @@ def exact_buckets(db: sqlite3.Connection) -> Iterator[list[str]]:
         yield members.split(_SEPARATOR)
 
 
-def pending_keys(db: sqlite3.Connection) -> list[int]:
+def pending_keys(db: sqlite3.Connection) -> list[bytes]:
+    """The distinct band keys of the pending chunks, as ``chunk_lsh`` holds them (8 bytes each)."""
     keys = set()
     for (packed,) in db.execute("SELECT band_keys FROM chunk_dedup_pending"):
-        keys.update(struct.unpack(f"<{len(packed) // 8}q", packed))
+        keys.update(packed[i : i + KEY_BYTES] for i in range(0, len(packed), KEY_BYTES))
     return sorted(keys)
 
 
-def live_by_key(db: sqlite3.Connection, keys: Sequence[int]) -> Iterator[list[str]]:
-    """For each of ``keys`` two or more live chunks share: their ids."""
+def pending_band_keys(db: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, np.ndarray]:
+    """Pending row -> its band keys as int64 (rows as :func:`pending_key_entries` names them; a row without keys
+    is left out)."""
+    found = {}
+    for batch in batches(list(rowids)):
+        sql = f"SELECT rowid, band_keys FROM chunk_dedup_pending WHERE rowid IN ({marks(batch)}) AND band_keys != x''"
+        found.update((rowid, np.frombuffer(blob, dtype="<i8")) for rowid, blob in db.execute(sql, batch))
+    return found
+
+
+def live_by_key(db: sqlite3.Connection, keys: Sequence[bytes]) -> Iterator[list[str]]:
+    """For each of ``keys`` (8 bytes each, as :func:`pending_keys` gives them) two or more live chunks share: their
+    ids."""
     for batch in batches(list(keys)):
         sql = (
             f"SELECT group_concat(l.chunk_id, '{_SEPARATOR}') FROM chunk_lsh l JOIN chunks c USING (chunk_id) "
@@ -243,14 +253,13 @@ def replace_groups_of(
 
 
 _BULK_INDEXES = {
-    "chunk_lsh_by_key": "chunk_lsh (key)",
     "chunks_live_by_text_sha256": "chunks (text_sha256) WHERE removed_at IS NULL",
     "chunks_live_by_normalised_sha256": "chunks (normalised_sha256) WHERE removed_at IS NULL",
 }
 
 
 def drop_key_index(db: sqlite3.Connection) -> None:
-    """For a large load: LSH rows and hashes appended without their indexes, which are built once at the end
+    """For a large load: hashes appended without their indexes, which are built once at the end
     (random inserts into a large B-tree cost a page write each; CREATE INDEX sorts). An ingest killed meanwhile
     leaves them dropped: the next one builds them (:func:`ensure_key_index`)."""
     for name in _BULK_INDEXES:
