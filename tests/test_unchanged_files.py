@@ -95,3 +95,12 @@ def test_a_file_is_read_again_when_the_chunker_config_changes(tmp_path):
         ingest(ws, stream_sources([folder]), CONFIG)
         summary = ingest(ws, stream_sources([folder]), ChunkingConfig(size=300, overlap=20))
     assert (summary.new, summary.changed, summary.unchanged) == (0, 4, 0)
+
+
+def test_a_rerun_checks_its_files_against_the_documents_index_not_the_rows_that_hold_their_texts(tmp_path):
+    from testset_builder.store.corpus import CURRENT_SOURCE_FILES_SQL
+
+    with open_workspace(tmp_path / "ws", create=True) as ws:
+        ingest(ws, stream_sources([corpus(tmp_path)]), CONFIG)
+        plan = " ".join(row[-1] for row in ws.db.execute(f"EXPLAIN QUERY PLAN {CURRENT_SOURCE_FILES_SQL}", ("x",)))
+    assert "COVERING INDEX documents_state" in plan  # a document's row holds its text: a 20 KB walk to its state

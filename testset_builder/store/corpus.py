@@ -61,17 +61,19 @@ class SourceFile:
     checked_ns: int
 
 
+CURRENT_SOURCE_FILES_SQL = (
+    "SELECT f.path, f.doc_id, f.size, f.mtime_ns, f.checked_ns FROM source_files f JOIN documents d USING (doc_id) "
+    "WHERE f.config_sha256 = ? AND d.removed_at IS NULL AND d.content_sha256 = f.content_sha256"
+)  # the documents' side from the documents_state index (migration 17), not from rows that hold the texts
+
+
 def current_source_files(db: sqlite3.Connection, config_sha256: str) -> dict[str, tuple[str, int, int, int]]:
     """Resolved path -> (doc_id, size, mtime_ns, checked_ns) of the files whose recorded read still stands: its
     document is live with the text the file gave, cut with ``config_sha256``. Checked here, in one query, so that
     a rerun compares a stat with a tuple per file."""
-    sql = (
-        "SELECT f.path, f.doc_id, f.size, f.mtime_ns, f.checked_ns FROM source_files f JOIN documents d USING (doc_id) "
-        "WHERE f.config_sha256 = ? AND d.removed_at IS NULL AND d.content_sha256 = f.content_sha256"
-    )
     return {
         path: (doc_id, size, mtime_ns, checked_ns)
-        for path, doc_id, size, mtime_ns, checked_ns in db.execute(sql, (config_sha256,))
+        for path, doc_id, size, mtime_ns, checked_ns in db.execute(CURRENT_SOURCE_FILES_SQL, (config_sha256,))
     }
 
 
