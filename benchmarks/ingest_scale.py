@@ -138,7 +138,7 @@ def _sample_peak(pid: int, peak: list[float], done) -> None:
     started = time.perf_counter()
     while not done():
         peak[0] = max(peak[0], _tree_rss_mb(pid))
-        if _children(pid):  # the chunking workers
+        if _children(pid):  # the chunking worker
             peak[1] = time.perf_counter() - started
         time.sleep(0.1)
 

@@ -137,8 +137,8 @@ def chunk_and_sign(documents: list[Record], config: ChunkingConfig) -> ChunkedBa
 
 def local_engine(batches: Iterable[list[Record]], config: ChunkingConfig) -> Iterator[ChunkedBatch]:
     """The local engine: each batch in turn, in order. With two or more batches and two or more cores, batches are
-    chunked and signed in :data:`WORKERS` worker processes while this one writes the previous batch (what it does
-    between yields): a pipeline of at most :data:`IN_FLIGHT` batches, so memory stays bounded. One batch (an incremental
+    chunked and signed in one worker process while this one writes the previous batch (what it does between
+    yields): a pipeline of at most :data:`IN_FLIGHT` batches, so memory stays bounded. One batch (an incremental
     change) is done in this process: starting a worker would cost more than it saves."""
     stream = iter(batches)
     first = next(stream, None)
@@ -155,8 +155,7 @@ def local_engine(batches: Iterable[list[Record]], config: ChunkingConfig) -> Ite
     yield from _pipelined(itertools.chain([first, second], stream), config)
 
 
-WORKERS = 2  # on 2 cores, 2 workers beside the writing process chunked 100 MB in 13.6 s rather than 16.7 (it waits)
-IN_FLIGHT = WORKERS + 1  # batches submitted to the workers and not yet written (each ~8 MB of text)
+IN_FLIGHT = 2  # batches submitted to the worker and not yet written
 _START_METHOD = "fork" if sys.platform == "linux" else "spawn"
 """fork on Linux: spawn (and forkserver) run the caller's main script again in the worker unless it is guarded by
 ``if __name__ == "__main__"``, which a library cannot require of its callers. The forked worker only chunks and
@@ -178,7 +177,7 @@ def _exit_with(parent: int) -> None:
 
 def _pipelined(batches: Iterator[list[Record]], config: ChunkingConfig) -> Iterator[ChunkedBatch]:
     context = multiprocessing.get_context(_START_METHOD)
-    with ProcessPoolExecutor(WORKERS, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)) as pool:
+    with ProcessPoolExecutor(1, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)) as pool:
         waiting: deque[Future] = deque()
         for documents in batches:
             waiting.append(pool.submit(chunk_and_sign, documents, config))

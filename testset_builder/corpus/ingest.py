@@ -8,7 +8,7 @@ marked removed, never deleted (judgments may point at them).
 
 Documents stream through in bounded batches (:data:`BATCH_DOCUMENTS` documents or :data:`BATCH_CHARACTERS`
 characters): an engine (:data:`~.batches.Engine`; in-process: :func:`~.batches.local_engine`) chunks and signs each
-batch (the local engine in two worker processes while this one writes the previous batch), and each batch is written
+batch (the local engine in a worker process while this one writes the previous batch), and each batch is written
 in its own transaction, so memory does not grow with the corpus and a run killed
 at any point leaves a consistent workspace that a rerun completes (the documents already written are unchanged then;
 their chunks wait in ``chunk_dedup_pending`` until grouped). What is held for the whole run is ids and hashes.
