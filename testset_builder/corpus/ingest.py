@@ -39,7 +39,7 @@ from ..store.history import record_stage_run
 from ..store.rows import content_sha256, put_documents
 from ..store.workspace import Workspace, utc_timestamp
 from .batches import ChunkedBatch, Engine, Record, document_record, local_engine, record_document
-from .loaders import LoadResult, UnreadFile, nothing_loaded
+from .loaders import LoadResult, UnreadFiles, nothing_loaded
 from .regroup import regroup_after_removal, settle_pending
 
 SMALL_REMOVAL = 3  # removing this many documents or fewer never needs --allow-removal
@@ -171,18 +171,20 @@ class _Run:
             and stored.chunker_of(self.workspace.db, document.doc_id) == self.config_hash
         )
 
-    def to_chunk(self, documents: Iterable[Document | UnreadFile], file_stats: dict) -> Iterator[list[Record]]:
+    def to_chunk(self, documents: Iterable[Document | UnreadFiles], file_stats: dict) -> Iterator[list[Record]]:
         """The new and changed documents in bounded batches; the unchanged ones (and unread files) counted and
         passed over."""
         batch: list[Record] = []
         characters = 0
         for document in documents:
+            if isinstance(document, UnreadFiles):
+                self.loaded_ids.update(document.doc_ids)
+                self.summary.documents += len(document.doc_ids)
+                self.summary.unchanged += len(document.doc_ids)
+                self.advance(len(document.doc_ids))
+                continue
             self.loaded_ids.add(document.doc_id)
             self.summary.documents += 1
-            if isinstance(document, UnreadFile):
-                self.summary.unchanged += 1
-                self.advance()
-                continue
             sha256 = content_sha256(document.text)
             stat = file_stats.pop(document.doc_id, None)
             if self.unchanged(document, sha256):

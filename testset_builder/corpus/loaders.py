@@ -51,12 +51,13 @@ class Skipped:
         return f"{self.source}:{self.line}: {self.reason}" if self.line else f"{self.source}: {self.reason}"
 
 
-class UnreadFile(NamedTuple):
-    """In a stream, in place of a file's one document: the file its consumer called unchanged (see
-    :attr:`LoadResult.unchanged_file`), so it was not read. Its document's id and source, as reading it gives."""
+class UnreadFiles(NamedTuple):
+    """In a stream, in place of files' documents: files its consumer called unchanged (see
+    :attr:`LoadResult.unchanged_file`), so they were not read; their documents' ids and sources, as reading them
+    gives. A folder's are handed on a thousand at a time (a rerun's common case: one item, not one per file)."""
 
-    doc_id: str
-    source: str
+    doc_ids: list[str]
+    sources: list[str]
 
 
 FileCheck = Callable[[str, str, int, int], bool]
@@ -73,7 +74,7 @@ class LoadResult:
     # doc_id -> (resolved path, size, mtime_ns) of a file read as one document: its stat, taken before reading it
     file_stats: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     # set by the consumer of a stream before iterating it: a text/HTML/PDF file it calls unchanged is not read
-    # but given as an UnreadFile
+    # but given in an UnreadFiles
     unchanged_file: FileCheck | None = None
 
     def extend(self, other: LoadResult) -> None:
@@ -216,7 +217,7 @@ def _load_one_file(
         return
     if unchanged is not None and unchanged(resolved, doc_id, stat.st_size, stat.st_mtime_ns):
         collector.result.read.add(resolved)
-        collector.result.documents.append(UnreadFile(doc_id, str(path)))
+        collector.result.documents.append(UnreadFiles([doc_id], [str(path)]))
         return
     try:
         document, notes = load_file_noting(path, doc_id)
@@ -436,7 +437,11 @@ def _stream(
         into.roots.extend(part.roots)
         into.file_stats.update(part.file_stats)
         for document in part.documents:  # a JSONL part reads its file as this goes: its skips come after
-            _check_unique(first, document)
+            if type(document) is UnreadFiles:
+                for doc_id, source in zip(document.doc_ids, document.sources, strict=True):
+                    _check_unique(first, doc_id, source)
+            else:
+                _check_unique(first, document.doc_id, document.source)
             yield document
         into.skipped.extend(part.skipped)
         into.notes.extend(part.notes)
@@ -510,7 +515,8 @@ def iter_folder(
     beir_folders = [parts[:-1] for parts, _ in files if parts[-1] == "corpus.jsonl"]
     real_root = os.path.realpath(folder).rstrip("/") + "/"
     base = "" if str(folder) == "." else str(folder).rstrip("/") + "/"
-    unread = LoadResult()  # files found unchanged, handed on a thousand at a time (a rerun's common case)
+    unread = UnreadFiles([], [])  # files found unchanged, handed on a thousand at a time (a rerun's common case)
+    read: set[str] = set()
     for parts, entry in files:
         inside_beir = _beir_folder_of(parts, beir_folders) if beir_folders else None
         one_document = inside_beir is None and _suffix(parts[-1]) in FILE_SUFFIXES
@@ -519,15 +525,16 @@ def iter_folder(
             resolved = os.path.realpath(entry.path) if entry.is_symlink() else real_root + relative
             stat, doc_id = entry.stat(), file_doc_id(relative, prefix)
             if unchanged is not None and stat.st_size and unchanged(resolved, doc_id, stat.st_size, stat.st_mtime_ns):
-                unread.documents.append(UnreadFile(doc_id, base + relative))
-                unread.read.add(resolved)
-                if len(unread.documents) >= 1000:
-                    yield unread
-                    unread = LoadResult()
+                unread.doc_ids.append(doc_id)
+                unread.sources.append(base + relative)
+                read.add(resolved)
+                if len(read) >= 1000:
+                    yield LoadResult(documents=[unread], read=read)
+                    unread, read = UnreadFiles([], []), set()
                 continue
-        if unread.documents:
-            yield unread
-            unread = LoadResult()
+        if read:
+            yield LoadResult(documents=[unread], read=read)
+            unread, read = UnreadFiles([], []), set()
         path = folder.joinpath(*parts)
         if inside_beir is not None:
             if parts == (*inside_beir, "corpus.jsonl"):
@@ -538,8 +545,8 @@ def iter_folder(
             yield collector.result
         else:
             yield _load_file_of_any_kind(path, folder, prefix, strict, id_field, text_field, title_field)
-    if unread.documents:
-        yield unread
+    if read:
+        yield LoadResult(documents=[unread], read=read)
 
 
 def _beir_folder_of(parts: tuple[str, ...], beir_folders: list[tuple[str, ...]]) -> tuple[str, ...] | None:
@@ -589,14 +596,14 @@ def _load_file_of_any_kind(
     return collector.result
 
 
-def _check_unique(first: dict[str, str], document: Document) -> None:
+def _check_unique(first: dict[str, str], doc_id: str, source: str) -> None:
     """Ids must be unique across sources: a second source giving an id is an error naming both."""
-    if document.doc_id in first and first[document.doc_id] != document.source:
+    known = first.setdefault(doc_id, source)
+    if known != source:
         raise InputError(
-            f"document id {document.doc_id!r} comes from two sources, {first[document.doc_id]} and "
-            f"{document.source}; give the folders separately named, or fix the ids"
+            f"document id {doc_id!r} comes from two sources, {known} and {source}; give the folders separately "
+            "named, or fix the ids"
         )
-    first.setdefault(document.doc_id, document.source)
 
 
 def nothing_loaded(result: LoadResult, sources: Iterable[str | Path]) -> InputError:
