@@ -5,13 +5,13 @@ live, and the duplicate groups. Chunks of a changed or removed document are mark
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from . import duplicates
+from .batched import rows_in
 from .rows import CURRENT_DOCUMENT_SHA
 from .workspace import utc_timestamp
 
@@ -28,10 +28,7 @@ def known_documents(db: sqlite3.Connection, doc_ids: Sequence[str] | None = None
     if doc_ids is None:
         rows: Iterable = db.execute(sql)
     else:
-        rows = itertools.chain.from_iterable(
-            db.execute(f"{sql} WHERE doc_id IN ({duplicates.marks(batch)})", batch)
-            for batch in duplicates.batches(list(doc_ids))
-        )
+        rows = rows_in(db, sql + " WHERE doc_id IN ({marks})", doc_ids)
     return {doc_id: KnownDocument(sha, bool(removed), source) for doc_id, sha, removed, source in rows}
 
 
@@ -105,13 +102,8 @@ def put_document_chunks(
     live before; marked removed; rewritten: live before with another text, as a prechunked document's one chunk
     whose text changed: it must leave the duplicate group it was in)."""
     now = utc_timestamp()
-    live_before: dict[str, str | None] = {}
-    for batch in duplicates.batches(list(doc_ids)):
-        sql = (
-            f"SELECT chunk_id, text_sha256 FROM chunks WHERE doc_id IN ({duplicates.marks(batch)}) "
-            "AND removed_at IS NULL"
-        )
-        live_before.update(db.execute(sql, batch))
+    sql = "SELECT chunk_id, text_sha256 FROM chunks WHERE doc_id IN ({marks}) AND removed_at IS NULL"
+    live_before: dict[str, str | None] = dict(rows_in(db, sql, doc_ids))
     db.executemany(
         'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at, config_sha256, doc_sha256, '
         f"text_sha256, normalised_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {CURRENT_DOCUMENT_SHA}, ?, ?) "

@@ -15,17 +15,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-_IN_BATCH = 500
+from .batched import rows_in
+
 _SEPARATOR = "\x1f"
-
-
-def batches(values: Sequence, size: int = _IN_BATCH) -> Iterator[Sequence]:
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
-
-
-def marks(values: Sequence) -> str:
-    return ",".join("?" * len(values))
 
 
 def put_signatures(db: sqlite3.Connection, signatures: Iterable[dict]) -> None:
@@ -142,11 +134,7 @@ def pending_sketches(db: sqlite3.Connection, rows: int) -> np.ndarray:
 
 def pending_ids(db: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:
     """Pending row -> its chunk id (rows as :func:`pending_key_entries` names them)."""
-    found = {}
-    for batch in batches(list(rowids)):
-        found.update(db.execute(f"SELECT rowid, chunk_id FROM chunk_dedup_pending WHERE rowid IN ({marks(batch)})",
-                                batch))  # fmt: skip
-    return found
+    return dict(rows_in(db, "SELECT rowid, chunk_id FROM chunk_dedup_pending WHERE rowid IN ({marks})", rowids))
 
 
 def clear_pending(db: sqlite3.Connection) -> None:
@@ -155,23 +143,19 @@ def clear_pending(db: sqlite3.Connection) -> None:
 
 def live_by_normalised(db: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, list[str]]:
     """normalised sha256 -> live chunk ids, for the hashes given."""
-    found: dict[str, list[str]] = {}
-    for batch in batches(list(hashes)):
-        sql = (
-            f"SELECT normalised_sha256, chunk_id FROM chunks WHERE normalised_sha256 IN ({marks(batch)}) "
-            "AND removed_at IS NULL"
-        )
-        for digest, chunk_id in db.execute(sql, batch):
-            found.setdefault(digest, []).append(chunk_id)
-    return found
+    sql = "SELECT normalised_sha256, chunk_id FROM chunks WHERE normalised_sha256 IN ({marks}) AND removed_at IS NULL"
+    return _grouped(rows_in(db, sql, hashes))
 
 
 def live_by_text(db: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, list[str]]:
+    sql = "SELECT text_sha256, chunk_id FROM chunks WHERE text_sha256 IN ({marks}) AND removed_at IS NULL"
+    return _grouped(rows_in(db, sql, hashes))
+
+
+def _grouped(rows: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for batch in batches(list(hashes)):
-        sql = f"SELECT text_sha256, chunk_id FROM chunks WHERE text_sha256 IN ({marks(batch)}) AND removed_at IS NULL"
-        for digest, chunk_id in db.execute(sql, batch):
-            found.setdefault(digest, []).append(chunk_id)
+    for digest, chunk_id in rows:
+        found.setdefault(digest, []).append(chunk_id)
     return found
 
 
@@ -196,23 +180,19 @@ def pending_keys(db: sqlite3.Connection) -> list[bytes]:
 def pending_band_keys(db: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, np.ndarray]:
     """Pending row -> its band keys as int64 (rows as :func:`pending_key_entries` names them; a row without keys
     is left out)."""
-    found = {}
-    for batch in batches(list(rowids)):
-        sql = f"SELECT rowid, band_keys FROM chunk_dedup_pending WHERE rowid IN ({marks(batch)}) AND band_keys != x''"
-        found.update((rowid, np.frombuffer(blob, dtype="<i8")) for rowid, blob in db.execute(sql, batch))
-    return found
+    sql = "SELECT rowid, band_keys FROM chunk_dedup_pending WHERE rowid IN ({marks}) AND band_keys != x''"
+    return {rowid: np.frombuffer(blob, dtype="<i8") for rowid, blob in rows_in(db, sql, rowids)}
 
 
 def live_by_key(db: sqlite3.Connection, keys: Sequence[bytes]) -> Iterator[list[str]]:
     """For each of ``keys`` (8 bytes each, as :func:`pending_keys` gives them) two or more live chunks share: their
     ids."""
-    for batch in batches(list(keys)):
-        sql = (
-            f"SELECT group_concat(l.chunk_id, '{_SEPARATOR}') FROM chunk_lsh l JOIN chunks c USING (chunk_id) "
-            f"WHERE l.key IN ({marks(batch)}) AND c.removed_at IS NULL GROUP BY l.key HAVING COUNT(*) > 1"
-        )
-        for (members,) in db.execute(sql, batch):
-            yield members.split(_SEPARATOR)
+    sql = (
+        f"SELECT group_concat(l.chunk_id, '{_SEPARATOR}') FROM chunk_lsh l JOIN chunks c USING (chunk_id) "
+        "WHERE l.key IN ({marks}) AND c.removed_at IS NULL GROUP BY l.key HAVING COUNT(*) > 1"
+    )
+    for (members,) in rows_in(db, sql, keys):
+        yield members.split(_SEPARATOR)
 
 
 def key_buckets(db: sqlite3.Connection) -> Iterator[list[str]]:
@@ -223,40 +203,29 @@ def key_buckets(db: sqlite3.Connection) -> Iterator[list[str]]:
 
 
 def live_ids(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> set[str]:
-    live = set()
-    for batch in batches(list(chunk_ids)):
-        sql = f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({marks(batch)}) AND removed_at IS NULL"
-        live.update(row[0] for row in db.execute(sql, batch))
-    return live
+    sql = "SELECT chunk_id FROM chunks WHERE chunk_id IN ({marks}) AND removed_at IS NULL"
+    return {row[0] for row in rows_in(db, sql, chunk_ids)}
 
 
 def texts(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
-    found = {}
-    for batch in batches(list(chunk_ids)):
-        found.update(db.execute(f"SELECT chunk_id, text FROM chunks WHERE chunk_id IN ({marks(batch)})", batch))
-    return found
+    return dict(rows_in(db, "SELECT chunk_id, text FROM chunks WHERE chunk_id IN ({marks})", chunk_ids))
 
 
 def normalised_hashes(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
-    found = {}
-    for batch in batches(list(chunk_ids)):
-        sql = f"SELECT chunk_id, normalised_sha256 FROM chunks WHERE chunk_id IN ({marks(batch)})"
-        found.update(db.execute(sql, batch))
-    return found
+    return dict(rows_in(db, "SELECT chunk_id, normalised_sha256 FROM chunks WHERE chunk_id IN ({marks})", chunk_ids))
 
 
 def group_members(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
     """group_id -> member chunk ids, of the groups any of ``chunk_ids`` is in."""
+    sql = (
+        "SELECT group_id, chunk_id FROM chunk_duplicates WHERE group_id IN "
+        "(SELECT group_id FROM chunk_duplicates WHERE chunk_id IN ({marks}))"
+    )
     groups: dict[str, list[str]] = {}
-    for batch in batches(list(chunk_ids)):
-        sql = (
-            "SELECT group_id, chunk_id FROM chunk_duplicates WHERE group_id IN "
-            f"(SELECT group_id FROM chunk_duplicates WHERE chunk_id IN ({marks(batch)}))"
-        )
-        for group_id, chunk_id in db.execute(sql, batch):
-            groups.setdefault(group_id, [])
-            if chunk_id not in groups[group_id]:
-                groups[group_id].append(chunk_id)
+    for group_id, chunk_id in rows_in(db, sql, chunk_ids):
+        groups.setdefault(group_id, [])
+        if chunk_id not in groups[group_id]:  # a group met again in a later batch of ids
+            groups[group_id].append(chunk_id)
     return groups
 
 

@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from .batched import rows_in
 from .workspace import utc_timestamp
 
 
@@ -75,16 +76,9 @@ def _extreme(pick, *values: str | None) -> str | None:
     return pick(present) if present else None
 
 
-def _in_batches(db: sqlite3.Connection, sql: str, values: list[str]) -> Iterable[tuple]:
-    """Rows of ``sql`` (holding one ``{marks}``) over ``values`` 500 at a time."""
-    for at in range(0, len(values), 500):
-        part = values[at : at + 500]
-        yield from db.execute(sql.format(marks=",".join("?" * len(part))), part)
-
-
 def _stored_times(db: sqlite3.Connection, query_ids: list[str]) -> dict[str, tuple]:
     sql = "SELECT query_id, first_seen, last_seen, retrieved_at FROM log_queries WHERE query_id IN ({marks})"
-    return {row[0]: row[1:] for row in _in_batches(db, sql, query_ids)}
+    return {row[0]: row[1:] for row in rows_in(db, sql, query_ids)}
 
 
 def add_query_logs(db: sqlite3.Connection, logs: Iterable[QueryLog]) -> None:
@@ -235,19 +229,19 @@ def release_rows(db: sqlite3.Connection, query_ids: Iterable[str]) -> list[dict]
 def live_chunk_ids_among(db: sqlite3.Connection, chunk_ids: Iterable[str]) -> set[str]:
     """Those of ``chunk_ids`` that are live chunks of the workspace."""
     sql = "SELECT chunk_id FROM chunks WHERE chunk_id IN ({marks}) AND removed_at IS NULL"
-    return {row[0] for row in _in_batches(db, sql, sorted(set(chunk_ids)))}
+    return {row[0] for row in rows_in(db, sql, sorted(set(chunk_ids)))}
 
 
 def chunk_titles(db: sqlite3.Connection, chunk_ids: Iterable[str]) -> dict[str, str]:
     """chunk id -> its document's title (empty when it has none)."""
     sql = "SELECT c.chunk_id, d.title FROM chunks c JOIN documents d USING (doc_id) WHERE c.chunk_id IN ({marks})"
-    return {chunk_id: title or "" for chunk_id, title in _in_batches(db, sql, sorted(set(chunk_ids)))}
+    return {chunk_id: title or "" for chunk_id, title in rows_in(db, sql, sorted(set(chunk_ids)))}
 
 
 def duplicate_groups_of(db: sqlite3.Connection, chunk_ids: Iterable[str]) -> dict[str, str]:
     """chunk id -> its duplicate group, for those of ``chunk_ids`` that have twins."""
     sql = "SELECT chunk_id, group_id FROM chunk_duplicates WHERE chunk_id IN ({marks})"
-    return dict(_in_batches(db, sql, sorted(set(chunk_ids))))
+    return dict(rows_in(db, sql, sorted(set(chunk_ids))))
 
 
 def has_live_chunks(db: sqlite3.Connection) -> bool:

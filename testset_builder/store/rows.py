@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from ..corpus.dedup import normalise
 from ..errors import InputError, UnknownIdError
 from ..records import Chunk, Document, Judgment, Lineage, Query, Span, passage_text
+from .batched import rows_in
 from .workspace import utc_timestamp
 
 
@@ -238,15 +239,7 @@ def iter_judgments(db: sqlite3.Connection, query_id: str | None = None) -> Itera
 
 def _existing(db: sqlite3.Connection, table: str, column: str, ids: Iterable[str]) -> set[str]:
     """Which of ``ids`` are already in ``table.column`` (looked up 500 at a time, under SQLite's variable limit)."""
-    wanted = list(ids)
-    found: set[str] = set()
-    for start in range(0, len(wanted), 500):
-        part = wanted[start : start + 500]
-        found.update(
-            r[0]
-            for r in db.execute(f"SELECT {column} FROM {table} WHERE {column} IN ({','.join('?' * len(part))})", part)
-        )
-    return found
+    return {row[0] for row in rows_in(db, f"SELECT {column} FROM {table} WHERE {column} IN ({{marks}})", ids)}
 
 
 def existing_judgment_ids(db: sqlite3.Connection, judgment_ids: Iterable[str]) -> set[str]:
@@ -365,9 +358,5 @@ def iter_live_chunk_passages(db: sqlite3.Connection, batch_size: int = 10_000) -
 
 def live_chunk_passages_of(db: sqlite3.Connection, chunk_ids: Iterable[str]) -> dict[str, str]:
     """chunk id -> passage for those of ``chunk_ids`` that are live (looked up 500 at a time)."""
-    wanted, found = list(dict.fromkeys(chunk_ids)), {}
-    for start in range(0, len(wanted), 500):
-        part = wanted[start : start + 500]
-        sql = f"{LIVE_PASSAGES_SQL} AND c.chunk_id IN ({','.join('?' * len(part))})"
-        found.update({r[0]: passage_text(r[1], r[2]) for r in db.execute(sql, part)})
-    return found
+    sql = LIVE_PASSAGES_SQL + " AND c.chunk_id IN ({marks})"
+    return {r[0]: passage_text(r[1], r[2]) for r in rows_in(db, sql, dict.fromkeys(chunk_ids))}
