@@ -104,3 +104,23 @@ def test_a_rerun_checks_its_files_against_the_documents_index_not_the_rows_that_
         ingest(ws, stream_sources([corpus(tmp_path)]), CONFIG)
         plan = " ".join(row[-1] for row in ws.db.execute(f"EXPLAIN QUERY PLAN {CURRENT_SOURCE_FILES_SQL}", ("x",)))
     assert "COVERING INDEX documents_state" in plan  # a document's row holds its text: a 20 KB walk to its state
+
+
+def test_a_folder_given_twice_counts_nothing_new_and_removes_under_the_guard_as_given_once(tmp_path, monkeypatch):
+    from testset_builder.corpus import ingest as ingesting
+
+    monkeypatch.setattr(ingesting, "BATCH_DOCUMENTS", 2)  # a copy is read before its twin is written
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for i in range(20):
+        (folder / f"d{i:02d}.txt").write_text(f"Document {i} is about pooled relevance judgments. " * 4, "utf-8")
+    with open_workspace(tmp_path / "ws", create=True) as ws:
+        ingest(ws, stream_sources([folder, folder]), CONFIG)
+        for i in range(10):
+            (folder / f"d{i:02d}.txt").write_text(f"Document {i} changed its text on recall at ten. " * 4, "utf-8")
+        for i in range(15, 20):
+            (folder / f"d{i:02d}.txt").unlink()
+        summary = ingest(ws, stream_sources([folder, folder]), CONFIG)  # 5 of 20 gone: under the guard's 25%
+    assert (summary.new, summary.removed) == (0, 5)
+    assert summary.changed >= 10 and summary.changed + summary.unchanged == 30  # a copy read after its twin was
+    # written finds it unchanged

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -113,11 +113,8 @@ def ingest(
         return _ingest(workspace, loaded, config, progress, allow_removal, engine, rehash)
 
 
-def _guard_removal(gone: dict[str, str], live_before: Callable[[], int], share: float) -> None:
-    if len(gone) <= SMALL_REMOVAL:
-        return
-    live = live_before()
-    if len(gone) > share * live:
+def _guard_removal(gone: dict[str, str], live: int, share: float) -> None:
+    if len(gone) > SMALL_REMOVAL and len(gone) > share * live:
         raise LargeRemovalError(len(gone), live, share, dict(Counter(gone.values()).most_common()))
 
 
@@ -134,7 +131,8 @@ class _Run:
         self.workspace, self.config, self.progress = workspace, config, progress
         self.started_ns = time.time_ns()
         self.config_hash = config.chunker_sha256()
-        self.empty = not stored.any_live_document(workspace.db)  # a first load: nothing to look up
+        self.live_before = stored.live_document_count(workspace.db)  # what the removal guard judges a share of
+        self.empty = not self.live_before  # a first load: nothing to look up
         self.previous: dict[str, stored.KnownDocument | None] = {}  # of the documents read, until written
         self.files = stored.current_source_files(workspace.db, self.config_hash)
         self.loaded_ids: set[str] = set()
@@ -235,7 +233,10 @@ class _Run:
         with self.workspace.transaction() as tx:
             put_documents(tx, [record_document(d) for d in documents])
             for document in documents:
-                previous = self.previous.pop(document["doc_id"], None)
+                if document["doc_id"] not in self.previous:  # given twice in this load, written already
+                    self.summary.changed += 1
+                    continue
+                previous = self.previous.pop(document["doc_id"])
                 if previous is None or previous.removed:
                     self.summary.new += 1
                 else:
@@ -286,8 +287,7 @@ def _ingest(
     if not summary.documents and not gone:  # an empty load that removes nothing: a mistyped or empty source
         raise nothing_loaded(loaded, [str(root) for root in loaded.roots])
     if not allow_removal:
-        live_before = lambda: stored.live_document_count(workspace.db) - summary.new  # noqa: E731 (the load's new ones are stored)
-        _guard_removal(gone, live_before, config.max_removal_share)
+        _guard_removal(gone, run.live_before, config.max_removal_share)
     with workspace.transaction() as tx:
         removed: list[str] = []
         for doc_id, source in sorted(gone.items()):

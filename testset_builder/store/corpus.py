@@ -41,10 +41,6 @@ def live_document_count(db: sqlite3.Connection) -> int:
     return db.execute("SELECT COUNT(*) FROM documents WHERE removed_at IS NULL").fetchone()[0]
 
 
-def any_live_document(db: sqlite3.Connection) -> bool:
-    return db.execute("SELECT EXISTS (SELECT 1 FROM documents WHERE removed_at IS NULL)").fetchone()[0] == 1
-
-
 @dataclass(frozen=True)
 class SourceFile:
     """A file read as one document, when it was last read or found unchanged: its stat then (``checked_ns``: a time
