@@ -82,7 +82,7 @@ def documents_gone(db, loaded: LoadResult, loaded_ids: set[str]) -> dict[str, st
     gone = {}
     not_loaded = [doc_id for doc_id in stored.document_ids(db) if doc_id not in loaded_ids]
     for doc_id, document in stored.known_documents(db, not_loaded).items():
-        if document.removed or doc_id in loaded_ids or not document.source:
+        if document.removed or not document.source:
             continue
         path = _resolved(document.source)
         if str(path) in partly_read:

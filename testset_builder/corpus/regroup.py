@@ -121,10 +121,10 @@ CANDIDATE_SLICE = 200_000  # candidate pairs made and bounded at once (~55 MB of
 
 def _first_load_pairs(db: sqlite3.Connection, threshold: float) -> np.ndarray | None:
     """When every live chunk is pending (a first load: no pair reaches outside them), the pairs of pending rows to
-    judge (:func:`_possible_pairs`); otherwise None."""
-    entries, live_pending = index.pending_key_entries(db)
-    if live_pending != live_chunk_count(db):
+    judge (:func:`_possible_pairs`); otherwise None, before any key is read."""
+    if index.live_pending_count(db) != live_chunk_count(db):
         return None
+    entries = index.pending_key_entries(db)
     rowids, later = _shared_key_runs(entries)
     del entries  # 8 bytes a key of every row: gone before the sketches are read
     return _possible_pairs(db, rowids, later, threshold)

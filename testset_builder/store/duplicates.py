@@ -73,27 +73,30 @@ def pending_count(db: sqlite3.Connection) -> int:
     return db.execute("SELECT COUNT(*) FROM chunk_dedup_pending").fetchone()[0]
 
 
+_LIVE_PENDING = "FROM chunk_dedup_pending p CROSS JOIN chunks c USING (chunk_id) WHERE c.removed_at IS NULL"
+
+
 def live_pending(db: sqlite3.Connection) -> list[tuple[str, str]]:
     """(chunk_id, normalised sha256) of the live pending chunks. CROSS JOIN fixes the order: from the few pending
     chunks to theirs (left to itself, SQLite scanned every live chunk through the hash index)."""
-    sql = (
-        "SELECT p.chunk_id, c.normalised_sha256 FROM chunk_dedup_pending p CROSS JOIN chunks c USING (chunk_id) "
-        "WHERE c.removed_at IS NULL"
-    )
-    return db.execute(sql).fetchall()
+    return db.execute(f"SELECT p.chunk_id, c.normalised_sha256 {_LIVE_PENDING}").fetchall()
 
 
-def pending_key_entries(db: sqlite3.Connection) -> tuple[np.ndarray, int]:
+def live_pending_count(db: sqlite3.Connection) -> int:
+    """How many live chunks are pending, signed or not."""
+    return db.execute(f"SELECT COUNT(*) {_LIVE_PENDING}").fetchone()[0]
+
+
+def pending_key_entries(db: sqlite3.Connection) -> np.ndarray:
     """The band keys of the live pending chunks as one uint64 array, an entry a key: the key's low 32 bits above the
-    pending row's rowid (below 2**32); and how many live chunks are pending, signed or not. A later copy of a
+    pending row's rowid (below 2**32). A later copy of a
     normalised text (a live chunk with the same one and a smaller rowid exists) is left out: in a first load, the
     one caller, that first chunk is pending and stands for it (same keys and shingles; the exact buckets join the
     copies), as in the reference. Read a slice at a time into an array sized beforehand: 8 bytes a key, once."""
-    sql = "FROM chunk_dedup_pending p CROSS JOIN chunks c USING (chunk_id) WHERE c.removed_at IS NULL"
-    count, size = db.execute(f"SELECT COUNT(*), COALESCE(SUM(length(p.band_keys)), 0) {sql}").fetchone()
+    size = db.execute(f"SELECT COALESCE(SUM(length(p.band_keys)), 0) {_LIVE_PENDING}").fetchone()[0]
     copies = _later_copies(db)
     entries, filled = np.empty(size // 8, dtype="<u8"), 0
-    cursor = db.execute(f"SELECT p.rowid, p.band_keys {sql}")
+    cursor = db.execute(f"SELECT p.rowid, p.band_keys {_LIVE_PENDING}")
     while rows := cursor.fetchmany(50_000):
         rowids = np.array([rowid for rowid, _ in rows], dtype="<u8")
         kept = np.flatnonzero(~np.isin(rowids, copies)).tolist()
@@ -101,7 +104,7 @@ def pending_key_entries(db: sqlite3.Connection) -> tuple[np.ndarray, int]:
         owners = np.repeat(rowids[kept], [len(rows[i][1]) // 8 for i in kept])
         entries[filled : filled + len(keys)] = (keys << np.uint64(32)) | owners
         filled += len(keys)
-    return entries[:filled], count
+    return entries[:filled]
 
 
 def _later_copies(db: sqlite3.Connection) -> np.ndarray:
