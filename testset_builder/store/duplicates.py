@@ -35,10 +35,10 @@ KEY_BYTES = 8
 
 def index_pending_keys(db: sqlite3.Connection) -> None:
     """Copy every pending chunk's band keys into ``chunk_lsh``, a row a key (``substr`` of its ``band_keys``), in
-    key order (a first load appends to the B-tree; SQLite's sorter may use a thread a core: at 1 GB, 26M keys
-    sorted in 31 s rather than 41). A key already there for the chunk is kept (a chunk signed
-    again with the same text); one whose text changed under its id (a prechunked document's chunk) gets its new
-    keys beside the old (a stale key only adds a candidate that the Jaccard check rejects)."""
+    key order (a first load appends to the B-tree; SQLite's sorter may use a thread a core: at 1 GB, 26M keys sorted
+    in 31 s rather than 41). A key already there for the chunk is kept (a chunk signed again with the same text);
+    one whose text changed under its id (a prechunked document's chunk) gets its new keys beside the old (a stale
+    key only adds a candidate that the Jaccard check rejects)."""
     longest = db.execute("SELECT COALESCE(MAX(length(band_keys)), 0) FROM chunk_dedup_pending").fetchone()[0]
     if not longest:
         return
@@ -89,10 +89,10 @@ def live_pending_count(db: sqlite3.Connection) -> int:
 
 def pending_key_entries(db: sqlite3.Connection) -> np.ndarray:
     """The band keys of the live pending chunks as one uint64 array, an entry a key: the key's low 32 bits above the
-    pending row's rowid (below 2**32). A later copy of a
-    normalised text (a live chunk with the same one and a smaller rowid exists) is left out: in a first load, the
-    one caller, that first chunk is pending and stands for it (same keys and shingles; the exact buckets join the
-    copies), as in the reference. Read a slice at a time into an array sized beforehand: 8 bytes a key, once."""
+    pending row's rowid (below 2**32). A later copy of a normalised text (a live chunk with the same one and a
+    smaller rowid exists) is left out: in a first load, the one caller, that first chunk is pending and stands for
+    it (same keys and shingles; the exact buckets join the copies), as in the reference. Read a slice at a time into
+    an array sized beforehand: 8 bytes a key, once."""
     size = db.execute(f"SELECT COALESCE(SUM(length(p.band_keys)), 0) {_LIVE_PENDING}").fetchone()[0]
     copies = _later_copies(db)
     entries, filled = np.empty(size // 8, dtype="<u8"), 0
