@@ -198,3 +198,36 @@ def test_the_overlap_asked_for_is_present_between_neighbours_even_when_sentences
         assert text[after.start - 1].isspace()  # a carried tail starts at a word
     none = chunk_document(document, ChunkingConfig(chunker=chunker, size=300, overlap=0))
     assert all(before.end == after.start for before, after in pairwise(none))
+
+
+EVERY_CHUNKER = [
+    *CONFIGS,
+    ChunkingConfig(chunker="prechunked"),
+    ChunkingConfig(chunker="recursive", size=60, overlap=0),
+]
+
+
+@pytest.mark.parametrize("config", EVERY_CHUNKER, ids=lambda c: f"{c.chunker}-{c.size}-{c.overlap}")
+def test_ingest_batches_give_the_records_of_the_validated_chunks(config):
+    """The ingest worker builds chunk records straight from spans (no model a chunk); they must be the records of
+    :func:`chunk_document`'s validated chunks, metadata JSON included, byte for byte."""
+    from testset_builder.corpus.batches import chunk_batch, chunk_record, document_record
+
+    documents = [
+        Document(doc_id="guide.md", text=MARKDOWN, title="Guide", metadata={"lang": "en"}),
+        Document(doc_id="emoji.txt", text="Family 👨‍👩‍👧‍👦 photo. Café e\u0301 ok! " * 9),
+        Document(doc_id="same.txt", text="Repeat me. " * 40),  # identical pieces: occurrence ranks in the ids
+        Document(doc_id="empty.txt", text=""),
+        Document(doc_id="one.txt", text="x"),
+    ]
+    expected = [chunk_record(c) for d in documents for c in chunk_document(d, config)]
+    assert chunk_batch([document_record(d) for d in documents], config) == expected
+    assert len(expected) > len(documents) or config.chunker == "prechunked"
+
+
+def test_ingest_batches_give_the_records_of_the_validated_chunks_on_scifact(scifact_documents):
+    from testset_builder.corpus.batches import chunk_batch, chunk_record, document_record
+
+    for config in CONFIGS:
+        expected = [chunk_record(c) for d in scifact_documents[:500] for c in chunk_document(d, config)]
+        assert chunk_batch([document_record(d) for d in scifact_documents[:500]], config) == expected

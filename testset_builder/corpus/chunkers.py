@@ -232,52 +232,51 @@ def chunk_id(doc_id: str, text: str, occurrence: int) -> str:
     return f"{doc_id}#{digest}"
 
 
-def chunk_document(document: Document, config: ChunkingConfig) -> list[Chunk]:
-    """The document's chunks, in order. An empty document has none."""
-    text = document.text
+ChunkSpan = tuple[str, int, int, dict]
+"""A chunk before it is a record: (chunk id, start, end, its chunker's extra metadata: a markdown chunk's
+``headings``, else empty). The text is ``document.text[start:end]``."""
+
+
+def chunk_spans(doc_id: str, text: str, config: ChunkingConfig) -> list[ChunkSpan]:
+    """The chunks of the document ``doc_id`` with ``text``, in order, as :data:`ChunkSpan` (what
+    :func:`chunk_document` and the ingest batches build their records from). An empty text has none."""
+    if not text:
+        return []
+    if config.chunker == "prechunked":
+        return [(doc_id, 0, len(text), {})]
     if config.chunker == "tokens":
         spans = token_spans(text, config.size, config.overlap, config.encoding)
-    elif config.chunker == "prechunked":
-        spans = []
     else:
-        spans = _SPANS[config.chunker](text, config.size, config.overlap) if text else []
-    if config.chunker == "prechunked":
-        return (
-            [
-                Chunk(
-                    chunk_id=document.doc_id,
-                    doc_id=document.doc_id,
-                    text=text,
-                    start=0,
-                    end=len(text),
-                    metadata={"index": 0, "chunker": "prechunked"},
-                )
-            ]
-            if text
-            else []
-        )
+        spans = _SPANS[config.chunker](text, config.size, config.overlap)
     seen: dict[str, int] = {}
     chunks = []
-    for index, span in enumerate(spans):
+    for span in spans:
         start, end = span[0], span[1]
-        extra = span[2] if len(span) > 2 else {}
         piece = text[start:end]
         occurrence = seen.get(piece, 0)
         seen[piece] = occurrence + 1
-        chunks.append(
-            Chunk(
-                chunk_id=chunk_id(document.doc_id, piece, occurrence),
-                doc_id=document.doc_id,
-                text=piece,
-                start=start,
-                end=end,
-                metadata={
-                    "index": index,
-                    "chunker": config.chunker,
-                    "size": config.size,
-                    "overlap": config.overlap,
-                    **extra,
-                },
-            )
-        )
+        chunks.append((chunk_id(doc_id, piece, occurrence), start, end, span[2] if len(span) > 2 else {}))
     return chunks
+
+
+def chunk_metadata(config: ChunkingConfig, index: int, extra: dict) -> dict:
+    """A chunk's metadata: its place in the document and how it was cut."""
+    if config.chunker == "prechunked":
+        return {"index": 0, "chunker": "prechunked"}
+    return {"index": index, "chunker": config.chunker, "size": config.size, "overlap": config.overlap, **extra}
+
+
+def chunk_document(document: Document, config: ChunkingConfig) -> list[Chunk]:
+    """The document's chunks, in order. An empty document has none."""
+    text = document.text
+    return [
+        Chunk(
+            chunk_id=chunk_id_,
+            doc_id=document.doc_id,
+            text=text[start:end],
+            start=start,
+            end=end,
+            metadata=chunk_metadata(config, index, extra),
+        )
+        for index, (chunk_id_, start, end, extra) in enumerate(chunk_spans(document.doc_id, text, config))
+    ]

@@ -162,14 +162,16 @@ def _grouped(rows: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     return found
 
 
-def exact_buckets(db: sqlite3.Connection) -> Iterator[list[str]]:
-    """Every normalised hash two or more live chunks share: their ids (a scan of the index)."""
+def exact_buckets(db: sqlite3.Connection) -> list[list[str]]:
+    """Every normalised hash two or more live chunks share: their ids. The shared hashes come from the index alone
+    (it covers the query); only their chunks are then looked up (reading a chunk row for every index entry took 14 s
+    at 1.6M chunks, the hashes alone 0.4 s)."""
     sql = (
-        f"SELECT group_concat(chunk_id, '{_SEPARATOR}') FROM chunks WHERE removed_at IS NULL "
-        "AND normalised_sha256 IS NOT NULL GROUP BY normalised_sha256 HAVING COUNT(*) > 1"
+        "SELECT normalised_sha256 FROM chunks WHERE removed_at IS NULL AND normalised_sha256 IS NOT NULL "
+        "GROUP BY normalised_sha256 HAVING COUNT(*) > 1"
     )
-    for (members,) in db.execute(sql):
-        yield members.split(_SEPARATOR)
+    shared = [digest for (digest,) in db.execute(sql)]
+    return list(live_by_normalised(db, shared).values())
 
 
 def pending_keys(db: sqlite3.Connection) -> list[bytes]:
