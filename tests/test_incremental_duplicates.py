@@ -49,6 +49,27 @@ operation = st.tuples(st.sampled_from(["put", "remove"]), st.integers(0, 7), st.
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(operation, min_size=1, max_size=8))
 def test_incremental_groups_equal_the_whole_corpus_reference_after_any_adds_changes_and_removals(tmp_path, ops):
+    check_groups_after(tmp_path, ops)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(operation, min_size=1, max_size=8), st.integers(1, 4), st.integers(1, 40))
+def test_groups_equal_the_reference_when_a_key_runs_over_blocks_and_keys_are_spilled_to_many_files(
+    tmp_path, ops, block_keys, spill_entries
+):
+    """Tiny key blocks (a key shared by a few chunks runs over two or more) and tiny spill files (a large load's
+    keys sorted in many parts)."""
+    from testset_builder.store import duplicates
+
+    original = duplicates.BLOCK_KEYS, duplicates.SPILL_ENTRIES
+    duplicates.BLOCK_KEYS, duplicates.SPILL_ENTRIES = block_keys, spill_entries
+    try:
+        check_groups_after(tmp_path, ops)
+    finally:
+        duplicates.BLOCK_KEYS, duplicates.SPILL_ENTRIES = original
+
+
+def check_groups_after(tmp_path, ops):
     import tempfile
 
     folder = Path(tempfile.mkdtemp(dir=tmp_path))

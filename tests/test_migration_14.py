@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections import Counter
 
 from testset_builder.config import ChunkingConfig
 from testset_builder.corpus.dedup import duplicate_groups, normalised_sha256
@@ -13,7 +14,7 @@ from testset_builder.corpus.ingest import ingest
 from testset_builder.corpus.loaders import stream_sources
 from testset_builder.records import Chunk, Document
 from testset_builder.store import corpus as stored
-from testset_builder.store import open_workspace, rows
+from testset_builder.store import duplicates, open_workspace, rows
 from testset_builder.store.migrations import MIGRATIONS
 from testset_builder.store.workspace import DB_NAME
 
@@ -61,7 +62,7 @@ def test_a_schema_13_workspace_gets_its_duplicate_index_backfilled_when_opened(t
             for k, t in sorted(TEXTS.items())
             if k != "e"
         ]
-        keyed = dict(ws.db.execute("SELECT chunk_id, COUNT(*) FROM chunk_lsh GROUP BY chunk_id").fetchall())
+        keyed = Counter(chunk_id for _, chunk_id in duplicates.key_entries(ws.db))
         assert keyed == {"a.txt": 16, "b.txt": 16, "c.txt": 16, "d.txt": 16}
         live = stored.live_chunk_texts(ws.db)
         assert groups(ws.db) == duplicate_groups([c for c, _ in live], [t for _, t in live])

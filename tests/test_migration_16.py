@@ -37,6 +37,7 @@ def schema_15_workspace(tmp_path, corpus):
     db.execute("CREATE INDEX chunk_lsh_by_key ON chunk_lsh(key)")
     db.executemany("INSERT INTO chunk_lsh VALUES (?, ?)", keys)
     db.execute("DROP INDEX documents_state")  # what migration 17 adds
+    db.execute("DROP TABLE chunk_lsh_blocks")  # what migration 18 adds (the first load kept its keys there)
     db.execute("DELETE FROM schema_migrations WHERE version > 15")
     db.execute("COMMIT")
     db.close()

@@ -26,7 +26,7 @@ from testset_builder.corpus.loaders import load_sources
 from testset_builder.corpus.ray_engine import ray_engine
 from testset_builder.errors import EngineError
 from testset_builder.store import corpus as stored
-from testset_builder.store import open_workspace
+from testset_builder.store import duplicates, open_workspace
 
 
 def small_corpus(n: int = 600) -> list[dict]:
@@ -91,7 +91,7 @@ def workspace_rows(workspace) -> dict[str, list[tuple]]:
             "duplicates": db.execute(
                 "SELECT group_id, kind, chunk_id FROM chunk_duplicates ORDER BY group_id, chunk_id"
             ).fetchall(),
-            "lsh": db.execute("SELECT key, chunk_id FROM chunk_lsh ORDER BY key, chunk_id").fetchall(),
+            "lsh": duplicates.key_entries(db),
         }
 
 

@@ -78,8 +78,8 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
     if not waiting:
         return
     index.ensure_key_index(db)
-    index.index_pending_keys(db)
-    if not index.live_chunks_over(db, waiting / BULK_SHARE):
+    if not index.live_chunks_over(db, waiting / BULK_SHARE):  # a large load: every key sorted anew, into blocks
+        index.rebuild_key_blocks(db)
         pending, exact = None, index.exact_buckets(db)
         pairs = _first_load_pairs(db, threshold)
         if pairs is not None:
@@ -87,8 +87,9 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
             ids = index.pending_ids(db, np.unique(pairs).tolist())
             near = None
         else:
-            near = _live_buckets(db, list(index.key_buckets(db)))
+            near = _live_buckets(db, index.key_buckets(db))
     else:
+        index.index_pending_keys(db)
         rows = index.live_pending(db)
         pending = {chunk_id for chunk_id, _ in rows}
         exact = index.live_by_normalised(db, sorted({digest for _, digest in rows})).values()

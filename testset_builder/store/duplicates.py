@@ -1,17 +1,33 @@
-"""The duplicate index in the workspace (migrations 14 and 16): per chunk its text sha256 and normalised-text sha256
-(indexed over live chunks), its LSH band keys in ``chunk_lsh`` (one row a key, the key as the 8 little-endian bytes
-it has in a signature's ``band_keys``, the table one B-tree ordered by key; rows of a removed chunk stay, every read
-joins the live chunks), and ``chunk_dedup_pending``: chunks stored and signed (their band keys and sketch) whose
-duplicate edges are not yet in ``chunk_duplicates`` (an ingest killed before grouping them leaves them there; the
-next one groups them). A pending chunk's keys are copied into ``chunk_lsh`` by SQL alone when it is grouped
-(:func:`index_pending_keys`). Writes take an open transaction's connection."""
+"""The duplicate index in the workspace (migrations 14, 16 and 18): per chunk its text sha256 and normalised-text
+sha256 (indexed over live chunks), its LSH band keys, and ``chunk_dedup_pending``: chunks stored and signed (their
+band keys and sketch) whose duplicate edges are not yet in ``chunk_duplicates`` (an ingest killed before grouping
+them leaves them there; the next one groups them).
+
+LSH keys are kept in two places, read together (rows of a removed chunk stay in both; every read keeps the live
+chunks):
+
+- ``chunk_lsh_blocks``: every key of the last large load and all before it, sorted by key (as unsigned 64-bit
+  integers) and cut into blocks of :data:`BLOCK_KEYS` (key, chunk rowid) entries, a row a block holding its keys and
+  chunks as two arrays, with its first key (its top bit flipped, so SQLite's signed order is the unsigned one)
+  indexed: a key is found by reading a block or two. A large load rebuilds them from every key
+  (:func:`rebuild_key_blocks`); an entry costs 16 bytes, where a row a key in a B-tree cost 63 (1.6 GB at 1 GB of
+  corpus) and a sort by SQLite of every row (30 s).
+- ``chunk_lsh``: the keys of the small loads since, a row a key (the key as the 8 little-endian bytes it has in a
+  signature's ``band_keys``; one B-tree ordered by key), copied from the pending chunks by SQL alone
+  (:func:`index_pending_keys`).
+
+Chunks are named by rowid in the blocks: chunks are never deleted, only marked removed, so their rowids are dense and
+stable (even a VACUUM that renumbers rowids keeps dense ones). Writes take an open transaction's connection."""
 
 from __future__ import annotations
 
+import math
 import os
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import numpy as np
 
@@ -191,20 +207,199 @@ def pending_band_keys(db: sqlite3.Connection, rowids: Sequence[int]) -> dict[int
 
 def live_by_key(db: sqlite3.Connection, keys: Sequence[bytes]) -> Iterator[list[str]]:
     """For each of ``keys`` (8 bytes each, as :func:`pending_keys` gives them) two or more live chunks share: their
-    ids."""
+    ids, from the blocks and the small loads' rows together."""
+    members: dict[bytes, set[str]] = {}
     sql = (
-        f"SELECT group_concat(l.chunk_id, '{_SEPARATOR}') FROM chunk_lsh l JOIN chunks c USING (chunk_id) "
-        "WHERE l.key IN ({marks}) AND c.removed_at IS NULL GROUP BY l.key HAVING COUNT(*) > 1"
+        "SELECT l.key, l.chunk_id FROM chunk_lsh l JOIN chunks c USING (chunk_id) "
+        "WHERE l.key IN ({marks}) AND c.removed_at IS NULL"
     )
-    for (members,) in rows_in(db, sql, keys):
-        yield members.split(_SEPARATOR)
+    for key, chunk_id in rows_in(db, sql, keys):
+        members.setdefault(key, set()).add(chunk_id)
+    in_blocks = _block_entries(db, keys)
+    rowids = sorted({int(r) for found in in_blocks.values() for r in found})
+    live = dict(
+        rows_in(db, "SELECT rowid, chunk_id FROM chunks WHERE rowid IN ({marks}) AND removed_at IS NULL", rowids)
+    )
+    for key, found in in_blocks.items():
+        members.setdefault(key, set()).update(live[r] for r in found.tolist() if r in live)
+    for key in sorted(members):
+        if len(members[key]) > 1:
+            yield sorted(members[key])
 
 
-def key_buckets(db: sqlite3.Connection) -> Iterator[list[str]]:
-    """Every LSH key two or more chunks share (live or not: callers filter): their ids (a scan of the index)."""
-    sql = f"SELECT group_concat(chunk_id, '{_SEPARATOR}') FROM chunk_lsh GROUP BY key HAVING COUNT(*) > 1"
-    for (members,) in db.execute(sql):
-        yield members.split(_SEPARATOR)
+def key_buckets(db: sqlite3.Connection) -> list[list[str]]:
+    """Every LSH key two or more chunks share (live or not: callers filter): their ids. A scan of the blocks in key
+    order, so only right after :func:`rebuild_key_blocks` (which leaves ``chunk_lsh`` empty) is it every key."""
+    runs: list[np.ndarray] = []
+    carry_keys, carry_chunks = np.zeros(0, "<u8"), np.zeros(0, "<i8")
+    for packed_keys, packed_chunks in db.execute("SELECT keys, chunks FROM chunk_lsh_blocks ORDER BY first_key, rowid"):
+        keys = np.concatenate([carry_keys, np.frombuffer(packed_keys, "<u8")])
+        chunks = np.concatenate([carry_chunks, np.frombuffer(packed_chunks, "<i8")])
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        _shared_runs(runs, chunks, starts[:-1], starts[1:])
+        carry_keys, carry_chunks = keys[starts[-1] :], chunks[starts[-1] :]  # the last run may go on in the next block
+    if len(carry_chunks) > 1:
+        runs.append(carry_chunks)
+    rowids = sorted({int(r) for run in runs for r in run})
+    ids = dict(rows_in(db, "SELECT rowid, chunk_id FROM chunks WHERE rowid IN ({marks})", rowids))
+    return [[ids[r] for r in run.tolist()] for run in runs]
+
+
+def _shared_runs(runs: list[np.ndarray], chunks: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+    for start, end in zip(starts[ends - starts > 1].tolist(), ends[ends - starts > 1].tolist(), strict=True):
+        runs.append(chunks[start:end])
+
+
+def key_entries(db: sqlite3.Connection) -> list[tuple[bytes, str]]:
+    """Every (key, chunk id) kept, from the blocks and ``chunk_lsh`` together, sorted (what an ingest stored,
+    whichever way it stored it)."""
+    entries = set(db.execute("SELECT key, chunk_id FROM chunk_lsh").fetchall())
+    ids = dict(db.execute("SELECT rowid, chunk_id FROM chunks"))
+    for packed_keys, packed_chunks in db.execute("SELECT keys, chunks FROM chunk_lsh_blocks"):
+        keys = np.frombuffer(packed_keys, "<u8")
+        entries.update(
+            (key.tobytes(), ids[chunk]) for key, chunk in zip(keys, np.frombuffer(packed_chunks, "<i8").tolist())
+        )
+    return sorted(entries)
+
+
+_FLIP = np.uint64(1 << 63)
+
+
+def _block_directory(db: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray]:
+    """The blocks' first keys (uint64, ascending) and their rowids, from the index on ``first_key`` alone."""
+    rows = db.execute("SELECT first_key, rowid FROM chunk_lsh_blocks ORDER BY first_key, rowid").fetchall()
+    table = np.array(rows, dtype="<i8").reshape(-1, 2)
+    return table[:, 0].view("<u8") ^ _FLIP, table[:, 1]
+
+
+def _block_entries(db: sqlite3.Connection, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+    """key -> the chunk rowids the blocks hold it for (keys they do not hold are left out). A key's entries lie in
+    the blocks from the last one starting below it to the last one starting at or below it (a run of one key can
+    go on over several blocks)."""
+    if not keys:
+        return {}
+    wanted = np.unique(np.frombuffer(b"".join(keys), "<u8"))
+    firsts, blocks = _block_directory(db)
+    if not len(firsts):
+        return {}
+    low = np.maximum(np.searchsorted(firsts, wanted, "left") - 1, 0)
+    high = np.searchsorted(firsts, wanted, "right")  # exclusive
+    needed = np.unique(np.concatenate([np.arange(a, b) for a, b in zip(low.tolist(), high.tolist()) if b > a] or [[]]))
+    found: dict[bytes, list[np.ndarray]] = {}
+    sql = "SELECT keys, chunks FROM chunk_lsh_blocks WHERE rowid IN ({marks})"
+    for packed_keys, packed_chunks in rows_in(db, sql, blocks[needed.astype(np.int64)].tolist()):
+        block_keys = np.frombuffer(packed_keys, "<u8")
+        hits = np.flatnonzero(np.isin(block_keys, wanted))
+        chunks = np.frombuffer(packed_chunks, "<i8")[hits]
+        for key, chunk in zip(block_keys[hits], chunks, strict=True):
+            found.setdefault(key.tobytes(), []).append(chunk)
+    return {key: np.unique(np.array(chunks, dtype="<i8")) for key, chunks in found.items()}
+
+
+BLOCK_KEYS = 512  # entries a block: 8 KB of keys and chunks, read whole to find a key
+SPILL_ENTRIES = 4_000_000  # entries sorted at once when the blocks are rebuilt (16 bytes each, 64 MB)
+_ENTRY = np.dtype([("key", "<u8"), ("chunk", "<i8")])
+
+
+def rebuild_key_blocks(db: sqlite3.Connection) -> None:
+    """Rebuild ``chunk_lsh_blocks`` from every key kept (the blocks, ``chunk_lsh``, which is emptied) and the
+    pending chunks' band keys: what a large load does instead of :func:`index_pending_keys`. The entries are spilled
+    to files in the workspace's folder by the top bits of their key, each file holding at most about
+    :data:`SPILL_ENTRIES`, then each file is sorted and cut into blocks in key order: memory is bounded whatever the
+    number of keys, and one pass reads each entry once."""
+    total = _entry_count(db)
+    if not total:
+        return
+    bits = max(0, math.ceil(math.log2(total / SPILL_ENTRIES))) if total > SPILL_ENTRIES else 0
+    folder = _folder(db)
+    db.execute("DELETE FROM chunk_lsh_blocks WHERE rowid < 0")  # takes the write lock: no other rebuild is running
+    _remove_stale_spills(folder)
+    with tempfile.TemporaryDirectory(prefix=_SPILL_PREFIX, dir=folder) as spill, ExitStack() as files:
+        paths = [os.path.join(spill, str(part)) for part in range(1 << bits)]
+        outs = [files.enter_context(open(path, "wb")) for path in paths]
+        for keys, chunks in _every_entry(db):
+            entries = np.empty(len(keys), _ENTRY)
+            entries["key"], entries["chunk"] = keys, chunks
+            if bits:
+                part = (keys >> np.uint64(64 - bits)).astype(np.int64)
+                order = np.argsort(part, kind="stable")
+                entries, bounds = entries[order], np.searchsorted(part[order], np.arange((1 << bits) + 1))
+                for p, out in enumerate(outs):
+                    entries[bounds[p] : bounds[p + 1]].tofile(out)
+            else:
+                entries.tofile(outs[0])
+        files.close()
+        db.execute("DELETE FROM chunk_lsh_blocks")
+        db.execute("DELETE FROM chunk_lsh")
+        for path in paths:
+            _write_blocks(db, np.fromfile(path, _ENTRY))
+            os.unlink(path)
+
+
+def _write_blocks(db: sqlite3.Connection, entries: np.ndarray) -> None:
+    """Sorted and without repeats, cut into blocks (appended in key order: rowids follow the keys)."""
+    if not len(entries):
+        return
+    keys, chunks = entries["key"], entries["chunk"]
+    order = np.lexsort((chunks, keys))
+    keys, chunks = keys[order], chunks[order]
+    kept = np.r_[True, (keys[1:] != keys[:-1]) | (chunks[1:] != chunks[:-1])]
+    keys, chunks = keys[kept], chunks[kept]
+    db.executemany(
+        "INSERT INTO chunk_lsh_blocks (first_key, keys, chunks) VALUES (?, ?, ?)",
+        (
+            (
+                int((keys[i] ^ _FLIP).astype("<i8")),
+                keys[i : i + BLOCK_KEYS].tobytes(),
+                chunks[i : i + BLOCK_KEYS].tobytes(),
+            )
+            for i in range(0, len(keys), BLOCK_KEYS)
+        ),
+    )
+
+
+def _entry_count(db: sqlite3.Connection) -> int:
+    blocks = db.execute("SELECT COALESCE(SUM(length(keys)), 0) FROM chunk_lsh_blocks").fetchone()[0] // KEY_BYTES
+    rows = db.execute("SELECT COUNT(*) FROM chunk_lsh").fetchone()[0]
+    pending = db.execute("SELECT COALESCE(SUM(length(band_keys)), 0) FROM chunk_dedup_pending").fetchone()[0]
+    return blocks + rows + pending // KEY_BYTES
+
+
+def _every_entry(db: sqlite3.Connection) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(keys as uint64, chunk rowids) slices: the blocks', ``chunk_lsh``'s, then the pending chunks'."""
+    cursor = db.execute("SELECT keys, chunks FROM chunk_lsh_blocks")
+    while rows := cursor.fetchmany(1_000):
+        yield (
+            np.frombuffer(b"".join(k for k, _ in rows), "<u8"),
+            np.frombuffer(b"".join(c for _, c in rows), "<i8"),
+        )
+    cursor = db.execute("SELECT l.key, c.rowid FROM chunk_lsh l CROSS JOIN chunks c USING (chunk_id)")
+    while rows := cursor.fetchmany(200_000):
+        yield np.frombuffer(b"".join(k for k, _ in rows), "<u8"), np.array([r for _, r in rows], dtype="<i8")
+    cursor = db.execute("SELECT c.rowid, p.band_keys FROM chunk_dedup_pending p CROSS JOIN chunks c USING (chunk_id)")
+    while rows := cursor.fetchmany(50_000):
+        keys = np.frombuffer(b"".join(k for _, k in rows), "<u8")
+        yield keys, np.repeat(np.array([r for r, _ in rows], dtype="<i8"), [len(k) // KEY_BYTES for _, k in rows])
+
+
+_SPILL_PREFIX = "lsh-spill-"
+
+
+def _remove_stale_spills(folder: str | None) -> None:
+    """The spill folders a rebuild killed midway left (another rebuild cannot be running: the caller holds the
+    write lock)."""
+    if folder is None:
+        return
+    for entry in os.scandir(folder):
+        if entry.name.startswith(_SPILL_PREFIX) and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _folder(db: sqlite3.Connection) -> str | None:
+    """The folder of the connection's main database file (None for one in memory: the system's temp folder)."""
+    path = next((file for _, name, file in db.execute("PRAGMA database_list") if name == "main"), "")
+    return os.path.dirname(path) if path else None
 
 
 def live_ids(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> set[str]:
