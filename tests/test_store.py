@@ -200,3 +200,27 @@ def test_each_thread_gets_its_own_connection_and_their_writes_all_land(tmp_path)
             thread.join()
         assert len(set(seen)) == 4 and id(workspace.db) not in seen
         assert [get_document(workspace.db, f"doc-{n}").text for n in range(4)] == [f"text {n}" for n in range(4)]
+
+
+def test_commits_under_background_checkpoints_land_and_the_wal_stays_bounded(tmp_path):
+    """A bulk writer's commits leave checkpoints to a thread; every row is in the database file for a new
+    connection afterwards, the WAL never grows far past its limit, and the writer's auto-checkpoint comes back."""
+    from testset_builder.store.workspace import DB_NAME
+
+    blob = b"x" * 200_000
+    with open_workspace(tmp_path / "ws") as ws:
+        ws.db.execute("CREATE TABLE bulk (n INTEGER PRIMARY KEY, payload BLOB)")
+        before = ws.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        largest = 0
+        with ws.background_checkpoints(wal_limit_mb=2) as pace:
+            assert ws.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+            for n in range(60):  # 60 MB in all, 1 MB a transaction
+                with ws.transaction() as tx:
+                    tx.executemany("INSERT INTO bulk VALUES (?, ?)", [(n * 5 + i, blob) for i in range(5)])
+                pace()
+                largest = max(largest, (tmp_path / "ws" / f"{DB_NAME}-wal").stat().st_size)
+        assert ws.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == before
+        assert largest < 4 << 20, largest  # the limit, one transaction and slack; 60 MB were written
+        ws.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with sqlite3.connect(tmp_path / "ws" / DB_NAME) as db:
+        assert db.execute("SELECT COUNT(*), SUM(length(payload)) FROM bulk").fetchone() == (300, 300 * 200_000)

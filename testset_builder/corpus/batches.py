@@ -167,9 +167,9 @@ def chunk_and_sign(documents: list[Record], config: ChunkingConfig) -> ChunkedBa
 
 def local_engine(batches: Iterable[list[Record]], config: ChunkingConfig) -> Iterator[ChunkedBatch]:
     """The local engine: each batch in turn, in order. With two or more batches and two or more cores, batches are
-    chunked and signed in one worker process while this one writes the previous batch (what it does between
-    yields): a pipeline of at most :data:`IN_FLIGHT` batches, so memory stays bounded. One batch (an incremental
-    change) is done in this process: starting a worker would cost more than it saves."""
+    chunked and signed in :data:`WORKERS` worker processes while this one writes the previous batch (what it does
+    between yields): a pipeline of at most :data:`IN_FLIGHT` batches, so memory stays bounded. One batch (an
+    incremental change) is done in this process: starting a worker would cost more than it saves."""
     stream = iter(batches)
     first = next(stream, None)
     if first is None:
@@ -185,7 +185,11 @@ def local_engine(batches: Iterable[list[Record]], config: ChunkingConfig) -> Ite
     yield from _pipelined(itertools.chain([first, second], stream), config)
 
 
-IN_FLIGHT = 2  # batches submitted to the worker and not yet written
+WORKERS = 2
+"""Chunking processes beside the writing one. At 1 GB of corpus one worker kept the writer waiting (chunking and
+signing take more CPU than writing once commits stopped waiting on checkpoints): with two, the batches took 64 s
+rather than 75-83. A machine with one core gets the single-process path."""
+IN_FLIGHT = WORKERS + 1  # batches submitted to the workers and not yet written (each ~8 MB of text)
 _START_METHOD = "fork" if sys.platform == "linux" else "spawn"
 """fork on Linux: spawn (and forkserver) run the caller's main script again in the worker unless it is guarded by
 ``if __name__ == "__main__"``, which a library cannot require of its callers. The forked worker only chunks and
@@ -207,7 +211,7 @@ def _exit_with(parent: int) -> None:
 
 def _pipelined(batches: Iterator[list[Record]], config: ChunkingConfig) -> Iterator[ChunkedBatch]:
     context = multiprocessing.get_context(_START_METHOD)
-    with ProcessPoolExecutor(1, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)) as pool:
+    with ProcessPoolExecutor(WORKERS, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)) as pool:
         waiting: deque[Future] = deque()
         for documents in batches:
             waiting.append(pool.submit(chunk_and_sign, documents, config))

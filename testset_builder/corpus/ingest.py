@@ -8,7 +8,7 @@ marked removed, never deleted (judgments may point at them).
 
 Documents stream through in bounded batches (:data:`BATCH_DOCUMENTS` documents or :data:`BATCH_CHARACTERS`
 characters): an engine (:data:`~.batches.Engine`; in-process: :func:`~.batches.local_engine`) chunks and signs each
-batch (the local engine in a worker process while this one writes the previous batch), and each batch is written
+batch (the local engine in worker processes while this one writes the previous batch), and each batch is written
 in its own transaction, so memory does not grow with the corpus and a run killed
 at any point leaves a consistent workspace that a rerun completes (the documents already written are unchanged then;
 their chunks wait in ``chunk_dedup_pending`` until grouped). What is held for the whole run is ids and hashes.
@@ -36,9 +36,9 @@ from ..records import Document
 from ..store import corpus as stored
 from ..store import duplicates
 from ..store.history import record_stage_run
-from ..store.rows import content_sha256, put_documents
+from ..store.rows import content_sha256, put_document_records
 from ..store.workspace import Workspace, utc_timestamp
-from .batches import ChunkedBatch, Engine, Record, document_record, local_engine, record_document
+from .batches import ChunkedBatch, Engine, Record, document_record, local_engine
 from .loaders import LoadResult, UnreadFiles, nothing_loaded
 from .regroup import regroup_after_removal, settle_pending
 
@@ -142,6 +142,7 @@ class _Run:
         self.bulk = self.empty
         self.verified_files: list[tuple[str, stored.SourceFile]] = []  # files of unchanged documents, read this run
         self.batch_files: dict[str, tuple[str, stored.SourceFile]] = {}  # doc_id -> its file, until it is written
+        self.shas: dict[str, list[str]] = {}  # doc_id -> its texts' sha256 in the order given, until written
 
     def file_unchanged(self, path: str, doc_id: str, size: int, mtime_ns: int) -> bool:
         """Whether a file need not be read (the loader's :data:`~.loaders.FileCheck`): its stat is the one recorded
@@ -194,6 +195,7 @@ class _Run:
                 continue
             if stat:
                 self.batch_files[document.doc_id] = self.source_file(document.doc_id, sha256, stat)
+            self.shas.setdefault(document.doc_id, []).append(sha256)
             batch.append(document_record(document))
             characters += len(document.text)
             if len(batch) >= BATCH_DOCUMENTS or characters >= BATCH_CHARACTERS:
@@ -201,6 +203,17 @@ class _Run:
                 batch, characters = [], 0
         if batch:
             yield batch
+
+    def sha_of(self, document: Record) -> str:
+        """The sha256 of a document record's text, computed when it was read (a document given twice in one load
+        has its texts' in the order given)."""
+        shas = self.shas.get(document["doc_id"])
+        if not shas:
+            return content_sha256(document["text"])
+        sha256 = shas.pop(0)
+        if not shas:
+            del self.shas[document["doc_id"]]
+        return sha256
 
     def source_file(self, doc_id: str, sha256: str, stat: tuple[str, int, int]) -> tuple[str, stored.SourceFile]:
         path, size, mtime_ns = stat
@@ -231,7 +244,7 @@ class _Run:
         documents, chunks, signatures = batch
         normalised = {s["chunk_id"]: s["normalised_sha256"] for s in signatures}
         with self.workspace.transaction() as tx:
-            put_documents(tx, [record_document(d) for d in documents])
+            put_document_records(tx, documents, [self.sha_of(d) for d in documents])
             for document in documents:
                 if document["doc_id"] not in self.previous:  # given twice in this load, written already
                     self.summary.changed += 1
@@ -273,8 +286,10 @@ def _ingest(
         loaded.unchanged_file = run.file_unchanged
     cache = duplicates.set_cache_mb(workspace.db, CACHE_MB)
     try:
-        for batch in engine(run.to_chunk(loaded.documents, loaded.file_stats), config):
-            run.write(batch)
+        with workspace.background_checkpoints() as pace:
+            for batch in engine(run.to_chunk(loaded.documents, loaded.file_stats), config):
+                run.write(batch)
+                pace()
     finally:
         duplicates.restore_cache(workspace.db, cache)
         run.show_progress()

@@ -83,8 +83,8 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
         pending, exact = None, index.exact_buckets(db)
         pairs = _first_load_pairs(db, threshold)
         if pairs is not None:
-            pairs = _by_component(_sharing_a_key(db, pairs))
-            ids = index.pending_ids(db, np.unique(pairs).tolist())
+            pairs = _by_component(pairs)
+            ids = index.chunk_ids_by_rowid(db, np.unique(pairs).tolist())
             near = None
         else:
             near = _live_buckets(db, index.key_buckets(db))
@@ -121,47 +121,32 @@ CANDIDATE_SLICE = 200_000  # candidate pairs made and bounded at once (~55 MB of
 
 
 def _first_load_pairs(db: sqlite3.Connection, threshold: float) -> np.ndarray | None:
-    """When every live chunk is pending (a first load: no pair reaches outside them), the pairs of pending rows to
-    judge (:func:`_possible_pairs`); otherwise None, before any key is read."""
+    """When every live chunk is pending (a first load: no pair reaches outside them), the pairs of chunk rowids to
+    judge (:func:`_possible_pairs`) from the key blocks just rebuilt; otherwise None, before any key is read. A later
+    copy of a normalised text (a live chunk with the same one and a smaller rowid exists) takes no part: the first
+    copy stands for it (same keys and shingles; the exact buckets join the copies), as in the reference."""
     if index.live_pending_count(db) != live_chunk_count(db):
         return None
-    entries = index.pending_key_entries(db)
-    rowids, later = _shared_key_runs(entries)
-    del entries  # 8 bytes a key of every row: gone before the sketches are read
-    return _possible_pairs(db, rowids, later, threshold)
+    sketches, judged = index.pending_sketches(db)
+    judged[index.later_copies(db)] = False
+    rowids, later = _shared_key_runs(index.key_blocks(db), judged)
+    return _possible_pairs(sketches, rowids, later, threshold)
 
 
-def _possible_pairs(db: sqlite3.Connection, rowids: np.ndarray, later: np.ndarray, threshold: float) -> np.ndarray:
-    """The distinct pairs of rows in one run of :func:`_shared_key_runs` whose Jaccard similarity their sketches do
-    not rule out (:func:`~.dedup.jaccard_upper_bounds`, exact: a pair ruled out is below ``threshold`` for certain),
-    as uint32 (a, b) rowid rows, a < b. Candidates are made and bounded :data:`CANDIDATE_SLICE` at a time and only
-    survivors kept, so memory grows with the rows and the survivors, not with the candidates (13M at 1 GB of the
-    benchmark)."""
+def _possible_pairs(sketches: np.ndarray, rowids: np.ndarray, later: np.ndarray, threshold: float) -> np.ndarray:
+    """The distinct pairs of rows in one run of :func:`_shared_key_runs` whose Jaccard similarity their sketches
+    (rows by rowid) do not rule out (:func:`~.dedup.jaccard_upper_bounds`, exact: a pair ruled out is below
+    ``threshold`` for certain), as uint32 (a, b) rowid rows, a < b. Candidates are made and bounded
+    :data:`CANDIDATE_SLICE` at a time and only survivors kept, so memory grows with the rows and the survivors,
+    not with the candidates (18M at 1 GB of the benchmark)."""
     if not len(rowids):
         return np.zeros((0, 2), dtype=np.uint32)
-    sketches = index.pending_sketches(db, int(rowids.max()) + 1)
     survivors = []
     for first, second in _candidate_slices(rowids, later):
         kept = (jaccard_upper_bounds(sketches[first], sketches[second]) >= threshold - 1e-9) & (first != second)
         a, b = first[kept], second[kept]
         survivors.append(np.minimum(a, b).astype(np.uint64) << np.uint64(32) | np.maximum(a, b))
     return np.unique(np.concatenate(survivors)).view("<u4").reshape(-1, 2)[:, ::-1].copy()
-
-
-def _sharing_a_key(db: sqlite3.Connection, pairs: np.ndarray) -> np.ndarray:
-    """The pairs (uint32 rowid rows) that share a whole 64-bit band key: the runs compared 32 bits of each, so a pair
-    alike only in those is no candidate of the reference's, and must not be joined even if similar. Checked for the
-    pairs the sketches let through (a few per cent of the candidates), a slice at a time."""
-    if not len(pairs):
-        return pairs
-    keys = index.pending_band_keys(db, np.unique(pairs).tolist())
-    kept = []
-    for start in range(0, len(pairs), PAIR_SLICE):
-        part = pairs[start : start + PAIR_SLICE]
-        first = np.stack([keys[a] for a in part[:, 0].tolist()])
-        second = np.stack([keys[b] for b in part[:, 1].tolist()])
-        kept.append(part[(first[:, :, None] == second[:, None, :]).any(axis=(1, 2))])
-    return np.concatenate(kept)
 
 
 def _by_component(pairs: np.ndarray) -> np.ndarray:
@@ -180,25 +165,44 @@ def _by_component(pairs: np.ndarray) -> np.ndarray:
     return pairs[np.argsort(label[local[:, 0]], kind="stable")]
 
 
-def _shared_key_runs(entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of the entries whose key another entry has, run by run of equal key bits (uint32 rowids), and for
-    each how many entries after it are in its run. Keys are compared on the 32 of their 64 bits the entries hold:
-    rows sharing a key always share these, and a pair sharing only these is one more candidate, which the sketches
-    judge like any other and :func:`_sharing_a_key` then drops. A row listed twice in a run (two of its keys alike
-    in those bits) pairs with itself: dropped later."""
-    entries.sort()
-    key_bits = entries.view("<u4")[1::2]
-    repeat = key_bits[1:] == key_bits[:-1]  # entry i + 1 has entry i's key bits
-    shared = np.zeros(len(entries), dtype=bool)
+def _shared_key_runs(
+    blocks: Iterable[tuple[np.ndarray, np.ndarray]], judged: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """From (keys, rowids) slices in key order (:func:`~..store.duplicates.key_blocks`), the entries of the rows
+    ``judged`` (a boolean array by rowid) whose key another of them has: their rowids run by run of equal key
+    (uint32), and for each how many entries after it are in its run. One slice and the run it ends on are held at
+    a time: memory grows with the shared entries, not with the keys (26M at 1 GB of the benchmark)."""
+    rowid_parts, later_parts = [], []
+    carry_keys, carry_rows = np.zeros(0, "<u8"), np.zeros(0, "<i8")
+    for keys, rows in blocks:
+        kept = judged[rows]
+        keys, rows = np.concatenate([carry_keys, keys[kept]]), np.concatenate([carry_rows, rows[kept]])
+        if not len(keys):
+            continue
+        last = int(np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])[-1])  # its run may go on in the next slice
+        _runs_in(keys[:last], rows[:last], rowid_parts, later_parts)
+        carry_keys, carry_rows = keys[last:], rows[last:]
+    _runs_in(carry_keys, carry_rows, rowid_parts, later_parts)
+    if not rowid_parts:
+        return np.zeros(0, np.uint32), np.zeros(0, np.int64)
+    return np.concatenate(rowid_parts).astype(np.uint32), np.concatenate(later_parts)
+
+
+def _runs_in(keys: np.ndarray, rows: np.ndarray, rowid_parts: list, later_parts: list) -> None:
+    """The shared entries of whole runs of equal ``keys`` (sorted), appended as :func:`_shared_key_runs` gives them."""
+    if len(keys) < 2:
+        return
+    repeat = keys[1:] == keys[:-1]  # entry i + 1 has entry i's key
+    shared = np.zeros(len(keys), dtype=bool)
     shared[1:] = repeat
     shared[:-1] |= repeat
-    del key_bits, repeat
-    kept = entries[shared]
-    del shared
-    halves = kept.view("<u4").reshape(-1, 2)
-    starts = np.flatnonzero(np.concatenate(([True], halves[1:, 1] != halves[:-1, 1])))
-    ends = np.repeat(np.append(starts[1:], len(kept)), np.diff(np.append(starts, len(kept))))
-    return halves[:, 0].copy(), ends - np.arange(len(kept)) - 1
+    keys, rows = keys[shared], rows[shared]
+    if not len(keys):
+        return
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    ends = np.repeat(np.append(starts[1:], len(keys)), np.diff(np.append(starts, len(keys))))
+    rowid_parts.append(rows)
+    later_parts.append(ends - np.arange(len(keys)) - 1)
 
 
 def _candidate_slices(rowids: np.ndarray, later: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -103,57 +103,37 @@ def live_pending_count(db: sqlite3.Connection) -> int:
     return db.execute(f"SELECT COUNT(*) {_LIVE_PENDING}").fetchone()[0]
 
 
-def pending_key_entries(db: sqlite3.Connection) -> np.ndarray:
-    """The band keys of the live pending chunks as one uint64 array, an entry a key: the key's low 32 bits above the
-    pending row's rowid (below 2**32). A later copy of a normalised text (a live chunk with the same one and a
-    smaller rowid exists) is left out: in a first load, the one caller, that first chunk is pending and stands for
-    it (same keys and shingles; the exact buckets join the copies), as in the reference. Read a slice at a time into
-    an array sized beforehand: 8 bytes a key, once."""
-    size = db.execute(f"SELECT COALESCE(SUM(length(p.band_keys)), 0) {_LIVE_PENDING}").fetchone()[0]
-    copies = _later_copies(db)
-    entries, filled = np.empty(size // 8, dtype="<u8"), 0
-    cursor = db.execute(f"SELECT p.rowid, p.band_keys {_LIVE_PENDING}")
-    while rows := cursor.fetchmany(50_000):
-        rowids = np.array([rowid for rowid, _ in rows], dtype="<u8")
-        kept = np.flatnonzero(~np.isin(rowids, copies)).tolist()
-        keys = np.frombuffer(b"".join(rows[i][1] for i in kept), dtype="<u8")
-        owners = np.repeat(rowids[kept], [len(rows[i][1]) // 8 for i in kept])
-        entries[filled : filled + len(keys)] = (keys << np.uint64(32)) | owners
-        filled += len(keys)
-    return entries[:filled]
-
-
-def _later_copies(db: sqlite3.Connection) -> np.ndarray:
-    """The pending rowids of the live chunks whose normalised text a live chunk of smaller rowid has (sorted)."""
+def later_copies(db: sqlite3.Connection) -> np.ndarray:
+    """The rowids of the live chunks whose normalised text a live chunk of smaller rowid has."""
     sql = (
-        "SELECT p.rowid FROM (SELECT normalised_sha256 AS digest, MIN(rowid) AS first FROM chunks "
+        "SELECT c.rowid FROM (SELECT normalised_sha256 AS digest, MIN(rowid) AS first FROM chunks "
         "WHERE removed_at IS NULL AND normalised_sha256 IS NOT NULL GROUP BY normalised_sha256 HAVING COUNT(*) > 1) d "
-        "CROSS JOIN chunks c ON c.normalised_sha256 = d.digest AND c.removed_at IS NULL AND c.rowid > d.first "
-        "CROSS JOIN chunk_dedup_pending p ON p.chunk_id = c.chunk_id"
+        "CROSS JOIN chunks c ON c.normalised_sha256 = d.digest AND c.removed_at IS NULL AND c.rowid > d.first"
     )
-    return np.sort(np.array([rowid for (rowid,) in db.execute(sql)], dtype="<u8"))
+    return np.array([rowid for (rowid,) in db.execute(sql)], dtype=np.int64)
 
 
-def pending_sketches(db: sqlite3.Connection, rows: int) -> np.ndarray:
-    """The sketches of the pending rows by rowid, ``(rows, 68)`` uint8 (rowids from ``rows`` up are not read):
-    each bin minimum's low 8 of its stored 16 bits, then the shingle count's 4 bytes. Minima equal in 16 bits are
-    equal in 8, so :func:`~..corpus.dedup.jaccard_upper_bounds` stays an exact bound, looser by a differing bin's
-    1/256 chance to agree, in half the memory. A row without a sketch gets the largest shingle count there is: its
-    bound is 1, it is never ruled out; so does a rowid with no row."""
+def pending_sketches(db: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray]:
+    """The sketches of the live pending chunks by chunk rowid, ``(rows, 68)`` uint8: each bin minimum's low 8 of
+    its stored 16 bits, then the shingle count's 4 bytes (minima equal in 16 bits are equal in 8, so
+    :func:`~..corpus.dedup.jaccard_upper_bounds` stays an exact bound, looser by a differing bin's 1/256 chance to
+    agree, in half the memory); and which rowids have one (a boolean array: the live pending chunks that were
+    signed)."""
+    rows = (db.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0] or 0) + 1
     sketches = np.full((rows, 68), 0xFF, dtype=np.uint8)
-    cursor = db.execute("SELECT rowid, sketch FROM chunk_dedup_pending WHERE rowid < ? AND length(sketch) = 132",
-                        (rows,))  # fmt: skip
+    signed = np.zeros(rows, dtype=bool)
+    cursor = db.execute(f"SELECT c.rowid, p.sketch {_LIVE_PENDING} AND length(p.sketch) = 132")
     while batch := cursor.fetchmany(50_000):
         rowids = np.array([rowid for rowid, _ in batch], dtype=np.int64)
         full = np.frombuffer(b"".join(blob for _, blob in batch), dtype="<u2").reshape(-1, 66)
         sketches[rowids, :64] = full[:, :64].astype(np.uint8)  # the low byte
         sketches[rowids, 64:] = np.ascontiguousarray(full[:, 64:]).view(np.uint8)
-    return sketches
+        signed[rowids] = True
+    return sketches, signed
 
 
-def pending_ids(db: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:
-    """Pending row -> its chunk id (rows as :func:`pending_key_entries` names them)."""
-    return dict(rows_in(db, "SELECT rowid, chunk_id FROM chunk_dedup_pending WHERE rowid IN ({marks})", rowids))
+def chunk_ids_by_rowid(db: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:
+    return dict(rows_in(db, "SELECT rowid, chunk_id FROM chunks WHERE rowid IN ({marks})", rowids))
 
 
 def clear_pending(db: sqlite3.Connection) -> None:
@@ -198,13 +178,6 @@ def pending_keys(db: sqlite3.Connection) -> list[bytes]:
     return sorted(keys)
 
 
-def pending_band_keys(db: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, np.ndarray]:
-    """Pending row -> its band keys as int64 (rows as :func:`pending_key_entries` names them; a row without keys
-    is left out)."""
-    sql = "SELECT rowid, band_keys FROM chunk_dedup_pending WHERE rowid IN ({marks}) AND band_keys != x''"
-    return {rowid: np.frombuffer(blob, dtype="<i8") for rowid, blob in rows_in(db, sql, rowids)}
-
-
 def live_by_key(db: sqlite3.Connection, keys: Sequence[bytes]) -> Iterator[list[str]]:
     """For each of ``keys`` (8 bytes each, as :func:`pending_keys` gives them) two or more live chunks share: their
     ids, from the blocks and the small loads' rows together."""
@@ -232,17 +205,23 @@ def key_buckets(db: sqlite3.Connection) -> list[list[str]]:
     order, so only right after :func:`rebuild_key_blocks` (which leaves ``chunk_lsh`` empty) is it every key."""
     runs: list[np.ndarray] = []
     carry_keys, carry_chunks = np.zeros(0, "<u8"), np.zeros(0, "<i8")
-    for packed_keys, packed_chunks in db.execute("SELECT keys, chunks FROM chunk_lsh_blocks ORDER BY first_key, rowid"):
-        keys = np.concatenate([carry_keys, np.frombuffer(packed_keys, "<u8")])
-        chunks = np.concatenate([carry_chunks, np.frombuffer(packed_chunks, "<i8")])
+    for block_keys, block_chunks in key_blocks(db):
+        keys = np.concatenate([carry_keys, block_keys])
+        chunks = np.concatenate([carry_chunks, block_chunks])
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
         _shared_runs(runs, chunks, starts[:-1], starts[1:])
         carry_keys, carry_chunks = keys[starts[-1] :], chunks[starts[-1] :]  # the last run may go on in the next block
     if len(carry_chunks) > 1:
         runs.append(carry_chunks)
     rowids = sorted({int(r) for run in runs for r in run})
-    ids = dict(rows_in(db, "SELECT rowid, chunk_id FROM chunks WHERE rowid IN ({marks})", rowids))
+    ids = chunk_ids_by_rowid(db, rowids)
     return [[ids[r] for r in run.tolist()] for run in runs]
+
+
+def key_blocks(db: sqlite3.Connection) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The blocks in key order, each as (keys as uint64, chunk rowids as int64)."""
+    for packed_keys, packed_chunks in db.execute("SELECT keys, chunks FROM chunk_lsh_blocks ORDER BY first_key, rowid"):
+        yield np.frombuffer(packed_keys, "<u8"), np.frombuffer(packed_chunks, "<i8")
 
 
 def _shared_runs(runs: list[np.ndarray], chunks: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from ..corpus.dedup import normalise
 from ..errors import InputError, UnknownIdError
@@ -26,6 +26,14 @@ def content_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+_PUT_DOCUMENT = (
+    "INSERT INTO documents (doc_id, text, title, metadata, source, content_sha256, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(doc_id) DO UPDATE SET text = excluded.text, title = excluded.title, "
+    "metadata = excluded.metadata, source = excluded.source, content_sha256 = excluded.content_sha256, "
+    "removed_at = NULL"
+)
+
+
 def put_documents(db: sqlite3.Connection, documents: Iterable[Document]) -> int:
     """Insert documents, or update those whose id exists (a changed document is a new version of it: the text it
     replaces is kept in ``document_versions`` by a trigger, so spans taken from it keep their referent)."""
@@ -33,13 +41,19 @@ def put_documents(db: sqlite3.Connection, documents: Iterable[Document]) -> int:
         (d.doc_id, d.text, d.title, _json(d.metadata), d.source, content_sha256(d.text), utc_timestamp())
         for d in documents
     ]
-    db.executemany(
-        "INSERT INTO documents (doc_id, text, title, metadata, source, content_sha256, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(doc_id) DO UPDATE SET text = excluded.text, title = excluded.title, "
-        "metadata = excluded.metadata, source = excluded.source, content_sha256 = excluded.content_sha256, "
-        "removed_at = NULL",
-        rows,
-    )
+    db.executemany(_PUT_DOCUMENT, rows)
+    return len(rows)
+
+
+def put_document_records(db: sqlite3.Connection, records: Sequence[dict], shas: Sequence[str]) -> int:
+    """:func:`put_documents` for document records (:mod:`~testset_builder.corpus.batches`: metadata already JSON)
+    whose texts' sha256 the caller has (ingest computed them to tell changed documents)."""
+    now = utc_timestamp()
+    rows = [
+        (r["doc_id"], r["text"], r["title"], r["metadata"], r["source"], sha, now)
+        for r, sha in zip(records, shas, strict=True)
+    ]
+    db.executemany(_PUT_DOCUMENT, rows)
     return len(rows)
 
 
