@@ -123,7 +123,7 @@ def _metadata_json(config: ChunkingConfig) -> Callable[[int], str]:
     return lambda index: f'{head}"index": {index}{tail}'
 
 
-SIGNATURE_SLICE = 1_000_000  # characters signed at once: numpy holds ~60 bytes a character while it works
+SIGNATURE_SLICE = 250_000  # characters signed at once: numpy holds ~60 bytes a character while it works (15 MB)
 
 
 def signature_batch(chunks: list[Record]) -> list[Record]:
@@ -212,10 +212,18 @@ def _exit_with(parent: int) -> None:
 def _pipelined(batches: Iterator[list[Record]], config: ChunkingConfig) -> Iterator[ChunkedBatch]:
     context = multiprocessing.get_context(_START_METHOD)
     with ProcessPoolExecutor(WORKERS, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)) as pool:
-        waiting: deque[Future] = deque()
+        waiting: deque[tuple[list[Record], Future]] = deque()
         for documents in batches:
-            waiting.append(pool.submit(chunk_and_sign, documents, config))
+            waiting.append((documents, pool.submit(_chunked_and_signed, documents, config)))
             if len(waiting) >= IN_FLIGHT:
-                yield waiting.popleft().result()
+                documents, future = waiting.popleft()
+                yield documents, *future.result()
         while waiting:
-            yield waiting.popleft().result()
+            documents, future = waiting.popleft()
+            yield documents, *future.result()
+
+
+def _chunked_and_signed(documents: list[Record], config: ChunkingConfig) -> tuple[list[Record], list[Record]]:
+    """:func:`chunk_and_sign` in a worker, which need not send the documents back: the writer has them."""
+    _, chunks, signatures = chunk_and_sign(documents, config)
+    return chunks, signatures

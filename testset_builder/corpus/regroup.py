@@ -79,9 +79,11 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
         return
     index.ensure_key_index(db)
     if not index.live_chunks_over(db, waiting / BULK_SHARE):  # a large load: every key sorted anew, into blocks
-        index.rebuild_key_blocks(db)
+        sketches = index.PendingSketches(db)
+        index.rebuild_key_blocks(db, sketches)
         pending, exact = None, index.exact_buckets(db)
-        pairs = _first_load_pairs(db, threshold)
+        pairs = _first_load_pairs(db, sketches, threshold)
+        del sketches
         if pairs is not None:
             pairs = _by_component(pairs)
             ids = index.chunk_ids_by_rowid(db, np.unique(pairs).tolist())
@@ -120,17 +122,18 @@ def _live_buckets(db: sqlite3.Connection, buckets: list[list[str]]) -> list[list
 CANDIDATE_SLICE = 200_000  # candidate pairs made and bounded at once (~55 MB of numpy), however many there are
 
 
-def _first_load_pairs(db: sqlite3.Connection, threshold: float) -> np.ndarray | None:
+def _first_load_pairs(db: sqlite3.Connection, sketches: index.PendingSketches, threshold: float) -> np.ndarray | None:
     """When every live chunk is pending (a first load: no pair reaches outside them), the pairs of chunk rowids to
     judge (:func:`_possible_pairs`) from the key blocks just rebuilt; otherwise None, before any key is read. A later
     copy of a normalised text (a live chunk with the same one and a smaller rowid exists) takes no part: the first
-    copy stands for it (same keys and shingles; the exact buckets join the copies), as in the reference."""
-    if index.live_pending_count(db) != live_chunk_count(db):
+    copy stands for it (same keys and shingles; the exact buckets join the copies), as in the reference.
+    ``sketches``: those of the pending chunks, taken as the blocks were rebuilt."""
+    if sketches.live != live_chunk_count(db):
         return None
-    sketches, judged = index.pending_sketches(db)
+    judged = sketches.signed
     judged[index.later_copies(db)] = False
     rowids, later = _shared_key_runs(index.key_blocks(db), judged)
-    return _possible_pairs(sketches, rowids, later, threshold)
+    return _possible_pairs(sketches.table, rowids, later, threshold)
 
 
 def _possible_pairs(sketches: np.ndarray, rowids: np.ndarray, later: np.ndarray, threshold: float) -> np.ndarray:
