@@ -276,3 +276,38 @@ def test_a_jsonl_source_is_streamed_a_line_at_a_time_its_skips_known_once_read(t
         (5, "missing or empty text field 'text'"),
     ]
     assert loaded.read == {str(path.resolve())}
+
+
+@pytest.mark.parametrize("files, bytes_ahead", [(1, 1), (2, 50), (64, 16 << 20)])
+def test_files_read_ahead_load_exactly_as_read_in_place(tmp_path, monkeypatch, files, bytes_ahead):
+    """A folder's files are read by a thread a few ahead of the loop; whatever the window, the documents, their
+    order and every skip reason are those of reading each file in place."""
+    from testset_builder.corpus import loaders
+
+    folder = tmp_path / "mixed"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("First document about recall.", encoding="utf-8")
+    (folder / "b.md").write_text("# Title\n\nSecond, in markdown.", encoding="utf-8")
+    (folder / "empty.txt").write_bytes(b"")
+    (folder / "binary.txt").write_bytes(b"\x00\x01\x02 not text")
+    (folder / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (folder / "blank.txt").write_text("   \n", encoding="utf-8")
+    (folder / "page.html").write_text("<html><title>T</title><body><p>Body text.</p></body></html>", "utf-8")
+    (folder / "sub" / "c.txt").write_text("Third, in a subfolder. " * 40, encoding="utf-8")
+    (folder / "rows.jsonl").write_text('{"_id": "r1", "text": "A row."}\n', encoding="utf-8")
+
+    def loaded():
+        result = load_sources([folder])
+        return (
+            [(d.doc_id, d.text, d.title, d.source) for d in result.documents],
+            sorted((s.source, s.reason) for s in result.skipped),
+            sorted(result.read),
+        )
+
+    with monkeypatch.context() as patch:  # no thread: each file read where it is loaded
+        patch.setattr(loaders, "_read_ahead", lambda plans: ((plan, None) for plan in plans))
+        in_place = loaded()
+    monkeypatch.setattr(loaders, "READ_AHEAD_FILES", files)
+    monkeypatch.setattr(loaders, "READ_AHEAD_BYTES", bytes_ahead)
+    assert loaded() == in_place
+    assert len(in_place[0]) == 5 and len(in_place[1]) == 4

@@ -244,7 +244,8 @@ class _Run:
         documents, chunks, signatures = batch
         normalised = {s["chunk_id"]: s["normalised_sha256"] for s in signatures}
         with self.workspace.transaction() as tx:
-            put_document_records(tx, documents, [self.sha_of(d) for d in documents])
+            shas = [self.sha_of(d) for d in documents]
+            put_document_records(tx, documents, shas)
             for document in documents:
                 if document["doc_id"] not in self.previous:  # given twice in this load, written already
                     self.summary.changed += 1
@@ -254,9 +255,8 @@ class _Run:
                     self.summary.new += 1
                 else:
                     self.summary.changed += 1
-            added, removed, rewritten = stored.put_document_chunks(
-                tx, [d["doc_id"] for d in documents], chunks, normalised, self.config_hash
-            )
+            current = {d["doc_id"]: sha for d, sha in zip(documents, shas, strict=True)}  # the last copy's is stored
+            added, removed, rewritten = stored.put_document_chunks(tx, current, chunks, normalised, self.config_hash)
             self.summary.chunks_added += len(added)
             self.summary.chunks_removed += len(removed)
             duplicates.put_signatures(tx, signatures)

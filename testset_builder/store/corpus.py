@@ -12,7 +12,6 @@ from typing import NamedTuple
 
 from . import duplicates
 from .batched import rows_in
-from .rows import CURRENT_DOCUMENT_SHA
 from .workspace import utc_timestamp
 
 
@@ -86,30 +85,31 @@ def chunker_of(db: sqlite3.Connection, doc_id: str) -> str | None:
 
 def put_document_chunks(
     db: sqlite3.Connection,
-    doc_ids: Sequence[str],
+    documents: dict[str, str],
     chunks: Sequence[dict],
     normalised: dict[str, str],
     config_sha256: str,
 ) -> tuple[list[str], list[str], list[str]]:
     """Make ``chunks`` (chunk records, see :mod:`~testset_builder.corpus.batches`) the live chunks of the documents
-    ``doc_ids`` (a batch of them): new ones are added (a chunk id seen before comes back to life, its text, span
-    and text version those of the document's current text), the documents' other live chunks are marked removed.
-    ``normalised``: chunk id -> normalised-text sha256. Store the documents first. Returns the ids (added: not
-    live before; marked removed; rewritten: live before with another text, as a prechunked document's one chunk
-    whose text changed: it must leave the duplicate group it was in)."""
+    ``documents`` (a batch of them: doc_id -> the sha256 of the text stored for it, which the chunks' spans refer
+    to): new ones are added (a chunk id seen before comes back to life, its text, span and text version those of
+    the document's current text), the documents' other live chunks are marked removed. ``normalised``: chunk id ->
+    normalised-text sha256. Store the documents first. Returns the ids (added: not live before; marked removed;
+    rewritten: live before with another text, as a prechunked document's one chunk whose text changed: it must
+    leave the duplicate group it was in)."""
     now = utc_timestamp()
     sql = "SELECT chunk_id, text_sha256 FROM chunks WHERE doc_id IN ({marks}) AND removed_at IS NULL"
-    live_before: dict[str, str | None] = dict(rows_in(db, sql, doc_ids))
+    live_before: dict[str, str | None] = dict(rows_in(db, sql, list(documents)))
     db.executemany(
         'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at, config_sha256, doc_sha256, '
-        f"text_sha256, normalised_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {CURRENT_DOCUMENT_SHA}, ?, ?) "
+        "text_sha256, normalised_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT(chunk_id) DO UPDATE SET removed_at = NULL, text = excluded.text, "
         "config_sha256 = excluded.config_sha256, "
         'start = excluded.start, "end" = excluded."end", metadata = excluded.metadata, '
         "doc_sha256 = excluded.doc_sha256, text_sha256 = excluded.text_sha256, "
         "normalised_sha256 = excluded.normalised_sha256",
-        [(c["chunk_id"], c["doc_id"], c["text"], c["start"], c["end"], c["metadata"], now, config_sha256, c["doc_id"],
-          c["text_sha256"], normalised[c["chunk_id"]]) for c in chunks],
+        [(c["chunk_id"], c["doc_id"], c["text"], c["start"], c["end"], c["metadata"], now, config_sha256,
+          documents[c["doc_id"]], c["text_sha256"], normalised[c["chunk_id"]]) for c in chunks],
     )  # fmt: skip
     live = {c["chunk_id"]: c["text_sha256"] for c in chunks}
     added = [chunk_id for chunk_id in live if chunk_id not in live_before]
