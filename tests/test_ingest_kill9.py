@@ -45,6 +45,15 @@ CHILD = textwrap.dedent(
     if where == "between batches":
         write = ingest_module._Run.write
         ingest_module._Run.write = lambda self, batch: (write(self, batch), time.sleep(0.3))
+    elif where.startswith("while grouping"):  # keys spilled to files, blocks not yet written: a marker, then a pause
+        from pathlib import Path
+        from testset_builder.store import duplicates
+        write_blocks = duplicates._write_blocks
+        def paused(db, entries):
+            Path(where.split(":", 1)[1]).touch()
+            time.sleep(30)
+            write_blocks(db, entries)
+        duplicates._write_blocks = paused
     else:
         put = stored.put_source_files
         stored.put_source_files = lambda db, files: (put(db, files), time.sleep(0.3))
@@ -144,6 +153,34 @@ def test_an_ingest_killed_mid_run_is_finished_by_a_rerun_with_the_uninterrupted_
     with open_workspace(tmp_path / "killed") as ws:
         summary = ingest(ws, stream_sources([corpus]), CONFIG)
     assert (summary.new, summary.unchanged) == (120 - at_kill, at_kill)
+    documents, chunks, groups, pending = final_state(tmp_path / "killed")
+    assert (documents, chunks, groups, pending) == final_state(tmp_path / "reference")
+    assert groups and pending == 0
+
+
+def test_an_ingest_killed_while_sorting_its_keys_leaves_no_spill_and_a_rerun_gives_the_uninterrupted_result(
+    tmp_path,
+):
+    """Killed while grouping, with the LSH keys spilled to files beside the workspace and not yet in blocks: the
+    rerun groups what was pending, and removes the spill the killed run left."""
+    corpus = make_corpus(tmp_path / "corpus")
+    with open_workspace(tmp_path / "reference", create=True) as ws:
+        ingest(ws, stream_sources([corpus]), CONFIG)
+    marker = tmp_path / "sorting"
+    process = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(corpus), str(tmp_path / "killed"), f"while grouping:{marker}"]
+    )
+    deadline = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < deadline:
+        assert process.poll() is None, "the ingest ended before it grouped"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert list((tmp_path / "killed").glob("lsh-spill-*")), "the kill landed while keys were spilled"
+    with open_workspace(tmp_path / "killed") as ws:
+        assert ws.db.execute("SELECT COUNT(*) FROM chunk_dedup_pending").fetchone()[0] > 0
+        ingest(ws, stream_sources([corpus]), CONFIG)
+    assert not list((tmp_path / "killed").glob("lsh-spill-*"))
     documents, chunks, groups, pending = final_state(tmp_path / "killed")
     assert (documents, chunks, groups, pending) == final_state(tmp_path / "reference")
     assert groups and pending == 0
