@@ -79,7 +79,8 @@ def settle_pending(db: sqlite3.Connection, threshold: float = THRESHOLD) -> None
         return
     index.ensure_key_index(db)
     if not index.live_chunks_over(db, waiting / BULK_SHARE):  # a large load: every key sorted anew, into blocks
-        sketches = index.PendingSketches(db)
+        # a first load's pending chunks are every live one: only then are their sketches kept (68 bytes a chunk)
+        sketches = index.PendingSketches(db) if waiting >= live_chunk_count(db) else None
         index.rebuild_key_blocks(db, sketches)
         pending, exact = None, index.exact_buckets(db)
         pairs = _first_load_pairs(db, sketches, threshold)
@@ -122,13 +123,16 @@ def _live_buckets(db: sqlite3.Connection, buckets: list[list[str]]) -> list[list
 CANDIDATE_SLICE = 200_000  # candidate pairs made and bounded at once (~55 MB of numpy), however many there are
 
 
-def _first_load_pairs(db: sqlite3.Connection, sketches: index.PendingSketches, threshold: float) -> np.ndarray | None:
+def _first_load_pairs(
+    db: sqlite3.Connection, sketches: index.PendingSketches | None, threshold: float
+) -> np.ndarray | None:
     """When every live chunk is pending (a first load: no pair reaches outside them), the pairs of chunk rowids to
     judge (:func:`_possible_pairs`) from the key blocks just rebuilt; otherwise None, before any key is read. A later
     copy of a normalised text (a live chunk with the same one and a smaller rowid exists) takes no part: the first
     copy stands for it (same keys and shingles; the exact buckets join the copies), as in the reference.
-    ``sketches``: those of the pending chunks, taken as the blocks were rebuilt."""
-    if sketches.live != live_chunk_count(db):
+    ``sketches``: those of the pending chunks, taken as the blocks were rebuilt (None: fewer chunks are pending
+    than are live)."""
+    if sketches is None or sketches.live != live_chunk_count(db):
         return None
     judged = sketches.signed
     judged[index.later_copies(db)] = False
