@@ -210,3 +210,39 @@ def test_first_load_candidates_are_every_pair_of_judged_rows_sharing_a_key_howev
         if key == other and judged[a] and judged[b]
     ]
     assert sorted(tuple(sorted(map(int, pair))) for pair in made) == sorted(tuple(sorted(p)) for p in expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 4)), min_size=1, max_size=60), st.integers(1, 5))
+def test_key_blocks_hold_every_key_and_chunk_once_in_order_however_often_given(entries, block):
+    """A rebuild may meet a (key, chunk) entry twice (a chunk signed again keeps its old keys too): the blocks hold
+    each once, sorted by key then chunk, cut every ``block`` entries."""
+    import numpy as np
+
+    from testset_builder.store import duplicates
+
+    spread = [(k * 0x9E3779B97F4A7C15) % (1 << 64) for k in range(6)]
+    given_entries = np.array([(spread[k], c) for k, c in entries], dtype=[("key", "<u8"), ("chunk", "<i8")])
+
+    class Written:
+        rows: list = []
+
+        def executemany(self, sql, rows):
+            self.rows = list(rows)
+
+    written = Written()
+    original = duplicates.BLOCK_KEYS
+    duplicates.BLOCK_KEYS = block
+    try:
+        duplicates._write_blocks(written, given_entries)
+    finally:
+        duplicates.BLOCK_KEYS = original
+    held = [
+        (key, chunk)
+        for _, keys, chunks in written.rows
+        for key, chunk in zip(np.frombuffer(keys, "<u8").tolist(), np.frombuffer(chunks, "<i8").tolist())
+    ]
+    assert held == sorted({(spread[k], c) for k, c in entries})
+    assert all(len(keys) <= 8 * block for _, keys, _ in written.rows)
+    for first, keys, _ in written.rows:  # the first key, top bit flipped, as a signed integer: SQLite's order
+        assert np.array([first], "<i8").view("<u8")[0] ^ np.uint64(1 << 63) == np.frombuffer(keys, "<u8")[0]

@@ -324,12 +324,17 @@ def rebuild_key_blocks(db: sqlite3.Connection, sketches: PendingSketches | None 
 
 
 def _write_blocks(db: sqlite3.Connection, entries: np.ndarray) -> None:
-    """Sorted and without repeats, cut into blocks (appended in key order: rowids follow the keys)."""
+    """Sorted and without repeats, cut into blocks (appended in key order: rowids follow the keys). Sorted by key,
+    then the entries of shared keys by chunk: a sort of every entry by both took twice as long."""
     if not len(entries):
         return
     keys, chunks = entries["key"], entries["chunk"]
-    order = np.lexsort((chunks, keys))
+    order = np.argsort(keys, kind="stable")
     keys, chunks = keys[order], chunks[order]
+    repeat = keys[1:] == keys[:-1]
+    if repeat.any():  # the entries of shared keys (a few per cent) sorted by chunk too, so repeats are neighbours
+        shared = np.flatnonzero(np.r_[repeat, False] | np.r_[False, repeat])
+        chunks[shared] = chunks[shared][np.lexsort((chunks[shared], keys[shared]))]
     kept = np.r_[True, (keys[1:] != keys[:-1]) | (chunks[1:] != chunks[:-1])]
     keys, chunks = keys[kept], chunks[kept]
     db.executemany(
