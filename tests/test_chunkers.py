@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from itertools import pairwise
 
 import pytest
@@ -200,6 +202,19 @@ def test_the_overlap_asked_for_is_present_between_neighbours_even_when_sentences
     assert all(before.end == after.start for before, after in pairwise(none))
 
 
+def chunk_record(chunk) -> dict:
+    """A validated chunk as the ingest's chunk record (corpus/batches.py's module docstring gives the shape)."""
+    return {
+        "chunk_id": chunk.chunk_id,
+        "doc_id": chunk.doc_id,
+        "text": chunk.text,
+        "start": chunk.start,
+        "end": chunk.end,
+        "metadata": json.dumps(chunk.metadata, ensure_ascii=False, sort_keys=True),
+        "text_sha256": hashlib.sha256(chunk.text.encode("utf-8")).hexdigest(),
+    }
+
+
 EVERY_CHUNKER = [
     *CONFIGS,
     ChunkingConfig(chunker="prechunked"),
@@ -211,7 +226,7 @@ EVERY_CHUNKER = [
 def test_ingest_batches_give_the_records_of_the_validated_chunks(config):
     """The ingest worker builds chunk records straight from spans (no model a chunk); they must be the records of
     :func:`chunk_document`'s validated chunks, metadata JSON included, byte for byte."""
-    from testset_builder.corpus.batches import chunk_batch, chunk_record, document_record
+    from testset_builder.corpus.batches import chunk_batch, document_record
 
     documents = [
         Document(doc_id="guide.md", text=MARKDOWN, title="Guide", metadata={"lang": "en"}),
@@ -226,7 +241,7 @@ def test_ingest_batches_give_the_records_of_the_validated_chunks(config):
 
 
 def test_ingest_batches_give_the_records_of_the_validated_chunks_on_scifact(scifact_documents):
-    from testset_builder.corpus.batches import chunk_batch, chunk_record, document_record
+    from testset_builder.corpus.batches import chunk_batch, document_record
 
     for config in CONFIGS:
         expected = [chunk_record(c) for d in scifact_documents[:500] for c in chunk_document(d, config)]

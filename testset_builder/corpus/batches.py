@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..config import ChunkingConfig
-from ..records import Chunk, Document
+from ..records import Document
 from .chunkers import chunk_metadata, chunk_spans
 from .dedup import band_keys, normalise, shingle_hashes, signatures_and_sketches
 
@@ -62,36 +62,14 @@ def document_record(document: Document) -> Record:
     }
 
 
-def record_document(record: Record) -> Document:
-    return Document(
-        doc_id=record["doc_id"],
-        text=record["text"],
-        title=record["title"],
-        source=record["source"],
-        metadata=json.loads(record["metadata"]),
-    )
-
-
 def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def chunk_record(chunk: Chunk) -> Record:
-    return {
-        "chunk_id": chunk.chunk_id,
-        "doc_id": chunk.doc_id,
-        "text": chunk.text,
-        "start": chunk.start,
-        "end": chunk.end,
-        "metadata": _json(chunk.metadata),
-        "text_sha256": text_sha256(chunk.text),
-    }
-
-
 def chunk_batch(documents: list[Record], config: ChunkingConfig) -> list[Record]:
     """The chunk records of a batch of document records, document by document, each document's in order: the
-    records :func:`chunk_record` makes of :func:`~.chunkers.chunk_document`'s chunks, built from the spans without
-    a validated :class:`~..records.Chunk` each (a span is its text by construction; at 1.6M chunks the models and
+    records of :func:`~.chunkers.chunk_document`'s chunks, built from the spans without a validated
+    :class:`~..records.Chunk` each (a span is its text by construction; at 1.6M chunks the models and
     their metadata's ``json.dumps`` were a seventh of the chunking worker's time)."""
     records = []
     metadata = _metadata_json(config)

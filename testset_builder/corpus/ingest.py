@@ -207,9 +207,7 @@ class _Run:
     def sha_of(self, document: Record) -> str:
         """The sha256 of a document record's text, computed when it was read (a document given twice in one load
         has its texts' in the order given)."""
-        shas = self.shas.get(document["doc_id"])
-        if not shas:
-            return content_sha256(document["text"])
+        shas = self.shas[document["doc_id"]]
         sha256 = shas.pop(0)
         if not shas:
             del self.shas[document["doc_id"]]

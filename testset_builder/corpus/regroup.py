@@ -180,19 +180,19 @@ def _shared_key_runs(
     (uint32), and for each how many entries after it are in its run. One slice and the run it ends on are held at
     a time: memory grows with the shared entries, not with the keys (26M at 1 GB of the benchmark)."""
     rowid_parts, later_parts = [], []
-    carry_keys, carry_rows = np.zeros(0, "<u8"), np.zeros(0, "<i8")
-    for keys, rows in blocks:
-        kept = judged[rows]
-        keys, rows = np.concatenate([carry_keys, keys[kept]]), np.concatenate([carry_rows, rows[kept]])
-        if not len(keys):
-            continue
-        last = int(np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])[-1])  # its run may go on in the next slice
-        _runs_in(keys[:last], rows[:last], rowid_parts, later_parts)
-        carry_keys, carry_rows = keys[last:], rows[last:]
-    _runs_in(carry_keys, carry_rows, rowid_parts, later_parts)
+    for keys, rows in index.whole_runs(_judged_entries(blocks, judged)):
+        _runs_in(keys, rows, rowid_parts, later_parts)
     if not rowid_parts:
         return np.zeros(0, np.uint32), np.zeros(0, np.int64)
     return np.concatenate(rowid_parts).astype(np.uint32), np.concatenate(later_parts)
+
+
+def _judged_entries(
+    blocks: Iterable[tuple[np.ndarray, np.ndarray]], judged: np.ndarray
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    for keys, rows in blocks:
+        kept = judged[rows]
+        yield keys[kept], rows[kept]
 
 
 def _runs_in(keys: np.ndarray, rows: np.ndarray, rowid_parts: list, later_parts: list) -> None:

@@ -209,15 +209,9 @@ def key_buckets(db: sqlite3.Connection) -> list[list[str]]:
     """Every LSH key two or more chunks share (live or not: callers filter): their ids. A scan of the blocks in key
     order, so only right after :func:`rebuild_key_blocks` (which leaves ``chunk_lsh`` empty) is it every key."""
     runs: list[np.ndarray] = []
-    carry_keys, carry_chunks = np.zeros(0, "<u8"), np.zeros(0, "<i8")
-    for block_keys, block_chunks in key_blocks(db):
-        keys = np.concatenate([carry_keys, block_keys])
-        chunks = np.concatenate([carry_chunks, block_chunks])
+    for keys, chunks in whole_runs(key_blocks(db)):
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-        _shared_runs(runs, chunks, starts[:-1], starts[1:])
-        carry_keys, carry_chunks = keys[starts[-1] :], chunks[starts[-1] :]  # the last run may go on in the next block
-    if len(carry_chunks) > 1:
-        runs.append(carry_chunks)
+        _shared_runs(runs, chunks, starts, np.r_[starts[1:], len(keys)])
     rowids = sorted({int(r) for run in runs for r in run})
     ids = chunk_ids_by_rowid(db, rowids)
     return [[ids[r] for r in run.tolist()] for run in runs]
@@ -231,6 +225,22 @@ def key_blocks(db: sqlite3.Connection, at_once: int = 128) -> Iterator[tuple[np.
             np.frombuffer(b"".join(k for k, _ in rows), "<u8"),
             np.frombuffer(b"".join(c for _, c in rows), "<i8"),
         )
+
+
+def whole_runs(slices: Iterable[tuple[np.ndarray, np.ndarray]]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(keys, values) slices in key order (as :func:`key_blocks` gives them) cut again so that no run of equal keys
+    spans two: each slice's last run is held back and goes out with the next."""
+    carry_keys, carry_values = np.zeros(0, "<u8"), np.zeros(0, "<i8")
+    for keys, values in slices:
+        keys, values = np.concatenate([carry_keys, keys]), np.concatenate([carry_values, values])
+        if not len(keys):
+            continue
+        last = int(np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])[-1])
+        if last:
+            yield keys[:last], values[:last]
+        carry_keys, carry_values = keys[last:], values[last:]
+    if len(carry_keys):
+        yield carry_keys, carry_values
 
 
 def _shared_runs(runs: list[np.ndarray], chunks: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
@@ -360,12 +370,7 @@ def _entry_count(db: sqlite3.Connection) -> int:
 def _every_entry(db: sqlite3.Connection, sketches: PendingSketches | None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(keys as uint64, chunk rowids) slices: the blocks', ``chunk_lsh``'s, then the pending chunks' (whose
     sketches ``sketches`` takes)."""
-    cursor = db.execute("SELECT keys, chunks FROM chunk_lsh_blocks")
-    while rows := cursor.fetchmany(1_000):
-        yield (
-            np.frombuffer(b"".join(k for k, _ in rows), "<u8"),
-            np.frombuffer(b"".join(c for _, c in rows), "<i8"),
-        )
+    yield from key_blocks(db, at_once=1_000)
     cursor = db.execute("SELECT l.key, c.rowid FROM chunk_lsh l CROSS JOIN chunks c USING (chunk_id)")
     while rows := cursor.fetchmany(200_000):
         yield np.frombuffer(b"".join(k for k, _ in rows), "<u8"), np.array([r for _, r in rows], dtype="<i8")
