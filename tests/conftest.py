@@ -212,7 +212,7 @@ def pair_queue(docs_workspace):
     chunks = rows.live_chunk_rows(ws.db)
     queries = [
         Query(query_id="q-ndcg", text="how is ndcg computed", origin=QueryOrigin.real),
-        Query(query_id="q-recall", text="what does recall at k count", origin=QueryOrigin.real),
+        Query(query_id="q-recall-at-k", text="what does recall at k count", origin=QueryOrigin.real),
     ]
     items = [
         review_store.QueuedItem(review_store.pair_item_id(q.query_id, c), "pair", q.query_id, c, 1.0, "test", 1)
@@ -223,7 +223,7 @@ def pair_queue(docs_workspace):
         rows.put_queries(db, queries)
         review_store.enqueue(db, items, utc_timestamp())
     texts = {c: text for c, _, text in chunks}
-    word = {"q-ndcg": "ndcg", "q-recall": "recall"}
+    word = {"q-ndcg": "ndcg", "q-recall-at-k": "recall"}  # two queries in two folds (relevance.fold_of)
 
     def truth(query_id: str, chunk_id: str) -> bool:
         return word[query_id] in texts[chunk_id].lower()

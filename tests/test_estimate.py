@@ -8,6 +8,7 @@ import pytest
 from scipy.stats import rankdata
 
 from testset_builder.stages.estimate import FEATURES, MIN_VERDICTS, PRIOR, RelevanceModel, fit, query_features, refit
+from testset_builder.stages.relevance import fold_of
 
 
 def test_features_follow_the_scores_of_the_whole_corpus():
@@ -74,7 +75,9 @@ def test_the_prior_ranks_a_closer_chunk_above_a_farther_one():
     assert PRIOR.p_relevant(close)[0] > PRIOR.p_relevant(far)[0]
 
 
-def test_the_workspace_estimate_keeps_the_prior_until_reviewers_grade_enough_pairs(pair_queue, capsys):
+def test_the_workspace_estimate_keeps_the_prior_until_reviewers_grade_enough_pairs_then_cross_fits_each_query(
+    pair_queue, capsys
+):
     import json
 
     from testset_builder.cli import main
@@ -94,14 +97,18 @@ def test_the_workspace_estimate_keeps_the_prior_until_reviewers_grade_enough_pai
     assert main(["estimate", "--workspace", str(ws.root), "--json"]) == 0
     refitted = json.loads(capsys.readouterr().out)
     assert refitted["verdicts"] == len(items) and refitted["model"]["name"].startswith("refit:")
+    assert refitted["validation"]["kept"] and "refit kept" in refitted["validation"]["reason"]
     saved = stored.estimates(ws.db)
-    keys = sorted(saved)
-    features = np.array([saved[k].features for k in keys])
-    labels = np.array([int(ws.truth(q, c)) for q, c in keys])
     prior = PRIOR if first.model["name"] == PRIOR.name else PRIOR_LEXICAL
-    expected = refit(features, labels, prior).p_relevant(features)  # recomputed from the stored features
-    assert [saved[k].p_relevant for k in keys] == pytest.approx(expected, abs=1e-6)
-    assert {saved[k].model for k in keys} == {refitted["model"]["name"]} and saved[keys[0]].verdicts == len(items)
+    for query_id in ("q-ndcg", "q-recall-at-k"):  # each query scored by the refit on the other query's verdicts only
+        mine = sorted(k for k in saved if k[0] == query_id)
+        others = sorted(k for k in saved if k[0] != query_id)
+        features = lambda keys: np.array([saved[k].features for k in keys])  # noqa: E731
+        labels = np.array([int(ws.truth(q, c)) for q, c in others])
+        expected = refit(features(others), labels, prior).p_relevant(features(mine))  # recomputed from stored rows
+        assert [saved[k].p_relevant for k in mine] == pytest.approx(expected, abs=1e-6)
+        assert {saved[k].model for k in mine} == {f"{refitted['model']['name']} fold {fold_of(query_id) + 1}/5"}
+    assert saved[next(iter(saved))].verdicts == len(items)
 
 
 def test_a_weighted_refit_agrees_with_scikit_learn_given_the_same_sample_weights():

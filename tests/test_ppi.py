@@ -76,3 +76,24 @@ def test_the_ppi_interval_covers_the_truth_and_is_narrower_than_human_labels_alo
         assert human_covered / 200 < 0.5
     else:
         assert np.mean(widths) < np.mean(human_widths)
+
+
+def test_the_expected_ratio_equals_the_sum_over_every_labelling_of_the_pool():
+    import itertools
+
+    from testset_builder.metrics.ppi import expected_ratio
+
+    chance = np.random.default_rng(0)
+    for _ in range(20):
+        n = int(chance.integers(1, 9))
+        p = chance.random(n)
+        p[chance.random(n) < 0.2] = chance.choice([0.0, 1.0])  # labels already known, both kinds
+        c = chance.random(n) * (chance.random(n) < 0.7)  # pairs outside the run's top k weigh 0
+        for metric in ("recall", "ndcg"):
+            brute = 0.0
+            for labels in itertools.product([0, 1], repeat=n):
+                y = np.array(labels)
+                if y.sum():
+                    norm = y.sum() if metric == "recall" else ideal_dcg(y.sum(), 3)
+                    brute += np.prod(np.where(y == 1, p, 1 - p)) * (c @ y) / norm
+            assert expected_ratio(metric, 3, p, c) == pytest.approx(brute, abs=1e-10)

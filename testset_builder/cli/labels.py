@@ -486,9 +486,10 @@ def estimate(
     """Estimate P(relevant) for every pooled and queued pair, refitted on the reviewers' grades.
 
     The estimate combines dense similarity, BM25, ranks, word overlap and the LLM judge's P(relevant) when there is
-    one. With no human grade yet it is the shipped prior (fitted on SciFact's train queries); from 20 graded pairs
-    on, it is refitted on this workspace's verdicts, pulled towards the prior. No LLM call; run it again after a
-    review session.
+    one. With no human grade yet it is the shipped prior; from 20 graded pairs on, it is refitted on this
+    workspace's verdicts, pulled towards the prior, and the refit is kept only if its cross-validated log-loss on
+    the verdicts beats the prior's (the summary says which, and why). Each query's pairs are scored by the model
+    fitted without that query's verdicts. No LLM call; run it again after a review session.
 
     Example: `testset-builder estimate --workspace testset`.
     """
@@ -508,6 +509,7 @@ def estimate(
         f"{summary.verdicts} human-graded pairs ({summary.relevant_verdicts} relevant); weights: {weights}",
         highlight=False,
     )
+    out.print(f"  {summary.validation['reason']}", highlight=False)
 
 
 @app.command("select")

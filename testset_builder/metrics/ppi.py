@@ -262,20 +262,23 @@ def _count_distribution(p: np.ndarray) -> np.ndarray:
     return dist
 
 
-def _without(dist: np.ndarray, q: float) -> np.ndarray:
-    """The count's distribution with one pair (relevant with probability ``q``) taken out: the division of the
-    generating polynomial by (1 - q + q z), run from the end whose divisor is at least 1/2, so errors shrink."""
-    out = np.zeros(len(dist) - 1)
-    if q <= 0.5:
-        carry = 0.0
-        for r in range(len(out)):
-            carry = (dist[r] - q * carry) / (1.0 - q)
-            out[r] = carry
-    else:
-        carry = 0.0
-        for r in range(len(out) - 1, -1, -1):
-            carry = (dist[r + 1] - (1.0 - q) * carry) / q
-            out[r] = carry
+def _without_each(dist: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The count's distribution with each pair in turn taken out (row i: without the pair relevant with probability
+    ``q[i]``): the division of the generating polynomial by (1 - q + q z), for every pair at once, each run from the
+    end whose divisor is at least 1/2, so errors shrink."""
+    n = len(dist) - 1
+    out = np.zeros((len(q), n))
+    low = q <= 0.5
+    if low.any():
+        ql, carry = q[low], np.zeros(int(low.sum()))
+        for r in range(n):
+            carry = (dist[r] - ql * carry) / (1.0 - ql)
+            out[low, r] = carry
+    if (~low).any():
+        qh, carry = q[~low], np.zeros(int((~low).sum()))
+        for r in range(n - 1, -1, -1):
+            carry = (dist[r + 1] - (1.0 - qh) * carry) / qh
+            out[~low, r] = carry
     return np.clip(out, 0.0, 1.0)
 
 
@@ -283,6 +286,7 @@ def expected_ratio(metric: str, k: int, p: np.ndarray, c: np.ndarray) -> float:
     """E[sum_i c_i y_i / N(R)] with y_i independent Bernoulli(p_i) and R = sum_i y_i, N(R) = R (recall) or
     IDCG@k of R relevant pairs (nDCG); 0 when R = 0. Exact: sum_i c_i p_i E[1 / N(1 + R without i)]. On 0/1 labels
     it is the metric itself, and it is linear in each p_i, so revealing one label moves it by a known amount."""
+    p, c = np.asarray(p, dtype=float), np.asarray(c, dtype=float)
     dist = _count_distribution(p)
     counts = np.arange(1, len(p) + 1)
     if metric == "recall":
@@ -290,10 +294,10 @@ def expected_ratio(metric: str, k: int, p: np.ndarray, c: np.ndarray) -> float:
     else:
         ideal = np.cumsum(1.0 / np.log2(np.arange(k) + 2))
         inverse = 1.0 / ideal[np.minimum(counts, k) - 1]
-    total = 0.0
-    for i in np.flatnonzero((c > 0) & (p > 0)):
-        total += c[i] * p[i] * float(_without(dist, p[i]) @ inverse)
-    return total
+    terms = np.flatnonzero((c > 0) & (p > 0))
+    if not len(terms):
+        return 0.0
+    return float((c[terms] * p[terms]) @ (_without_each(dist, p[terms]) @ inverse))
 
 
 def _interval(point: float, variance: float | None) -> Interval:

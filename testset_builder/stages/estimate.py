@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .relevance import Coefficients, Validation, fold_of, penalised_fit, penalties, sigmoid, stabilised, validated_fit
+
 FEATURES = (
     "dense",  # cosine similarity of query and chunk (MiniLM)
     "dense_gap",  # that similarity minus the query's best chunk's
@@ -54,7 +56,7 @@ class RelevanceModel:
     verdicts: int = 0
 
     def p_relevant(self, features: np.ndarray) -> np.ndarray:
-        return _sigmoid(self.bias + np.asarray(features, dtype=float) @ np.asarray(self.weights))
+        return sigmoid(self.bias + np.asarray(features, dtype=float) @ np.asarray(self.weights))
 
     def as_dict(self) -> dict:
         return {
@@ -83,10 +85,6 @@ PRIOR_LEXICAL = RelevanceModel(
     bias=-8.0909,
     weights=(0.0, 0.0, 6.3247, -0.3160, 0.0, 2.9635, 0.0, 0.0),
 )
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(x, -40, 40)))
 
 
 def words(text: str) -> set[str]:
@@ -147,37 +145,27 @@ def refit(
     weights: np.ndarray | None = None,
 ) -> RelevanceModel:
     """Refit on verdicts (``labels``: 1 relevant, 0 not), coefficients pulled towards ``prior`` with precision
-    ``strength`` (maximum a posteriori, by Newton's method); the prior itself when there are too few verdicts or
-    only one class of them. ``weights`` (1 / inclusion probability, for verdicts drawn by
+    ``strength`` (maximum a posteriori, :func:`~.relevance.penalised_fit`: a line-searched Newton method that fails
+    loudly rather than return a diverged iterate); the prior itself when there are too few verdicts or only one
+    class of them. ``weights`` (1 / inclusion probability, for verdicts drawn by
     :mod:`~testset_builder.stages.selection`) make the likelihood that of the whole pool, not of the uncertain pairs
-    the draw favoured, so the refit stays calibrated; they are scaled to a mean of 1."""
+    the draw favoured; they are stabilised (:func:`~.relevance.stabilised`). This is the fit alone: the workspace
+    keeps it only where it beats the prior on held-out verdicts (:func:`~.relevance.validated_fit`)."""
     x = np.asarray(features, dtype=float)
     y = np.asarray(labels, dtype=float)
-    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
-    w = w / w.mean() if len(w) else w
     if len(y) < MIN_VERDICTS or y.min() == y.max():
         return prior
-    design = np.hstack([np.ones((len(y), 1)), x])
-    centre = np.concatenate([[prior.bias], prior.weights])
-    penalty = np.full(len(centre), strength)
-    penalty[0] = strength * 0.1  # the base rate moves freely: a workspace's share of relevant pairs is its own
-    theta = centre.copy()
-    for _ in range(50):
-        p = _sigmoid(design @ theta)
-        gradient = design.T @ (w * (y - p)) - penalty * (theta - centre)
-        hessian = -(design.T * (w * p * (1 - p))) @ design - np.diag(penalty)
-        step = np.linalg.solve(hessian, gradient)
-        theta -= step
-        if np.max(np.abs(step)) < 1e-8:
-            break
-    return RelevanceModel(f"refit:{prior.name}", float(theta[0]), tuple(float(t) for t in theta[1:]), len(y))
+    fitted = penalised_fit(
+        x, y, Coefficients(prior.bias, prior.weights), penalties(len(FEATURES), strength), stabilised(weights, len(y))
+    )
+    return RelevanceModel(f"refit:{prior.name}", fitted.bias, fitted.weights, len(y))
 
 
 def fit(features: np.ndarray, labels: np.ndarray, name: str, l2: float = 1e-3) -> RelevanceModel:
-    """A fresh fit with a weak ridge (what made :data:`PRIOR`)."""
-    zero = RelevanceModel(name, 0.0, (0.0,) * len(FEATURES))
-    model = refit(features, labels, zero, strength=l2)
-    return RelevanceModel(name, model.bias, model.weights, 0)
+    """A fresh fit with a weak ridge (what made :data:`PRIOR`), the bias as free as the weights."""
+    start = Coefficients(0.0, (0.0,) * len(FEATURES))
+    fitted = penalised_fit(features, labels, start, penalties(len(FEATURES), l2, 1e-3))
+    return RelevanceModel(name, fitted.bias, fitted.weights, 0)
 
 
 # the workspace ------------------------------------------------------------------------------------------------------
@@ -191,6 +179,7 @@ class EstimateSummary:
     relevant_verdicts: int
     model: dict  # the model's name, verdicts seen, bias and weights
     dense: bool  # whether the dense model's features were available
+    validation: dict  # the refit's cross-validation on the verdicts: kept or refused, and why (relevance.Validation)
 
     def as_dict(self) -> dict:
         from dataclasses import asdict
@@ -278,10 +267,36 @@ def _workspace_features(workspace, pairs: Sequence[Pair], indexes=None) -> tuple
     return features, sum(len(v) for v in todo.values()), dense
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """The estimate's model over a workspace's pairs: the model to name (refit or prior), the model that scores
+    each fold's queries (fitted without that fold's verdicts, so no verdict corrects an estimate it made), the
+    cross-validation that decided between them, and the pairs' feature matrix and verdicts."""
+
+    model: RelevanceModel
+    by_fold: dict[int, RelevanceModel]
+    validation: Validation
+    keys: list[Pair]
+    matrix: np.ndarray
+    labels: dict[Pair, int]
+
+    def scored(self) -> tuple[np.ndarray, list[str]]:
+        """Each pair's P(relevant) and the name of the model that gave it: the model of its query's fold."""
+        p, names = np.zeros(len(self.keys)), [""] * len(self.keys)
+        folds = np.array([fold_of(q) for q, _ in self.keys], dtype=int)
+        for fold, model in self.by_fold.items():
+            inside = folds == fold
+            if inside.any():
+                p[inside] = model.p_relevant(self.matrix[inside])
+                for i in np.flatnonzero(inside):
+                    names[i] = model.name
+        return p, names
+
+
 def _fitted(workspace, features: Mapping[Pair, np.ndarray], pairs: Sequence[Pair], dense: bool, strength: float):
-    """The model fitted on the humans' verdicts among ``pairs`` (see :func:`refit`), over the pairs' feature matrix
-    with the LLM's latest P(relevant) filled in; returns the model, the pairs with features, the matrix, and the
-    verdicts' labels by pair."""
+    """The model refitted on the humans' verdicts among ``pairs``, over the pairs' feature matrix with the LLM's
+    latest P(relevant) filled in, kept only where it beats the prior on held-out verdicts
+    (:func:`~.relevance.validated_fit`)."""
     from ..store import draws, rows
 
     judgments = list(rows.iter_judgments(workspace.db))
@@ -296,9 +311,20 @@ def _fitted(workspace, features: Mapping[Pair, np.ndarray], pairs: Sequence[Pair
     drawn = draws.drawn_pair_probabilities(workspace.db)  # a pair drawn for review weighs 1 / its probability
     weights = np.array([1.0 / drawn.get(keys[i], 1.0) for i in labelled])
     prior = PRIOR if dense else PRIOR_LEXICAL
-    y = np.array([labels[keys[i]] for i in labelled])
-    model = refit(matrix[labelled], y, prior, strength, weights)
-    return model, keys, matrix, {keys[i]: labels[keys[i]] for i in labelled}
+    y = np.array([labels[keys[i]] for i in labelled], dtype=float)
+    coefficients, validation, folds = validated_fit(
+        matrix[labelled], y, [keys[i][0] for i in labelled], Coefficients(prior.bias, prior.weights),
+        penalties(len(FEATURES), strength), weights, MIN_VERDICTS,
+    )  # fmt: skip
+    if validation.kept:
+        model = RelevanceModel(f"refit:{prior.name}", coefficients.bias, coefficients.weights, len(y))
+        by_fold = {
+            f: RelevanceModel(f"{model.name} fold {f + 1}/{len(folds)}", c.bias, c.weights, len(y))
+            for f, c in folds.items()
+        }
+    else:
+        model, by_fold = prior, dict.fromkeys(folds, prior)
+    return Fitted(model, by_fold, validation, keys, matrix, {keys[i]: labels[keys[i]] for i in labelled})
 
 
 def current_model(workspace, indexes=None, strength: float = REFIT_STRENGTH) -> RelevanceModel:
@@ -309,7 +335,7 @@ def current_model(workspace, indexes=None, strength: float = REFIT_STRENGTH) -> 
 
     graded = sorted(set(store.candidate_pairs(workspace.db)) & set(human_labels(rows.iter_judgments(workspace.db))))
     features, _, dense = _workspace_features(workspace, graded, indexes)
-    return _fitted(workspace, features, graded, dense, strength)[0]
+    return _fitted(workspace, features, graded, dense, strength).model
 
 
 def described(name: str, verdicts: int) -> str:
@@ -344,16 +370,20 @@ def estimate_workspace(
 
     pairs = sorted(set(store.candidate_pairs(workspace.db)) | set(pairs))
     features, computed, dense = _workspace_features(workspace, pairs, indexes)
-    model, keys, matrix, labels = _fitted(workspace, features, pairs, dense, strength)
-    p = model.p_relevant(matrix) if keys else np.zeros(0)
+    fitted = _fitted(workspace, features, pairs, dense, strength)
+    keys, matrix, model = fitted.keys, fitted.matrix, fitted.model
+    p, names = fitted.scored()
     with workspace.transaction() as tx:
         store.put_estimates(
             tx,
             (
-                store.StoredEstimate(q, c, round(float(p[i]), 6), model.name, model.verdicts, tuple(matrix[i]))
+                store.StoredEstimate(q, c, round(float(p[i]), 6), names[i], model.verdicts, tuple(matrix[i]))
                 for i, (q, c) in enumerate(keys)
             ),
             utc_timestamp(),
         )
         review_store.reorder_pairs(tx, _queue_order(keys, p, matrix, model), DISAGREEMENT_BONUS)
-    return EstimateSummary(len(keys), computed, len(labels), sum(labels.values()), model.as_dict(), dense)
+    return EstimateSummary(
+        len(keys), computed, len(fitted.labels), sum(fitted.labels.values()), model.as_dict(), dense,
+        fitted.validation.as_dict(),
+    )  # fmt: skip

@@ -1,0 +1,349 @@
+"""Does the relevance estimate transfer to a corpus it has never seen, and do prediction-powered intervals keep
+their promise there?
+
+Every collection under ``--data`` (BEIR layout: corpus.jsonl, queries.jsonl, qrels/test.tsv; SciFact from
+../shared/data, the others from ``benchmarks/data``, see its README for sources and licences) is a domain. For
+each domain, leave-one-domain-out:
+
+1. Pools as propose builds them: each query's BM25 top ``--depth``, dense top ``--depth`` and their RRF fusion's top
+   ``--depth``, featured by the tool's own ``query_features``. Relevant means a qrel grade >= 1; a pooled pair
+   without a qrel is not relevant (the collections' judgments are near-exhaustive or pooled deeper than this).
+2. The prior is fitted on the *other* domains' pools (each domain weighing the same), and the held-out domain's
+   pairs are estimated with it: ROC AUC (over all pairs and the mean per query), ECE, against dense and BM25 alone.
+3. Review rounds as ``select`` draws them (uncertain pairs likelier, known probabilities), answered from the qrels:
+   100 and 300 verdicts, the refit cross-validated and cross-fitted as ``estimate`` does (each query scored by the
+   model fitted without its fold's verdicts); AUC and ECE on the pairs no verdict was given for.
+4. Systems: ``--systems`` retrievers over the whole corpus (BM25, dense, their linear hybrids by z-score, RRF
+   fusions, re-rankings, word overlap), scored on the pool's complete labels (the truth PPI aims at, results
+   outside the pool counted not relevant). Over ``--draws`` draws of 10% of the pool: the coverage and width of the
+   95% prediction-powered and human-only intervals for nDCG@10 and recall@100, and Kendall's tau of the system
+   ranking by the PPI figures and by the estimate alone against the truth.
+
+    python benchmarks/estimate_transfer.py [--domains scifact,cranfield] [--queries 60] [--draws 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_DIRS = (ROOT.parent / "shared" / "data", ROOT / "benchmarks" / "data")
+CACHE = ROOT / "benchmarks" / ".cache"
+
+from testset_builder.config import ChunkingConfig  # noqa: E402
+from testset_builder.corpus.ingest import ingest  # noqa: E402
+from testset_builder.corpus.loaders import load_sources  # noqa: E402
+from testset_builder.export import read_qrels  # noqa: E402
+from testset_builder.metrics import ppi  # noqa: E402
+from testset_builder.retrieval.indexes import WorkspaceIndexes  # noqa: E402
+from testset_builder.stages import estimate, relevance, selection  # noqa: E402
+from testset_builder.store import open_workspace  # noqa: E402
+
+RRF_K = 60
+SYSTEM_DEPTH = 100
+
+
+@dataclass
+class Domain:
+    name: str
+    keys: list[tuple[str, str]]  # pooled (query, chunk) pairs
+    x: np.ndarray  # their features
+    y: np.ndarray  # 1 relevant (grade >= 1), 0 not
+    systems: dict[str, dict[tuple[str, str], int]]  # system -> pooled pair -> rank in its top SYSTEM_DEPTH
+    chunks: int
+
+    @property
+    def queries(self) -> list[str]:
+        return sorted({q for q, _ in self.keys})
+
+
+def domains_found(names: list[str] | None) -> list[Path]:
+    """The BEIR folders under :data:`DATA_DIRS`, by name; a gzipped corpus is unpacked into the cache once."""
+    found = {}
+    for directory in DATA_DIRS:
+        if directory.is_dir():
+            for folder in sorted(directory.iterdir()):
+                if (folder / "qrels" / "test.tsv").is_file() and (folder / "corpus.jsonl").is_file():
+                    found.setdefault(folder.name, folder)
+                elif (folder / "qrels" / "test.tsv").is_file() and (folder / "corpus.jsonl.gz").is_file():
+                    found.setdefault(folder.name, unpacked(folder))
+    return [found[n] for n in (names or sorted(found)) if n in found]
+
+
+def unpacked(folder: Path) -> Path:
+    target = CACHE / "data" / folder.name
+    if not (target / "corpus.jsonl").is_file():
+        (target / "qrels").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(folder / "queries.jsonl", target / "queries.jsonl")
+        shutil.copyfile(folder / "qrels" / "test.tsv", target / "qrels" / "test.tsv")
+        with gzip.open(folder / "corpus.jsonl.gz", "rb") as packed, (target / "corpus.partial").open("wb") as out:
+            shutil.copyfileobj(packed, out)
+        (target / "corpus.partial").rename(target / "corpus.jsonl")
+    return target
+
+
+def _ranks(scores: np.ndarray, depth: int) -> np.ndarray:
+    """The positions of the ``depth`` best scores, best first (ties by position)."""
+    top = np.argpartition(-scores, min(depth, len(scores) - 1))[:depth]
+    return top[np.lexsort((top, -scores[top]))]
+
+
+def _z(rows: np.ndarray) -> np.ndarray:
+    return (rows - rows.mean(axis=1, keepdims=True)) / (rows.std(axis=1, keepdims=True) + 1e-9)
+
+
+def _rrf(*orders: np.ndarray, n: int, k: int = RRF_K) -> np.ndarray:
+    fused = np.zeros(n)
+    for order in orders:
+        fused[order] += 1.0 / (k + 1 + np.arange(len(order)))
+    return fused
+
+
+def system_scores(bm25: np.ndarray, dense: np.ndarray, overlap: np.ndarray) -> dict[str, np.ndarray]:
+    """Retrievers over the whole corpus for one query, each a score per chunk: lexical, dense, linear hybrids of
+    their z-scores, RRF fusions, re-rankings of one's top 100 by the other, and plain word overlap."""
+    n = len(bm25)
+    zb, zd = _z(bm25[None])[0], _z(dense[None])[0]
+    by_bm25, by_dense = _ranks(bm25, SYSTEM_DEPTH), _ranks(dense, SYSTEM_DEPTH)
+    out = {"bm25": bm25, "dense": dense, "overlap": overlap + 1e-6 * zb}
+    for alpha in (0.2, 0.35, 0.5, 0.65, 0.8):
+        out[f"hybrid-{alpha:g}"] = alpha * zb + (1 - alpha) * zd
+    out["rrf-60"] = _rrf(by_bm25, by_dense, n=n)
+    out["rrf-5"] = _rrf(by_bm25, by_dense, n=n, k=5)
+    rerank = np.full(n, -1e9)
+    rerank[by_bm25] = dense[by_bm25]
+    out["bm25>dense"] = rerank
+    rerank = np.full(n, -1e9)
+    rerank[by_dense] = bm25[by_dense]
+    out["dense>bm25"] = rerank
+    rerank = np.full(n, -1e9)
+    rerank[by_bm25[:20]] = 10 + dense[by_bm25[:20]]
+    rerank[by_bm25[20:]] = bm25[by_bm25[20:]] / (bm25.max() + 1e-9)
+    out["bm25>dense@20"] = rerank
+    return out
+
+
+def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int) -> Domain:
+    name = folder.name
+    texts = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").open(encoding="utf-8"))}
+    qrels = read_qrels(folder / "qrels" / "test.tsv").to_dict()
+    relevant = {q: {d for d, g in by.items() if g >= 1} for q, by in qrels.items()}
+    query_ids = sorted(q for q in relevant if relevant[q] and q in texts)
+    query_ids = sorted(np.random.default_rng(seed).permutation(query_ids)[:queries_wanted].tolist())
+    with open_workspace(CACHE / f"transfer-{name}") as ws:
+        ingest(ws, load_sources([folder]), ChunkingConfig(chunker="prechunked", size=1, overlap=0), [folder])
+        indexes = WorkspaceIndexes(ws, ("bm25", "dense"))
+        chunk_ids = indexes.chunk_ids
+        passages = indexes.passages.of(chunk_ids)  # prechunked: a chunk id is its document's id
+        batch = [texts[q] for q in query_ids]
+        bm25_rows = indexes.indexes["bm25"].scores(batch)
+        dense_rows = indexes.indexes["dense"].scores(batch)
+    chunk_words = [estimate.words(passages[c]) for c in chunk_ids]
+    keys, blocks, labels = [], [], []
+    systems: dict[str, dict[tuple[str, str], int]] = {}
+    for row, query_id in enumerate(query_ids):
+        bm25, dense = np.asarray(bm25_rows[row], dtype=float), np.asarray(dense_rows[row], dtype=float)
+        query_words = estimate.words(texts[query_id])
+        by_bm25, by_dense = _ranks(bm25, depth), _ranks(dense, depth)
+        fused = _ranks(_rrf(_ranks(bm25, 100), _ranks(dense, 100), n=len(bm25)), depth)
+        members = list(dict.fromkeys([*by_bm25.tolist(), *by_dense.tolist(), *fused.tolist()]))
+        blocks.append(
+            estimate.query_features(
+                dense, bm25, members, query_words, [chunk_words[i] for i in members], [None] * len(members)
+            )
+        )
+        pooled = [(query_id, chunk_ids[i]) for i in members]
+        keys.extend(pooled)
+        labels.extend(chunk_ids[i] in relevant[query_id] for i in members)
+        overlap = np.array([len(query_words & w) / max(1, len(query_words)) for w in chunk_words])
+        members_set = {chunk_ids[i]: i for i in members}
+        for system, scores in system_scores(bm25, dense, overlap).items():
+            ranked = _ranks(scores, SYSTEM_DEPTH)
+            ranks = systems.setdefault(system, {})
+            for rank, position in enumerate(ranked, start=1):
+                if chunk_ids[position] in members_set:
+                    ranks[(query_id, chunk_ids[position])] = rank
+    x = np.vstack(blocks)
+    x[:, estimate.FEATURES.index("llm")] = 0.0  # no judge here: the prior gives the LLM no weight
+    x[:, estimate.FEATURES.index("llm_missing")] = 0.0
+    return Domain(name, keys, x, np.asarray(labels, dtype=float), systems, len(chunk_ids))
+
+
+def fit_prior(domains: list[Domain], l2: float = 1e-2) -> relevance.Coefficients:
+    """A logistic fit on the pools of ``domains``, each domain weighing the same in total."""
+    x = np.vstack([d.x for d in domains])
+    y = np.concatenate([d.y for d in domains])
+    w = np.concatenate([np.full(len(d.y), len(y) / (len(domains) * len(d.y))) for d in domains])
+    return relevance.penalised_fit(
+        x, y, relevance.Coefficients(0.0, (0.0,) * x.shape[1]), relevance.penalties(x.shape[1], l2, 1e-3), w
+    )
+
+
+def per_query_auc(p: np.ndarray, y: np.ndarray, keys) -> float | None:
+    by: dict[str, list[int]] = {}
+    for i, (q, _) in enumerate(keys):
+        by.setdefault(q, []).append(i)
+    values = [relevance.roc_auc(p[idx], y[idx]) for idx in by.values()]
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def quality(p, y, keys) -> dict:
+    return {
+        "auc": relevance.roc_auc(p, y),
+        "auc_per_query": per_query_auc(p, y, keys),
+        "ece": relevance.expected_calibration_error(p, y),
+        "mean_p": float(np.mean(p)),
+        "relevant_share": float(np.mean(y)),
+    }
+
+
+def review_round(domain: Domain, prior: relevance.Coefficients, budget: float, seed: int, strength: float):
+    """One ``select`` round of about ``budget`` pairs answered from the qrels, then ``estimate``'s cross-validated,
+    cross-fitted refit: each pair's P(relevant) by its fold's model, and which pairs were drawn at what
+    probability."""
+    p0 = relevance.sigmoid(prior.logits(domain.x))
+    probabilities = selection.inclusion_probabilities(p0, budget)
+    drawn = np.array([d.drawn for d in selection.draw(probabilities, seed)])
+    index = np.flatnonzero(drawn)
+    groups = [domain.keys[i][0] for i in index]
+    _, validation, folds = relevance.validated_fit(
+        domain.x[index], domain.y[index], groups, prior, relevance.penalties(domain.x.shape[1], strength),
+        1.0 / probabilities[index],
+    )  # fmt: skip
+    fold = np.array([relevance.fold_of(q) for q, _ in domain.keys])
+    p = np.zeros(len(domain.y))
+    for f, model in folds.items():
+        p[fold == f] = relevance.sigmoid(model.logits(domain.x[fold == f]))
+    return p, drawn, probabilities, validation
+
+
+def coverage(domain: Domain, prior, draws: int, share: float, strength: float) -> dict:
+    """PPI and human-only intervals over ``draws`` review rounds of ``share`` of the pool, per system and metric."""
+    from scipy.stats import kendalltau
+
+    metrics = (("ndcg", 10), ("recall", 100))
+    truth = {
+        (s, m, k): ppi.exact([(q, ranks.get((q, c)), int(y)) for (q, c), y in zip(domain.keys, domain.y)], m, k)
+        for s, ranks in domain.systems.items()
+        for m, k in metrics
+    }
+    out = {f"{m}@{k}": {"ppi": [], "human": [], "ppi_width": [], "human_width": [], "tau_ppi": [],
+                        "tau_estimate": [], "outside_range": 0, "zero_width": 0} for m, k in metrics}  # fmt: skip
+    for seed in range(draws):
+        p, drawn, probabilities, _ = review_round(domain, prior, share * len(domain.y), seed, strength)
+        for m, k in metrics:
+            record = out[f"{m}@{k}"]
+            figures, estimates, truths = [], [], []
+            for system, ranks in domain.systems.items():
+                pairs = [
+                    ppi.PooledPair(q, ranks.get((q, c)), float(p[i]), float(probabilities[i]), int(domain.y[i]))
+                    if drawn[i]
+                    else ppi.PooledPair(q, ranks.get((q, c)), float(p[i]))
+                    for i, (q, c) in enumerate(domain.keys)
+                ]
+                value = truth[(system, m, k)]
+                powered, human = ppi.estimate(pairs, m, k, "ppi"), ppi.estimate(pairs, m, k, "human")
+                record["ppi"].append(powered.low <= value <= powered.high)
+                record["human"].append(human.low <= value <= human.high)
+                record["ppi_width"].append(powered.width)
+                record["human_width"].append(human.width)
+                record["outside_range"] += powered.low < 0 or powered.high > 1
+                record["zero_width"] += powered.width == 0
+                figures.append(powered.estimate)
+                estimates.append(ppi.estimate(pairs, m, k, "estimate").estimate)
+                truths.append(value)
+            record["tau_ppi"].append(kendalltau(figures, truths).statistic)
+            record["tau_estimate"].append(kendalltau(estimates, truths).statistic)
+    return {
+        name: {
+            "ppi_coverage": float(np.mean(r["ppi"])), "human_coverage": float(np.mean(r["human"])),
+            "ppi_width": float(np.mean(r["ppi_width"])), "human_width": float(np.mean(r["human_width"])),
+            "tau_ppi": float(np.mean(r["tau_ppi"])), "tau_estimate": float(np.mean(r["tau_estimate"])),
+            "outside_range": r["outside_range"], "zero_width": r["zero_width"], "cases": len(r["ppi"]),
+        }
+        for name, r in out.items()
+    }  # fmt: skip
+
+
+def fmt(value) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--domains", help="comma-separated names (default: every one found)")
+    parser.add_argument("--queries", type=int, default=60, help="queries per domain (seeded sample)")
+    parser.add_argument("--depth", type=int, default=30, help="pool depth per retriever and for the fusion")
+    parser.add_argument("--draws", type=int, default=10)
+    parser.add_argument("--share", type=float, default=0.1, help="share of the pool reviewed in the PPI draws")
+    parser.add_argument("--strength", type=float, default=estimate.REFIT_STRENGTH)
+    parser.add_argument("--no-ppi", action="store_true", help="the estimate's quality only")
+    args = parser.parse_args(argv)
+    folders = domains_found(args.domains.split(",") if args.domains else None)
+    if len(folders) < 2:
+        print(f"estimate transfer: needs at least two domains, found {[f.name for f in folders]}; skipped")
+        return {}
+    started = time.perf_counter()
+    domains = [load_domain(folder, args.queries, args.depth, seed=0) for folder in folders]
+    print(
+        f"{len(domains)} domains, pools of depth {args.depth} ({time.perf_counter() - started:.0f} s): "
+        + ", ".join(f"{d.name} ({len(d.queries)} queries, {len(d.y)} pairs, {d.y.sum():.0f} relevant)" for d in domains)
+    )
+    report: dict = {"domains": {}}
+    for held_out in domains:
+        others = [d for d in domains if d is not held_out]
+        prior = fit_prior(others)
+        p0 = relevance.sigmoid(prior.logits(held_out.x))
+        dense = held_out.x[:, estimate.FEATURES.index("dense")]
+        bm25 = held_out.x[:, estimate.FEATURES.index("bm25")]
+        shipped = estimate.PRIOR.p_relevant(held_out.x)
+        row = {
+            "prior (other domains)": quality(p0, held_out.y, held_out.keys),
+            "shipped prior": quality(shipped, held_out.y, held_out.keys),
+            "dense alone": {"auc": relevance.roc_auc(dense, held_out.y)},
+            "bm25 alone": {"auc": relevance.roc_auc(bm25, held_out.y)},
+        }
+        for budget in (100, 300):
+            results = []
+            for seed in range(5):
+                p, drawn, _, validation = review_round(held_out, prior, budget, seed, args.strength)
+                unseen = ~drawn
+                q = quality(p[unseen], held_out.y[unseen], [k for k, u in zip(held_out.keys, unseen) if u])
+                results.append({**q, "kept": validation.kept})
+            row[f"after {budget} verdicts"] = {
+                key: float(np.mean([r[key] for r in results if r[key] is not None])) for key in results[0]
+            }
+        print(f"\n{held_out.name} (prior fitted on {', '.join(d.name for d in others)}):")
+        for label, figures in row.items():
+            print(
+                f"  {label:<24} AUC {fmt(figures.get('auc'))}  per query {fmt(figures.get('auc_per_query'))}  "
+                f"ECE {fmt(figures.get('ece'))}  mean P {fmt(figures.get('mean_p'))} vs relevant "
+                f"{fmt(figures.get('relevant_share'))}"
+                + (f"  refit kept {figures['kept']:.0%}" if "kept" in figures else "")
+            )
+        if not args.no_ppi:
+            row["ppi"] = coverage(held_out, prior, args.draws, args.share, args.strength)
+            for metric, r in row["ppi"].items():
+                print(
+                    f"  {metric:<10} PPI coverage {r['ppi_coverage']:.2f} (width {r['ppi_width']:.3f}), human-only "
+                    f"{r['human_coverage']:.2f} (width {r['human_width']:.3f}); tau PPI {r['tau_ppi']:.2f}, estimate "
+                    f"alone {r['tau_estimate']:.2f}; {r['cases']} cases over {len(held_out.systems)} systems, "
+                    f"{r['outside_range']} outside [0, 1], {r['zero_width']} of zero width"
+                )
+        report["domains"][held_out.name] = row
+    print(f"\nestimate transfer: {time.perf_counter() - started:.0f} s")
+    return report
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
