@@ -246,11 +246,12 @@ def coverage(domain: Domain, prior, draws: int, share: float, strength: float) -
             figures, estimates, truths = [], [], []
             for system, ranks in domain.systems.items():
                 pairs = [
-                    ppi.PooledPair(q, ranks.get((q, c)), float(p[i]), float(probabilities[i]), int(domain.y[i]))
-                    if drawn[i]
-                    else ppi.PooledPair(q, ranks.get((q, c)), float(p[i]))
+                    ppi.PooledPair(
+                        q, ranks.get((q, c)), float(p[i]), float(probabilities[i]) if drawn[i] else None,
+                        int(domain.y[i]) if drawn[i] else None, float(probabilities[i]),
+                    )
                     for i, (q, c) in enumerate(domain.keys)
-                ]
+                ]  # fmt: skip
                 value = truth[(system, m, k)]
                 powered, human = ppi.estimate(pairs, m, k, "ppi"), ppi.estimate(pairs, m, k, "human")
                 record["ppi"].append(powered.low <= value <= powered.high)

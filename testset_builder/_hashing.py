@@ -26,6 +26,12 @@ def file_sha256(path: str | Path, block: int = 1 << 22) -> str:
     return digest.hexdigest()
 
 
+def fold_of(key: str, folds: int) -> int:
+    """A key's fold among ``folds``, from the key alone (its sha256): stable across runs, processes and machines, so
+    cross-fitting by query gives a rerun the same folds, and two modules that cross-fit agree on them."""
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:4], "big") % folds
+
+
 _MUL_1 = np.uint64(0x9E3779B97F4A7C15)
 _MUL_2 = np.uint64(0xBF58476D1CE4E5B9)
 _MUL_3 = np.uint64(0x94D049BB133111EB)

@@ -32,11 +32,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._hashing import fold_of
+
 METRICS = ("precision", "dcg", "ndcg", "recall")
+FOLDS = 5  # folds of queries for the cross-fitted recalibration
 Z95 = 1.959963984540054
 
 
@@ -50,6 +53,7 @@ class PooledPair:
     p: float
     probability: float | None = None
     label: int | None = None
+    inclusion: float | None = None  # the design's probability of drawing this pair, drawn or not (None: no round)
 
 
 @dataclass(frozen=True)
@@ -107,12 +111,28 @@ class _Linearised:
     influence: dict[int, float]  # index in the pairs -> influence
     probability: dict[int, float]  # index in the pairs -> inclusion probability
     labelled: bool  # False for an estimate-only figure (no interval)
+    expected: dict[int, tuple[float, float, float]] = field(default_factory=dict)  # see _expected_variance
 
     def variance(self, other: _Linearised | None = None) -> float:
+        """The larger of the design-based variance (from the drawn pairs' influences) and the variance the draw is
+        expected to have given the recalibrated estimates (:func:`_expected_variance`): the first alone is smallest
+        exactly in the draws that missed the relevant pairs a figure rests on, which is where intervals lied."""
         total = 0.0
         for i, probability in self.probability.items():
             z = self.influence.get(i, 0.0) - (other.influence.get(i, 0.0) if other else 0.0)
             total += (1.0 - probability) / probability**2 * z**2
+        return max(total, self._expected(other))
+
+    def _expected(self, other: _Linearised | None) -> float:
+        total = 0.0
+        for i, (probability, slope, spread) in self.expected.items():
+            if other is not None:
+                slope -= other.expected.get(i, (0.0, 0.0, 0.0))[1]
+            total += (1.0 - probability) / probability * slope**2 * spread
+        if other is not None:  # pairs only the other figure depends on
+            for i, (probability, slope, spread) in other.expected.items():
+                if i not in self.expected:
+                    total += (1.0 - probability) / probability * slope**2 * spread
         return total
 
 
@@ -134,19 +154,55 @@ def _linearise(pairs: Sequence[PooledPair], metric: str, k: int, use: str) -> _L
     else:
         point, influence = _ratio(pairs, by_query, labelled, metric, k, use)
     queries = len(by_query)
+    expected = _expected_variance(pairs, by_query, labelled, metric, k) if use == "ppi" else {}
     return _Linearised(
         point / queries,
         {i: z / queries for i, z in influence.items()},
         {i: pairs[i].probability for i in labelled},
         use != "estimate",
+        {i: (pi, slope / queries, spread) for i, (pi, slope, spread) in expected.items()},
     )
+
+
+def _expected_variance(pairs, by_query, labelled, metric: str, k: int) -> dict[int, tuple[float, float, float]]:
+    """For each pair whose label rests on the draw (not known for sure): its inclusion probability, the slope of
+    its query's figure in its label, and the expected squared residual under the recalibrated estimate p~
+    (p~ (1 - p~) + (p~ - p)^2, p being what the figure plugs in). Summed as (1 - pi) / pi slope^2 spread, that is the
+    Poisson design's variance of the figure *expected* under the estimates, whichever pairs this draw took. Slopes of
+    recall and nDCG are the ratio's linearisation at the expected counts. A pair no round considered takes the
+    smallest inclusion probability of any pair (its error is never corrected: the least a fair interval allows)."""
+    random = [i for i in labelled if not _certain(pairs[i])]
+    shift = _calibration_shift(pairs, random)
+    known = [pair.inclusion or pair.probability for pair in pairs if (pair.inclusion or pair.probability)]
+    smallest = min(known) if known else None
+    if smallest is None:
+        return {}
+    out = {}
+    for members in by_query.values():
+        uncertain = [i for i in members if not _certain(pairs[i])]
+        shifted = {i: _shifted(pairs[i].p, shift) for i in uncertain}
+        if metric in ("precision", "dcg"):
+            slopes = {i: _weight(metric, pairs[i].rank, k) for i in uncertain}
+            plugged = {i: pairs[i].p for i in uncertain}
+        else:
+            expected_label = {i: float(pairs[i].label) if _certain(pairs[i]) else shifted[i] for i in members}
+            d = sum(_weight(metric, pairs[i].rank, k) * expected_label[i] for i in members)
+            r = sum(expected_label.values())
+            _, by_d, by_r = _normalised(metric, d, r, k)
+            slopes = {i: by_d * _weight(metric, pairs[i].rank, k) + by_r for i in uncertain}
+            plugged = shifted
+        for i in uncertain:
+            probability = pairs[i].inclusion or pairs[i].probability or smallest
+            q = shifted[i]
+            out[i] = (min(1.0, probability), slopes[i], q * (1.0 - q) + (q - plugged[i]) ** 2)
+    return out
 
 
 def estimate(pairs: Sequence[PooledPair], metric: str, k: int, use: str = "ppi") -> Interval:
     """The mean of ``metric``@``k`` over the queries of ``pairs``: ``use`` = "ppi" (estimates corrected by the
     human labels), "human" (human labels only, weighted by 1 / pi) or "estimate" (estimates only, no interval)."""
     figure = _linearise(pairs, metric, k, use)
-    return _interval(figure.point, figure.variance() if figure.labelled else None)
+    return _interval(figure.point, figure.variance() if figure.labelled else None, _bounds(metric))
 
 
 def difference(
@@ -186,9 +242,10 @@ def _ratio(pairs, by_query, labelled, metric: str, k: int, use: str) -> tuple[fl
         return _ratio_from_labels(pairs, by_query, labelled, metric, k)
     drawn = set(labelled)
     random = [i for i in labelled if not _certain(pairs[i])]
-    shift = _calibration_shift(pairs, random) if use == "ppi" else 0.0
+    shifts = _fold_shifts(pairs, random) if use == "ppi" else [0.0] * FOLDS
     total, influence = 0.0, {}
-    for members in by_query.values():
+    for query_id, members in by_query.items():
+        shift = shifts[fold_of(query_id, FOLDS)]
         known = [i in drawn and _certain(pairs[i]) for i in members]
         p = np.array(
             [float(pairs[i].label) if sure else _shifted(pairs[i].p, shift) for i, sure in zip(members, known)]
@@ -204,6 +261,14 @@ def _ratio(pairs, by_query, labelled, metric: str, k: int, use: str) -> tuple[fl
                 total += change / pairs[i].probability
                 influence[i] = change
     return total, influence
+
+
+def _fold_shifts(pairs, random: list[int]) -> list[float]:
+    """The recalibration shift of each fold of queries, fitted on the other folds' verdicts only: a verdict that
+    corrects a query's expected figure has not moved the estimates that figure started from (cross-fitting; with
+    one shift fitted on every verdict, the corrections came out too small, and the intervals too narrow)."""
+    folds = [fold_of(pairs[i].query_id, FOLDS) for i in random]
+    return [_calibration_shift(pairs, [i for i, f in zip(random, folds) if f != fold]) for fold in range(FOLDS)]
 
 
 def _shifted(p: float, shift: float) -> float:
@@ -300,11 +365,18 @@ def expected_ratio(metric: str, k: int, p: np.ndarray, c: np.ndarray) -> float:
     return float((c[terms] * p[terms]) @ (_without_each(dist, p[terms]) @ inverse))
 
 
-def _interval(point: float, variance: float | None) -> Interval:
+def _bounds(metric: str) -> tuple[float, float]:
+    """The range a figure of ``metric`` can take: an estimate or a limit outside it is moved to its edge."""
+    return (0.0, math.inf) if metric == "dcg" else (0.0, 1.0)
+
+
+def _interval(point: float, variance: float | None, bounds: tuple[float, float] = (-math.inf, math.inf)) -> Interval:
+    low, high = bounds
+    inside = min(max(point, low), high)
     if variance is None:
-        return Interval(point, None, None, None)
+        return Interval(inside, None, None, None)
     error = math.sqrt(variance)
-    return Interval(point, point - Z95 * error, point + Z95 * error, error)
+    return Interval(inside, max(low, point - Z95 * error), min(high, point + Z95 * error), error)
 
 
 def exact(labels: Sequence[tuple[str, int | None, int]], metric: str, k: int) -> float:

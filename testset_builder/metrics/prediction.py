@@ -74,8 +74,18 @@ def run_ranks(run: Run, query_ids: set[str], depth: int) -> dict[tuple[str, str]
     return {(q, c): rank for q, c, _, rank in run.ranked_rows() if rank <= depth and q in query_ids}
 
 
-def pooled(pairs, ranks: dict[tuple[str, str], int]) -> list[ppi.PooledPair]:
-    return [ppi.PooledPair(q, ranks.get((q, c)), p, probability, label) for q, c, p, probability, label in pairs]
+def design_probabilities(rows: Sequence[dict]) -> dict[tuple[str, str], float]:
+    """The probability with which a review round could have drawn each pair it considered, drawn or not: what the
+    intervals' expected variance weighs each pair's uncertainty by (:func:`~.ppi._expected_variance`)."""
+    return {(row["query-id"], row["corpus-id"]): row["draw"]["probability"] for row in rows if row["draw"]}
+
+
+def pooled(pairs, ranks: dict[tuple[str, str], int], design: dict | None = None) -> list[ppi.PooledPair]:
+    design = design or {}
+    return [
+        ppi.PooledPair(q, ranks.get((q, c)), p, probability, label, design.get((q, c)))
+        for q, c, p, probability, label in pairs
+    ]
 
 
 def _figure(interval: ppi.Interval) -> dict:
@@ -108,7 +118,7 @@ def prediction_report(rows: Sequence[dict], run: Run, specs: Sequence[MetricSpec
     query_ids = {q for q, *_ in pairs}
     depth = _depth(specs)
     ranks = run_ranks(run, query_ids, depth)
-    members = pooled(pairs, ranks)
+    members = pooled(pairs, ranks, design_probabilities(rows))
     random = drawn_at_random(pairs) > 0  # else no interval means anything
     metrics = {}
     for spec in specs:
@@ -158,11 +168,12 @@ def prediction_differences(rows: Sequence[dict], baseline: Run, others: Sequence
     pairs = release_pairs(rows)
     query_ids = {q for q, *_ in pairs}
     depth = _depth(specs)
-    base = pooled(pairs, run_ranks(baseline, query_ids, depth))
+    design = design_probabilities(rows)
+    base = pooled(pairs, run_ranks(baseline, query_ids, depth), design)
     random = drawn_at_random(pairs) > 0
     out = []
     for run in others:
-        mine = pooled(pairs, run_ranks(run, query_ids, depth))
+        mine = pooled(pairs, run_ranks(run, query_ids, depth), design)
         for spec in specs:
             if covered(spec):
                 use = "ppi" if random else "estimate"

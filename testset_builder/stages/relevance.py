@@ -16,13 +16,13 @@ an estimate must not have made it.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._hashing import fold_of as hashed_fold
 from ..errors import TestsetBuilderError
 
 MAX_ITERATIONS = 100
@@ -154,7 +154,7 @@ def expected_calibration_error(p: Sequence[float], labels: Sequence[float], bins
 
 def fold_of(query_id: str, folds: int = FOLDS) -> int:
     """A query's fold, from its id alone: stable across runs and machines, so a rerun scores a pair the same way."""
-    return int.from_bytes(hashlib.sha256(query_id.encode("utf-8")).digest()[:4], "big") % folds
+    return hashed_fold(query_id, folds)
 
 
 @dataclass(frozen=True)
