@@ -188,6 +188,25 @@ def fit_prior(domains: list[Domain], l2: float = 1e-2) -> relevance.Coefficients
     )
 
 
+def shipped_priors(domains: list[Domain]) -> dict:
+    """The priors to ship, fitted on every domain: with the dense features and without them (their columns held
+    at the values a workspace without the dense model gives, so their weights stay 0... by the penalty)."""
+    out = {}
+    full = fit_prior(domains)
+    lexical_domains = [
+        Domain(d.name, d.keys, estimate.without_dense(d.x, d.chunks), d.y, d.systems, d.chunks) for d in domains
+    ]
+    for d in lexical_domains:
+        for column in ("dense", "dense_gap", "dense_log_rank", "dense_z"):
+            d.x[:, estimate.FEATURES.index(column)] = 0.0  # constants: their weights stay at the penalty's 0
+    lexical = fit_prior(lexical_domains)
+    for name, fitted in (("dense", full), ("lexical", lexical)):
+        print(f"prior ({name}) on {', '.join(d.name for d in domains)}:")
+        print(f"    bias={fitted.bias:.4f},\n    weights=({', '.join(f'{w:.4f}' for w in fitted.weights)}),")
+        out[name] = {"bias": fitted.bias, "weights": dict(zip(estimate.FEATURES, fitted.weights))}
+    return out
+
+
 def per_query_auc(p: np.ndarray, y: np.ndarray, keys) -> float | None:
     by: dict[str, list[int]] = {}
     for i, (q, _) in enumerate(keys):
@@ -289,6 +308,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--share", type=float, default=0.1, help="share of the pool reviewed in the PPI draws")
     parser.add_argument("--strength", type=float, default=estimate.REFIT_STRENGTH)
     parser.add_argument("--no-ppi", action="store_true", help="the estimate's quality only")
+    parser.add_argument("--fit", action="store_true", help="fit the prior on every domain and print it to ship")
     args = parser.parse_args(argv)
     folders = domains_found(args.domains.split(",") if args.domains else None)
     if len(folders) < 2:
@@ -301,6 +321,8 @@ def main(argv: list[str] | None = None) -> dict:
         + ", ".join(f"{d.name} ({len(d.queries)} queries, {len(d.y)} pairs, {d.y.sum():.0f} relevant)" for d in domains)
     )
     report: dict = {"domains": {}}
+    if args.fit:
+        report["fitted"] = shipped_priors(domains)
     for held_out in domains:
         others = [d for d in domains if d is not held_out]
         prior = fit_prior(others)

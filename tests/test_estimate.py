@@ -35,7 +35,7 @@ def test_without_a_dense_model_the_dense_features_say_unrelated():
     assert out[:, FEATURES.index("overlap")] == pytest.approx([0, 0])
 
 
-def synthetic(n: int, seed: int, bias: float = -1.0, weights=(2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0)):
+def synthetic(n: int, seed: int, bias: float = -1.0, weights=(2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5)):
     chance = np.random.default_rng(seed)
     x = chance.normal(size=(n, len(FEATURES)))
     p = 1 / (1 + np.exp(-(bias + x @ np.array(weights))))
@@ -59,13 +59,13 @@ def test_a_refit_keeps_the_prior_with_too_few_verdicts_or_one_class_of_them():
 
 
 def test_a_refit_moves_towards_the_truth_as_verdicts_accumulate():
-    truth = (2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0)
+    truth = (2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5)
     x, y = synthetic(4000, seed=3, weights=truth)
     start = RelevanceModel("flat", 0.0, (0.0,) * len(FEATURES))
     distances = [
         np.linalg.norm(np.array(refit(x[:n], y[:n], start).weights) - truth) for n in (MIN_VERDICTS, 200, 4000)
     ]
-    assert distances[0] > distances[1] > distances[2] and distances[2] < 0.25
+    assert distances[0] > distances[1] > distances[2] and distances[2] < 0.35  # the pull keeps a little shrinkage
     assert refit(x[:200], y[:200], start).verdicts == 200
 
 
@@ -148,3 +148,29 @@ def test_features_are_the_same_whether_queries_are_scored_one_at_a_time_or_many_
     one = estimate.pair_features(indexes, texts, chunks)
     assert len(chunks) > 1 and sorted(many) == sorted(one) == sorted((i.query_id, i.chunk_id) for i in ws.items)
     assert all(np.array_equal(many[pair], one[pair]) for pair in many)
+
+
+def test_estimate_exports_the_estimate_of_the_pairs_of_a_qrels_file_without_any_llm(pair_queue, capsys, tmp_path):
+    import json
+
+    from testset_builder.cli import main
+    from testset_builder.store import estimates as stored
+
+    ws = pair_queue
+    chosen = [i for i in ws.items if i.query_id == "q-ndcg"][:3]
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{i.query_id}\t{i.chunk_id}\t1\n" for i in chosen))
+    out = tmp_path / "estimates.jsonl"
+    args = ["estimate", "--workspace", str(ws.root), "--pairs", str(qrels), "--output", str(out), "--json"]
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    saved = stored.estimates(ws.db)
+    assert [(r["query-id"], r["corpus-id"]) for r in rows] == sorted((i.query_id, i.chunk_id) for i in chosen)
+    assert all(r["p_relevant"] == saved[(r["query-id"], r["corpus-id"])].p_relevant for r in rows)
+    assert summary["exported"] == {"pairs": 3, "not_live": []}
+    assert not ws.db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]  # no judge was asked
+
+    qrels.write_text("query-id\tcorpus-id\tscore\nq-unknown\tdoc#0\t1\n")
+    assert main(["estimate", "--workspace", str(ws.root), "--pairs", str(qrels)]) == 1
+    assert "unknown query id 'q-unknown'" in capsys.readouterr().err

@@ -37,8 +37,12 @@ def far_off_verdicts(n: int = 300, seed: int = 0):
             chance.uniform(0, 1, n),
             np.full(n, 0.5),
             np.ones(n),
+            (dense - 0.5) / 0.1,
+            chance.normal(size=n),
+            chance.uniform(0, 2, n),
         ]
     )
+    assert x.shape[1] == len(FEATURES)
     y = ((dense > 0.45) ^ (chance.random(n) < 0.03)).astype(float)
     queries = [f"q{i}" for i in chance.integers(0, 40, n)]
     return x, y, queries

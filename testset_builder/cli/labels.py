@@ -481,25 +481,58 @@ def audit(
 def estimate(
     workspace: WorkspaceOption = None,
     config: ConfigOption = None,
+    pairs_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--pairs",
+            help="A qrels file (TREC, BEIR TSV or JSONL) whose pairs to estimate too; its grades are not read.",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write the estimates (of --pairs, else of every pair) to .jsonl or .tsv.",
+            show_default=False,
+        ),
+    ] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Estimate P(relevant) for every pooled and queued pair, refitted on the reviewers' grades.
 
-    The estimate combines dense similarity, BM25, ranks, word overlap and the LLM judge's P(relevant) when there is
-    one. With no human grade yet it is the shipped prior; from 20 graded pairs on, it is refitted on this
-    workspace's verdicts, pulled towards the prior, and the refit is kept only if its cross-validated log-loss on
-    the verdicts beats the prior's (the summary says which, and why). Each query's pairs are scored by the model
-    fitted without that query's verdicts. No LLM call; run it again after a review session.
+    The estimate combines dense similarity, BM25, ranks (also standardised over each query's top 100), word overlap
+    and the LLM judge's P(relevant) when there is one. With no human grade yet it is the shipped prior; from 20
+    graded pairs on, it is refitted on this workspace's verdicts, pulled towards the prior, and the refit is kept
+    only if its cross-validated log-loss on the verdicts beats the prior's (the summary says which, and why, with
+    the estimate's held-out AUC and calibration error). Each query's pairs are scored by the model fitted without
+    that query's verdicts. No LLM call; run it again after a review session.
 
-    Example: `testset-builder estimate --workspace testset`.
+    --pairs estimates the pairs of a qrels file too (its queries must be in the workspace: `propose` stores them),
+    and --output writes query-id, corpus-id, p_relevant, model and verdicts per pair.
+
+    Example: `testset-builder estimate --workspace testset --pairs qrels.tsv --output estimates.jsonl`.
     """
-    from ..stages.estimate import estimate_workspace
+    from ..export import read_qrels
+    from ..metrics.report import check_writable
+    from ..stages.estimate import estimates_of
 
     resolved = settings(config, workspace)
+    wanted = []
+    if pairs_file is not None:
+        wanted = [(q, c) for q, by in read_qrels(pairs_file).to_dict().items() for c in by]
+    if output is not None:
+        check_writable(output, "--output")
     with open_workspace_for(resolved) as ws:
-        summary = estimate_workspace(ws)
+        summary, found, missing = estimates_of(ws, wanted)
+    if output is not None:
+        write_estimates(found, output)
     if json_output:
-        print(json.dumps(summary.as_dict(), indent=2))
+        document = summary.as_dict()
+        if output is not None or wanted:
+            document["exported"] = {"pairs": len(found), "not_live": [list(p) for p in missing]}
+        print(json.dumps(document, indent=2))
         return
     model = summary.model
     weights = ", ".join(f"{name} {value:+.2f}" for name, value in model["weights"].items() if value)
@@ -509,7 +542,35 @@ def estimate(
         f"{summary.verdicts} human-graded pairs ({summary.relevant_verdicts} relevant); weights: {weights}",
         highlight=False,
     )
-    out.print(f"  {summary.validation['reason']}", highlight=False)
+    out.print(f"  {quality_words(summary.validation)}", highlight=False)
+    if output is not None:
+        out.print(f"wrote {len(found)} estimates to {output}", highlight=False)
+    if wanted and missing:
+        out.print(f"{len(missing)} pairs name a chunk that is not live: not estimated", highlight=False)
+
+
+def quality_words(validation: dict) -> str:
+    """What the cross-validation says of the estimate in this workspace, in words."""
+    if not validation.get("folds"):
+        return f"{validation['reason']} (its quality here is unknown until reviewers grade 20 pairs)"
+    auc = validation["refit_auc"] if validation["kept"] else validation["centre_auc"]
+    ece = validation["refit_ece"] if validation["kept"] else validation["centre_ece"]
+    shown = "n/a" if auc is None else f"{auc:.2f}"
+    return (
+        f"{validation['reason']}. On the verdicts, held out by query: it ranks a relevant pair above an irrelevant "
+        f"one {shown} of the time (AUC; 0.5 is chance) and its P(relevant) is off by {ece:.2f} on average (ECE)"
+    )
+
+
+def write_estimates(rows: list[dict], path: Path) -> None:
+    columns = ("query-id", "corpus-id", "p_relevant", "model", "verdicts")
+    if path.suffix == ".tsv":
+        text = "\t".join(columns) + "\n" + "".join("\t".join(str(r[c]) for c in columns) + "\n" for r in rows)
+    else:
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
 
 
 @app.command("select")

@@ -200,13 +200,24 @@ def score(
         print(json.dumps(document, indent=2))
         return
     effects = {name: e["design_effect"] for name, e in reports[0]["metrics"].items() if "design_effect" in e}
+    powered = [r for r in reports if r.get("prediction_powered", {}).get("applies") not in (None, "qrels")]
+    for report in powered:  # where most labels are estimated, the figure that applies comes first
+        out.print(prediction_table(report["run"], report["prediction_powered"]))
+        for line in prediction_lines(report["prediction_powered"]):
+            out.print(line, highlight=False)
+    if powered:
+        out.print(
+            "the labelled pairs alone, unweighted (not the figures that apply: a release whose labels are mostly "
+            "estimated reads high here, since reviewers saw the likeliest pairs):",
+            highlight=False,
+        )
     if best is None:
         out.print(score_table(reports[0]))
     else:
         resampled = "clusters" if clusters.codes is not None else "queries"
         out.print(runs_table(reports, best, alpha, f"resampling {resampled}"))
     for report in reports:
-        if "prediction_powered" in report:
+        if "prediction_powered" in report and report not in powered:
             out.print(prediction_table(report["run"], report["prediction_powered"]))
             for line in prediction_lines(report["prediction_powered"]):
                 out.print(line, highlight=False)

@@ -36,7 +36,11 @@ FEATURES = (
     "overlap",  # share of the query's words (3+ letters) found in the chunk
     "llm",  # the LLM judge's P(relevant); 0.5 when it gave none
     "llm_missing",  # 1 when the LLM judge gave no probability
+    "dense_z",  # cosine similarity standardised over the query's top 100 chunks (mean 0, deviation 1 there)
+    "bm25_z",  # BM25 standardised over the query's top 100 chunks
+    "rrf",  # reciprocal-rank fusion of the BM25 and dense ranks, 60 / (60 + rank) each (0..2)
 )
+TOP = 100  # the chunks a query's scores are standardised over: corpora differ in scale, a query's top does not
 MIN_VERDICTS = 20
 # the precision of the Gaussian prior on the coefficients, centred on the prior model's. On SciFact (verdicts from half
 # the queries, AUC on the other half's pairs) 10 keeps the shipped prior's 0.935 and lifts a weak dense-only prior from
@@ -74,7 +78,7 @@ class RelevanceModel:
 PRIOR = RelevanceModel(
     name="prior:scifact-train-v1",
     bias=-4.4685,
-    weights=(0.4615, 9.5617, 4.2288, -0.2695, -0.3840, 1.9477, 0.0, 0.0),
+    weights=(0.4615, 9.5617, 4.2288, -0.2695, -0.3840, 1.9477, 0.0, 0.0, 0.0, 0.0, 0.0),
 )
 
 
@@ -83,7 +87,7 @@ PRIOR = RelevanceModel(
 PRIOR_LEXICAL = RelevanceModel(
     name="prior:scifact-train-lexical-v1",
     bias=-8.0909,
-    weights=(0.0, 0.0, 6.3247, -0.3160, 0.0, 2.9635, 0.0, 0.0),
+    weights=(0.0, 0.0, 6.3247, -0.3160, 0.0, 2.9635, 0.0, 0.0, 0.0, 0.0, 0.0),
 )
 
 
@@ -105,29 +109,48 @@ def query_features(
     positions = np.asarray(positions, dtype=int)
     n = len(positions)
     out = np.zeros((n, len(FEATURES)))
+    column = FEATURES.index
     bm25 = bm25_row[positions]
     best_bm25 = float(bm25_row.max()) if bm25_row.size else 0.0
-    out[:, 2] = bm25 / best_bm25 if best_bm25 > 0 else 0.0
-    out[:, 3] = np.log1p(_ranks(bm25_row, positions))
+    out[:, column("bm25")] = bm25 / best_bm25 if best_bm25 > 0 else 0.0
+    bm25_ranks = _ranks(bm25_row, positions)
+    out[:, column("bm25_log_rank")] = np.log1p(bm25_ranks)
+    out[:, column("bm25_z")] = _standardised(bm25_row, bm25)
     if dense_row is not None:
-        out[:, 0] = dense_row[positions]
-        out[:, 1] = dense_row[positions] - float(dense_row.max())
-        out[:, 4] = np.log1p(_ranks(dense_row, positions))
+        dense_ranks = _ranks(dense_row, positions)
+        out[:, column("dense")] = dense_row[positions]
+        out[:, column("dense_gap")] = dense_row[positions] - float(dense_row.max())
+        out[:, column("dense_log_rank")] = np.log1p(dense_ranks)
+        out[:, column("dense_z")] = _standardised(dense_row, dense_row[positions])
+        out[:, column("rrf")] = 60.0 / (60.0 + bm25_ranks) + 60.0 / (60.0 + dense_ranks)
     else:
+        out[:, column("rrf")] = 60.0 / (60.0 + bm25_ranks)
         out = without_dense(out, len(bm25_row))
-    out[:, 5] = [len(query_words & w) / len(query_words) if query_words else 0.0 for w in chunk_words]
-    out[:, 6] = [0.5 if p is None else p for p in llm]
-    out[:, 7] = [1.0 if p is None else 0.0 for p in llm]
+    out[:, column("overlap")] = [len(query_words & w) / len(query_words) if query_words else 0.0 for w in chunk_words]
+    out[:, column("llm")] = [0.5 if p is None else p for p in llm]
+    out[:, column("llm_missing")] = [1.0 if p is None else 0.0 for p in llm]
     return out
+
+
+def _standardised(row: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` as z-scores against the best :data:`TOP` scores of ``row`` (0 when those are all equal)."""
+    if not row.size:
+        return np.zeros(len(values))
+    top = np.partition(row, len(row) - min(TOP, len(row)))[-min(TOP, len(row)) :].astype(float)
+    spread = float(top.std())
+    return (np.asarray(values, dtype=float) - float(top.mean())) / spread if spread > 0 else np.zeros(len(values))
 
 
 def without_dense(features: np.ndarray, chunks: int) -> np.ndarray:
     """The features as they are without a dense model: those of a chunk it would call unrelated (cosine 0, a gap of
-    1 to the best, ranked last of ``chunks``)."""
+    1 to the best, ranked last of ``chunks``, three deviations below the query's top)."""
     out = np.array(features, dtype=float, copy=True)
     out[:, FEATURES.index("dense")] = 0.0
     out[:, FEATURES.index("dense_gap")] = -1.0
     out[:, FEATURES.index("dense_log_rank")] = math.log1p(chunks)
+    out[:, FEATURES.index("dense_z")] = -3.0
+    bm25_rank = np.expm1(out[:, FEATURES.index("bm25_log_rank")])
+    out[:, FEATURES.index("rrf")] = 60.0 / (60.0 + bm25_rank) + 60.0 / (60.0 + chunks)
     return out
 
 
@@ -387,3 +410,30 @@ def estimate_workspace(
         len(keys), computed, len(fitted.labels), sum(fitted.labels.values()), model.as_dict(), dense,
         fitted.validation.as_dict(),
     )  # fmt: skip
+
+
+def estimates_of(workspace, pairs: Sequence[Pair] = ()) -> tuple[EstimateSummary, list[dict], list[Pair]]:
+    """Estimate the workspace (as :func:`estimate_workspace`, with ``pairs`` besides) and return the rows of
+    ``pairs`` (every estimated pair when none are given), after the summary: query id, chunk id, P(relevant), the model that gave it
+    and the verdicts it saw; no LLM call. A pair whose query the workspace does not hold is an error (its features
+    need the query's text); a pair whose chunk is not live is returned apart, unestimated."""
+    from ..store import estimates as store
+    from ..store import rows
+
+    for query_id in sorted({q for q, _ in pairs}):
+        rows.get_query(workspace.db, query_id)  # UnknownIdError names the first unknown query
+    summary = estimate_workspace(workspace, pairs)
+    stored = store.estimates(workspace.db)
+    wanted = sorted(set(pairs)) if pairs else sorted(stored)
+    found = [
+        {
+            "query-id": q,
+            "corpus-id": c,
+            "p_relevant": stored[(q, c)].p_relevant,
+            "model": stored[(q, c)].model,
+            "verdicts": stored[(q, c)].verdicts,
+        }
+        for q, c in wanted
+        if (q, c) in stored
+    ]
+    return summary, found, [pair for pair in wanted if pair not in stored]

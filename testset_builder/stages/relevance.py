@@ -211,8 +211,48 @@ def validated_fit(
         why = f"{len(y)} verdicts" if len(y) < min_labels else "verdicts of one grade only"
         return centre, Validation(len(y), relevant, 0, False, f"{why}: the model stays as it was"), centre_only
     fold = np.array([fold_of(g, folds) for g in groups])
-    held_out = np.zeros(len(y))
     centre_p = sigmoid(centre.logits(x))
+    candidates = {"refit": penalty, "recalibration": _bias_only(penalty)}
+    held: dict[str, np.ndarray] = {}
+    models: dict[str, dict[int, Coefficients]] = {}
+    for name, pull in candidates.items():
+        held[name], models[name] = _cross_fitted(x, y, w, fold, folds, centre, pull)
+    loss = {name: log_loss(p, y, w) for name, p in held.items()}
+    centre_loss = log_loss(centre_p, y, w)
+    best = min(loss, key=loss.get)
+    kept = loss[best] < centre_loss
+    refit_loss = loss[best]
+    described = "refit" if best == "refit" else "recalibration (the base rate alone)"
+    validation = Validation(
+        labels=len(y), relevant=relevant, folds=folds, kept=kept,
+        reason=(
+            f"{described} kept: cross-validated log-loss {refit_loss:.3f} against {centre_loss:.3f} before it"
+            if kept else
+            f"refit refused: its cross-validated log-loss {refit_loss:.3f} is no better than {centre_loss:.3f} "
+            "before it, so the model stays as it was"
+        ),
+        centre_log_loss=centre_loss, refit_log_loss=refit_loss,
+        centre_auc=roc_auc(centre_p, y), refit_auc=roc_auc(held[best], y),
+        centre_ece=expected_calibration_error(centre_p, y), refit_ece=expected_calibration_error(held[best], y),
+        held_out=dict(enumerate((held[best] if kept else centre_p).tolist())),
+    )  # fmt: skip
+    if not kept:
+        return centre, validation, centre_only
+    return penalised_fit(x, y, centre, candidates[best], w), validation, models[best]
+
+
+def _bias_only(penalty: np.ndarray) -> np.ndarray:
+    """The penalty of a recalibration: the bias as free as in the refit, the weights held at the centre's. It moves
+    every log-odds by one shift, so it cannot change how the pairs rank: where a full refit would rank worse on
+    held-out verdicts, the base rate alone still gets corrected."""
+    out = np.full(len(penalty), 1e9)
+    out[0] = penalty[0]
+    return out
+
+
+def _cross_fitted(x, y, w, fold, folds: int, centre: Coefficients, penalty: np.ndarray):
+    """Each label's P(relevant) by the model fitted without its fold, and the fold models."""
+    held_out = np.zeros(len(y))
     models: dict[int, Coefficients] = {}
     for f in range(folds):
         inside = fold == f
@@ -223,24 +263,7 @@ def validated_fit(
             models[f] = penalised_fit(x[train], y[train], centre, penalty, w[train])
         if inside.any():
             held_out[inside] = sigmoid(models[f].logits(x[inside]))
-    centre_loss, refit_loss = log_loss(centre_p, y, w), log_loss(held_out, y, w)
-    kept = refit_loss < centre_loss
-    validation = Validation(
-        labels=len(y), relevant=relevant, folds=folds, kept=kept,
-        reason=(
-            f"refit kept: cross-validated log-loss {refit_loss:.3f} against {centre_loss:.3f} before it"
-            if kept else
-            f"refit refused: its cross-validated log-loss {refit_loss:.3f} is no better than {centre_loss:.3f} "
-            "before it, so the model stays as it was"
-        ),
-        centre_log_loss=centre_loss, refit_log_loss=refit_loss,
-        centre_auc=roc_auc(centre_p, y), refit_auc=roc_auc(held_out, y),
-        centre_ece=expected_calibration_error(centre_p, y), refit_ece=expected_calibration_error(held_out, y),
-        held_out=dict(enumerate(held_out.tolist())) if kept else dict(enumerate(centre_p.tolist())),
-    )  # fmt: skip
-    if not kept:
-        return centre, validation, centre_only
-    return penalised_fit(x, y, centre, penalty, w), validation, models
+    return held_out, models
 
 
 def penalties(count: int, strength: float, bias_share: float = 0.1) -> np.ndarray:
