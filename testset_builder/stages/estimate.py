@@ -413,10 +413,10 @@ def estimate_workspace(
 
 
 def estimates_of(workspace, pairs: Sequence[Pair] = ()) -> tuple[EstimateSummary, list[dict], list[Pair]]:
-    """Estimate the workspace (as :func:`estimate_workspace`, with ``pairs`` besides) and return the rows of
-    ``pairs`` (every estimated pair when none are given), after the summary: query id, chunk id, P(relevant), the model that gave it
-    and the verdicts it saw; no LLM call. A pair whose query the workspace does not hold is an error (its features
-    need the query's text); a pair whose chunk is not live is returned apart, unestimated."""
+    """Estimate the workspace (as :func:`estimate_workspace`, with ``pairs`` besides) and return its summary and the
+    rows of ``pairs`` (every estimated pair when none are given): query id, chunk id, P(relevant), the model that
+    gave it and the verdicts it saw; no LLM call. A pair whose query the workspace does not hold is an error (its
+    features need the query's text); a pair whose chunk is not live is returned apart, unestimated."""
     from ..store import estimates as store
     from ..store import rows
 
