@@ -49,6 +49,7 @@ from testset_builder.stages import estimate, relevance, selection  # noqa: E402
 from testset_builder.store import open_workspace  # noqa: E402
 
 RRF_K = 60
+RANKED = True  # draw as select does: by sqrt(p (1 - p)) and the pair's best rank (selection.review_weights)
 SYSTEM_DEPTH = 100
 
 
@@ -231,7 +232,8 @@ def review_round(domain: Domain, prior: relevance.Coefficients, budget: float, s
     cross-fitted refit: each pair's P(relevant) by its fold's model, and which pairs were drawn at what
     probability."""
     p0 = relevance.sigmoid(prior.logits(domain.x))
-    probabilities = selection.inclusion_probabilities(p0, budget)
+    best = np.expm1(domain.x[:, [estimate.FEATURES.index("bm25_log_rank"), estimate.FEATURES.index("dense_log_rank")]])
+    probabilities = selection.inclusion_probabilities(p0, budget, best_ranks=best.min(axis=1) if RANKED else None)
     drawn = np.array([d.drawn for d in selection.draw(probabilities, seed)])
     index = np.flatnonzero(drawn)
     groups = [domain.keys[i][0] for i in index]

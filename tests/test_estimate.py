@@ -75,9 +75,7 @@ def test_the_prior_ranks_a_closer_chunk_above_a_farther_one():
     assert PRIOR.p_relevant(close)[0] > PRIOR.p_relevant(far)[0]
 
 
-def test_the_workspace_estimate_keeps_the_prior_until_reviewers_grade_enough_pairs_then_cross_fits_each_query(
-    pair_queue, capsys
-):
+def test_the_workspace_estimate_keeps_the_prior_until_reviewers_grade_enough_pairs(pair_queue, capsys):
     import json
 
     from testset_builder.cli import main
@@ -90,23 +88,45 @@ def test_the_workspace_estimate_keeps_the_prior_until_reviewers_grade_enough_pai
     assert first.pairs == len(items) == first.new_features and first.verdicts == 0
     assert first.model["name"] in (PRIOR.name, PRIOR_LEXICAL.name)
     assert estimate_workspace(ws).new_features == 0  # features are stored: a rerun scores nothing again
+    before = {k: e.p_relevant for k, e in stored.estimates(ws.db).items()}
 
-    for item in items:
+    for item in items:  # reviewers who agree with the prior: it ranks their verdicts well already
         relevant = ws.truth(item.query_id, item.chunk_id)
+        review.submit(ws, "ann", item.item_id, "grade", item.item_id, grade=1 if relevant else 0)
+    assert main(["estimate", "--workspace", str(ws.root), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    validation = summary["validation"]
+    assert summary["verdicts"] == len(items) and validation["labels"] == len(items)
+    assert not validation["kept"] and validation["refit_log_loss"] >= validation["centre_log_loss"]
+    assert summary["model"]["name"] == first.model["name"]  # the refit is refused: the prior stays, and says why
+    assert {k: e.p_relevant for k, e in stored.estimates(ws.db).items()} == before
+
+
+def test_a_kept_refit_scores_each_query_by_the_model_fitted_without_its_verdicts(pair_queue, capsys):
+    import json
+
+    from testset_builder.cli import main
+    from testset_builder.stages import review
+    from testset_builder.stages.estimate import PRIOR_LEXICAL
+    from testset_builder.store import estimates as stored
+
+    ws, items = pair_queue, pair_queue.items
+    for item in items:  # a notion of relevance the prior does not share: the chunks that do not name the metric
+        relevant = not ws.truth(item.query_id, item.chunk_id)
         review.submit(ws, "ann", item.item_id, "grade", item.item_id, grade=1 if relevant else 0)
     assert main(["estimate", "--workspace", str(ws.root), "--json"]) == 0
     refitted = json.loads(capsys.readouterr().out)
     assert refitted["verdicts"] == len(items) and refitted["model"]["name"].startswith("refit:")
-    assert refitted["validation"]["kept"] and "refit kept" in refitted["validation"]["reason"]
+    assert refitted["validation"]["kept"] and refitted["validation"]["reason"].startswith("refit kept")
     saved = stored.estimates(ws.db)
-    prior = PRIOR if first.model["name"] == PRIOR.name else PRIOR_LEXICAL
+    prior = PRIOR if refitted["model"]["name"] == f"refit:{PRIOR.name}" else PRIOR_LEXICAL
     for query_id in ("q-ndcg", "q-recall-at-k"):  # each query scored by the refit on the other query's verdicts only
         mine = sorted(k for k in saved if k[0] == query_id)
         others = sorted(k for k in saved if k[0] != query_id)
         features = lambda keys: np.array([saved[k].features for k in keys])  # noqa: E731
-        labels = np.array([int(ws.truth(q, c)) for q, c in others])
-        expected = refit(features(others), labels, prior).p_relevant(features(mine))  # recomputed from stored rows
-        assert [saved[k].p_relevant for k in mine] == pytest.approx(expected, abs=1e-6)
+        labels = np.array([int(not ws.truth(q, c)) for q, c in others])
+        fitted = refit(features(others), labels, prior)
+        assert [saved[k].p_relevant for k in mine] == pytest.approx(fitted.p_relevant(features(mine)), abs=1e-4)
         assert {saved[k].model for k in mine} == {f"{refitted['model']['name']} fold {fold_of(query_id) + 1}/5"}
     assert saved[next(iter(saved))].verdicts == len(items)
 

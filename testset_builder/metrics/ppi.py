@@ -215,7 +215,9 @@ def difference(
     ]:
         raise ValueError("a paired difference needs the same pooled pairs, in the same order, for both runs")
     a, b = _linearise(pairs_a, metric, k, use), _linearise(pairs_b, metric, k, use)
-    return _interval(a.point - b.point, a.variance(b) if a.labelled else None)
+    low, high = _bounds(metric)
+    inside = lambda point: min(max(point, low), high)  # noqa: E731  (the figures as each run's own are printed)
+    return _interval(inside(a.point) - inside(b.point), a.variance(b) if a.labelled else None)
 
 
 def _certain(pair: PooledPair) -> bool:

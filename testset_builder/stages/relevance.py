@@ -29,6 +29,7 @@ MAX_ITERATIONS = 100
 TOLERANCE = 1e-7  # on the largest gradient entry, relative to the total weight
 WEIGHT_CAP = 10.0  # stabilised inverse-probability weights: scaled to a mean of 1, none above this
 FOLDS = 5
+AUC_SLACK = 0.005  # how much worse than the model before it a full refit may rank held-out verdicts (noise)
 
 
 class FitError(TestsetBuilderError):
@@ -219,6 +220,11 @@ def validated_fit(
         held[name], models[name] = _cross_fitted(x, y, w, fold, folds, centre, pull)
     loss = {name: log_loss(p, y, w) for name, p in held.items()}
     centre_loss = log_loss(centre_p, y, w)
+    centre_auc = roc_auc(centre_p, y)
+    # a full refit must rank the held-out verdicts no worse than the model before it: log-loss alone rewards a refit
+    # that fixes the base rate and spoils the order (seen on SciFact: AUC 0.917 -> 0.906 after 100 verdicts)
+    if centre_auc is not None and (roc_auc(held["refit"], y) or 0.0) < centre_auc - AUC_SLACK:
+        del loss["refit"]
     best = min(loss, key=loss.get)
     kept = loss[best] < centre_loss
     refit_loss = loss[best]
@@ -232,7 +238,7 @@ def validated_fit(
             "before it, so the model stays as it was"
         ),
         centre_log_loss=centre_loss, refit_log_loss=refit_loss,
-        centre_auc=roc_auc(centre_p, y), refit_auc=roc_auc(held[best], y),
+        centre_auc=centre_auc, refit_auc=roc_auc(held[best], y),
         centre_ece=expected_calibration_error(centre_p, y), refit_ece=expected_calibration_error(held[best], y),
         held_out=dict(enumerate((held[best] if kept else centre_p).tolist())),
     )  # fmt: skip

@@ -30,10 +30,26 @@ class Draw:
     probability: float
 
 
-def inclusion_probabilities(p_relevant: Sequence[float], budget: float, uniform_share: float = 0.2) -> np.ndarray:
-    """pi_i as in the module docstring; sum(pi) equals ``budget`` (all ones when the budget covers every pair)."""
+def inclusion_probabilities(
+    p_relevant: Sequence[float], budget: float, uniform_share: float = 0.2, best_ranks: Sequence[float] | None = None
+) -> np.ndarray:
+    """pi_i as in the module docstring; sum(pi) equals ``budget`` (all ones when the budget covers every pair).
+    With ``best_ranks`` (each pair's best rank by any of the tool's retrievers), the weights are
+    :func:`review_weights`'s."""
     p = np.clip(np.asarray(p_relevant, dtype=float), 0.0, 1.0)
-    return weighted_inclusion_probabilities(p * (1.0 - p), budget, uniform_share)
+    weights = p * (1.0 - p) if best_ranks is None else review_weights(p, best_ranks)
+    return weighted_inclusion_probabilities(weights, budget, uniform_share)
+
+
+def review_weights(p_relevant: Sequence[float], best_ranks: Sequence[float]) -> np.ndarray:
+    """How much reviewing each pair is worth: the standard deviation of its label under the estimate, sqrt(p (1 - p))
+    (drawing in proportion to it minimises the variance of a corrected total: Neyman's allocation; in proportion to
+    p (1 - p) the draw piles onto p near 1/2 and leaves the large 1/pi weights to the pairs that decide a strong
+    system's figure), times how much the pair can matter to a system's top ranks: 1 + 1 / log2(1 + best rank), a
+    pair some retriever ranks first counting twice what one ranked last does."""
+    p = np.clip(np.asarray(p_relevant, dtype=float), 0.0, 1.0)
+    ranks = np.maximum(np.asarray(best_ranks, dtype=float), 1.0)
+    return np.sqrt(p * (1.0 - p)) * (1.0 + 1.0 / np.log2(1.0 + ranks))
 
 
 def weighted_inclusion_probabilities(weights: Sequence[float], budget: float, uniform_share: float = 0.2) -> np.ndarray:
