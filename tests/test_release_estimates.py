@@ -187,3 +187,24 @@ def test_a_run_with_no_drawn_verdict_in_its_top_k_is_warned_that_its_interval_ma
     assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5"]) == 0
     shown = capsys.readouterr().out
     assert "no drawn verdict falls in this run's top results" in " ".join(shown.split())
+
+
+def test_the_report_says_in_words_how_well_the_estimate_ranked_the_verdicts_it_did_not_see(
+    pair_queue, capsys, tmp_path
+):
+    from sklearn.metrics import roc_auc_score
+
+    ws = pair_queue
+    drawn_and_answered(ws, capsys, budget=20)
+    assert main(["estimate", "-w", str(ws.root), "--json"]) == 0  # after review, as the README says
+    assert main(["release", "-w", str(ws.root), "--version", "1.0.0"]) == 0
+    rows = release_rows(ws, "1.0.0")
+    drawn = [r for r in rows if r["draw"] and r["draw"]["drawn"] and r["origin"] == "human"]
+    labels = [int(r["label"] >= 1) for r in drawn]
+    assert 0 < sum(labels) < len(labels)
+    expected = roc_auc_score(labels, [r["p_relevant"] for r in drawn])
+    out = tmp_path / "report.html"
+    assert main(["report", "--release", str(ws.root / "releases" / "1.0.0"), "--out", str(out)]) == 0
+    html = " ".join(out.read_text(encoding="utf-8").split())
+    assert f"on {len(drawn)} verdicts it did not see" in html.lower()
+    assert f"(AUC {expected:.2f}; 0.5 is chance)" in html

@@ -551,15 +551,14 @@ def estimate(
 
 def quality_words(validation: dict) -> str:
     """What the cross-validation says of the estimate in this workspace, in words."""
+    from ..stages.relevance import in_words
+
     if not validation.get("folds"):
         return f"{validation['reason']} (its quality here is unknown until reviewers grade 20 pairs)"
-    auc = validation["refit_auc"] if validation["kept"] else validation["centre_auc"]
-    ece = validation["refit_ece"] if validation["kept"] else validation["centre_ece"]
-    shown = "n/a" if auc is None else f"{auc:.2f}"
-    return (
-        f"{validation['reason']}. On the verdicts, held out by query: it ranks a relevant pair above an irrelevant "
-        f"one {shown} of the time (AUC; 0.5 is chance) and its P(relevant) is off by {ece:.2f} on average (ECE)"
-    )
+    kept = validation["kept"]
+    auc = validation["refit_auc"] if kept else validation["centre_auc"]
+    ece = validation["refit_ece"] if kept else validation["centre_ece"]
+    return f"{validation['reason']}; {in_words(auc, ece, validation['labels'])}"
 
 
 def write_estimates(rows: list[dict], path: Path) -> None:

@@ -24,6 +24,7 @@ from ..metrics.online import online_signals
 from ..metrics.prediction import prediction_report, release_pairs
 from ..metrics.report import score_dict
 from ..stages.questions import lexical_overlap
+from ..stages.relevance import expected_calibration_error, in_words, roc_auc
 from ..tables import Run
 from . import plots
 
@@ -131,11 +132,17 @@ def trust(rows: list[dict], counts: dict, figures: dict) -> dict:
     if drawn:
         figures["calibration"] = plots.calibration([p for p, _ in drawn], [y for _, y in drawn])
     pairs = release_pairs(rows)
+    p, y = [p for p, _ in drawn], [y for _, y in drawn]
+    auc, ece = (roc_auc(p, y), expected_calibration_error(p, y)) if drawn else (None, None)
     return {
         **counts,
-        "drawn_relevant_share": sum(y for _, y in drawn) / len(drawn) if drawn else None,
-        "drawn_mean_estimate": sum(p for p, _ in drawn) / len(drawn) if drawn else None,
+        "drawn_relevant_share": sum(y) / len(drawn) if drawn else None,
+        "drawn_mean_estimate": sum(p) / len(drawn) if drawn else None,
         "expected_relevant": sum(p for _, _, p, _, label in pairs if label is None),
+        "held_out_auc": auc,
+        "held_out_ece": ece,
+        # each drawn pair's estimate came from the model fitted without its query's verdicts (estimate cross-fits)
+        "quality": in_words(auc, ece, len(drawn)) if drawn else None,
     }
 
 

@@ -283,3 +283,22 @@ def penalties(count: int, strength: float, bias_share: float = 0.1) -> np.ndarra
 def logit(p: float) -> float:
     p = min(max(p, 1e-12), 1 - 1e-12)
     return math.log(p / (1 - p))
+
+
+def in_words(auc: float | None, ece: float | None, labels: int) -> str:
+    """How good the estimate is on ``labels`` verdicts it did not see, for a reader: its ranking (ROC AUC) and its
+    probabilities (ECE), and what follows for the intervals."""
+    if auc is None or ece is None:
+        return f"on {labels} held-out verdicts of one grade only, the estimate's quality cannot be told yet"
+    verdict = (
+        "good: estimated labels carry much of the figures"
+        if auc >= 0.85 and ece <= 0.1
+        else "fair: the verdicts' corrections matter, and intervals are wider"
+        if auc >= 0.7
+        else "poor here: figures rest on the verdicts, and intervals widen accordingly; review more pairs"
+    )
+    return (
+        f"on {labels} verdicts it did not see, the estimate ranks a relevant pair above an irrelevant one "
+        f"{auc:.0%} of the time (AUC {auc:.2f}; 0.5 is chance) and its P(relevant) is off by {ece:.2f} on average "
+        f"(ECE): {verdict}"
+    )
