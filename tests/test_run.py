@@ -68,6 +68,8 @@ def test_init_then_run_stops_for_review_and_the_second_run_releases_and_reports(
     assert code == 0
     assert second["release"] == "0.1.0" and second["stages"]["release"]["result"]["new"]
     assert second["stages"]["synthesize"]["result"]["calls"] == 0  # the rerun pays for nothing twice
+    refit = second["stages"]["estimate"]["result"]  # the verdicts refit the estimate before the release carries it
+    assert refit["verdicts"] == first["waiting"] and refit["validation"]["labels"] == first["waiting"]
     replanned = second["stages"]["plan"]["result"]
     assert replanned["paid_calls"] == 0 and replanned["seconds"] == 0  # and its plan said so
     assert "measured on this machine," in replanned["timing"][0]  # the first run's calls timed the model

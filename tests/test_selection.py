@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from testset_builder.stages.selection import draw, horvitz_thompson_mean, inclusion_probabilities
+from testset_builder.stages.selection import (
+    draw,
+    horvitz_thompson_mean,
+    inclusion_probabilities,
+    weighted_inclusion_probabilities,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -74,8 +79,12 @@ def test_a_selection_round_draws_with_recorded_probabilities_and_puts_the_drawn_
     recorded = stored.draws(ws.db)
     assert first["round"] == 1 and first["considered"] == len(items) == len(recorded)
     assert sum(d.probability for d in recorded.values()) == pytest.approx(10)
-    p = {(q, c): e.p_relevant for (q, c), e in estimates.estimates(ws.db).items()}
-    expected = inclusion_probabilities([p[(i.query_id, i.chunk_id)] for i in items], 10, 0.2)
+    stored_estimates = estimates.estimates(ws.db)
+    p = np.array([stored_estimates[(i.query_id, i.chunk_id)].p_relevant for i in items])
+    log_ranks = np.array([stored_estimates[(i.query_id, i.chunk_id)].features[3:5] for i in items])  # bm25, dense
+    best = np.expm1(log_ranks.min(axis=1))
+    weights = np.sqrt(p * (1 - p)) * (1 + 1 / np.log2(1 + best))  # Neyman's allocation, by how high a pair ranks
+    expected = weighted_inclusion_probabilities(weights, 10, 0.2)
     assert [recorded[i.item_id].probability for i in items] == pytest.approx(expected)
     drawn = {item_id for item_id, d in recorded.items() if d.drawn}
     assert first["drawn"] == len(drawn) > 0
@@ -86,7 +95,12 @@ def test_a_selection_round_draws_with_recorded_probabilities_and_puts_the_drawn_
     review.submit(ws, "ann", served.item_id, "grade", "k1", grade=1)
     assert main(["select", "--budget", "5", "--workspace", str(ws.root), "--json"]) == 0
     second = json.loads(capsys.readouterr().out)
-    assert second["round"] == 2 and second["considered"] == 0  # every pending pair was considered in round 1
+    # the next round draws anew from every pair still unlabelled, with the refitted estimate: the loop keeps learning
+    assert second["round"] == 2 and second["considered"] == second["reconsidered"] == len(items) - 1
+    assert second["drawn"] > 0
+    again = {(q, c): round_ for q, c, round_ in ws.db.execute("SELECT query_id, chunk_id, round FROM review_draws")}
+    assert len(ws.db.execute("SELECT * FROM review_draws WHERE round = 2").fetchall()) == len(items) - 1
+    assert (served.query["query_id"], served.chunk["chunk_id"]) in again  # round 1's row stays as it was
     with pytest.raises(Exception, match="append-only"):
         with ws.transaction() as db:
             db.execute("UPDATE review_draws SET probability = 1")

@@ -634,8 +634,13 @@ def select_pairs(
         print(json.dumps(summary.as_dict(), indent=2))
         return
     smallest = "n/a" if summary.smallest_probability is None else f"{summary.smallest_probability:.4f}"
+    again = (
+        f" ({summary.reconsidered} considered by an earlier round, estimated anew since)"
+        if summary.reconsidered
+        else ""
+    )
     out.print(
-        f"round {summary.round}: drew {summary.drawn} of {summary.considered} pending pairs (budget {budget}, "
+        f"round {summary.round}: drew {summary.drawn} of {summary.considered} pending pairs{again} (budget {budget}, "
         f"{summary.uniform_share:.0%} spread evenly; smallest probability {smallest}) using {summary.model}; "
         "they head the review queue",
         highlight=False,

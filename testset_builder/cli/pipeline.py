@@ -176,6 +176,11 @@ def said(stage: str, result) -> str:
         return f"round {result['round']}: {result['drawn']} of {result['considered']} pairs drawn for review"
     if stage == "report":
         return result["report"]
+    if stage == "estimate":
+        from .labels import quality_words
+
+        quality = quality_words(result["validation"])
+        return f"{result['pairs']} pairs re-estimated on {result['verdicts']} verdicts; {quality}"
     return "done"
 
 
@@ -290,6 +295,10 @@ def run(
                 "again",
                 waiting=waiting,
             )
+        graded = estimates.graded_estimated_pairs(ws.db)
+    if graded:  # the review's verdicts refit the estimate before the release carries it (the README's advice)
+        step("estimate", ["estimate", *base])
+    with open_workspace_for(resolved) as ws:
         made, version = release_if_changed(ws, resolved.release)
     stages["release"] = {"exit_code": EXIT_OK, "result": {"version": version, "new": made is not None}}
     if not json_output:

@@ -3,10 +3,11 @@
 
 Each release pair becomes a :class:`~.ppi.PooledPair`, relevance binary (grade >= 1):
 
-- a pair a review round drew and a human answered: its label, drawn with the round's inclusion probability times
-  the round's answer rate (the unanswered drawn pairs are taken as missing at random within their round; finish the
-  round for the exact design);
-- any other pair with a human label or a synthetic question's source: a certain label (probability 1);
+- a pair the latest review round drew and a human answered: its label, drawn with the round's inclusion
+  probability times the round's answer rate (the unanswered drawn pairs are taken as missing at random within the
+  round; finish the round for the exact design);
+- any other pair with a human label (earlier rounds' included: each round drew anew from the pairs still
+  unlabelled, so the latest one is the design) or a synthetic question's source: a certain label (probability 1);
 - the rest (estimated only, LLM-unverified, drawn but unanswered): the estimate alone.
 
 A run's results outside the release's pairs count as not relevant (the pooling assumption, as trec_eval counts
@@ -20,7 +21,6 @@ calibration can err differently for different systems (arXiv 2605.06939), and th
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from ..tables import Run
@@ -42,20 +42,28 @@ def covered(spec: MetricSpec) -> bool:
     return spec.k is not None and spec.name in ("precision", "recall", "ndcg")
 
 
+def latest_round(rows: Sequence[dict]) -> int | None:
+    """The last review round that considered any of the release's pairs: the design the figures rest on."""
+    return max((row["draw"]["round"] for row in rows if row["draw"]), default=None)
+
+
 def release_pairs(rows: Sequence[dict]) -> list[tuple[str, str, float, float | None, int | None]]:
-    """(query, chunk, estimate, inclusion probability, label) for each row, run-independent."""
-    drawn = [row for row in rows if row["draw"] and row["draw"]["drawn"]]
-    asked = Counter(row["draw"]["round"] for row in drawn)
-    answered = Counter(row["draw"]["round"] for row in drawn if row["origin"] == "human")
+    """(query, chunk, estimate, inclusion probability, label) for each row, run-independent. Only the latest round's
+    draws are random: each round drew anew from the pairs still unlabelled, so the labels earlier rounds brought in
+    are known for sure by the latest one (the residuals of the pairs still unlabelled then are what it corrects)."""
+    latest = latest_round(rows)
+    drawn = [row for row in rows if row["draw"] and row["draw"]["drawn"] and row["draw"]["round"] == latest]
+    asked = len(drawn)
+    answered = sum(row["origin"] == "human" for row in drawn)
     out = []
     for row in rows:
         label = int(row["label"] >= 1) if row["origin"] in CERTAIN_ORIGINS else None
         p = row["p_relevant"] if row["p_relevant"] is not None else float(label or 0)
         probability, draw = None, row["draw"]
-        if label is not None and draw and draw["drawn"] and row["origin"] == "human":
-            probability = min(1.0, draw["probability"] * answered[draw["round"]] / asked[draw["round"]])
+        if label is not None and draw and draw["drawn"] and draw["round"] == latest and row["origin"] == "human":
+            probability = min(1.0, draw["probability"] * answered / asked)
         elif label is not None:
-            probability = 1.0  # a synthetic source, or a human label nobody drew: known for sure
+            probability = 1.0  # a synthetic source, a human label nobody drew, or one an earlier round brought in
         out.append((row["query-id"], row["corpus-id"], p, probability, label))
     return out
 
@@ -75,9 +83,14 @@ def run_ranks(run: Run, query_ids: set[str], depth: int) -> dict[tuple[str, str]
 
 
 def design_probabilities(rows: Sequence[dict]) -> dict[tuple[str, str], float]:
-    """The probability with which a review round could have drawn each pair it considered, drawn or not: what the
-    intervals' expected variance weighs each pair's uncertainty by (:func:`~.ppi._expected_variance`)."""
-    return {(row["query-id"], row["corpus-id"]): row["draw"]["probability"] for row in rows if row["draw"]}
+    """The probability with which the latest review round could have drawn each pair it considered, drawn or not:
+    what the intervals' expected variance weighs each pair's uncertainty by (:func:`~.ppi._expected_variance`)."""
+    latest = latest_round(rows)
+    return {
+        (row["query-id"], row["corpus-id"]): row["draw"]["probability"]
+        for row in rows
+        if row["draw"] and row["draw"]["round"] == latest
+    }
 
 
 def pooled(pairs, ranks: dict[tuple[str, str], int], design: dict | None = None) -> list[ppi.PooledPair]:

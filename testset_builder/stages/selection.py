@@ -4,17 +4,20 @@ Reviewing the pairs the estimate is least sure of teaches it most, but a set rev
 unsure says nothing unbiased about the rest. So the draw is Poisson sampling: each pending pair is drawn
 independently with probability
 
-    pi_i = min(1, u + c * w_i),   w_i = p_i (1 - p_i)   (p_i: the pair's estimated P(relevant))
+    pi_i = min(1, u + c * w_i),   w_i = sqrt(p_i (1 - p_i)) (1 + 1 / log2(1 + r_i))
+
+(p_i: the pair's estimated P(relevant); r_i: its best rank by the tool's retrievers; see :func:`review_weights`)
 
 where ``u`` spreads ``uniform_share`` of the budget evenly over all pairs (the uniform slice, and the floor that keeps
 every pi_i above zero) and ``c`` is set so that the expected number drawn, sum(pi_i), equals the budget. Each drawn
 pair records its pi_i and the round that drew it: an estimate from verdicts weighted by 1/pi_i (Horvitz-Thompson,
 and prediction-powered inference on top of it) stays unbiased however uneven the draw (Zrnic and Candès 2024;
-Gligorić et al. 2024).
+Gligorić et al. 2024). Each round draws anew from every pair still unlabelled, with the refitted estimate.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -98,13 +101,25 @@ def horvitz_thompson_mean(values: Sequence[float], probabilities: Sequence[float
 
 # the workspace ------------------------------------------------------------------------------------------------------
 
+
+def best_rank(estimate) -> float:
+    """A stored estimate's best rank by the tool's retrievers, from its features (log(1 + rank) each)."""
+    from .estimate import FEATURES
+
+    features = estimate.features
+    if len(features) != len(FEATURES):
+        return 1.0
+    return float(min(math.expm1(features[FEATURES.index(name)]) for name in ("bm25_log_rank", "dense_log_rank")))
+
+
 DRAWN_PRIORITY = 3.0  # above any estimate-driven priority (at most 2), below an audit disagreement (2 + 2)
 
 
 @dataclass
 class SelectionSummary:
     round: int
-    considered: int  # pending pairs no earlier round had considered
+    considered: int  # pending pairs: every estimated pair no human has labelled
+    reconsidered: int  # of them, pairs an earlier round considered and did not draw (their estimate refitted since)
     drawn: int
     budget: float
     uniform_share: float
@@ -118,9 +133,13 @@ class SelectionSummary:
 
 
 def select_for_review(workspace, budget: int, uniform_share: float = 0.2, seed: int = 0) -> SelectionSummary:
-    """Refit the estimate, then draw from the pending pairs no round has considered, with known probabilities
-    (see the module docstring); drawn pairs go to the head of the review queue. Every considered pair's probability
-    is recorded, drawn or not: the weights that keep estimates from the verdicts unbiased."""
+    """Refit the estimate, then draw from every pending pair (no human label yet, whether an earlier round considered
+    it or not), with known probabilities (see the module docstring; the weights are :func:`review_weights`'s, from
+    the refitted estimate and the pair's best rank); drawn pairs go to the head of the review queue. Every
+    considered pair's probability is recorded, drawn or not: the weights that keep estimates from the verdicts
+    unbiased. Each round is a design of its own over its population: a later round draws where the refit left the
+    estimate uncertain, and the labels earlier rounds brought in count as known (see
+    :mod:`~testset_builder.metrics.prediction`)."""
     from ..store import draws as store
     from ..store import estimates as stored_estimates
     from ..store import review as review_store
@@ -133,9 +152,10 @@ def select_for_review(workspace, budget: int, uniform_share: float = 0.2, seed: 
     estimates = stored_estimates.estimates(workspace.db)
     with workspace.transaction() as db:
         pending = store.undrawn_pending_pairs(db)
+        earlier = set(store.pair_draws(db))
         round_number = store.next_round(db)
         p = [estimates[pair].p_relevant for pair in pending]
-        probabilities = inclusion_probabilities(p, budget, uniform_share)
+        probabilities = inclusion_probabilities(p, budget, uniform_share, [best_rank(estimates[x]) for x in pending])
         outcome = draw(probabilities, seed * 1_000_003 + round_number)
         now = utc_timestamp()
         considered = [
@@ -162,6 +182,7 @@ def select_for_review(workspace, budget: int, uniform_share: float = 0.2, seed: 
             now,
         )
     return SelectionSummary(
-        round_number, len(pending), len(chosen), float(min(budget, len(pending))), uniform_share,
+        round_number, len(pending), sum(pair in earlier for pair in pending), len(chosen),
+        float(min(budget, len(pending))), uniform_share,
         float(probabilities.min()) if len(pending) else None, fitted.model["name"],
     )  # fmt: skip

@@ -1,6 +1,10 @@
-"""The review draws: for each (query, chunk) pair a round considered for review, the round, its inclusion
+"""The review draws: for each (query, chunk) pair and each round that considered it for review, the inclusion
 probability, whether it was drawn, and the estimate the probability came from. A drawn pair becomes the review item
-:func:`~.migrations.pair_item_id` names."""
+:func:`~.migrations.pair_item_id` names.
+
+Each round is a design of its own over the pairs no human had labelled when it ran (its population): the latest
+round's draws correct the estimates of the pairs still unlabelled, and the labels earlier rounds brought in are known
+for sure by then (:mod:`~testset_builder.metrics.prediction`)."""
 
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ def put_draws(db: sqlite3.Connection, draws: Iterable[StoredDraw], created_at: s
 
 
 def pair_draws(db: sqlite3.Connection) -> dict[tuple[str, str], StoredDraw]:
-    """Each (query, chunk) pair a round considered (a pair is considered once), with that round's draw."""
+    """Each (query, chunk) pair a round considered, with the latest such round's draw (the design it is in now)."""
     return {
         (q, c): StoredDraw(q, c, round_, probability, bool(drawn), p, model)
         for q, c, _, round_, probability, drawn, p, model in db.execute(
@@ -53,8 +57,18 @@ def draws(db: sqlite3.Connection) -> dict[str, StoredDraw]:
 
 
 def drawn_pair_probabilities(db: sqlite3.Connection) -> dict[tuple[str, str], float]:
-    """The inclusion probability of each (query, chunk) pair a round drew."""
-    return {pair: draw.probability for pair, draw in pair_draws(db).items() if draw.drawn}
+    """The inclusion probability of each (query, chunk) pair a round drew, in the latest round that drew it."""
+    return {
+        (q, c): probability
+        for q, c, probability in db.execute(
+            "SELECT query_id, chunk_id, probability FROM review_draws WHERE drawn = 1 ORDER BY round"
+        )
+    }
+
+
+def earlier_considered(db: sqlite3.Connection) -> int:
+    """How many distinct pairs some round has considered."""
+    return db.execute("SELECT COUNT(*) FROM (SELECT DISTINCT query_id, chunk_id FROM review_draws)").fetchone()[0]
 
 
 def next_round(db: sqlite3.Connection) -> int:
@@ -62,14 +76,14 @@ def next_round(db: sqlite3.Connection) -> int:
 
 
 def undrawn_pending_pairs(db: sqlite3.Connection) -> list[tuple[str, str]]:
-    """The population a review round draws from: every estimated pair that no round has considered, no reviewer
-    has answered and no human or synthetic source labels, whether queued already or not, as (query, chunk)."""
+    """The population a review round draws from: every estimated pair that no reviewer has answered and no human or
+    synthetic source labels, whether queued already or not, whether an earlier round considered it or not (its
+    estimate has been refitted since), as (query, chunk)."""
     return [
         tuple(row)
         for row in db.execute(
-            "SELECT e.query_id, e.chunk_id FROM estimates e WHERE NOT EXISTS (SELECT 1 FROM review_draws d "
-            "WHERE d.query_id = e.query_id AND d.chunk_id = e.chunk_id) "
-            "AND NOT EXISTS (SELECT 1 FROM review_items i JOIN review_state s USING (item_id) WHERE i.kind = 'pair' "
+            "SELECT e.query_id, e.chunk_id FROM estimates e WHERE "
+            "NOT EXISTS (SELECT 1 FROM review_items i JOIN review_state s USING (item_id) WHERE i.kind = 'pair' "
             "AND i.query_id = e.query_id AND i.chunk_id = e.chunk_id AND s.counting = 1) "
             "AND NOT EXISTS (SELECT 1 FROM judgments j WHERE j.query_id = e.query_id AND j.chunk_id = e.chunk_id "
             "AND j.source IN ('human', 'synthetic-source')) ORDER BY 1, 2"
@@ -80,6 +94,6 @@ def undrawn_pending_pairs(db: sqlite3.Connection) -> list[tuple[str, str]]:
 def waiting_pairs(db: sqlite3.Connection) -> int:
     """How many drawn pairs no reviewer has answered yet."""
     return db.execute(
-        "SELECT COUNT(*) FROM review_draws d WHERE d.drawn = 1 AND NOT EXISTS "
+        "SELECT COUNT(DISTINCT d.item_id) FROM review_draws d WHERE d.drawn = 1 AND NOT EXISTS "
         "(SELECT 1 FROM review_state s WHERE s.item_id = d.item_id AND s.counting = 1)"
     ).fetchone()[0]

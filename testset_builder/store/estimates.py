@@ -55,3 +55,11 @@ def candidate_pairs(db: sqlite3.Connection) -> list[tuple[str, str]]:
             "SELECT query_id, chunk_id FROM review_items WHERE kind = 'pair' ORDER BY 1, 2"
         )
     ]
+
+
+def graded_estimated_pairs(db: sqlite3.Connection) -> int:
+    """How many estimated pairs a human has graded: what a refit of the estimate would learn from."""
+    return db.execute(
+        "SELECT COUNT(*) FROM estimates e WHERE EXISTS (SELECT 1 FROM judgments j WHERE j.query_id = e.query_id "
+        "AND j.chunk_id = e.chunk_id AND j.source = 'human')"
+    ).fetchone()[0]

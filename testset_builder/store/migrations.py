@@ -655,6 +655,43 @@ def m018_lsh_key_blocks(db: sqlite3.Connection) -> None:
     run_script(db, _KEY_BLOCKS)
 
 
+@migration(19)
+def m019_draws_by_round(db: sqlite3.Connection) -> None:
+    """A pair may be considered by several review rounds: each round draws anew, with the refitted estimate's
+    probabilities, from every pair no human has labelled (the pairs an earlier round considered and did not draw
+    included), so one row per (pair, round). Rows are carried over; still append-only."""
+    run_script(
+        db,
+        """
+        CREATE TABLE review_draws_by_round (
+            query_id TEXT NOT NULL REFERENCES queries(query_id),
+            chunk_id TEXT NOT NULL REFERENCES chunks(chunk_id),
+            item_id TEXT NOT NULL,
+            round INTEGER NOT NULL CHECK (round >= 1),
+            probability REAL NOT NULL CHECK (probability > 0 AND probability <= 1),
+            drawn INTEGER NOT NULL CHECK (drawn IN (0, 1)),
+            p_relevant REAL NOT NULL CHECK (p_relevant BETWEEN 0 AND 1),
+            model TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (query_id, chunk_id, round)
+        );
+        INSERT INTO review_draws_by_round
+            SELECT query_id, chunk_id, item_id, round, probability, drawn, p_relevant, model, created_at
+            FROM review_draws;
+        DROP TRIGGER review_draws_no_update;
+        DROP TRIGGER review_draws_no_delete;
+        DROP TABLE review_draws;
+        ALTER TABLE review_draws_by_round RENAME TO review_draws;
+        CREATE INDEX review_draws_by_item ON review_draws (item_id, drawn);
+        CREATE INDEX review_draws_by_round_number ON review_draws (round);
+        CREATE TRIGGER review_draws_no_update BEFORE UPDATE ON review_draws
+            BEGIN SELECT RAISE(ABORT, 'draws are append-only: a probability once used stays as it was'); END;
+        CREATE TRIGGER review_draws_no_delete BEFORE DELETE ON review_draws
+            BEGIN SELECT RAISE(ABORT, 'draws are append-only: a probability once used stays as it was'); END;
+        """,
+    )
+
+
 def _key_bytes(key: int | bytes) -> bytes:
     """A key as migration 14 stored it (a signed 64-bit integer) as 8 little-endian bytes (one stored as bytes, as
     the backfill of migration 14 run by this code does, is already)."""
