@@ -7,7 +7,8 @@ each domain, leave-one-domain-out:
 
 1. Pools as propose builds them: each query's BM25 top ``--depth``, dense top ``--depth`` and their RRF fusion's top
    ``--depth``, featured by the tool's own ``query_features``. Relevant means a qrel grade >= 1; a pooled pair
-   without a qrel is not relevant (the collections' judgments are near-exhaustive or pooled deeper than this).
+   without a qrel is not relevant (the collections' judgments are near-exhaustive or pooled deeper than this). A
+   query whose pool holds no relevant pair is left out (its recall and nDCG are 0 by convention for every system).
 2. The prior is fitted on the *other* domains' pools (each domain weighing the same), and the held-out domain's
    pairs are estimated with it: ROC AUC (over all pairs and the mean per query), ECE, against dense and BM25 alone.
 3. Review rounds as ``select`` draws them (uncertain pairs likelier, known probabilities), answered from the qrels:
@@ -157,14 +158,16 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int) -> Dom
         by_bm25, by_dense = _ranks(bm25, depth), _ranks(dense, depth)
         fused = _ranks(_rrf(_ranks(bm25, 100), _ranks(dense, 100), n=len(bm25)), depth)
         members = list(dict.fromkeys([*by_bm25.tolist(), *by_dense.tolist(), *fused.tolist()]))
+        pooled = [(query_id, chunk_ids[i]) for i in members]
+        if not any(chunk_ids[i] in relevant[query_id] for i in members):
+            continue  # no relevant pair in its pool: recall and nDCG are 0 by convention, whatever a system does
+        keys.extend(pooled)
+        labels.extend(chunk_ids[i] in relevant[query_id] for i in members)
         blocks.append(
             estimate.query_features(
                 dense, bm25, members, query_words, [chunk_words[i] for i in members], [None] * len(members)
             )
         )
-        pooled = [(query_id, chunk_ids[i]) for i in members]
-        keys.extend(pooled)
-        labels.extend(chunk_ids[i] in relevant[query_id] for i in members)
         overlap = np.array([len(query_words & w) / max(1, len(query_words)) for w in chunk_words])
         members_set = {chunk_ids[i]: i for i in members}
         for system, scores in system_scores(bm25, dense, overlap).items():
