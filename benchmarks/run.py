@@ -9,6 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import chunking_speed
+import estimate_transfer
 import ingest_scale
 import judge_agreement
 import llm_throughput
@@ -33,6 +34,8 @@ if __name__ == "__main__":
     log_import_scale.main([])
     print("\n== pools at 1M chunks: BM25 and dense build, 1,000 queries, peak RSS, vs today's in-memory paths ==")
     pool_scale.main([])
+    print("\n== trust out of domain: the relevance estimate left out of its prior's fit, refits, PPI coverage ==")
+    estimate_transfer.main([])
     print("\n== synthesize: does a synthetic SciFact set rank retrievers as the human labels do? ==")
     synthetic_agreement.main([])
     if os.environ.get("BENCH_SKIP_RAGAS"):

@@ -255,3 +255,34 @@ def answer_drawn_through_api(workspace_root: Path, grade_of, reviewer: str = "an
             assert client.post("/api/verdicts", json=verdict).status_code == 201
             answered += 1
     return answered
+
+
+def answer_doubted_through_api(workspace_root: Path, action: str = "keep_question", reviewer: str = "bea") -> int:
+    """A reviewer answering, through the review JSON API with question review on, every synthetic question queued
+    as doubted (they come before the other questions): ``action`` each (keep_question or drop_question)."""
+    from fastapi.testclient import TestClient
+
+    from testset_builder.config import ReviewConfig
+    from testset_builder.review_ui import create_app
+    from testset_builder.store import open_workspace
+
+    token = "tok-" + "q" * 24
+    answered = 0
+    with (
+        open_workspace(workspace_root) as ws,
+        TestClient(create_app(ws, token, ReviewConfig(questions=True))) as client,
+    ):
+        client.headers["Authorization"] = f"Bearer {token}"
+        while (served := client.get("/api/next", params={"reviewer": reviewer})).status_code == 200:
+            item = served.json()
+            if not item["reason"].startswith("doubted:"):
+                break
+            verdict = {
+                "item_id": item["item_id"], "reviewer": reviewer, "action": action,
+                "idempotency_key": f"q-{item['item_id']}",
+            }  # fmt: skip
+            if action == "drop_question":
+                verdict["reason"] = "unanswerable"
+            assert client.post("/api/verdicts", json=verdict).status_code == 201
+            answered += 1
+    return answered

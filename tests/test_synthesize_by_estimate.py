@@ -204,3 +204,40 @@ def test_summary_says_which_judge_mined(docs_workspace, tmp_path, capsys):
     assert f"critic: {prior_label()}" in by_estimate and f"mining by {prior_label()}:" in by_estimate
     assert by_judge["mined_by"] == by_judge["critic_by"] == "llm judge openai:gpt-4o-mini"
     assert by_judge["mining"]["judged"] == by_judge["mining"]["pairs"] > 0
+
+
+def test_a_question_its_source_does_not_answer_is_doubted_and_queued_for_review_before_the_rest(docs_workspace):
+    from testset_builder.stages.synthesize.doubt import DOUBTED_PRIORITY
+
+    provider = FakeProvider(questions(off_topic_every=2))
+    summary = run(docs_workspace, provider, questions=4, styles={"natural": 1.0}, mine=False, critic=False)
+    texts = {q: t for q, t in docs_workspace.db.execute("SELECT query_id, text FROM queries")}
+    off_topic = {q for q, t in texts.items() if t == OFF_TOPIC}
+    assert off_topic and len(texts) == summary.made == 4  # nothing removed: the critic is off
+    queued = {i.query_id: i for i in review_store.queued_items(docs_workspace.db) if i.kind == "question"}
+    assert set(queued) == off_topic and summary.doubted == len(off_topic)  # the on-topic ones are not doubted
+    assert all(i.reason.startswith("doubted: ") and i.priority == DOUBTED_PRIORITY for i in queued.values())
+    assert review_store.doubted_questions(docs_workspace.db) == dict.fromkeys(sorted(off_topic), False)
+
+
+def test_a_doubted_question_is_held_back_from_a_release_until_a_reviewer_keeps_it(docs_workspace, capsys):
+    from testset_builder.stages import review
+    from testset_builder.store import review as store
+
+    ws = docs_workspace
+    summary = run(ws, FakeProvider(questions(off_topic_every=2)), questions=4, styles={"natural": 1.0}, mine=False)
+    doubted = sorted(store.doubted_questions(ws.db))
+    assert summary.doubted == len(doubted) > 0
+    assert main(["release", "-w", str(ws.root), "--version", "1.0.0", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)["counts"]
+    assert first["queries"] == 4 - len(doubted)  # held back, and the manifest says so
+    assert first["checked_by_human"]["doubted_held_back"] == len(doubted)
+    assert first["checked_by_human"]["qrels_by_origin"]["synthetic-source"] == 0  # nobody checked a question yet
+
+    for i, query_id in enumerate(doubted):
+        review.submit(ws, "ann", store.question_item_id(query_id), "keep_question", f"k{i}")
+    assert main(["release", "-w", str(ws.root), "--version", "1.1.0", "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)["counts"]
+    assert second["queries"] == 4 and second["checked_by_human"]["doubted_held_back"] == 0
+    assert second["checked_by_human"]["doubted_answered"] == len(doubted)
+    assert second["checked_by_human"]["qrels_by_origin"]["synthetic-source"] == len(doubted)  # their labels, checked

@@ -185,6 +185,11 @@ class SynthesizeConfig(Strict):
     # own signals find easily: at 0.5 (old prior) it kept 27 of 60 and turned BM25's lead over dense (MRR@10 0.69 vs
     # 0.59) into a deficit
     critic_min_estimate: float = Field(default=0.1, ge=0.0, le=1.0)
+    check_sources: bool = Field(
+        default=True,
+        description="queue for review (as questions) those whose source the relevance estimate does not rank near "
+        "the top of what the retrievers find, or below another chunk by a clear margin (no LLM call)",
+    )
     round_trip_k: int | None = Field(
         default=None,
         ge=1,
@@ -251,6 +256,11 @@ class ReleaseConfig(Strict):
         "they cover, for prediction-powered scoring",
     )
     adjudicator: str | None = Field(default=None, description="the reviewer whose verdict breaks a tie")
+    hold_doubted: bool = Field(
+        default=True,
+        description="leave out the synthetic questions whose source the estimate doubts until a reviewer keeps them "
+        "(synthesize.check_sources queues them for review)",
+    )
     license: str = Field(default="other", description="the dataset card's license (the corpus's license decides)")
     name: str | None = Field(default=None, description="the set's name in the card (default: the workspace's)")
 

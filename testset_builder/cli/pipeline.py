@@ -57,6 +57,18 @@ def _propose_judges(resolved) -> bool:
     return not judge_is_local(resolved)
 
 
+def _checks_questions(resolved) -> bool:
+    """With the embedded generator (about 3 of 10 of its questions usable, some labelled on a chunk that does not
+    answer them), or question review on, ``run`` waits for the doubted questions before it releases."""
+    return resolved.review.questions or resolved.generator_role().kind == "local"
+
+
+def _waiting_doubted(ws) -> int:
+    from ..store import review as review_store
+
+    return sum(not answered for answered in review_store.doubted_questions(ws.db).values())
+
+
 def _plan(resolved, ws):
     """The run's plan over the workspace's chunks, or (``ws`` None: a dry run) the sources chunked in memory."""
     from ..corpus.chunkers import chunk_document
@@ -287,13 +299,25 @@ def run(
         step("select", ["select", "--budget", str(plan.review_budget), *base])
     with open_workspace_for(resolved) as ws:
         waiting = 0 if no_review else draws.waiting_pairs(ws.db)
-        if waiting:
+        doubted = 0 if no_review or not _checks_questions(resolved) else _waiting_doubted(ws)
+        if waiting or doubted:
+            what = " and ".join(
+                part
+                for part in (
+                    f"{waiting} pairs drawn for review" if waiting else "",
+                    f"{doubted} synthetic questions whose source label the estimate doubts (keep, drop or edit each)"
+                    if doubted
+                    else "",
+                )
+                if part
+            )
+            flag = " --questions" if doubted else ""
             finish(
                 EXIT_REVIEW,
-                f"{waiting} pairs drawn for review wait for a human: run `testset-builder serve --config {config}` "
-                f"(or `testset-builder review --reviewer NAME --config {config}`), then `testset-builder run {config}` "
-                "again",
+                f"{what} wait for a human: run `testset-builder serve{flag} --config {config}` (or `testset-builder "
+                f"review{flag} --reviewer NAME --config {config}`), then `testset-builder run {config}` again",
                 waiting=waiting,
+                doubted=doubted,
             )
         graded = estimates.graded_estimated_pairs(ws.db)
     if graded:  # the review's verdicts refit the estimate before the release carries it (the README's advice)

@@ -45,8 +45,11 @@ def describe(policy: ReleaseConfig) -> dict:
             "human verdict wins (majority of each reviewer's latest verdict; ties to the adjudicator, else the latest)",
             "synthetic source chunks and their duplicate twins count as grade 2",
             f"unverified LLM proposals {unverified}",
+            "synthetic questions whose source the estimate doubts "
+            + ("held back until a reviewer keeps them" if policy.hold_doubted else "released unreviewed"),
         ],
         "include_unverified": policy.include_unverified,
+        "hold_doubted": policy.hold_doubted,
         "adjudicator": policy.adjudicator,
     }
 

@@ -327,3 +327,25 @@ def verdicts_per_reviewer(db: sqlite3.Connection) -> dict[str, dict[str, int]]:
     ):
         out.setdefault(reviewer, {})[action] = n
     return out
+
+
+def kept_queries(db: sqlite3.Connection) -> set[str]:
+    """Query ids a reviewer kept as questions (a standing keep verdict) and not dropped by the majority."""
+    kept = {
+        queued.query_id
+        for verdict, queued in effective_verdicts(db, kind="question")
+        if verdict.action == "keep_question"
+    }
+    return kept - dropped_queries(db)
+
+
+def doubted_questions(db: sqlite3.Connection) -> dict[str, bool]:
+    """Each question queued as doubted (its reason starts ``doubted:``, see stages/synthesize/doubt.py): whether a
+    reviewer has answered it (keep, drop or edit; a skip does not count)."""
+    return {
+        query_id: bool(answered)
+        for query_id, answered in db.execute(
+            "SELECT i.query_id, EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1) "
+            "FROM review_items i WHERE i.kind = 'question' AND i.reason LIKE 'doubted:%' ORDER BY 1"
+        )
+    }

@@ -122,6 +122,8 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
     pairs (:mod:`.estimated`) and the queries they cover."""
     db = workspace.db
     dropped = review_store.dropped_queries(db)  # reviewers dropped or edited these questions away
+    if policy.hold_doubted:  # and these wait for a reviewer: their source label is in doubt
+        dropped |= {q for q, answered in review_store.doubted_questions(db).items() if not answered}
     judgments = [j for j in rows.iter_judgments(db) if j.query_id not in dropped]
     qrels = resolve(judgments, policy)
     if not qrels:
@@ -372,6 +374,26 @@ def _adopt(workspace: Workspace, target: Path) -> ReleaseSummary:
     )  # fmt: skip
 
 
+def checked_by_human(workspace, content) -> dict:
+    """How many released labels of each origin a human checked: every human label; a synthetic question's source
+    label when a reviewer kept the question (as it stands, doubted or not); never an unverified LLM proposal. And the
+    doubted questions: how many were queued, answered, and held back unanswered."""
+    kept = review_store.kept_queries(workspace.db)
+    doubted = review_store.doubted_questions(workspace.db)
+    by_origin = {o: 0 for o in ORIGINS}
+    for qrel in content.qrels:
+        by_origin[qrel.origin] += qrel.origin == "human" or (
+            qrel.origin == "synthetic-source" and qrel.query_id in kept
+        )
+    released = {q.query_id for q in content.qrels}
+    return {
+        "qrels_by_origin": by_origin,
+        "doubted_questions": len(doubted),
+        "doubted_answered": sum(doubted.values()),
+        "doubted_held_back": sum(not answered and q not in released for q, answered in doubted.items()),
+    }
+
+
 def _manifest(workspace, version, parent, same_as_parent, content, judgments, files, policy, notes) -> dict:
     return {
         "name": policy.name or workspace.root.resolve().name,
@@ -389,6 +411,7 @@ def _manifest(workspace, version, parent, same_as_parent, content, judgments, fi
             "qrels_by_origin": {o: sum(q.origin == o for q in content.qrels) for o in ORIGINS},
             "qrels_by_grade": {str(g): n for g, n in sorted(Counter(q.grade for q in content.qrels).items())},
             **({"estimates": estimate_counts(content.estimates)} if content.estimates else {}),
+            "checked_by_human": checked_by_human(workspace, content),
         },
         "languages": corpus_languages([d["text"] for d in content.corpus]),
         "policy": describe(policy),

@@ -38,6 +38,7 @@ from ..questions import NearDuplicates, clean, lexical_overlap, split_evidence, 
 from ..sampling import SourceChunk, allocate_styles, eligible_chunks, slot_seed, stratified_sample
 from .batching import WaitingForBatch, submit_or_go_on
 from .critic import critic, critic_by_estimate
+from .doubt import check_sources, queue_doubted
 from .generation import Generator, Slot, partner, query_id_for
 from .labels import store_questions
 from .mining import mine, mine_by_estimate
@@ -71,6 +72,7 @@ class SynthesizeSummary:
     questions_with_extra_relevant: int = 0
     critic_by: str | None = None  # what decided: "estimate (prior scifact-train-v1)" or "llm judge local:gemma-3-270m"
     mined_by: str | None = None
+    doubted: int = 0  # questions whose source the estimate doubts: queued for review as questions
     calls: int = 0
     cache_hits: int = 0
     input_tokens: int = 0
@@ -169,6 +171,8 @@ class _Run:
             summary.shortfall = self._shortfall()
         if settings.mine and self.accepted:
             await self._mine()
+        if settings.check_sources and self.accepted:
+            self._doubt()
         summary.budget_stopped = self.roles.budget_stopped
         spent = self.roles.spend() - before
         summary.calls, summary.cache_hits, summary.input_tokens, summary.output_tokens, summary.cost_usd = astuple(
@@ -343,6 +347,12 @@ class _Run:
         )
         if summary.mining.batch_id:
             summary.batch_id, summary.batch_step = summary.mining.batch_id, "mining other chunks"
+
+    def _doubt(self) -> None:
+        """Queue for review the questions whose source the estimate doubts (:mod:`.doubt`); no LLM call."""
+        self.model = self.model or current_model(self.workspace, self.indexes)
+        checks = check_sources(self.model, self.indexes, [query for _, query in self.accepted])
+        self.summary.doubted = queue_doubted(self.workspace, checks)
 
     def _shortfall(self) -> str:
         settings, summary = self.settings, self.summary
