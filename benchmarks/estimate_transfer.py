@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> dict:
         shipped = estimate.PRIOR.p_relevant(held_out.x)
         row = {
             "prior (other domains)": quality(p0, held_out.y, held_out.keys),
-            "shipped prior": quality(shipped, held_out.y, held_out.keys),
+            "shipped (in sample)": quality(shipped, held_out.y, held_out.keys),
             "dense alone": {"auc": relevance.roc_auc(dense, held_out.y)},
             "bm25 alone": {"auc": relevance.roc_auc(bm25, held_out.y)},
         }

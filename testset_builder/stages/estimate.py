@@ -78,10 +78,10 @@ class RelevanceModel:
 # RRF fusion's top 30, a pooled pair without a qrel counted not relevant): SciFact (scientific claims) and four classic
 # collections in benchmarks/data (Cranfield: aeronautics, CISI: library science, MED: medicine, NPL: electronics
 # and physics), by `python benchmarks/estimate_transfer.py --fit`. Left out in turn, a domain's pairs get ROC AUC
-# 0.68-0.92 from the prior fitted on the other four (Cranfield 0.761, CISI 0.706, MED 0.831, NPL 0.681, SciFact
-# 0.917), at or above dense similarity alone on four of five. The base rate is each domain's own (2% to 42% of the
-# pooled pairs relevant), so no prior is calibrated everywhere: the verdicts' refit (or recalibration) fixes it.
-# The LLM carries no weight: the embedded judge is at chance; a refit learns what a real judge is worth.
+# 0.68-0.92 from the prior fitted on the other four (Cranfield 0.760, CISI 0.706, MED 0.830, NPL 0.679, SciFact
+# 0.918), above dense similarity alone on four of five (MED: 0.845). The base rate is each domain's own (2% to 42%
+# of the pooled pairs relevant), so no prior is calibrated everywhere: the verdicts' refit (or recalibration) fixes
+# it. The LLM carries no weight: the embedded judge is at chance; a refit learns what a real judge is worth.
 PRIOR = RelevanceModel(
     name="prior:five-domains-v2",
     bias=-5.5456,
