@@ -14,7 +14,10 @@ each domain, leave-one-domain-out:
 3. Review rounds as ``select`` draws them (uncertain pairs likelier, known probabilities), answered from the qrels:
    100 and 300 verdicts, the refit cross-validated and cross-fitted as ``estimate`` does (each query scored by the
    model fitted without its fold's verdicts); AUC and ECE on the pairs no verdict was given for.
-4. Systems: ``--systems`` retrievers over the whole corpus (BM25, dense, their linear hybrids by z-score, RRF
+   With synthetic questions in a domain's cached workspace (``testset-builder synthesize --workspace
+   benchmarks/.cache/transfer-NAME ...``), the prior refitted on them (each question's source relevant, the
+   retrievers' other top chunks not; the base rate kept): does the domain's own synthetic set teach the estimate?
+4. Systems: the retrievers over the whole corpus (BM25, dense, their linear hybrids by z-score, RRF
    fusions, re-rankings, word overlap), scored on the pool's complete labels (the truth PPI aims at, results
    outside the pool counted not relevant). Over ``--draws`` draws of 10% of the pool: the coverage and width of the
    95% prediction-powered and human-only intervals for nDCG@10 and recall@100, and Kendall's tau of the system
@@ -62,6 +65,8 @@ class Domain:
     y: np.ndarray  # 1 relevant (grade >= 1), 0 not
     systems: dict[str, dict[tuple[str, str], int]]  # system -> pooled pair -> rank in its top SYSTEM_DEPTH
     chunks: int
+    synthetic_x: np.ndarray | None = None  # the workspace's synthetic questions' examples (estimate.synthetic_examples)
+    synthetic_y: np.ndarray | None = None
 
     @property
     def queries(self) -> list[str]:
@@ -149,6 +154,7 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int) -> Dom
         batch = [texts[q] for q in query_ids]
         bm25_rows = indexes.indexes["bm25"].scores(batch)
         dense_rows = indexes.indexes["dense"].scores(batch)
+        sx, sy, _ = synthetic_examples(ws, indexes)  # when `synthesize` made questions in the workspace
     chunk_words = [estimate.words(passages[c]) for c in chunk_ids]
     keys, blocks, labels = [], [], []
     systems: dict[str, dict[tuple[str, str], int]] = {}
@@ -179,7 +185,8 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int) -> Dom
     x = np.vstack(blocks)
     x[:, estimate.FEATURES.index("llm")] = 0.0  # no judge here: the prior gives the LLM no weight
     x[:, estimate.FEATURES.index("llm_missing")] = 0.0
-    return Domain(name, keys, x, np.asarray(labels, dtype=float), systems, len(chunk_ids))
+    synthetic = (sx, sy) if len(sy) else (None, None)
+    return Domain(name, keys, x, np.asarray(labels, dtype=float), systems, len(chunk_ids), *synthetic)
 
 
 def fit_prior(domains: list[Domain], l2: float = 1e-2) -> relevance.Coefficients:
@@ -300,6 +307,72 @@ def coverage(domain: Domain, prior, draws: int, share: float, strength: float) -
     }  # fmt: skip
 
 
+# the domain fit: the prior refitted on the workspace's own synthetic questions (measured, not shipped) ---------------
+
+DOMAIN_DEPTH = 10  # each retriever's top chunks for a synthetic question, its source's competitors
+DOMAIN_STRENGTH = 10.0  # the domain fit's pull towards the shipped prior (the verdicts' refit uses REFIT_STRENGTH)
+
+
+def synthetic_examples(workspace, indexes) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Labelled pairs the workspace has for free: each synthetic question (not dropped by a reviewer) against its
+    source chunk (relevant) and each retriever's top :data:`DOMAIN_DEPTH` other chunks (not relevant, unless a
+    human or the source labels them: a twin, a mined answer a reviewer confirmed; a chunk an LLM proposed as
+    relevant is left out, neither). Returns the features, the labels and each pair's question (its group)."""
+    from testset_builder.records import JudgmentSource
+    from testset_builder.store import review as review_store
+    from testset_builder.store import rows
+
+    dropped = review_store.dropped_queries(workspace.db)
+    questions = [
+        q
+        for q in (rows.get_query(workspace.db, i) for i in rows.synthetic_query_ids(workspace.db) if i not in dropped)
+        if q.source_chunk_id
+    ]
+    if not questions:
+        return np.zeros((0, len(estimate.FEATURES))), np.zeros(0), []
+    relevant: dict[str, set[str]] = {}
+    doubtful: dict[str, set[str]] = {}
+    for judgment in rows.iter_judgments(workspace.db):
+        if judgment.grade >= 1 and judgment.source in (JudgmentSource.human, JudgmentSource.synthetic_source):
+            relevant.setdefault(judgment.query_id, set()).add(judgment.chunk_id)
+        elif judgment.grade >= 1:
+            doubtful.setdefault(judgment.query_id, set()).add(judgment.chunk_id)
+    runs = indexes.runs(questions, k=DOMAIN_DEPTH)
+    pools = {q.query_id: [q.source_chunk_id] for q in questions}
+    for run in runs.values():
+        for query_id, ranked in run.to_dict().items():
+            pools[query_id].extend(c for c in ranked if c not in pools[query_id])
+    pools = {q: [c for c in cs if c not in doubtful.get(q, set())] for q, cs in pools.items()}
+    features = estimate.pair_features(indexes, {q.query_id: q.text for q in questions}, pools)
+    keys = [(q, c) for q, cs in pools.items() for c in cs if (q, c) in features]
+    x = np.vstack([features[k] for k in keys])
+    x[:, estimate.FEATURES.index("llm")], x[:, estimate.FEATURES.index("llm_missing")] = 0.0, 0.0  # as the pools here
+    y = np.array([float(c in relevant.get(q, set())) for q, c in keys])
+    return x, y, [q for q, _ in keys]
+
+
+def domain_model(prior, x: np.ndarray, y: np.ndarray, anchor: np.ndarray, strength: float = DOMAIN_STRENGTH):
+    """The prior refitted on the domain's synthetic examples (pulled towards it by ``strength``): the
+    weights learn how this corpus's relevant chunks look; the bias is then set so that the mean P(relevant) over
+    ``anchor`` (the workspace's real pairs' features) stays the prior's, since a synthetic question has exactly one
+    relevant chunk by construction and says nothing of how many a real query has."""
+    if len(y) < estimate.MIN_VERDICTS or y.min() == y.max():
+        return prior
+    fitted = relevance.penalised_fit(
+        x, y, relevance.Coefficients(prior.bias, prior.weights), relevance.penalties(x.shape[1], strength, 0.01)
+    )
+    target = float(prior.p_relevant(anchor).mean()) if len(anchor) else None
+    logits = fitted.logits(anchor) - fitted.bias if len(anchor) else None
+    bias = fitted.bias
+    if target is not None:
+        low, high = -40.0, 40.0
+        for _ in range(80):  # the bias whose mean P over the anchor equals the prior's: monotone, by bisection
+            middle = (low + high) / 2
+            low, high = (middle, high) if float(relevance.sigmoid(logits + middle).mean()) < target else (low, middle)
+        bias = (low + high) / 2
+    return estimate.RelevanceModel(f"domain:{prior.name}", bias, fitted.weights, 0)
+
+
 def fmt(value) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
@@ -341,6 +414,13 @@ def main(argv: list[str] | None = None) -> dict:
             "dense alone": {"auc": relevance.roc_auc(dense, held_out.y)},
             "bm25 alone": {"auc": relevance.roc_auc(bm25, held_out.y)},
         }
+        if held_out.synthetic_y is not None:  # the prior refitted on the domain's own synthetic questions
+            start = estimate.RelevanceModel("lodo", prior.bias, prior.weights)
+            for strength in (10.0, 100.0):
+                fitted = domain_model(start, held_out.synthetic_x, held_out.synthetic_y, held_out.x, strength)
+                row[f"domain fit ({int(held_out.synthetic_y.sum())} q, {strength:g})"] = quality(
+                    fitted.p_relevant(held_out.x), held_out.y, held_out.keys
+                )
         for budget in (100, 300):
             results = []
             for seed in range(5):

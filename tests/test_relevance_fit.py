@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from testset_builder.errors import FitError
 from testset_builder.stages import relevance
 from testset_builder.stages.estimate import FEATURES
 from testset_builder.stages.relevance import (
     Coefficients,
-    FitError,
     fold_of,
     penalised_fit,
     penalties,

@@ -51,7 +51,7 @@ def test_init_then_run_stops_for_review_and_the_second_run_releases_and_reports(
     assert code == 0 and not (target / "testset").exists()  # a dry run writes nothing
     code, first = run(config)
     assert code == 4
-    assert first["waiting"] > 0 and "serve --config" in first["message"]
+    assert first["waiting"] > 0 and "testset-builder serve" in first["message"] and "--config" in first["message"]
     assert [s for s in first["stages"]] == ["chunk", "plan", "synthesize", "propose", "select"]
     made = first["stages"]["synthesize"]["result"]
     assert made["made"] == 6

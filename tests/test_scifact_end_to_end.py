@@ -75,6 +75,9 @@ def test_on_scifact_the_prediction_powered_intervals_contain_the_human_qrels_fig
     assert answered == selection["drawn"] and 80 <= answered <= 120  # Poisson sampling: about the budget
     with open_workspace(ws) as opened:
         assert len(review_store.queued_items(opened.db)) == answered  # nothing but the drawn pairs was queued
+    assert main(["estimate", "-w", str(ws), "--json"]) == 0  # after a review, as the README says (and run does)
+    refit = json.loads(capsys.readouterr().out)
+    assert refit["verdicts"] == answered and refit["validation"]["labels"] == answered
     assert main(["release", "-w", str(ws), "--version", "1.0.0", "--json"]) == 0
     manifest = json.loads((ws / "releases" / "1.0.0" / "manifest.json").read_text(encoding="utf-8"))
     carried = manifest["counts"]["estimates"]
@@ -96,7 +99,12 @@ def test_on_scifact_the_prediction_powered_intervals_contain_the_human_qrels_fig
         for metric, figure in reference.items():
             ppi = report["metrics"][metric]["ppi"]
             assert ppi["ci_low"] <= figure <= ppi["ci_high"], (retriever, metric, figure, ppi)
-            assert ppi["ci_high"] - ppi["ci_low"] < 0.15, (retriever, metric, ppi)
+            # wider than with the SciFact-only prior this project shipped before (< 0.15 then): the five-domain prior
+            # is less sharp on SciFact's top pairs (P about 0.15 where that one said 0.6-0.9), so the draw reaches
+            # them with probabilities under 0.1 and recall@10's interval rests on four relevant verdicts weighted
+            # 10-40 each ([0.54, 1.0] for BM25's recall, [0.49, 1.0] for its nDCG); precision@10's floor adds about
+            # +-0.08. Wide where the estimate is not sharp, as promised, instead of narrow and wrong
+            assert ppi["ci_high"] - ppi["ci_low"] < (0.2 if metric == "precision@10" else 0.6), (retriever, metric, ppi)
         precision = report["metrics"]["precision@10"]
         assert precision["design"].startswith("design-unbiased")
         assert precision["ppi"]["ci_high"] - precision["ppi"]["ci_low"] < (

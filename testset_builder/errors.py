@@ -194,3 +194,8 @@ class CorpusChangedError(TestsetBuilderError):
 
     def __init__(self) -> None:
         super().__init__("the chunks changed while they were being indexed (another process writing?): run again")
+
+
+class FitError(TestsetBuilderError):
+    """The relevance model's fit did not converge (a bug or a numerical edge: its objective is strictly concave, so
+    the line-searched Newton method should always reach the maximum); the estimate keeps its previous model."""

@@ -23,17 +23,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._hashing import fold_of as hashed_fold
-from ..errors import TestsetBuilderError
+from ..errors import FitError
 
 MAX_ITERATIONS = 100
 TOLERANCE = 1e-7  # on the largest gradient entry, relative to the total weight
 WEIGHT_CAP = 10.0  # stabilised inverse-probability weights: scaled to a mean of 1, none above this
 FOLDS = 5
 AUC_SLACK = 0.005  # how much worse than the model before it a full refit may rank held-out verdicts (noise)
-
-
-class FitError(TestsetBuilderError):
-    """The relevance model's fit did not converge (a bug or a numerical edge: the objective is strictly concave)."""
 
 
 @dataclass(frozen=True)
