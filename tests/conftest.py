@@ -232,9 +232,9 @@ def pair_queue(docs_workspace):
     return ws
 
 
-def answer_drawn_through_api(workspace_root: Path, grade_of, reviewer: str = "ann") -> int:
-    """A reviewer answering, through the review JSON API, every pair a selection round drew (they head the queue):
-    ``grade_of(item)`` gives each grade. Returns how many were answered."""
+def answer_through_api(workspace_root: Path, reviewer: str, wanted: str, verdict_of, settings=None) -> int:
+    """A reviewer answering, through the review JSON API, the items at the head of the queue whose reason starts
+    with ``wanted``: ``verdict_of(item)`` gives each verdict's action fields. Returns how many were answered."""
     from fastapi.testclient import TestClient
 
     from testset_builder.review_ui import create_app
@@ -242,47 +242,32 @@ def answer_drawn_through_api(workspace_root: Path, grade_of, reviewer: str = "an
 
     token = "tok-" + "d" * 24
     answered = 0
-    with open_workspace(workspace_root) as ws, TestClient(create_app(ws, token)) as client:
+    with open_workspace(workspace_root) as ws, TestClient(create_app(ws, token, settings)) as client:
         client.headers["Authorization"] = f"Bearer {token}"
         while (served := client.get("/api/next", params={"reviewer": reviewer})).status_code == 200:
             item = served.json()
-            if not item["reason"].startswith("drawn for review"):
+            if not item["reason"].startswith(wanted):
                 break
-            verdict = {
-                "item_id": item["item_id"], "reviewer": reviewer, "action": "grade", "grade": grade_of(item),
-                "idempotency_key": f"k-{item['item_id']}",
-            }  # fmt: skip
-            assert client.post("/api/verdicts", json=verdict).status_code == 201
+            verdict = {"item_id": item["item_id"], "reviewer": reviewer, "idempotency_key": f"k-{item['item_id']}"}
+            assert client.post("/api/verdicts", json={**verdict, **verdict_of(item)}).status_code == 201
             answered += 1
     return answered
+
+
+def answer_drawn_through_api(workspace_root: Path, grade_of, reviewer: str = "ann") -> int:
+    """A reviewer answering every pair a selection round drew (they head the queue): ``grade_of(item)`` gives each
+    grade. Returns how many were answered."""
+    return answer_through_api(
+        workspace_root, reviewer, "drawn for review", lambda item: {"action": "grade", "grade": grade_of(item)}
+    )
 
 
 def answer_doubted_through_api(workspace_root: Path, action: str = "keep_question", reviewer: str = "bea") -> int:
-    """A reviewer answering, through the review JSON API with question review on, every synthetic question queued
-    as doubted (they come before the other questions): ``action`` each (keep_question or drop_question)."""
-    from fastapi.testclient import TestClient
-
+    """A reviewer answering, with question review on, every synthetic question queued as doubted (they come before
+    the other questions): ``action`` each (keep_question, or drop_question as unanswerable)."""
     from testset_builder.config import ReviewConfig
-    from testset_builder.review_ui import create_app
-    from testset_builder.store import open_workspace
 
-    token = "tok-" + "q" * 24
-    answered = 0
-    with (
-        open_workspace(workspace_root) as ws,
-        TestClient(create_app(ws, token, ReviewConfig(questions=True))) as client,
-    ):
-        client.headers["Authorization"] = f"Bearer {token}"
-        while (served := client.get("/api/next", params={"reviewer": reviewer})).status_code == 200:
-            item = served.json()
-            if not item["reason"].startswith("doubted:"):
-                break
-            verdict = {
-                "item_id": item["item_id"], "reviewer": reviewer, "action": action,
-                "idempotency_key": f"q-{item['item_id']}",
-            }  # fmt: skip
-            if action == "drop_question":
-                verdict["reason"] = "unanswerable"
-            assert client.post("/api/verdicts", json=verdict).status_code == 201
-            answered += 1
-    return answered
+    reason = {"reason": "unanswerable"} if action == "drop_question" else {}
+    return answer_through_api(
+        workspace_root, reviewer, "doubted:", lambda item: {"action": action, **reason}, ReviewConfig(questions=True)
+    )
