@@ -224,6 +224,11 @@ def _print_synthesis(summary, resolved) -> None:
         lines.append(f"critic: {summary.critic_by}: each source's {bar}")
     if summary.mined_by:
         lines.append(f"mining by {summary.mined_by}: {_mining(summary)}")
+    if summary.doubted:
+        lines.append(
+            f"doubted: {summary.doubted} questions whose source the estimate does not rank near the top wait for "
+            "question review (`serve --questions`); releases hold them back until a reviewer keeps them"
+        )
     lines.append(
         f"LLM: {summary.calls} calls ({summary.cache_hits} from the cache), {summary.input_tokens} input and "
         f"{summary.output_tokens} output tokens, ${summary.cost_usd:.4f}; {summary.seconds:.1f} s -> "

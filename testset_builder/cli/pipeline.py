@@ -167,9 +167,10 @@ def said(stage: str, result) -> str:
             f"{result['unchanged']} unchanged), {result['chunks_added']} chunks added"
         )
     if stage == "synthesize":
+        doubted = f"; {result['doubted']} doubted, held back until reviewed" if result.get("doubted") else ""
         return (
             f"{result['made']} questions made, {result['already_made']} already made; {result['calls']} LLM calls "
-            f"({result['cache_hits']} from the cache)"
+            f"({result['cache_hits']} from the cache){doubted}"
         )
     if stage in ("propose", "propose-logs"):
         return f"{result['queries']} queries, {result['candidates']} candidate rows pooled"
