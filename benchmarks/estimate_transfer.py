@@ -50,6 +50,7 @@ from testset_builder.export import read_qrels  # noqa: E402
 from testset_builder.metrics import ppi  # noqa: E402
 from testset_builder.retrieval.indexes import WorkspaceIndexes  # noqa: E402
 from testset_builder.stages import estimate, relevance, selection  # noqa: E402
+from testset_builder.stages.synthesize.doubt import source_pools  # noqa: E402
 from testset_builder.store import open_workspace  # noqa: E402
 
 RRF_K = 60
@@ -337,11 +338,7 @@ def synthetic_examples(workspace, indexes) -> tuple[np.ndarray, np.ndarray, list
             relevant.setdefault(judgment.query_id, set()).add(judgment.chunk_id)
         elif judgment.grade >= 1:
             doubtful.setdefault(judgment.query_id, set()).add(judgment.chunk_id)
-    runs = indexes.runs(questions, k=DOMAIN_DEPTH)
-    pools = {q.query_id: [q.source_chunk_id] for q in questions}
-    for run in runs.values():
-        for query_id, ranked in run.to_dict().items():
-            pools[query_id].extend(c for c in ranked if c not in pools[query_id])
+    pools = source_pools(indexes, questions, DOMAIN_DEPTH)
     pools = {q: [c for c in cs if c not in doubtful.get(q, set())] for q, cs in pools.items()}
     features = estimate.pair_features(indexes, {q.query_id: q.text for q in questions}, pools)
     keys = [(q, c) for q, cs in pools.items() for c in cs if (q, c) in features]

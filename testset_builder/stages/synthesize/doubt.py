@@ -43,16 +43,21 @@ class SourceCheck:
         return None
 
 
+def source_pools(indexes: WorkspaceIndexes, questions: Sequence[Query], depth: int) -> dict[str, list[str]]:
+    """Each question's source chunk, then each retriever's top ``depth`` other chunks, once each."""
+    pools: dict[str, list[str]] = {q.query_id: [q.source_chunk_id] for q in questions}
+    for run in indexes.runs(questions, k=depth).values():
+        for query_id, ranked in run.to_dict().items():
+            pools[query_id].extend(c for c in ranked if c not in pools[query_id])
+    return pools
+
+
 def check_sources(model: RelevanceModel, indexes: WorkspaceIndexes, queries: Sequence[Query]) -> list[SourceCheck]:
     """Each question's source against each retriever's top :data:`DEPTH` chunks, by the estimate ``model``."""
     questions = [q for q in queries if q.source_chunk_id and q.source_chunk_id in indexes.passages]
     if not questions:
         return []
-    runs = indexes.runs(questions, k=DEPTH)
-    pools: dict[str, list[str]] = {q.query_id: [q.source_chunk_id] for q in questions}
-    for run in runs.values():
-        for query_id, ranked in run.to_dict().items():
-            pools[query_id].extend(c for c in ranked if c not in pools[query_id])
+    pools = source_pools(indexes, questions, DEPTH)
     features = pair_features(indexes, {q.query_id: q.text for q in questions}, pools)
     out = []
     for question in questions:
