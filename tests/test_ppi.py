@@ -97,3 +97,22 @@ def test_the_expected_ratio_equals_the_sum_over_every_labelling_of_the_pool():
                     norm = y.sum() if metric == "recall" else ideal_dcg(y.sum(), 3)
                     brute += np.prod(np.where(y == 1, p, 1 - p)) * (c @ y) / norm
             assert expected_ratio(metric, 3, p, c) == pytest.approx(brute, abs=1e-10)
+
+
+def test_each_labels_slope_is_what_revealing_it_moves_the_expected_figure_by():
+    from testset_builder.metrics.ppi import expected_ratio, ratio_slopes
+
+    chance = np.random.default_rng(1)
+    for _ in range(40):
+        n = int(chance.integers(1, 30))
+        p = chance.random(n)
+        p[chance.random(n) < 0.3] = chance.choice([0.0, 1.0])  # certain labels, both kinds, and the two divisions
+        for metric, k in (("recall", 5), ("ndcg", 3), ("recall", 100), ("ndcg", 10)):
+            c = np.array([0.0 if rank > k else (1.0 if metric == "recall" else 1 / np.log2(rank + 1))
+                          for rank in chance.permutation(n) + 1])  # fmt: skip
+            revealed = []
+            for i in range(n):
+                relevant, not_relevant = p.copy(), p.copy()
+                relevant[i], not_relevant[i] = 1.0, 0.0
+                revealed.append(expected_ratio(metric, k, relevant, c) - expected_ratio(metric, k, not_relevant, c))
+            assert ratio_slopes(metric, k, p, c) == pytest.approx(revealed, abs=1e-10)
