@@ -3,6 +3,8 @@ the token on every route, a verdict stored once per idempotency key, and forms t
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from testset_builder.errors import InputError
@@ -94,6 +96,33 @@ def test_a_form_posted_without_htmx_records_the_verdict_and_redirects_back_to_th
     assert [(j.query_id, j.grade, j.reviewer) for j in human] == [("r0", 2, "ann")]
     swapped = client.post("/ui/verdict", data={**form, "idempotency_key": "f-2"}, headers={"HX-Request": "true"})
     assert swapped.status_code == 200 and 'id="item"' in swapped.text and "<html" not in swapped.text
+
+
+def test_a_page_form_authorised_by_the_cookie_needs_the_form_token_and_this_origin(client):
+    from testset_builder.review_ui.app import form_token
+
+    del client.headers["Authorization"]
+    client.cookies.set("tsb_token", TOKEN)
+    client.cookies.set("tsb_reviewer", "ann")
+    item = client.get("/review")  # the page itself reads with the cookie alone
+    assert item.status_code == 200 and f'name="form_token" value="{form_token(TOKEN)}"' in item.text
+    item_id = re.search(r'name="item_id" value="([^"]+)"', item.text).group(1)
+    form = {"item_id": item_id, "action": "grade", "grade": "2", "idempotency_key": "f-1", "shown_at": "0"}
+    assert client.post("/ui/verdict", data=form, follow_redirects=False).status_code == 403  # no form token
+    signed = {**form, "form_token": form_token(TOKEN)}
+    forged = ({"Sec-Fetch-Site": "same-site"}, {"Origin": "http://127.0.0.1:1"}, {"Sec-Fetch-Site": "cross-site"})
+    for headers in forged:
+        refused = client.post("/ui/verdict", data=signed, headers=headers, follow_redirects=False)
+        assert refused.status_code == 403 and "another origin" in refused.json()["detail"], headers
+    assert client.post("/ui/name", data={"reviewer": "mallory"}, follow_redirects=False).status_code == 403
+    assert not [j for j in rows.iter_judgments(client.workspace.db) if j.source is JudgmentSource.human]
+    same = {"Sec-Fetch-Site": "same-origin", "Origin": "http://testserver"}
+    assert client.post("/ui/verdict", data=signed, headers=same, follow_redirects=False).status_code == 303
+    assert client.get("/api/stats").status_code == 401  # the JSON API takes no cookie: a bearer token only
+    client.headers["Authorization"] = f"Bearer {TOKEN}"
+    assert client.get("/api/stats").json()["per_reviewer"] == {"ann": {"grade": 1}}
+    refused = client.post("/api/verdicts", json={}, headers={"Origin": "http://127.0.0.1:1"})
+    assert refused.status_code == 403  # another origin's page, even one that somehow holds the token
 
 
 def test_serve_refuses_a_non_loopback_address_unless_asked_for_by_host():

@@ -131,3 +131,62 @@ def test_a_wrong_token_is_refused_by_the_page_and_the_api(browser, served):
     api = page.request.get(f"{base}/api/stats")
     assert api.status == 401
     assert page.request.get(f"{base}/api/stats", headers={"Authorization": "Bearer wrong"}).status == 401
+
+
+@pytest.fixture
+def other_port():
+    """Another site's page on another port of 127.0.0.1: a form that posts a verdict to the review server as soon
+    as it loads, and one that renames the reviewer (the same *site* as the server, so SameSite cookies go along)."""
+    import http.server
+    import threading
+
+    pages: dict[str, str] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = pages.get(self.path, "").encode()
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", pages
+    server.shutdown()
+
+
+def forged(action: str, fields: dict[str, str]) -> str:
+    inputs = "".join(f'<input type="hidden" name="{name}" value="{value}">' for name, value in fields.items())
+    return f'<form method="post" action="{action}">{inputs}</form><script>document.forms[0].submit()</script>'
+
+
+def test_a_form_posted_from_another_port_is_refused_and_the_pages_own_form_works(browser, served, other_port):
+    base, token, ws = served
+    attacker, pages = other_port
+    page = browser.new_page()
+    page.goto(f"{base}/?token={token}")
+    page.fill("#reviewer", "ann")
+    page.keyboard.press("Enter")  # the page's own form: ann is named and shown her first item
+    page.wait_for_selector("#query")
+    item_id = page.locator("#item input[name=item_id]").first.get_attribute("value")
+    verdict = {"item_id": item_id, "action": "grade", "grade": "2", "idempotency_key": "forged", "shown_at": "0"}
+    pages["/verdict"] = forged(f"{base}/ui/verdict", verdict)
+    pages["/name"] = forged(f"{base}/ui/name", {"reviewer": "mallory"})
+    for path in ("/verdict", "/name"):
+        with page.expect_response(lambda response: response.url.startswith(base + "/ui/")) as posted:
+            page.goto(attacker + path)
+        assert posted.value.status == 403, path
+    page.goto(f"{base}/review")
+    assert page.inner_text("#who") == "ann"
+    with open_workspace(ws) as workspace:
+        assert not [j for j in rows.iter_judgments(workspace.db) if j.source.value == "human"]
+    press(page, "2")  # and the page's own form still stores ann's verdict
+    assert "Saved: grade 2" in page.inner_text("#last")
+    with open_workspace(ws) as workspace:
+        assert [(j.grade, j.reviewer) for j in rows.iter_judgments(workspace.db) if j.source.value == "human"] == [
+            (2, "ann")
+        ]

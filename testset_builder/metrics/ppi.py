@@ -8,24 +8,27 @@ probability pi_i), a human label y_i in {0, 1}. The figure is the mean of a per-
   The difference estimator sum_i c_i p_i + sum_{i drawn} c_i (y_i - p_i) / pi_i is unbiased under the draw however
   biased the estimates are (the humans correct them: Horvitz-Thompson on the residual).
 - Normalised metrics (nDCG@k = DCG@k / IDCG@k(R_q), recall@k = hits@k / R_q, with R_q the query's relevant pairs):
-  first the estimates are recalibrated by one shift in log-odds that makes them agree, on average, with the drawn
-  verdicts (weighted by 1 / pi); then per query, the metric's expectation when each label nobody gave is relevant
-  with its recalibrated estimate (independently; certain labels fixed), computed exactly (:func:`expected_ratio`);
-  then for each drawn pair, the change its verdict makes to that expectation, over its inclusion probability. The
-  expectation is linear in each label's probability and equals the metric on 0/1 labels, so each verdict's own
-  effect is corrected without bias; what is left is the interaction of several unseen errors within one query,
-  which the recalibration keeps small. Measured: on SciFact (80 queries, 93 drawn verdicts) the intervals contain
-  the figures of the complete human labels for BM25 and dense; plugging the estimates into the ratio instead
-  (dividing by the expected count of relevant pairs) came out 0.10-0.14 too high there, since the mean of 1 / R_q
-  is not 1 / (mean R_q); without the recalibration, estimates biased by +1 in log-odds (the simulation test) left
-  the figure 0.1-0.16 below the truth.
+  first the estimates are recalibrated on the drawn verdicts (weighted by 1 / pi): for each fold of queries, one
+  log-odds shift and an offset per fifth of the estimate's range, fitted on the other folds' verdicts; then per
+  query, an offset of its own, fitted on the verdicts of the other half of its pairs, pulled towards 0 by a normal
+  prior whose spread the verdicts choose (:class:`_Calibration`). Then per query, the metric's expectation when each
+  label nobody gave is relevant with its recalibrated estimate (independently; certain labels fixed), computed
+  exactly (:func:`expected_ratio`); then for each drawn pair, the change its verdict makes to that expectation, over
+  its inclusion probability. The expectation is linear in each label's probability and equals the metric on 0/1
+  labels, so each verdict's own effect is corrected without bias; what is left is the interaction of several unseen
+  errors within one query, which the recalibration keeps small. Measured: plugging the estimates into the ratio
+  instead (dividing by the expected count of relevant pairs) came out 0.10-0.14 too high on SciFact, since the mean
+  of 1 / R_q is not 1 / (mean R_q); with one recalibration for every query, nDCG@10 came out 0.04-0.09 low for every
+  system on CISI, whose queries hold 1 to 28 relevant pairs of about 56 (``benchmarks/estimate_transfer.py``).
 
 Intervals: the estimate +- 1.96 standard errors, the variance by linearisation (the delta method) under Poisson
 sampling: sum over drawn pairs of (1 - pi_i) / pi_i^2 z_i^2, z_i being the pair's effect on the figure (its
-weighted residual, or the change its verdict makes to the query's expected metric); the recalibration's own
-uncertainty is left out (one parameter fitted on all drawn verdicts). The human-only figure uses the labels alone
-(p = 0, per-query counts); the estimate-only one uses p alone (no interval). The target is the metric of *these*
-queries on complete labels of their pools: the interval covers what labelling every pooled pair would have given.
+weighted residual, or the change its verdict makes to the query's expected metric), and at least the variance the
+draw is expected to have under the recalibrated estimates, summed over every pair whose label is not certain
+(:func:`_expected_variance`, with each label's exact slope, :func:`ratio_slopes`). No figure or limit leaves the
+metric's range. The human-only figure uses the labels alone (p = 0, per-query counts); the estimate-only one uses
+p alone (no interval). The target is the metric of *these* queries on complete labels of their pools: the interval
+covers what labelling every pooled pair would have given.
 """
 
 from __future__ import annotations

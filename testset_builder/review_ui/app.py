@@ -1,5 +1,12 @@
 """Routes of the web reviewer: the review page (htmx fragments) and the JSON API, both over one review stage.
 
+Closed to forged requests. The JSON API takes the token as a bearer header only, which no other site's page can
+make a browser send. The page's routes take it from a cookie, which a browser sends with any form posted to this
+address, even from another site's page; so every state-changing route refuses a request whose ``Origin`` is not this
+server or whose ``Sec-Fetch-Site`` says another origin made it (a page on another port of 127.0.0.1 is the same
+*site*, so the cookie's SameSite=Strict alone did not stop it), and a form authorised by the cookie must carry the
+form token (:func:`form_token`), which only a page this server rendered holds.
+
 Each request runs on a worker thread with that thread's own database connection, and every verdict is committed
 before the response (and the next item) goes out, so an acknowledged verdict is never lost, even if the server is
 killed right after. Pages send a strict Content-Security-Policy (scripts only from the package's own static files)
@@ -8,6 +15,7 @@ and Jinja2 escapes every text, so a chunk's markup is shown, never run.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import re
 import time
@@ -67,6 +75,24 @@ class FailureUntagIn(BaseModel):
     idempotency_key: str = Field(min_length=1, max_length=200)
 
 
+def form_token(token: str) -> str:
+    """The token each form of the page carries: derived from the review token (so it outlives a restart of the
+    server), and unguessable without it."""
+    return hmac.new(token.encode(), b"testset-builder review form", hashlib.sha256).hexdigest()
+
+
+def _refuse_other_origins(request: Request) -> None:
+    """A state-changing request made by another origin's page is refused, whatever credentials it carries."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:  # the browser's own word on who made the request, whatever the referrer policy
+        if site not in ("same-origin", "none"):
+            raise HTTPException(status_code=403, detail=f"refused: a request from another origin ({site})")
+        return
+    origin = request.headers.get("origin")  # "null" from a privacy-minded browser: the form token decides
+    if origin not in (None, "null") and origin != f"{request.url.scheme}://{request.headers.get('host', '')}":
+        raise HTTPException(status_code=403, detail="refused: a request from another origin")
+
+
 TAG_BUTTONS = tuple((tag, *review.FAILURE_TAG_HELP[tag]) for tag in review.FAILURE_TAGS)  # (tag, key, label, meaning)
 
 
@@ -89,6 +115,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
     """The review app for an open workspace; ``token`` guards every route."""
     settings = settings or ReviewConfig()
     expected = token.encode()
+    expected_form = form_token(token).encode()
     app = FastAPI(title="testset-builder review", docs_url=None, redoc_url=None, openapi_url=None)
     environment = Environment(
         loader=PackageLoader("testset_builder.review_ui", "templates"), autoescape=select_autoescape()
@@ -101,7 +128,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         response = await call_next(request)
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Referrer-Policy"] = "same-origin"
         response.headers["Cache-Control"] = "no-store"
         return response
 
@@ -110,13 +137,35 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         status = 404 if isinstance(error, UnknownIdError) else 409 if isinstance(error, ReviewConflictError) else 400
         return JSONResponse({"error": str(error)}, status_code=status)
 
-    def authorised(request: Request) -> None:
+    def bearer(request: Request) -> str | None:
         header = request.headers.get("authorization", "")
-        given = header[7:].strip() if header.lower().startswith("bearer ") else request.cookies.get(TOKEN_COOKIE, "")
-        if not hmac.compare_digest(given.encode(), expected):  # constant time: no timing oracle on the token
+        return header[7:].strip() if header.lower().startswith("bearer ") else None
+
+    def authorised(request: Request) -> None:
+        """The JSON API: the bearer token only (a cookie is sent by the browser whoever's page asks)."""
+        if request.method not in ("GET", "HEAD"):
+            _refuse_other_origins(request)
+        if not hmac.compare_digest((bearer(request) or "").encode(), expected):  # constant time: no timing oracle
             raise HTTPException(status_code=401, detail="a valid review token is needed (open the URL serve printed)")
 
+    async def page_authorised(request: Request) -> None:
+        """The page: the bearer token, or the cookie the serve link set; a state-changing request must come from
+        this origin, and one the cookie authorises must carry the form token."""
+        given = bearer(request)
+        if given is None:
+            given = request.cookies.get(TOKEN_COOKIE, "")
+        if not hmac.compare_digest(given.encode(), expected):
+            raise HTTPException(status_code=401, detail="a valid review token is needed (open the URL serve printed)")
+        if request.method in ("GET", "HEAD"):
+            return
+        _refuse_other_origins(request)
+        if bearer(request) is None:
+            sent = str((await request.form()).get("form_token", ""))
+            if not hmac.compare_digest(sent.encode(), expected_form):
+                raise HTTPException(status_code=403, detail="refused: the form lacks this page's form token")
+
     auth = [Depends(authorised)]
+    page_auth = [Depends(page_authorised)]
 
     # the JSON API -------------------------------------------------------------------------------------------------
     @app.get("/api/next", dependencies=auth)
@@ -184,6 +233,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             "reasons": review.DROP_REASONS,
             "logged": item.logged if item else None,
             "tag_buttons": TAG_BUTTONS,
+            "form_token": expected_form.decode(),
         }
         name = "item.html" if request.headers.get("hx-request") else "review.html"
         return templates.TemplateResponse(request, name, context)
@@ -195,14 +245,16 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             return page_or_fragment(request, reviewer, last)
         return RedirectResponse("/review", status_code=303)
 
-    @app.get("/review", response_class=HTMLResponse, dependencies=auth)
+    @app.get("/review", response_class=HTMLResponse, dependencies=page_auth)
     def review_page(request: Request):
         reviewer = request.cookies.get(REVIEWER_COOKIE)
         if not reviewer:
-            return templates.TemplateResponse(request, "name.html", {"request": request})
+            return templates.TemplateResponse(
+                request, "name.html", {"request": request, "form_token": expected_form.decode()}
+            )
         return page_or_fragment(request, reviewer)
 
-    @app.post("/ui/name", dependencies=auth)
+    @app.post("/ui/name", dependencies=page_auth)
     def set_name(reviewer: Annotated[str, Form()]):
         name = " ".join(reviewer.split())[:80]
         response = RedirectResponse("/review", status_code=303)
@@ -210,7 +262,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             response.set_cookie(REVIEWER_COOKIE, name, httponly=True, samesite="strict")
         return response
 
-    @app.post("/ui/verdict", response_class=HTMLResponse, dependencies=auth)
+    @app.post("/ui/verdict", response_class=HTMLResponse, dependencies=page_auth)
     def ui_verdict(
         request: Request,
         item_id: Annotated[str, Form()],
@@ -231,13 +283,13 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             return answered(request, reviewer, {"action": "not needed"})
         return answered(request, reviewer, {"action": action, "grade": result.verdict.grade})
 
-    @app.post("/ui/undo", response_class=HTMLResponse, dependencies=auth)
+    @app.post("/ui/undo", response_class=HTMLResponse, dependencies=page_auth)
     def ui_undo(request: Request, idempotency_key: Annotated[str, Form()]):
         reviewer = _reviewer_of(request)
         undone = review.undo(workspace, reviewer, idempotency_key, settings)
         return answered(request, reviewer, {"action": "undo" if undone else "nothing to undo"})
 
-    @app.post("/ui/failure-tag", response_class=HTMLResponse, dependencies=auth)
+    @app.post("/ui/failure-tag", response_class=HTMLResponse, dependencies=page_auth)
     def ui_failure_tag(
         request: Request,
         query_id: Annotated[str, Form()],
@@ -261,10 +313,11 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             "shown_at": shown_at,
             "tag_buttons": TAG_BUTTONS,
             "tag_saved": saved.tag.tag,
+            "form_token": expected_form.decode(),
         }
         return templates.TemplateResponse(request, "failure.html", context)
 
-    @app.get("/ui/context/{chunk_id}", response_class=HTMLResponse, dependencies=auth)
+    @app.get("/ui/context/{chunk_id}", response_class=HTMLResponse, dependencies=page_auth)
     def ui_context(request: Request, chunk_id: str):
         around = review.neighbours(workspace, chunk_id)
         return templates.TemplateResponse(request, "context.html", {"request": request, **around})
