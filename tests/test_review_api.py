@@ -125,6 +125,19 @@ def test_a_page_form_authorised_by_the_cookie_needs_the_form_token_and_this_orig
     assert refused.status_code == 403  # another origin's page, even one that somehow holds the token
 
 
+def test_only_the_holder_of_a_lease_may_answer_the_item_until_it_runs_out(client):
+    held = client.get("/api/next", params={"reviewer": "ann"}).json()
+    verdict = {"item_id": held["item_id"], "action": "grade", "grade": 0}
+    refused = client.post("/api/verdicts", json={**verdict, "reviewer": "bob", "idempotency_key": "b-1"})
+    assert refused.status_code == 409 and "leased to another reviewer" in refused.json()["error"]
+    mine = client.post("/api/verdicts", json={**verdict, "grade": 2, "reviewer": "ann", "idempotency_key": "a-1"})
+    assert mine.status_code == 201  # the holder is not told her lease ran out, and her verdict stands
+    stored = rows.iter_judgments(client.workspace.db)
+    assert [(j.reviewer, j.grade) for j in stored if j.source is JudgmentSource.human] == [("ann", 2)]
+    offered = client.get("/api/next", params={"reviewer": "bob"}).json()
+    assert offered["item_id"] != held["item_id"]  # ann's item wanted one reviewer and has her
+
+
 def test_serve_refuses_a_non_loopback_address_unless_asked_for_by_host():
     from testset_builder.cli.reviewing import _check_bind
 

@@ -220,7 +220,9 @@ def submit(
 
     With ``overlap`` (the web and terminal reviewers pass theirs), a verdict that would give the item more reviewers
     than it wants is refused with :class:`ReviewConflictError`: its reviewer's lease ran out and others finished it
-    meanwhile. An adjudicator's verdict and an import from another tool pass no overlap and are always taken."""
+    meanwhile, or every place left is leased to other reviewers (a verdict is bound to the lease: only its holder
+    may answer a leased item until the lease ends, so the holder is never refused for a place taken under it). An
+    adjudicator's verdict and an import from another tool pass no overlap and are always taken."""
     reviewer = _reviewer(reviewer)
     _check_key(idempotency_key, "a verdict")
     with workspace.transaction() as db:
@@ -232,16 +234,21 @@ def submit(
             raise UnknownIdError("review item", item_id)
         _check_action(target, action, grade, reason, edited_text)
         wanted = None if overlap is None else max(overlap, target.wanted_overlap)
-        if (
-            wanted is not None
-            and action in store.COUNTING
-            and store.counting_verdicts_by_others(db, item_id, reviewer) >= wanted
-        ):
-            raise ReviewConflictError(
-                f"item {item_id} already has as many reviewers as it wants ({wanted}; your lease on it had run "
-                "out): nothing was stored; take the next item"
-            )
         now = utc_timestamp()
+        if wanted is not None and action in store.COUNTING:
+            done = store.counting_verdicts_by_others(db, item_id, reviewer)
+            if done >= wanted:
+                raise ReviewConflictError(
+                    f"item {item_id} already has as many reviewers as it wants ({wanted}; your lease on it had run "
+                    "out): nothing was stored; take the next item"
+                )
+            holders = store.leases_by_others(db, item_id, reviewer, now)
+            if done + len(holders) >= wanted:  # every place left is leased to someone else: theirs to answer
+                raise ReviewConflictError(
+                    f"item {item_id} is leased to another reviewer (a place frees at "
+                    f"{holders[len(holders) - (wanted - done)][1]} if they do not answer; it wants {wanted}): "
+                    "nothing was stored; take the next item"
+                )
         judgment_id = None
         if action == "grade":
             judgment_id = "rev-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:24]

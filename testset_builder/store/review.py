@@ -107,6 +107,17 @@ def counting_verdicts_by_others(db: sqlite3.Connection, item_id: str, reviewer: 
     ).fetchone()[0]
 
 
+def leases_by_others(db: sqlite3.Connection, item_id: str, reviewer: str, now: str) -> list[tuple[str, str]]:
+    """Other reviewers' live leases on the item that they have not answered: (reviewer, expires_at), soonest
+    expiry first."""
+    return db.execute(
+        "SELECT l.reviewer, l.expires_at FROM review_leases l WHERE l.item_id = ? AND l.reviewer != ? "
+        "AND l.expires_at > ? AND NOT EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = l.item_id "
+        "AND s.reviewer = l.reviewer) ORDER BY l.expires_at",
+        (item_id, reviewer, now),
+    ).fetchall()
+
+
 def verdict_count(db: sqlite3.Connection, item_id: str, reviewer: str) -> int:
     """Verdicts (undos included) this reviewer has given on this item."""
     return db.execute(
