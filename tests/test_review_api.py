@@ -138,6 +138,55 @@ def test_only_the_holder_of_a_lease_may_answer_the_item_until_it_runs_out(client
     assert offered["item_id"] != held["item_id"]  # ann's item wanted one reviewer and has her
 
 
+def test_the_context_of_a_chunk_in_a_subfolder_is_shown(tmp_path):
+    from urllib.parse import quote
+
+    from fastapi.testclient import TestClient
+
+    from testset_builder.config import ChunkingConfig
+    from testset_builder.corpus.ingest import ingest
+    from testset_builder.corpus.loaders import load_sources
+    from testset_builder.review_ui import create_app
+    from testset_builder.store import open_workspace
+
+    docs = tmp_path / "docs"
+    (docs / "teamA").mkdir(parents=True)
+    text = (
+        "# Recall\n\nRecall counts the relevant chunks found.\n\n# Precision\n\nPrecision counts the share of hits.\n"
+    )
+    (docs / "teamA" / "notes.md").write_text(text, encoding="utf-8")
+    with open_workspace(tmp_path / "ws") as ws:
+        ingest(ws, load_sources([docs]), ChunkingConfig(chunker="markdown", size=60, overlap=0), [docs])
+        chunk_id, *others = sorted(
+            c for c, *_ in rows.live_chunk_rows(ws.db) if "Precision" in rows.get_chunk(ws.db, c).text
+        )
+        assert chunk_id.startswith("teamA/notes.md#") and not others
+        with TestClient(create_app(ws, TOKEN), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            shown = client.get("/ui/context/" + quote(chunk_id, safe="/"))
+    assert shown.status_code == 200 and "Recall counts the relevant chunks found." in shown.text
+
+
+def test_the_page_and_the_api_take_the_same_limits_and_a_grade_must_be_a_number(client):
+    item = client.get("/api/next", params={"reviewer": "ann"}).json()
+    verdict = {"item_id": item["item_id"], "reviewer": "ann", "action": "grade", "idempotency_key": "k"}
+    assert client.post("/api/verdicts", json={**verdict, "grade": True}).status_code == 422
+    long = {**verdict, "action": "skip", "reason": "x" * 2001}
+    assert client.post("/api/verdicts", json=long).status_code == 422
+    client.cookies.set("tsb_reviewer", "ann")
+    form = {"item_id": item["item_id"], "action": "skip", "idempotency_key": "f", "shown_at": "0", "reason": "x" * 2001}
+    assert client.post("/ui/verdict", data=form).status_code == 422
+    assert not list(client.workspace.db.execute("SELECT 1 FROM review_verdicts"))
+
+
+def test_an_idempotency_key_reused_for_another_item_is_refused_not_swallowed(client):
+    first = client.get("/api/next", params={"reviewer": "ann"}).json()
+    verdict = {"reviewer": "ann", "action": "grade", "grade": 1, "idempotency_key": "same"}
+    assert client.post("/api/verdicts", json={**verdict, "item_id": first["item_id"]}).status_code == 201
+    second = client.get("/api/next", params={"reviewer": "ann"}).json()
+    reused = client.post("/api/verdicts", json={**verdict, "item_id": second["item_id"]})
+    assert reused.status_code == 409 and "was used for another verdict" in reused.json()["error"]
+
+
 def test_serve_refuses_a_non_loopback_address_unless_asked_for_by_host():
     from testset_builder.cli.reviewing import _check_bind
 

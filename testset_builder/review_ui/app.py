@@ -28,7 +28,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 
 from ..config import ReviewConfig
 from ..errors import ReviewConflictError, TestsetBuilderError, UnknownIdError
@@ -36,6 +36,7 @@ from ..stages import review
 from ..store.workspace import Workspace
 
 TOKEN_COOKIE = "tsb_token"
+TEXT_LIMIT = 2000  # characters of a reason, comment or edited question, the same on the page and in the API
 REVIEWER_COOKIE = "tsb_reviewer"
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; "
@@ -47,10 +48,10 @@ class VerdictIn(BaseModel):
     item_id: str
     reviewer: str
     action: Literal["grade", "skip", "keep_question", "drop_question", "edit_question"]
-    grade: int | None = None
-    reason: str | None = None
-    comment: str | None = Field(default=None, max_length=2000)
-    edited_text: str | None = Field(default=None, max_length=2000)
+    grade: StrictInt | None = None  # true is not a grade
+    reason: str | None = Field(default=None, max_length=TEXT_LIMIT)
+    comment: str | None = Field(default=None, max_length=TEXT_LIMIT)
+    edited_text: str | None = Field(default=None, max_length=TEXT_LIMIT)
     idempotency_key: str = Field(min_length=1, max_length=200)
     seconds: float | None = None
 
@@ -64,7 +65,7 @@ class FailureTagIn(BaseModel):
     query_id: str
     reviewer: str
     tag: Literal["retrieval", "generation", "none", "unanswerable"]
-    comment: str | None = Field(default=None, max_length=2000)
+    comment: str | None = Field(default=None, max_length=TEXT_LIMIT)
     idempotency_key: str = Field(min_length=1, max_length=200)
     seconds: float | None = None
 
@@ -270,8 +271,8 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         idempotency_key: Annotated[str, Form()],
         shown_at: Annotated[float, Form()],
         grade: Annotated[int | None, Form()] = None,
-        reason: Annotated[str | None, Form()] = None,
-        edited_text: Annotated[str | None, Form()] = None,
+        reason: Annotated[str | None, Form(max_length=TEXT_LIMIT)] = None,
+        edited_text: Annotated[str | None, Form(max_length=TEXT_LIMIT)] = None,
     ):
         reviewer = _reviewer_of(request)
         try:
@@ -317,7 +318,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         }
         return templates.TemplateResponse(request, "failure.html", context)
 
-    @app.get("/ui/context/{chunk_id}", response_class=HTMLResponse, dependencies=page_auth)
+    @app.get("/ui/context/{chunk_id:path}", response_class=HTMLResponse, dependencies=page_auth)
     def ui_context(request: Request, chunk_id: str):
         around = review.neighbours(workspace, chunk_id)
         return templates.TemplateResponse(request, "context.html", {"request": request, **around})

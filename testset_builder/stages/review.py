@@ -228,6 +228,11 @@ def submit(
     with workspace.transaction() as db:
         seen = store.verdict_by_key(db, idempotency_key)
         if seen is not None:
+            if (seen.item_id, seen.reviewer) != (item_id, reviewer):  # a key reused: not the same verdict again
+                raise ReviewConflictError(
+                    f"idempotency key {idempotency_key!r} was used for another verdict (item {seen.item_id}): nothing "
+                    "was stored; send each verdict with a key of its own"
+                )
             return SubmitResult(seen, created=False)
         target = store.item(db, item_id)
         if target is None:
