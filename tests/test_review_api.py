@@ -187,6 +187,53 @@ def test_an_idempotency_key_reused_for_another_item_is_refused_not_swallowed(cli
     assert reused.status_code == 409 and "was used for another verdict" in reused.json()["error"]
 
 
+def test_a_reviewers_own_token_is_who_they_are_and_they_cannot_act_or_undo_as_anyone_else(client):
+    from testset_builder.review_ui.app import form_token
+    from testset_builder.stages.review import add_reviewer
+
+    ann, bob = add_reviewer(client.workspace, "ann"), add_reviewer(client.workspace, "bob")
+    as_ann, as_bob = {"Authorization": f"Bearer {ann}"}, {"Authorization": f"Bearer {bob}"}
+    item = client.get("/api/next", headers=as_ann).json()  # no name given: the token says who
+    verdict = {"item_id": item["item_id"], "action": "grade", "grade": 2, "idempotency_key": "a-1"}
+    forged = client.post("/api/verdicts", json={**verdict, "reviewer": "bob"}, headers=as_ann)
+    assert forged.status_code == 403 and "this token is ann's" in forged.json()["error"]
+    assert client.post("/api/verdicts", json=verdict, headers=as_ann).status_code == 201
+    assert (
+        client.post("/api/undo", json={"reviewer": "ann", "idempotency_key": "u-0"}, headers=as_bob).status_code == 403
+    )
+    assert client.post("/api/undo", json={"idempotency_key": "u-1"}, headers=as_bob).status_code == 204  # bob has none
+    stored = [(j.reviewer, j.grade, j.status.value) for j in rows.iter_judgments(client.workspace.db)
+              if j.source is JudgmentSource.human]  # fmt: skip
+    assert stored == [("ann", 2, "final")]  # bob could not take back ann's verdict
+    assert client.post("/api/undo", json={"idempotency_key": "u-2"}, headers=as_ann).status_code == 201
+    add_reviewer(client.workspace, "bob")  # a new token for bob: the old one stops working
+    assert client.get("/api/stats", headers=as_bob).status_code == 401
+    del client.headers["Authorization"]
+    client.cookies.set("tsb_token", ann)
+    client.cookies.set("tsb_reviewer", "mallory")  # a name cookie does not make ann someone else
+    page = client.get("/review")
+    assert page.status_code == 200 and '<b id="who">ann</b>' in page.text
+    renamed = client.post("/ui/name", data={"reviewer": "bob", "form_token": form_token(ann)}, follow_redirects=False)
+    assert renamed.status_code == 403
+
+
+def test_add_reviewer_prints_a_token_once_and_keeps_only_its_hash(queued_workspace, capsys):
+    import json
+
+    from testset_builder.cli import main
+    from testset_builder.stages.review import principal
+
+    root = str(queued_workspace.root)
+    assert main(["add-reviewer", "ann", "--workspace", root, "--admin", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["reviewer"] == "ann" and shown["role"] == "admin"
+    who = principal(queued_workspace, shown["token"], TOKEN)
+    assert (who.name, who.role) == ("ann", "admin")
+    stored = list(queued_workspace.db.execute("SELECT * FROM reviewer_tokens"))
+    assert shown["token"] not in repr(stored)  # only its SHA-256
+    assert main(["add-reviewer", "   ", "--workspace", root]) == 1
+
+
 def test_serve_refuses_a_non_loopback_address_unless_asked_for_by_host():
     from testset_builder.cli.reviewing import _check_bind
 

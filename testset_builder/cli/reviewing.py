@@ -106,6 +106,9 @@ def serve(
             queue_questions(ws)
         token = ws.review_token()
         web = create_app(ws, token, resolved.review)
+        from ..stages.review import reviewers_with_tokens
+
+        named = reviewers_with_tokens(ws)
         sock = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((bind, port))
@@ -114,6 +117,16 @@ def serve(
         with interactive():  # the link is how the server is used: --quiet keeps it
             out.print(
                 f"review at http://{shown}:{sock.getsockname()[1]}/?token={token}", highlight=False, soft_wrap=True
+            )
+        if named:
+            err.print(
+                f"reviewers with their own tokens: {', '.join(n for n, _ in named)} (their verdicts carry the token's "
+                "name); the link above is the workspace's: its holder may name any reviewer, so keep it to yourself"
+            )
+        else:
+            err.print(
+                "one shared token: whoever holds the link names themselves (`add-reviewer NAME` gives each reviewer "
+                "a token of their own, so nobody can act as someone else)"
             )
         err.print("(the token is in that link: share it only with your reviewers; Ctrl-C stops the server)")
         server = uvicorn.Server(uvicorn.Config(web, log_level="warning", access_log=False))  # URLs carry the token
@@ -271,6 +284,38 @@ def _show(item) -> None:
         lines.append(f"[dim]the LLM judge said {item.suggestion['grade']}[/]")
     label = "is this chunk relevant to the query?" if item.kind == "pair" else "is this a good test question?"
     out.print(Panel("\n\n".join(lines), title=label, subtitle=item.reason, expand=False))
+
+
+@app.command("add-reviewer")
+def add_reviewer(
+    name: Annotated[str, typer.Argument(help="The reviewer's name, as their verdicts will carry it.")],
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    admin: Annotated[bool, typer.Option("--admin", help="May adjudicate disagreements.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Give a reviewer a token of their own: whoever holds it is that reviewer, in the browser and the API.
+
+    The token is printed once (only its SHA-256 is kept); running this again for the same name gives a new one and
+    the old stops working. Send the reviewer `/?token=TOKEN` on the address `serve` prints. With reviewers' own
+    tokens a verdict's reviewer comes from the token, not from a name the request gives, so nobody can grade, undo
+    or rename as someone else; the workspace's own token still lets its holder name any reviewer (one person, or a
+    trusted script).
+
+    Example: `testset-builder add-reviewer ann --workspace testset`.
+    """
+    from ..stages import review
+
+    resolved = settings(config, workspace)
+    with open_workspace_for(resolved) as ws:
+        token = review.add_reviewer(ws, name, "admin" if admin else "reviewer")
+    role = "admin" if admin else "reviewer"
+    if json_output:
+        print(json.dumps({"reviewer": " ".join(name.split()), "role": role, "token": token}))
+        return
+    with interactive():  # the token is what the command is for: --quiet keeps it
+        out.print(f"{' '.join(name.split())} ({role}): /?token={token}", highlight=False, soft_wrap=True)
+    err.print("(shown once: send it to that reviewer only, on the address `serve` prints)")
 
 
 @app.command("review-stats")

@@ -22,7 +22,7 @@ import time
 import uuid
 from typing import Annotated, Literal
 
-from fastapi import Depends, FastAPI, Form, HTTPException, Request, Response
+from fastapi import Depends, FastAPI, Form, HTTPException, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -46,7 +46,7 @@ CSP = (
 
 class VerdictIn(BaseModel):
     item_id: str
-    reviewer: str
+    reviewer: str | None = None  # with a reviewer's own token: theirs (another name is refused)
     action: Literal["grade", "skip", "keep_question", "drop_question", "edit_question"]
     grade: StrictInt | None = None  # true is not a grade
     reason: str | None = Field(default=None, max_length=TEXT_LIMIT)
@@ -57,13 +57,13 @@ class VerdictIn(BaseModel):
 
 
 class UndoIn(BaseModel):
-    reviewer: str
+    reviewer: str | None = None
     idempotency_key: str = Field(min_length=1, max_length=200)
 
 
 class FailureTagIn(BaseModel):
     query_id: str
-    reviewer: str
+    reviewer: str | None = None
     tag: Literal["retrieval", "generation", "none", "unanswerable"]
     comment: str | None = Field(default=None, max_length=TEXT_LIMIT)
     idempotency_key: str = Field(min_length=1, max_length=200)
@@ -72,7 +72,7 @@ class FailureTagIn(BaseModel):
 
 class FailureUntagIn(BaseModel):
     query_id: str
-    reviewer: str
+    reviewer: str | None = None
     idempotency_key: str = Field(min_length=1, max_length=200)
 
 
@@ -115,8 +115,6 @@ def highlight(text: str, query: str) -> Markup:
 def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None = None) -> FastAPI:
     """The review app for an open workspace; ``token`` guards every route."""
     settings = settings or ReviewConfig()
-    expected = token.encode()
-    expected_form = form_token(token).encode()
     app = FastAPI(title="testset-builder review", docs_url=None, redoc_url=None, openapi_url=None)
     environment = Environment(
         loader=PackageLoader("testset_builder.review_ui", "templates"), autoescape=select_autoescape()
@@ -133,6 +131,10 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         response.headers["Cache-Control"] = "no-store"
         return response
 
+    @app.exception_handler(PermissionError)
+    async def not_yours(request: Request, error: PermissionError):
+        return JSONResponse({"error": str(error)}, status_code=403)
+
     @app.exception_handler(TestsetBuilderError)
     async def bad_request(request: Request, error: TestsetBuilderError):
         status = 404 if isinstance(error, UnknownIdError) else 409 if isinstance(error, ReviewConflictError) else 400
@@ -142,27 +144,31 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         header = request.headers.get("authorization", "")
         return header[7:].strip() if header.lower().startswith("bearer ") else None
 
+    def identify(request: Request, given: str) -> None:
+        """Who holds ``given`` (the workspace's token or a reviewer's own, :func:`review.principal`): kept on the
+        request for the routes; 401 for anyone else."""
+        who = review.principal(workspace, given, token)
+        if who is None:
+            raise HTTPException(status_code=401, detail="a valid review token is needed (open the URL serve printed)")
+        request.state.principal, request.state.token = who, given
+
     def authorised(request: Request) -> None:
         """The JSON API: the bearer token only (a cookie is sent by the browser whoever's page asks)."""
         if request.method not in ("GET", "HEAD"):
             _refuse_other_origins(request)
-        if not hmac.compare_digest((bearer(request) or "").encode(), expected):  # constant time: no timing oracle
-            raise HTTPException(status_code=401, detail="a valid review token is needed (open the URL serve printed)")
+        identify(request, bearer(request) or "")
 
     async def page_authorised(request: Request) -> None:
         """The page: the bearer token, or the cookie the serve link set; a state-changing request must come from
         this origin, and one the cookie authorises must carry the form token."""
         given = bearer(request)
-        if given is None:
-            given = request.cookies.get(TOKEN_COOKIE, "")
-        if not hmac.compare_digest(given.encode(), expected):
-            raise HTTPException(status_code=401, detail="a valid review token is needed (open the URL serve printed)")
+        identify(request, request.cookies.get(TOKEN_COOKIE, "") if given is None else given)
         if request.method in ("GET", "HEAD"):
             return
         _refuse_other_origins(request)
-        if bearer(request) is None:
+        if given is None:
             sent = str((await request.form()).get("form_token", ""))
-            if not hmac.compare_digest(sent.encode(), expected_form):
+            if not hmac.compare_digest(sent.encode(), form_token(request.state.token).encode()):
                 raise HTTPException(status_code=403, detail="refused: the form lacks this page's form token")
 
     auth = [Depends(authorised)]
@@ -170,30 +176,32 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
 
     # the JSON API -------------------------------------------------------------------------------------------------
     @app.get("/api/next", dependencies=auth)
-    def api_next(reviewer: str):
-        item = review.next_item(workspace, reviewer, settings)
+    def api_next(request: Request, reviewer: str | None = None):
+        item = review.next_item(workspace, _acting(request, reviewer), settings)
         return Response(status_code=204) if item is None else item.as_dict()
 
     @app.post("/api/verdicts", dependencies=auth)
-    def api_verdict(verdict: VerdictIn):
-        result = review.submit(workspace, **verdict.model_dump(), overlap=settings.overlap)
+    def api_verdict(request: Request, verdict: VerdictIn):
+        given = {**verdict.model_dump(), "reviewer": _acting(request, verdict.reviewer)}
+        result = review.submit(workspace, **given, overlap=settings.overlap)
         return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
 
     @app.post("/api/undo", dependencies=auth)
-    def api_undo(undo: UndoIn):
-        result = review.undo(workspace, undo.reviewer, undo.idempotency_key, settings)
+    def api_undo(request: Request, undo: UndoIn):
+        result = review.undo(workspace, _acting(request, undo.reviewer), undo.idempotency_key, settings)
         if result is None:
             return Response(status_code=204)
         return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
 
     @app.post("/api/failure-tags", dependencies=auth)
-    def api_failure_tag(tag: FailureTagIn):
-        result = review.tag_failure(workspace, **tag.model_dump())
+    def api_failure_tag(request: Request, tag: FailureTagIn):
+        result = review.tag_failure(workspace, **{**tag.model_dump(), "reviewer": _acting(request, tag.reviewer)})
         return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
 
     @app.post("/api/failure-tags/undo", dependencies=auth)
-    def api_failure_untag(untag: FailureUntagIn):
-        result = review.untag_failure(workspace, untag.reviewer, untag.query_id, untag.idempotency_key)
+    def api_failure_untag(request: Request, untag: FailureUntagIn):
+        reviewer = _acting(request, untag.reviewer)
+        result = review.untag_failure(workspace, reviewer, untag.query_id, untag.idempotency_key)
         if result is None:
             return Response(status_code=204)
         return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
@@ -208,14 +216,14 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
 
     # the page -----------------------------------------------------------------------------------------------------
     @app.get("/")
-    def entry(request: Request, token: str = ""):
+    def entry(request: Request, given: Annotated[str, Query(alias="token")] = ""):
         """The link serve prints (``/?token=T``): set the token cookie and go to the review page, so the token
         leaves the address bar at once."""
-        if token and hmac.compare_digest(token.encode(), expected):
+        if given and review.principal(workspace, given, token) is not None:
             response = RedirectResponse("/review", status_code=303)
-            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+            response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict")
             return response
-        if hmac.compare_digest(request.cookies.get(TOKEN_COOKIE, "").encode(), expected):
+        if review.principal(workspace, request.cookies.get(TOKEN_COOKIE, ""), token) is not None:
             return RedirectResponse("/review", status_code=303)
         return HTMLResponse("<h1>401</h1><p>Open the link testset-builder serve printed.</p>", status_code=401)
 
@@ -234,7 +242,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             "reasons": review.DROP_REASONS,
             "logged": item.logged if item else None,
             "tag_buttons": TAG_BUTTONS,
-            "form_token": expected_form.decode(),
+            "form_token": form_token(request.state.token),
         }
         name = "item.html" if request.headers.get("hx-request") else "review.html"
         return templates.TemplateResponse(request, name, context)
@@ -248,15 +256,18 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
 
     @app.get("/review", response_class=HTMLResponse, dependencies=page_auth)
     def review_page(request: Request):
-        reviewer = request.cookies.get(REVIEWER_COOKIE)
+        who = request.state.principal
+        reviewer = who.name or request.cookies.get(REVIEWER_COOKIE)
         if not reviewer:
             return templates.TemplateResponse(
-                request, "name.html", {"request": request, "form_token": expected_form.decode()}
+                request, "name.html", {"request": request, "form_token": form_token(request.state.token)}
             )
         return page_or_fragment(request, reviewer)
 
     @app.post("/ui/name", dependencies=page_auth)
-    def set_name(reviewer: Annotated[str, Form()]):
+    def set_name(request: Request, reviewer: Annotated[str, Form()]):
+        if request.state.principal.name is not None:
+            raise HTTPException(status_code=403, detail="your name comes from your own link; it cannot be changed")
         name = " ".join(reviewer.split())[:80]
         response = RedirectResponse("/review", status_code=303)
         if name:
@@ -314,7 +325,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             "shown_at": shown_at,
             "tag_buttons": TAG_BUTTONS,
             "tag_saved": saved.tag.tag,
-            "form_token": expected_form.decode(),
+            "form_token": form_token(request.state.token),
         }
         return templates.TemplateResponse(request, "failure.html", context)
 
@@ -326,8 +337,17 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
     return app
 
 
+def _acting(request: Request, claimed: str | None) -> str:
+    """The reviewer an API request acts as: its token's own, or the one the workspace token's holder names."""
+    try:
+        return request.state.principal.acting_as(claimed)
+    except TestsetBuilderError as error:
+        raise HTTPException(status_code=400, detail=str(error)) from None
+
+
 def _reviewer_of(request: Request) -> str:
-    reviewer = request.cookies.get(REVIEWER_COOKIE)
+    """The page's reviewer: the token's own, or the name the workspace token's holder gave (a cookie)."""
+    reviewer = request.state.principal.name or request.cookies.get(REVIEWER_COOKIE)
     if not reviewer:
         raise HTTPException(status_code=400, detail="say who you are first (open /review)")
     return reviewer

@@ -16,6 +16,10 @@
   one back; the same idempotency key again returns the stored tag. Blind mode hides none of this: the answer and the
   feedback are what the reviewer judges.
 
+- Reviewers as principals: :func:`add_reviewer` gives a reviewer a token of their own (its SHA-256 is stored, the
+  token shown once); whoever holds it *is* that reviewer (:func:`principal`), whatever name a request gives. The
+  workspace's token still lets its holder name any reviewer: for one person or a trusted script.
+
 Which questions are dropped follows the reviewers' latest question verdicts (majority; a tie goes to the latest), and
 a dropped or edited-away question leaves every release after it.
 """
@@ -23,6 +27,8 @@ a dropped or edited-away question leaves every release after it.
 from __future__ import annotations
 
 import hashlib
+import hmac
+import secrets
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -192,6 +198,52 @@ def _reviewer(name: str) -> str:
     if not name or len(name) > 80:
         raise InputError("a reviewer needs a name of 1 to 80 characters")
     return name
+
+
+ROLES = ("reviewer", "admin")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a credential belongs to: a reviewer (``name`` set; ``role`` reviewer or admin, who may adjudicate), or
+    the workspace's token (``name`` None: its holder names the reviewer in each request)."""
+
+    name: str | None
+    role: str
+
+    def acting_as(self, claimed: str | None) -> str:
+        """The reviewer a request acts as: the token's own, or (workspace token) the one it names."""
+        if self.name is None:
+            return _reviewer(claimed or "")
+        if claimed and " ".join(claimed.split()) != self.name:
+            raise PermissionError(f"this token is {self.name}'s: it cannot act as {claimed!r}")
+        return self.name
+
+
+def add_reviewer(workspace: Workspace, name: str, role: str = "reviewer") -> str:
+    """A new token for reviewer ``name`` (any earlier one of theirs stops working); returned once, stored only as
+    its SHA-256."""
+    name = _reviewer(name)
+    if role not in ROLES:
+        raise InputError(f"a reviewer's role is one of {', '.join(ROLES)}, not {role!r}")
+    token = "rv-" + secrets.token_urlsafe(24)
+    with workspace.transaction() as db:
+        store.set_reviewer_token(db, name, hashlib.sha256(token.encode()).hexdigest(), role, utc_timestamp())
+    return token
+
+
+def principal(workspace: Workspace, token: str, workspace_token: str) -> Principal | None:
+    """Who holds ``token``: the workspace (its own token), a reviewer (one :func:`add_reviewer` gave), or nobody."""
+    if token and hmac.compare_digest(token.encode(), workspace_token.encode()):  # constant time: no timing oracle
+        return Principal(None, "admin")
+    if not token:
+        return None
+    found = store.reviewer_of_token(workspace.db, hashlib.sha256(token.encode()).hexdigest())  # a hash: no oracle
+    return Principal(*found) if found else None
+
+
+def reviewers_with_tokens(workspace: Workspace) -> list[tuple[str, str]]:
+    return store.reviewers_with_tokens(workspace.db)
 
 
 def _check_key(idempotency_key: str, what: str) -> None:

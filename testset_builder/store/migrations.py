@@ -692,6 +692,24 @@ def m019_draws_by_round(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(20)
+def m020_reviewer_tokens(db: sqlite3.Connection) -> None:
+    """``reviewer_tokens``: a reviewer's own credential for the web reviewer (stored as its SHA-256, never the
+    token), so a verdict's reviewer comes from who holds the token, not from a name the request gives; the role is
+    ``reviewer`` or ``admin`` (may adjudicate)."""
+    run_script(
+        db,
+        """
+        CREATE TABLE reviewer_tokens (
+            reviewer TEXT PRIMARY KEY,
+            token_sha256 TEXT NOT NULL UNIQUE,
+            role TEXT NOT NULL CHECK (role IN ('reviewer', 'admin')),
+            created_at TEXT NOT NULL
+        );
+        """,
+    )
+
+
 def _key_bytes(key: int | bytes) -> bytes:
     """A key as migration 14 stored it (a signed 64-bit integer) as 8 little-endian bytes (one stored as bytes, as
     the backfill of migration 14 run by this code does, is already)."""

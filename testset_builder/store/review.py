@@ -360,3 +360,23 @@ def doubted_questions(db: sqlite3.Connection) -> dict[str, bool]:
             "FROM review_items i WHERE i.kind = 'question' AND i.reason LIKE 'doubted:%' ORDER BY 1"
         )
     }
+
+
+def set_reviewer_token(db: sqlite3.Connection, reviewer: str, token_sha256: str, role: str, now: str) -> None:
+    """Give ``reviewer`` this token (a new one replaces the old, which stops working)."""
+    db.execute(
+        "INSERT INTO reviewer_tokens (reviewer, token_sha256, role, created_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(reviewer) DO UPDATE SET token_sha256 = excluded.token_sha256, role = excluded.role, "
+        "created_at = excluded.created_at",
+        (reviewer, token_sha256, role, now),
+    )
+
+
+def reviewer_of_token(db: sqlite3.Connection, token_sha256: str) -> tuple[str, str] | None:
+    """(reviewer, role) holding the token with this SHA-256, if any."""
+    row = db.execute("SELECT reviewer, role FROM reviewer_tokens WHERE token_sha256 = ?", (token_sha256,)).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def reviewers_with_tokens(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    return db.execute("SELECT reviewer, role FROM reviewer_tokens ORDER BY reviewer").fetchall()
