@@ -92,14 +92,20 @@ def test_an_argilla_round_trip_brings_grades_back_as_human_verdicts(queued_works
     for record in records:
         for user, value in answers[record.metadata["query_id"]].items():
             record.responses.add(rg.Response("relevance", value, user_id=user, status="submitted"))
-    JsonIO.to_json(records, tmp_path / "annotated.json")  # what dataset.records.to_json() writes
-    first = import_file(ws, tmp_path / "annotated.json", capsys)
+    # what dataset.records.to_json() writes leaves out each response's status: a draft would pass for a verdict
+    JsonIO.to_json(records, tmp_path / "annotated.json")
+    assert main(["review-import", str(tmp_path / "annotated.json"), "--workspace", str(ws.root)]) == 1
+    assert "has no status" in capsys.readouterr().err and human_grades(ws) == {}
+    flat = GenericIO.to_list(records, flatten=True)  # the flattened export, as JSON lines, keeps it
+    (tmp_path / "flat.jsonl").write_text("".join(json.dumps(r) + "\n" for r in flat))
+    first = import_file(ws, tmp_path / "flat.jsonl", capsys)
     assert (first["format"], first["grades"], first["new_verdicts"], first["unanswered"]) == ("argilla", 3, 3, 1)
-    again = import_file(ws, tmp_path / "annotated.json", capsys)
+    again = import_file(ws, tmp_path / "flat.jsonl", capsys)
     assert (again["new_verdicts"], again["unchanged"]) == (0, 3)
 
     records[2].responses.add(rg.Response("relevance", 1, user_id=bob, status="submitted"))
-    flat = GenericIO.to_list(records, flatten=True)  # the flattened export, as JSON lines
+    records[1].responses.add(rg.Response("relevance", 2, user_id=bob, status="draft"))  # a draft: not a verdict
+    flat = GenericIO.to_list(records, flatten=True)
     (tmp_path / "flat.jsonl").write_text("".join(json.dumps(r) + "\n" for r in flat))
     third = import_file(ws, tmp_path / "flat.jsonl", capsys)
     assert (third["new_verdicts"], third["unchanged"]) == (1, 3)
@@ -195,8 +201,9 @@ def test_pairs_already_graded_enough_are_not_exported_again(queued_workspace, tm
     assert export(queued_workspace, "label-studio", tmp_path / "l2", "--overlap", "2", capsys=capsys)["items"] == 3
 
 
-def grade_record(item_id, value, user="u1"):
-    return {"id": item_id, "fields": {}, "responses": {"relevance": [{"value": value, "user_id": user}]}}
+def grade_record(item_id, value, user="u1", status="submitted", question="relevance"):
+    answer = {"value": value, "user_id": user, "status": status}
+    return {"id": item_id, "fields": {}, "responses": {question: [{k: v for k, v in answer.items() if v != "-"}]}}
 
 
 @pytest.mark.parametrize(
@@ -208,6 +215,10 @@ def grade_record(item_id, value, user="u1"):
         (json.dumps([{"something": "else"}]), "cannot tell the format"),
         (json.dumps([grade_record("ITEM0", 3)]), "record 1: 3 is not a grade"),
         (json.dumps([grade_record("ITEM0", 1, user=None)]), "a response without a user_id"),
+        (json.dumps([grade_record("ITEM0", 1, status="-")]), "record 1: the response of user 'u1' has no status"),
+        (json.dumps([grade_record("ITEM0", 1, status="draft")]), "none of its 1 records holds a submitted grade"),
+        (json.dumps([grade_record("ITEM0", 1, question="relevant?")]), "was the question renamed"),
+        (json.dumps([grade_record("ITEM0", 1), grade_record("ITEM0", 2, user="u" * 80)]), "record 2: annotator 'uuu"),
         (json.dumps([grade_record("ITEM0", 1), grade_record("p-<script>", 1)]), "1 items are not"),
         (
             json.dumps([{"data": {"item_id": "ITEM0"}, "annotations": [{"result": [interchange._choice(1)]}]}]),

@@ -1,6 +1,7 @@
-"""Twenty reviewers, two thousand items, overlap two, through the HTTP API of a real `serve`, killed with SIGKILL
-and restarted half way: every acknowledged verdict is stored exactly once, no item gets a third reviewer, none is
-stranded, and a verdict sent again with its idempotency key stores nothing new."""
+"""Twenty reviewers, each with a token of their own (the verdict's reviewer comes from it), two thousand items,
+overlap two, through the HTTP API of a real `serve`, killed with SIGKILL and restarted half way: every acknowledged
+verdict is stored exactly once, no item gets a third reviewer, none is stranded, and a verdict sent again with its
+idempotency key stores nothing new."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import httpx
 import pytest
 
 from testset_builder.records import Chunk, Document, Query, QueryOrigin
+from testset_builder.stages.review import add_reviewer
 from testset_builder.store import open_workspace, rows
 from testset_builder.store import review as store
 from testset_builder.store.workspace import utc_timestamp
@@ -62,6 +64,8 @@ def test_twenty_reviewers_and_a_killed_server_lose_no_verdict_and_store_none_twi
             for i in ids
         ]
         store.enqueue(db, items, utc_timestamp())
+    with open_workspace(ws) as workspace:
+        tokens = {f"reviewer-{n:02d}": add_reviewer(workspace, f"reviewer-{n:02d}") for n in range(REVIEWERS)}
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = {"process": start_server(ws, port)}
@@ -80,10 +84,10 @@ def test_twenty_reviewers_and_a_killed_server_lose_no_verdict_and_store_none_twi
         raise TimeoutError(path)
 
     def reviewer(name: str) -> None:
-        client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+        client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {tokens[name]}"}, timeout=30)
         chance = random.Random(name)
         while time.monotonic() < deadline:
-            response = call(client, "GET", "/api/next", params={"reviewer": name})
+            response = call(client, "GET", "/api/next")  # who asks comes from the token
             if response.status_code == 204:
                 if call(client, "GET", "/api/stats").json()["remaining"] == 0:
                     return
@@ -94,7 +98,6 @@ def test_twenty_reviewers_and_a_killed_server_lose_no_verdict_and_store_none_twi
             key = uuid.uuid4().hex
             body = {
                 "item_id": item["item_id"],
-                "reviewer": name,
                 "action": "grade",
                 "grade": chance.randint(0, 2),
                 "idempotency_key": key,

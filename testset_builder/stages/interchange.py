@@ -300,7 +300,9 @@ def _item_id(record: dict, where: str, *places: dict | None) -> str:
 
 
 def read_argilla(records: list[dict]) -> tuple[list[ImportedGrade], int]:
-    """Submitted grades from Argilla records (nested or flattened), and how many records had none."""
+    """Submitted grades from Argilla records, and how many records had none. Flattened records carry each
+    response's status; nested ones (``records.to_json``) do not, so a response there without one is refused rather
+    than taken for a submitted answer (it may be a draft)."""
     grades, unanswered = [], 0
     for index, record in enumerate(records, 1):
         where = f"record {index}"
@@ -310,21 +312,29 @@ def read_argilla(records: list[dict]) -> tuple[list[ImportedGrade], int]:
             answers = record["responses"].get(QUESTION) or []
             if not isinstance(answers, list):
                 raise InputError(f"{where}: responses.{QUESTION} should be a list")
-            found = [(a.get("value"), a.get("user_id"), a.get("status")) for a in answers if isinstance(a, dict)]
+            found = [
+                (a.get("value"), a.get("user_id"), a.get("status", MISSING)) for a in answers if isinstance(a, dict)
+            ]
         else:
             values = record.get(f"{QUESTION}.responses") or []
             users = record.get(f"{QUESTION}.responses.users") or []
-            statuses = record.get(f"{QUESTION}.responses.status") or [None] * len(values)
+            statuses = record.get(f"{QUESTION}.responses.status") or [MISSING] * len(values)
             if not (len(values) == len(users) == len(statuses)):
                 raise InputError(f"{where}: {QUESTION}.responses, .users and .status differ in length")
             found = list(zip(values, users, statuses))
         taken = 0
         for value, user, status in found:
-            if status not in (None, "submitted") or value is None:
-                continue  # a draft or a discarded response says nothing yet
             if not user:
                 raise InputError(f"{where}: a response without a user_id")
-            grades.append(ImportedGrade(item_id, f"argilla:{user}", _grade(value, where)))
+            if status is MISSING and value is not None:
+                raise InputError(
+                    f"{where}: the response of user {str(user)[:80]!r} has no status, so a draft cannot be told from a "
+                    "submitted answer (Argilla's nested records.to_json leaves it out): export the records "
+                    "flattened, with their .responses.status, and import that"
+                )
+            if status != "submitted" or value is None:
+                continue  # a draft or a discarded response says nothing yet
+            grades.append(ImportedGrade(item_id, _named("argilla", user, where), _grade(value, where)))
             taken += 1
         unanswered += taken == 0
     return grades, unanswered
@@ -336,7 +346,18 @@ def _annotator(annotation: dict, where: str) -> str:
         who = who.get("email") or who.get("id")
     if who in (None, ""):
         raise InputError(f"{where}: an annotation without completed_by")
-    return f"label-studio:{who}"
+    return _named("label-studio", who, where)
+
+
+MISSING = object()  # a response whose export says nothing of its status
+
+
+def _named(tool: str, who, where: str) -> str:
+    """The reviewer an imported annotator becomes (``tool:name``), checked here, where the error can say where."""
+    name = " ".join(f"{tool}:{who}".split())
+    if len(name) > 80:
+        raise InputError(f"{where}: annotator {str(who)[:60]!r}... has a name of over 80 characters with its prefix")
+    return name
 
 
 def read_label_studio(tasks: list[dict]) -> tuple[list[ImportedGrade], int]:
@@ -369,13 +390,22 @@ def read_label_studio(tasks: list[dict]) -> tuple[list[ImportedGrade], int]:
 def import_annotations(workspace: Workspace, path: Path, fmt: str | None = None) -> ImportSummary:
     """Read an Argilla or Label Studio export and record its grades as human verdicts (see the module docstring).
     The whole file is checked first: a malformed record or an item this workspace does not have stores nothing."""
-    from .review import submit
+    from .review import record_verdict
 
     records = read_records(path)
     fmt = fmt or detect_format(records)
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    grades, unanswered = read_argilla(records) if fmt == "argilla" else read_label_studio(records)
+    try:
+        grades, unanswered = read_argilla(records) if fmt == "argilla" else read_label_studio(records)
+    except InputError as error:
+        raise InputError(str(error), path=path) from None
+    if not grades:
+        raise InputError(
+            f"none of its {len(records)} records holds a submitted grade for the question {QUESTION!r}: was the "
+            "question renamed, or nothing submitted yet? Nothing was stored",
+            path=path,
+        )
     items = {g.item_id: store.item(workspace.db, g.item_id) for g in grades}
     unknown = sorted(item_id for item_id, found in items.items() if found is None or found.kind != "pair")
     if unknown:
@@ -383,20 +413,21 @@ def import_annotations(workspace: Workspace, path: Path, fmt: str | None = None)
             f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         )
         raise InputError(f"{len(unknown)} items are not (query, chunk) pairs of this workspace: {shown}", path=path)
-    standing = policy.reviewer_grades(list(rows.iter_judgments(workspace.db)))
     new, unchanged = 0, 0
-    for grade in grades:
-        item = items[grade.item_id]
-        if standing.get((item.query_id, item.chunk_id), {}).get(grade.reviewer) == grade.grade:
-            unchanged += 1
-            continue
-        # the key is the reviewer's next verdict on the item: a rerun (or a second process) finds it stored
-        count = store.verdict_count(workspace.db, grade.item_id, grade.reviewer)
-        key = f"{fmt}:{grade.item_id}:{grade.reviewer}:{count}:{grade.grade}"
-        result = submit(
-            workspace, grade.reviewer, grade.item_id, "grade", key, grade=grade.grade, seconds=grade.seconds
-        )
-        new += result.created
-        unchanged += not result.created
+    with workspace.transaction() as db:  # the whole file or nothing
+        standing = policy.reviewer_grades(list(rows.iter_judgments(db)))
+        for grade in grades:
+            item = items[grade.item_id]
+            if standing.get((item.query_id, item.chunk_id), {}).get(grade.reviewer) == grade.grade:
+                unchanged += 1
+                continue
+            # the key is the reviewer's next verdict on the item: a rerun (or a second process) finds it stored
+            count = store.verdict_count(db, grade.item_id, grade.reviewer)
+            key = f"{fmt}:{grade.item_id}:{grade.reviewer}:{count}:{grade.grade}"
+            result = record_verdict(
+                db, grade.reviewer, grade.item_id, "grade", key, grade=grade.grade, seconds=grade.seconds
+            )
+            new += result.created
+            unchanged += not result.created
     reviewers = sorted({g.reviewer for g in grades})
     return ImportSummary(fmt, len(records), len(grades), new, unchanged, unanswered, reviewers)

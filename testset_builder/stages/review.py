@@ -275,53 +275,72 @@ def submit(
     meanwhile, or every place left is leased to other reviewers (a verdict is bound to the lease: only its holder
     may answer a leased item until the lease ends, so the holder is never refused for a place taken under it). An
     adjudicator's verdict and an import from another tool pass no overlap and are always taken."""
+    with workspace.transaction() as db:
+        return record_verdict(
+            db, reviewer, item_id, action, idempotency_key, grade, reason, comment, edited_text, seconds, overlap
+        )
+
+
+def record_verdict(
+    db,
+    reviewer: str,
+    item_id: str,
+    action: str,
+    idempotency_key: str,
+    grade: int | None = None,
+    reason: str | None = None,
+    comment: str | None = None,
+    edited_text: str | None = None,
+    seconds: float | None = None,
+    overlap: int | None = None,
+) -> SubmitResult:
+    """:func:`submit` inside a transaction the caller holds (an import stores a whole file in one)."""
     reviewer = _reviewer(reviewer)
     _check_key(idempotency_key, "a verdict")
-    with workspace.transaction() as db:
-        seen = store.verdict_by_key(db, idempotency_key)
-        if seen is not None:
-            if (seen.item_id, seen.reviewer) != (item_id, reviewer):  # a key reused: not the same verdict again
-                raise ReviewConflictError(
-                    f"idempotency key {idempotency_key!r} was used for another verdict (item {seen.item_id}): nothing "
-                    "was stored; send each verdict with a key of its own"
-                )
-            return SubmitResult(seen, created=False)
-        target = store.item(db, item_id)
-        if target is None:
-            raise UnknownIdError("review item", item_id)
-        _check_action(target, action, grade, reason, edited_text)
-        wanted = None if overlap is None else max(overlap, target.wanted_overlap)
-        now = utc_timestamp()
-        if wanted is not None and action in store.COUNTING:
-            done = store.counting_verdicts_by_others(db, item_id, reviewer)
-            if done >= wanted:
-                raise ReviewConflictError(
-                    f"item {item_id} already has as many reviewers as it wants ({wanted}; your lease on it had run "
-                    "out): nothing was stored; take the next item"
-                )
-            holders = store.leases_by_others(db, item_id, reviewer, now)
-            if done + len(holders) >= wanted:  # every place left is leased to someone else: theirs to answer
-                raise ReviewConflictError(
-                    f"item {item_id} is leased to another reviewer (a place frees at "
-                    f"{holders[len(holders) - (wanted - done)][1]} if they do not answer; it wants {wanted}): "
-                    "nothing was stored; take the next item"
-                )
-        judgment_id = None
-        if action == "grade":
-            judgment_id = "rev-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:24]
-            rows.add_judgments(db, [Judgment(
-                judgment_id=judgment_id, query_id=target.query_id, chunk_id=target.chunk_id, grade=grade,
-                source=JudgmentSource.human, reviewer=reviewer, status=JudgmentStatus.final, rationale=comment or None,
-            )])  # fmt: skip
-        if action == "edit_question":
-            _edit_question(db, target.query_id, edited_text, reviewer)
-        verdict = store.Verdict(
-            _verdict_id(idempotency_key), item_id, reviewer, action, grade if action == "grade" else None,
-            reason, comment, edited_text if action == "edit_question" else None, judgment_id, None, idempotency_key,
-            seconds, now,
-        )  # fmt: skip
-        store.add_verdict(db, verdict)
-        store.release_lease(db, item_id, reviewer)
+    seen = store.verdict_by_key(db, idempotency_key)
+    if seen is not None:
+        if (seen.item_id, seen.reviewer) != (item_id, reviewer):  # a key reused: not the same verdict again
+            raise ReviewConflictError(
+                f"idempotency key {idempotency_key!r} was used for another verdict (item {seen.item_id}): nothing "
+                "was stored; send each verdict with a key of its own"
+            )
+        return SubmitResult(seen, created=False)
+    target = store.item(db, item_id)
+    if target is None:
+        raise UnknownIdError("review item", item_id)
+    _check_action(target, action, grade, reason, edited_text)
+    wanted = None if overlap is None else max(overlap, target.wanted_overlap)
+    now = utc_timestamp()
+    if wanted is not None and action in store.COUNTING:
+        done = store.counting_verdicts_by_others(db, item_id, reviewer)
+        if done >= wanted:
+            raise ReviewConflictError(
+                f"item {item_id} already has as many reviewers as it wants ({wanted}; your lease on it had run "
+                "out): nothing was stored; take the next item"
+            )
+        holders = store.leases_by_others(db, item_id, reviewer, now)
+        if done + len(holders) >= wanted:  # every place left is leased to someone else: theirs to answer
+            raise ReviewConflictError(
+                f"item {item_id} is leased to another reviewer (a place frees at "
+                f"{holders[len(holders) - (wanted - done)][1]} if they do not answer; it wants {wanted}): "
+                "nothing was stored; take the next item"
+            )
+    judgment_id = None
+    if action == "grade":
+        judgment_id = "rev-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:24]
+        rows.add_judgments(db, [Judgment(
+            judgment_id=judgment_id, query_id=target.query_id, chunk_id=target.chunk_id, grade=grade,
+            source=JudgmentSource.human, reviewer=reviewer, status=JudgmentStatus.final, rationale=comment or None,
+        )])  # fmt: skip
+    if action == "edit_question":
+        _edit_question(db, target.query_id, edited_text, reviewer)
+    verdict = store.Verdict(
+        _verdict_id(idempotency_key), item_id, reviewer, action, grade if action == "grade" else None,
+        reason, comment, edited_text if action == "edit_question" else None, judgment_id, None, idempotency_key,
+        seconds, now,
+    )  # fmt: skip
+    store.add_verdict(db, verdict)
+    store.release_lease(db, item_id, reviewer)
     return SubmitResult(verdict, created=True)
 
 
