@@ -25,6 +25,15 @@ HOSTILE = 'Beware <script>alert("x")</script> {{ 7*7 }} "><img src=x onerror=ale
 def served(tmp_path, capsys):
     """A workspace with three queued pairs (one chunk holding hostile markup) and one synthetic question, and a
     real `testset-builder serve` on a free port; yields (base URL, token, workspace path)."""
+    yield from serving(tmp_path, capsys, questions=1)
+
+
+@pytest.fixture
+def served_two_questions(tmp_path, capsys):
+    yield from serving(tmp_path, capsys, questions=2)
+
+
+def serving(tmp_path, capsys, questions: int):
     corpus = tmp_path / "corpus.jsonl"
     texts = {
         "d-ndcg": "nDCG discounts each relevant chunk by the log of its rank and divides by the ideal ranking.",
@@ -40,21 +49,28 @@ def served(tmp_path, capsys):
     from testset_builder.store.workspace import utc_timestamp
 
     real = Query(query_id="q1", text="how is ranking evaluated", origin=QueryOrigin.real)
-    question = Query(
-        query_id="s1", text="what does recall count?", origin=QueryOrigin.synthetic, source_chunk_id="d-recall",
-        style="natural",
-    )  # fmt: skip
-    label = Judgment(
-        judgment_id="src", query_id="s1", chunk_id="d-recall", grade=2, source=JudgmentSource.synthetic_source,
-        status=JudgmentStatus.final,
-    )  # fmt: skip
+    texts_of_questions = ["what does recall count?", "what does ndcg discount?"][:questions]
+    sources = ["d-recall", "d-ndcg"]
+    asked = [
+        Query(
+            query_id=f"s{n + 1}", text=text, origin=QueryOrigin.synthetic, source_chunk_id=sources[n], style="natural"
+        )
+        for n, text in enumerate(texts_of_questions)
+    ]
+    labels = [
+        Judgment(
+            judgment_id=f"src{n + 1}", query_id=f"s{n + 1}", chunk_id=sources[n], grade=2,
+            source=JudgmentSource.synthetic_source, status=JudgmentStatus.final,
+        )
+        for n in range(questions)
+    ]  # fmt: skip
     items = [
         store.QueuedItem(store.pair_item_id("q1", d), "pair", "q1", d, 3.0 - i, "llm proposal", 1)
         for i, d in enumerate(texts)
     ]
     with open_workspace(ws) as workspace, workspace.transaction() as db:
-        rows.put_queries(db, [real, question])
-        rows.add_judgments(db, [label])
+        rows.put_queries(db, [real, *asked])
+        rows.add_judgments(db, labels)
         store.enqueue(db, items, utc_timestamp())
     env = {**os.environ, "TESTSET_BUILDER_REVIEW_TOKEN": "tok-" + "a" * 24}
     server = subprocess.Popen(
@@ -190,3 +206,34 @@ def test_a_form_posted_from_another_port_is_refused_and_the_pages_own_form_works
         assert [(j.grade, j.reviewer) for j in rows.iter_judgments(workspace.db) if j.source.value == "human"] == [
             (2, "ann")
         ]
+
+
+def test_after_a_question_edit_the_next_shortcut_answers_the_next_item_and_types_nothing(browser, served_two_questions):
+    base, token, ws = served_two_questions
+    page = browser.new_page()
+    page.goto(f"{base}/?token={token}")
+    page.fill("#reviewer", "ann")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#query")
+    for key in ("2", "0", "1"):  # the three pairs
+        press(page, key)
+    assert page.get_attribute("#item", "data-kind") == "question"
+    first_question = page.inner_text("#query")
+    page.fill("#edited-text", "")  # an empty edit is refused, and the page says so
+    page.press("#edited-text", "Enter")
+    page.wait_for_selector("#last")
+    assert "Not saved" in page.inner_text("#last") and page.inner_text("#query") == first_question
+    page.fill("#edited-text", "what does recall at k count?")
+    shown = page.query_selector("#item")
+    page.press("#edited-text", "Enter")  # saved with Enter from the edit box
+    shown.wait_for_element_state("hidden")
+    page.wait_for_selector("#item")
+    assert page.inner_text("#query") != first_question  # the next question
+    page.wait_for_selector("#item button[data-key='k']:focus")  # its first action has the focus, not its edit box
+    press(page, "k")  # keep it: nothing typed into its edit box
+    page.wait_for_selector("#done")
+    with open_workspace(ws) as workspace:
+        texts = set(rows.synthetic_query_texts(workspace.db))
+        verdicts = [row[0] for row in workspace.db.execute("SELECT action FROM review_verdicts ORDER BY rowid")]
+    assert "what does recall at k count?" in texts and not any(t.endswith("k") and "count?" in t for t in texts)
+    assert verdicts == ["grade", "grade", "grade", "edit_question", "keep_question"]

@@ -31,7 +31,7 @@ from markupsafe import Markup, escape
 from pydantic import BaseModel, Field, StrictInt
 
 from ..config import ReviewConfig
-from ..errors import ReviewConflictError, TestsetBuilderError, UnknownIdError
+from ..errors import InputError, ReviewConflictError, TestsetBuilderError, UnknownIdError
 from ..stages import review
 from ..store.workspace import Workspace
 
@@ -291,8 +291,8 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
                 workspace, reviewer, item_id, action, idempotency_key, grade=grade, reason=reason or None,
                 edited_text=edited_text or None, seconds=max(0.0, time.time() - shown_at), overlap=settings.overlap,
             )  # fmt: skip
-        except ReviewConflictError:
-            return answered(request, reviewer, {"action": "not needed"})
+        except (ReviewConflictError, InputError) as error:  # said on the page: an htmx swap shows no error body
+            return answered(request, reviewer, {"action": "refused", "why": str(error)})
         return answered(request, reviewer, {"action": action, "grade": result.verdict.grade})
 
     @app.post("/ui/undo", response_class=HTMLResponse, dependencies=page_auth)

@@ -4,6 +4,14 @@
 // still records its verdict; once htmx has, <body data-ready> says so.
 (function () {
   document.addEventListener("DOMContentLoaded", function () { document.body.dataset.ready = "1"; });
+  // A new item takes the focus to its first action, never to a text box: htmx would give the focus back to an element
+  // of the same id (the edit box after a question edit), and the next shortcut would be typed into the next question.
+  document.addEventListener("htmx:afterSettle", function () {
+    var item = document.getElementById("item");
+    if (!item) { return; }
+    var first = item.querySelector("form[action='/ui/verdict'] button[data-key]") || item.querySelector("button[data-key]");
+    if (first) { first.focus(); } else if (document.activeElement) { document.activeElement.blur(); }
+  });
   document.addEventListener("keydown", function (event) {
     var target = event.target;
     var typing = target && (target.tagName === "INPUT" || target.tagName === "TEXTAREA" || target.tagName === "SELECT");
