@@ -700,7 +700,7 @@ def m020_reviewer_tokens(db: sqlite3.Connection) -> None:
     run_script(
         db,
         """
-        CREATE TABLE reviewer_tokens (
+        CREATE TABLE IF NOT EXISTS reviewer_tokens (
             reviewer TEXT PRIMARY KEY,
             token_sha256 TEXT NOT NULL UNIQUE,
             role TEXT NOT NULL CHECK (role IN ('reviewer', 'admin')),
