@@ -244,6 +244,23 @@ def test_serve_refuses_a_non_loopback_address_unless_asked_for_by_host():
     _check_bind("localhost", explicit=False)
 
 
+def test_serve_on_a_busy_port_says_so_and_a_wildcard_address_prints_a_link_a_browser_can_open(queued_workspace, capsys):
+    import socket
+
+    from testset_builder.cli import main
+    from testset_builder.cli.reviewing import _reachable
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        assert main(["serve", "--workspace", str(queued_workspace.root), "--port", str(port)]) == 1
+    said = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in said and "--port 0" in said and "bug" not in said
+    assert _reachable("0.0.0.0") not in ("0.0.0.0", "") and _reachable("::") != "[::]"
+    assert _reachable("127.0.0.1") == "127.0.0.1" and _reachable("::1") == "[::1]"
+
+
 def test_a_verdict_no_longer_wanted_answers_409_and_the_page_says_it_was_not_saved(queued_workspace):
     import time
 

@@ -111,9 +111,16 @@ def serve(
         named = reviewers_with_tokens(ws)
         sock = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((bind, port))
+        try:
+            sock.bind((bind, port))
+        except OSError as error:
+            sock.close()
+            raise InputError(
+                f"cannot listen on {bind}:{port}: {error.strerror or error} (another server there? --port 0 takes "
+                "any free port)"
+            ) from None
         sock.listen(128)  # connections wait from here on, so the URL below works the moment it is printed
-        shown = f"[{bind}]" if ":" in bind else bind
+        shown = _reachable(bind)
         with interactive():  # the link is how the server is used: --quiet keeps it
             out.print(
                 f"review at http://{shown}:{sock.getsockname()[1]}/?token={token}", highlight=False, soft_wrap=True
@@ -131,6 +138,16 @@ def serve(
         err.print("(the token is in that link: share it only with your reviewers; Ctrl-C stops the server)")
         server = uvicorn.Server(uvicorn.Config(web, log_level="warning", access_log=False))  # URLs carry the token
         server.run(sockets=[sock])
+
+
+def _reachable(bind: str) -> str:
+    """The host part of the link to print: a wildcard address (0.0.0.0, ::) is where the server listens, not an
+    address a browser can open, so the machine's name stands in for it."""
+    if bind in ("0.0.0.0", "::", ""):
+        import socket
+
+        return socket.getfqdn() or socket.gethostname()
+    return f"[{bind}]" if ":" in bind else bind
 
 
 def _check_bind(host: str, explicit: bool) -> None:
