@@ -261,6 +261,24 @@ def test_serve_on_a_busy_port_says_so_and_a_wildcard_address_prints_a_link_a_bro
     assert _reachable("127.0.0.1") == "127.0.0.1" and _reachable("::1") == "[::1]"
 
 
+def test_progress_counts_the_verdicts_overlap_wants_and_each_reviewers_own(queued_workspace):
+    from fastapi.testclient import TestClient
+
+    from testset_builder.config import ReviewConfig
+    from testset_builder.review_ui import create_app
+
+    app = create_app(queued_workspace, TOKEN, ReviewConfig(overlap=2))
+    with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        item = client.get("/api/next", params={"reviewer": "ann"}).json()
+        verdict = {"item_id": item["item_id"], "reviewer": "ann", "action": "grade", "grade": 1, "idempotency_key": "a"}
+        assert client.post("/api/verdicts", json=verdict).status_code == 201
+        stats = client.get("/api/stats").json()
+        assert (stats["verdicts"], stats["verdicts_wanted"], stats["done"]) == (1, 6, 0)  # 3 pairs, 2 reviewers each
+        client.cookies.set("tsb_reviewer", "bob")
+        page = client.get("/review").text
+    assert "1 of 6 verdicts given (0 of 3 items done) · 0 by you" in page
+
+
 def test_a_verdict_no_longer_wanted_answers_409_and_the_page_says_it_was_not_saved(queued_workspace):
     import time
 

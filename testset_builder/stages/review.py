@@ -418,7 +418,12 @@ class ReviewStats:
     done: int = 0
     leased: int = 0
     remaining: int = 0
+    verdicts: int = 0  # counting verdicts given, each item's up to as many as it wants
+    verdicts_wanted: int = 0  # what every item wants in all (overlap counted)
     per_reviewer: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def given_by(self, reviewer: str) -> int:
+        return sum(self.per_reviewer.get(reviewer, {}).values())
 
     def as_dict(self) -> dict:
         return asdict(self)
