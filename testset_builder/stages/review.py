@@ -255,20 +255,10 @@ def _verdict_id(key: str) -> str:
     return "v-" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
-def submit(
-    workspace: Workspace,
-    reviewer: str,
-    item_id: str,
-    action: str,
-    idempotency_key: str,
-    grade: int | None = None,
-    reason: str | None = None,
-    comment: str | None = None,
-    edited_text: str | None = None,
-    seconds: float | None = None,
-    overlap: int | None = None,
-) -> SubmitResult:
+def submit(workspace: Workspace, reviewer: str, item_id: str, action: str, idempotency_key: str, **details):
     """Record one verdict (see the module docstring); the same idempotency key again returns what was stored.
+    ``details``: ``grade``, ``reason``, ``comment``, ``edited_text``, ``seconds`` and ``overlap``, as
+    :func:`record_verdict` takes them, which this calls in a transaction of its own.
 
     With ``overlap`` (the web and terminal reviewers pass theirs), a verdict that would give the item more reviewers
     than it wants is refused with :class:`ReviewConflictError`: its reviewer's lease ran out and others finished it
@@ -276,9 +266,7 @@ def submit(
     may answer a leased item until the lease ends, so the holder is never refused for a place taken under it). An
     adjudicator's verdict and an import from another tool pass no overlap and are always taken."""
     with workspace.transaction() as db:
-        return record_verdict(
-            db, reviewer, item_id, action, idempotency_key, grade, reason, comment, edited_text, seconds, overlap
-        )
+        return record_verdict(db, reviewer, item_id, action, idempotency_key, **details)
 
 
 def record_verdict(
@@ -294,7 +282,9 @@ def record_verdict(
     seconds: float | None = None,
     overlap: int | None = None,
 ) -> SubmitResult:
-    """:func:`submit` inside a transaction the caller holds (an import stores a whole file in one)."""
+    """:func:`submit` inside a transaction the caller holds (an import stores a whole file in one): ``grade`` for a
+    grade; ``reason`` for a drop or a skip; ``edited_text`` for an edit; ``comment`` and ``seconds`` (time spent) for
+    any; ``overlap`` as :func:`submit` says."""
     reviewer = _reviewer(reviewer)
     _check_key(idempotency_key, "a verdict")
     seen = store.verdict_by_key(db, idempotency_key)
