@@ -150,7 +150,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         who = review.principal(workspace, given, token)
         if who is None:
             raise HTTPException(status_code=401, detail="a valid review token is needed (open the URL serve printed)")
-        request.state.principal, request.state.token = who, given
+        request.state.principal, request.state.form_token = who, form_token(given)
 
     def authorised(request: Request) -> None:
         """The JSON API: the bearer token only (a cookie is sent by the browser whoever's page asks)."""
@@ -168,7 +168,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         _refuse_other_origins(request)
         if given is None:
             sent = str((await request.form()).get("form_token", ""))
-            if not hmac.compare_digest(sent.encode(), form_token(request.state.token).encode()):
+            if not hmac.compare_digest(sent.encode(), request.state.form_token.encode()):
                 raise HTTPException(status_code=403, detail="refused: the form lacks this page's form token")
 
     auth = [Depends(authorised)]
@@ -242,7 +242,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             "reasons": review.DROP_REASONS,
             "logged": item.logged if item else None,
             "tag_buttons": TAG_BUTTONS,
-            "form_token": form_token(request.state.token),
+            "form_token": request.state.form_token,
         }
         name = "item.html" if request.headers.get("hx-request") else "review.html"
         return templates.TemplateResponse(request, name, context)
@@ -256,11 +256,10 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
 
     @app.get("/review", response_class=HTMLResponse, dependencies=page_auth)
     def review_page(request: Request):
-        who = request.state.principal
-        reviewer = who.name or request.cookies.get(REVIEWER_COOKIE)
+        reviewer = _named_on_page(request)
         if not reviewer:
             return templates.TemplateResponse(
-                request, "name.html", {"request": request, "form_token": form_token(request.state.token)}
+                request, "name.html", {"request": request, "form_token": request.state.form_token}
             )
         return page_or_fragment(request, reviewer)
 
@@ -325,7 +324,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             "shown_at": shown_at,
             "tag_buttons": TAG_BUTTONS,
             "tag_saved": saved.tag.tag,
-            "form_token": form_token(request.state.token),
+            "form_token": request.state.form_token,
         }
         return templates.TemplateResponse(request, "failure.html", context)
 
@@ -338,16 +337,18 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
 
 
 def _acting(request: Request, claimed: str | None) -> str:
-    """The reviewer an API request acts as: its token's own, or the one the workspace token's holder names."""
-    try:
-        return request.state.principal.acting_as(claimed)
-    except TestsetBuilderError as error:
-        raise HTTPException(status_code=400, detail=str(error)) from None
+    """The reviewer an API request acts as: its token's own, or the one the workspace token's holder names (no
+    name is a 400, another reviewer's a 403, by the app's error handlers)."""
+    return request.state.principal.acting_as(claimed)
+
+
+def _named_on_page(request: Request) -> str | None:
+    """The page's reviewer: the token's own, or the name the workspace token's holder gave (a cookie)."""
+    return request.state.principal.name or request.cookies.get(REVIEWER_COOKIE)
 
 
 def _reviewer_of(request: Request) -> str:
-    """The page's reviewer: the token's own, or the name the workspace token's holder gave (a cookie)."""
-    reviewer = request.state.principal.name or request.cookies.get(REVIEWER_COOKIE)
+    reviewer = _named_on_page(request)
     if not reviewer:
         raise HTTPException(status_code=400, detail="say who you are first (open /review)")
     return reviewer

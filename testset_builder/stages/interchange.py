@@ -31,6 +31,7 @@ from ..store import review as store
 from ..store import rows
 from ..store.workspace import Workspace
 from . import policy
+from .review import _reviewer, record_verdict
 
 FORMATS = ("argilla", "label-studio")
 QUESTION = "relevance"  # the Argilla question / Label Studio control that carries the grade
@@ -353,11 +354,12 @@ MISSING = object()  # a response whose export says nothing of its status
 
 
 def _named(tool: str, who, where: str) -> str:
-    """The reviewer an imported annotator becomes (``tool:name``), checked here, where the error can say where."""
-    name = " ".join(f"{tool}:{who}".split())
-    if len(name) > 80:
-        raise InputError(f"{where}: annotator {str(who)[:60]!r}... has a name of over 80 characters with its prefix")
-    return name
+    """The reviewer an imported annotator becomes (``tool:name``, checked as every reviewer's name is), checked
+    here, where the error can say where."""
+    try:
+        return _reviewer(f"{tool}:{who}")
+    except InputError as error:
+        raise InputError(f"{where}: annotator {str(who)[:60]!r}: {error}") from None
 
 
 def read_label_studio(tasks: list[dict]) -> tuple[list[ImportedGrade], int]:
@@ -390,8 +392,6 @@ def read_label_studio(tasks: list[dict]) -> tuple[list[ImportedGrade], int]:
 def import_annotations(workspace: Workspace, path: Path, fmt: str | None = None) -> ImportSummary:
     """Read an Argilla or Label Studio export and record its grades as human verdicts (see the module docstring).
     The whole file is checked first: a malformed record or an item this workspace does not have stores nothing."""
-    from .review import record_verdict
-
     records = read_records(path)
     fmt = fmt or detect_format(records)
     if fmt not in FORMATS:

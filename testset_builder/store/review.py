@@ -321,18 +321,12 @@ def dropped_queries(db: sqlite3.Connection) -> set[str]:
 def queue_counts(db: sqlite3.Connection, now: str, overlap: int = 1) -> dict[str, int]:
     """Items in all, done (as many counting verdicts as wanted), leased now, and remaining; and verdicts: those
     given that count (each item's up to as many as it wants) of all the items want (overlap counted)."""
-    total = db.execute("SELECT COUNT(*) FROM review_items").fetchone()[0]
-    given, wanted = db.execute(
-        "SELECT COALESCE(SUM(MIN(n, w)), 0), COALESCE(SUM(w), 0) FROM (SELECT MAX(i.wanted_overlap, ?) AS w, "
-        "(SELECT COUNT(*) FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1) AS n "
-        "FROM review_items i)",
+    total, done, given, wanted = db.execute(
+        "SELECT COUNT(*), COALESCE(SUM(n >= w), 0), COALESCE(SUM(MIN(n, w)), 0), COALESCE(SUM(w), 0) FROM "
+        "(SELECT MAX(i.wanted_overlap, ?) AS w, (SELECT COUNT(*) FROM review_state s WHERE s.item_id = i.item_id "
+        "AND s.counting = 1) AS n FROM review_items i)",
         (overlap,),
     ).fetchone()
-    done = db.execute(
-        "SELECT COUNT(*) FROM review_items i WHERE (SELECT COUNT(*) FROM review_state s WHERE s.item_id = i.item_id "
-        "AND s.counting = 1) >= MAX(i.wanted_overlap, ?)",
-        (overlap,),
-    ).fetchone()[0]
     leased = db.execute("SELECT COUNT(DISTINCT item_id) FROM review_leases WHERE expires_at > ?", (now,)).fetchone()[0]
     return {
         "total": total, "done": done, "leased": leased, "remaining": total - done, "verdicts": given,
