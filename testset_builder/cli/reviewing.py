@@ -324,14 +324,14 @@ def add_reviewer(
     from ..stages import review
 
     resolved = settings(config, workspace)
+    role, name = ("admin" if admin else "reviewer"), " ".join(name.split())
     with open_workspace_for(resolved) as ws:
-        token = review.add_reviewer(ws, name, "admin" if admin else "reviewer")
-    role = "admin" if admin else "reviewer"
+        token = review.add_reviewer(ws, name, role)
     if json_output:
-        print(json.dumps({"reviewer": " ".join(name.split()), "role": role, "token": token}))
+        print(json.dumps({"reviewer": name, "role": role, "token": token}))
         return
     with interactive():  # the token is what the command is for: --quiet keeps it
-        out.print(f"{' '.join(name.split())} ({role}): /?token={token}", highlight=False, soft_wrap=True)
+        out.print(f"{name} ({role}): /?token={token}", highlight=False, soft_wrap=True)
     err.print("(shown once: send it to that reviewer only, on the address `serve` prints)")
 
 
