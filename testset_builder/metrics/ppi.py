@@ -494,35 +494,61 @@ def _ratio_from_labels(pairs, by_query, labelled, metric: str, k: int) -> tuple[
     return total, influence
 
 
-def _count_distribution(p: np.ndarray) -> np.ndarray:
+def _count_distribution(p: np.ndarray, c: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """The distribution of the number of relevant pairs when each is relevant with its own probability (Poisson
-    binomial): entry r is P(R = r)."""
+    binomial): entry r is P(R = r); with weights ``c``, also its weighted twin, entry r being E[C 1{R = r}] with
+    C = sum_i c_i y_i."""
     dist = np.zeros(len(p) + 1)
     dist[0] = 1.0
-    for q in p:
+    weighted = None if c is None else np.zeros(len(p) + 1)
+    for i, q in enumerate(p):
+        if weighted is not None:
+            weighted[1:] = weighted[1:] * (1.0 - q) + (weighted[:-1] + c[i] * dist[:-1]) * q
+            weighted[0] *= 1.0 - q
         dist[1:] = dist[1:] * (1.0 - q) + dist[:-1] * q
         dist[0] *= 1.0 - q
-    return dist
+    return dist, weighted
 
 
-def _without_each(dist: np.ndarray, q: np.ndarray) -> np.ndarray:
+def _without_each(
+    dist: np.ndarray, q: np.ndarray, weighted: np.ndarray | None = None, c: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """The count's distribution with each pair in turn taken out (row i: without the pair relevant with probability
     ``q[i]``): the division of the generating polynomial by (1 - q + q z), for every pair at once, each run from the
-    end whose divisor is at least 1/2, so errors shrink."""
+    end whose divisor is at least 1/2, so errors shrink. Given the weighted twin (:func:`_count_distribution`) and
+    the pairs' weights ``c``, that too without each pair."""
     n = len(dist) - 1
     out = np.zeros((len(q), n))
+    twin = None if weighted is None else np.zeros((len(q), n))
     low = q <= 0.5
     if low.any():
         ql, carry = q[low], np.zeros(int(low.sum()))
+        cl, carried = (None, None) if twin is None else (c[low], np.zeros(int(low.sum())))
         for r in range(n):
+            if twin is not None:  # uses the count's entry below r, still in carry
+                carried = (weighted[r] - ql * carried - ql * cl * carry) / (1.0 - ql)
+                twin[low, r] = carried
             carry = (dist[r] - ql * carry) / (1.0 - ql)
             out[low, r] = carry
     if (~low).any():
         qh, carry = q[~low], np.zeros(int((~low).sum()))
+        ch, carried = (None, None) if twin is None else (c[~low], np.zeros(int((~low).sum())))
         for r in range(n - 1, -1, -1):
             carry = (dist[r + 1] - (1.0 - qh) * carry) / qh
             out[~low, r] = carry
-    return np.clip(out, 0.0, 1.0)
+            if twin is not None:
+                carried = (weighted[r + 1] - (1.0 - qh) * carried) / qh - ch * carry
+                twin[~low, r] = carried
+    return np.clip(out, 0.0, 1.0), twin
+
+
+def _inverse_sizes(metric: str, k: int, n: int) -> np.ndarray:
+    """1 / N(r) for r = 1..n relevant pairs: N(r) = r (recall) or IDCG@k of r relevant pairs (nDCG)."""
+    counts = np.arange(1, n + 1)
+    if metric == "recall":
+        return 1.0 / counts
+    ideal = np.cumsum(1.0 / np.log2(np.arange(k) + 2))
+    return 1.0 / ideal[np.minimum(counts, k) - 1]
 
 
 def expected_ratio(metric: str, k: int, p: np.ndarray, c: np.ndarray) -> float:
@@ -530,17 +556,12 @@ def expected_ratio(metric: str, k: int, p: np.ndarray, c: np.ndarray) -> float:
     IDCG@k of R relevant pairs (nDCG); 0 when R = 0. Exact: sum_i c_i p_i E[1 / N(1 + R without i)]. On 0/1 labels
     it is the metric itself, and it is linear in each p_i, so revealing one label moves it by a known amount."""
     p, c = np.asarray(p, dtype=float), np.asarray(c, dtype=float)
-    dist = _count_distribution(p)
-    counts = np.arange(1, len(p) + 1)
-    if metric == "recall":
-        inverse = 1.0 / counts
-    else:
-        ideal = np.cumsum(1.0 / np.log2(np.arange(k) + 2))
-        inverse = 1.0 / ideal[np.minimum(counts, k) - 1]
+    dist, _ = _count_distribution(p)
     terms = np.flatnonzero((c > 0) & (p > 0))
     if not len(terms):
         return 0.0
-    return float((c[terms] * p[terms]) @ (_without_each(dist, p[terms]) @ inverse))
+    without, _ = _without_each(dist, p[terms])
+    return float((c[terms] * p[terms]) @ (without @ _inverse_sizes(metric, k, len(p))))
 
 
 def ratio_slopes(metric: str, k: int, p: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -548,43 +569,16 @@ def ratio_slopes(metric: str, k: int, p: np.ndarray, c: np.ndarray) -> np.ndarra
     exactly, for every pair at once. With C = sum_j c_j y_j and R = sum_j y_j, the figure is E[C f(R)] (f = 1 / N,
     f(0) = 0), so the slope in p_i is c_i E[f(1 + R')] + sum_r G'(r) (f(r + 1) - f(r)), R' being the count without
     pair i and G'(r) = E[C' 1{R' = r}] the same without it: both come from dividing the whole set's distributions by
-    pair i's factor, as :func:`_without_each` does. The linearisation of the ratio at the expected counts it
-    replaces said an unseen relevant pair takes all of a query's recall where it has one or two relevant pairs, and
-    that no label moves a system that ranks every pooled pair, which left zero-width intervals."""
+    pair i's factor (:func:`_without_each`). The linearisation of the ratio at the expected counts it replaces said
+    an unseen relevant pair takes all of a query's recall where it has one or two relevant pairs, and that no label
+    moves a system that ranks every pooled pair, which left zero-width intervals."""
     p, c = np.asarray(p, dtype=float), np.asarray(c, dtype=float)
     n = len(p)
     if n == 0:
         return np.zeros(0)
-    f = np.zeros(n + 1)
-    counts = np.arange(1, n + 1)
-    if metric == "recall":
-        f[1:] = 1.0 / counts
-    else:
-        ideal = np.cumsum(1.0 / np.log2(np.arange(k) + 2))
-        f[1:] = 1.0 / ideal[np.minimum(counts, k) - 1]
-    dist, weighted = np.zeros(n + 1), np.zeros(n + 1)  # P(R = r) and E[C 1{R = r}]
-    dist[0] = 1.0
-    for q, w in zip(p, c):
-        weighted[1:] = weighted[1:] * (1.0 - q) + (weighted[:-1] + w * dist[:-1]) * q
-        weighted[0] *= 1.0 - q
-        dist[1:] = dist[1:] * (1.0 - q) + dist[:-1] * q
-        dist[0] *= 1.0 - q
-    without, weighted_without = np.zeros((n, n)), np.zeros((n, n))
-    low = p <= 0.5  # divide from the end whose divisor is at least 1/2, as _without_each does
-    if low.any():
-        q, w = p[low], c[low]
-        d, g = np.zeros(int(low.sum())), np.zeros(int(low.sum()))
-        for r in range(n):
-            g = (weighted[r] - q * g - q * w * d) / (1.0 - q)  # d is still the entry below r here
-            d = (dist[r] - q * d) / (1.0 - q)
-            without[low, r], weighted_without[low, r] = d, g
-    if (~low).any():
-        q, w = p[~low], c[~low]
-        d, g = np.zeros(int((~low).sum())), np.zeros(int((~low).sum()))
-        for r in range(n - 1, -1, -1):
-            d = (dist[r + 1] - (1.0 - q) * d) / q
-            g = (weighted[r + 1] - (1.0 - q) * g) / q - w * d
-            without[~low, r], weighted_without[~low, r] = d, g
+    f = np.concatenate([[0.0], _inverse_sizes(metric, k, n)])
+    dist, weighted = _count_distribution(p, c)
+    without, weighted_without = _without_each(dist, p, weighted, c)
     return c * (without @ f[1:]) + weighted_without @ (f[1:] - f[:-1])
 
 
