@@ -241,9 +241,51 @@ class ReviewConfig(Strict):
     """How reviewers are served: ``serve`` (web) and ``review`` (terminal) read these."""
 
     lease_s: float = Field(default=900, gt=0, description="an item handed out comes back to the queue after this")
-    overlap: int = Field(default=1, ge=1, description="distinct reviewers each item should get")
+    overlap: int | None = Field(
+        default=None,
+        ge=1,
+        description="distinct reviewers each item should get; kept in the workspace, so every reviewer and command "
+        "counts the same (set it once; unset: the workspace's, 1 at first)",
+    )
     blind: bool = Field(default=True, description="hide the LLM's grade and others' verdicts until one answers")
     questions: bool = Field(default=False, description="also review the synthetic questions themselves")
+    guidelines: str | None = Field(
+        default=None,
+        description="what reviewers should know, in Markdown, shown on the review page (raw HTML is shown as text)",
+    )
+    guidelines_file: Path | None = Field(
+        default=None, description="the guidelines from a Markdown file instead (relative to the config's folder)"
+    )
+    grades: dict[int, str] = Field(
+        default_factory=lambda: dict(GRADE_MEANINGS),
+        description="what each grade means, shown beside its button and in the terminal ('label: meaning', the "
+        "label on the button)",
+    )
+
+    @field_validator("grades")
+    @classmethod
+    def _three_grades(cls, grades: dict[int, str]) -> dict[int, str]:
+        if set(grades) != {0, 1, 2} or not all(str(text).strip() for text in grades.values()):
+            raise ValueError("grades gives the meaning of each of 0, 1 and 2 (and only those)")
+        return {grade: " ".join(str(grades[grade]).split()) for grade in (0, 1, 2)}
+
+    def guidelines_text(self) -> str | None:
+        """The guidelines' Markdown: ``guidelines``, else the file ``guidelines_file`` names."""
+        if self.guidelines is not None or self.guidelines_file is None:
+            return self.guidelines
+        try:
+            return self.guidelines_file.read_text(encoding="utf-8")
+        except OSError as error:
+            raise InputError(f"cannot read review.guidelines_file ({error.strerror or error})") from None
+        except UnicodeDecodeError:
+            raise InputError("review.guidelines_file is not UTF-8 text") from None
+
+
+GRADE_MEANINGS = {
+    0: "not relevant: does not help answer the query (another topic, or only shares its words)",
+    1: "relevant: on the query's topic and answers part of it, or answers it only together with other text",
+    2: "highly relevant: answers the query on its own",
+}
 
 
 class ReleaseConfig(Strict):
@@ -448,6 +490,8 @@ def load_config(source: str | Path) -> Config:
                 run[key] = _beside(path, run[key])
         if isinstance(run.get("sources"), list):
             run["sources"] = [_beside(path, source) for source in run["sources"]]
+    if isinstance(data.get("review"), dict) and "guidelines_file" in data["review"]:
+        data["review"] = {**data["review"], "guidelines_file": _beside(path, data["review"]["guidelines_file"])}
     return _validate(data, path, text)
 
 

@@ -32,9 +32,31 @@ def _review_settings(config, workspace, overlap, lease_s, blind, questions):
 OverlapOption = Annotated[
     int | None,
     typer.Option(
-        "--overlap", min=1, help="Distinct reviewers each item should get (review.overlap, 1).", show_default=False
+        "--overlap",
+        min=1,
+        help="Distinct reviewers each item should get (review.overlap). The workspace keeps it: every reviewer and "
+        "command counts with it until it is set again (1 until first set).",
+        show_default=False,
     ),
 ]
+
+
+def _shared(ws, review_settings):
+    """The review settings with the workspace's overlap: one given (flag or config) becomes the workspace's, said on
+    stderr; the settings returned leave it to the workspace, so a long-running server follows a later change."""
+    from ..stages import review
+
+    if review_settings.overlap is not None:
+        before = review.keep_overlap(ws, review_settings.overlap)
+        if before is not None:
+            err.print(
+                f"review overlap of this workspace: {before} -> {review_settings.overlap} (every reviewer and command "
+                "now counts with it)",
+                highlight=False,
+            )
+    return review_settings.model_copy(update={"overlap": None})
+
+
 LeaseOption = Annotated[
     float | None,
     typer.Option(
@@ -105,7 +127,7 @@ def serve(
 
             queue_questions(ws)
         token = ws.review_token()
-        web = create_app(ws, token, resolved.review)
+        web = create_app(ws, token, _shared(ws, resolved.review))
         from ..stages.review import reviewers_with_tokens
 
         named = reviewers_with_tokens(ws)
@@ -176,8 +198,11 @@ def review_in_terminal(
 ) -> None:
     """Review the queue in the terminal: the same queue, leases and verdicts as the web reviewer.
 
-    For a pair type 0, 1 or 2 (grade), s (skip), u (undo your last verdict) or q (quit), then Enter. For a question:
-    k (keep), d REASON (drop: unanswerable, ambiguous, answer leaked, not a realistic query, other), e NEW TEXT (edit).
+    For a pair type 0, 1 or 2 (grade; what each means shows under the pair: review.grades), s (skip), u (undo your
+    last verdict), c (the chunks around it in its document) or q (quit: the item you hold goes back to the queue at
+    once, as on Ctrl-C), then Enter. For a question: k (keep), d REASON (drop: unanswerable, ambiguous, answer
+    leaked, not a realistic query, other), e NEW TEXT (edit). Progress (overlap counted) shows above each item, the
+    config's review.guidelines at the start.
     A query logged in production (import-logs) shows once what the live system did, and asks its failure tag: r
     (retrieval: nothing relevant retrieved), g (generation: retrieved, the answer still failed), n (none), a
     (unanswerable from the corpus), Enter to skip; t at a pair of it asks again (a new tag replaces yours).
@@ -187,51 +212,91 @@ def review_in_terminal(
     from ..stages import review
 
     resolved = _review_settings(config, workspace, overlap, lease_s, blind, questions)
-    done, asked = 0, set()  # asked: logged queries whose failure tag was asked for this session
-    stopped = "stopped; {} verdicts given this session (the item goes back to the queue when its lease ends)"
+    meanings = resolved.review.grades
     with open_workspace_for(resolved) as ws, interactive():  # the items and answers are the session: --quiet keeps them
         if resolved.review.questions:
             review.queue_questions(ws)
-        while True:
-            item = review.next_item(ws, reviewer, resolved.review, adjudicate=adjudicate)
-            if item is None:
-                out.print(f"nothing left for {escape(reviewer)} to review; {done} verdicts given this session")
-                return
-            _show(item)
-            query_id = item.query["query_id"]
-            if item.logged and query_id not in asked and item.logged["tag"] is None:
-                asked.add(query_id)
-                if not _ask_failure_tag(ws, reviewer, item):
-                    out.print(stopped.format(done))
-                    return
+        shared = _shared(ws, resolved.review)
+        guidelines = shared.guidelines_text()
+        if guidelines:
+            from rich.markdown import Markdown
+
+            out.print(Panel(Markdown(guidelines), title="guidelines", expand=False))
+        given = [0]  # verdicts given this session, counted as they are stored
+        try:
+            finished = _review_loop(ws, reviewer, shared, adjudicate, meanings, given)
+        except (KeyboardInterrupt, typer.Abort, EOFError):  # Ctrl-C or the end of input: a stop like q
+            finished = False
+        finally:
+            returned = review.leave(ws, reviewer)  # what they held goes back now, not when its lease ends
+    if finished:
+        out.print(f"nothing left for {escape(reviewer)} to review; {given[0]} verdicts given this session")
+        return
+    back = "; the item you held went back to the queue" if returned else ""
+    out.print(f"stopped; {given[0]} verdicts given this session{back}", highlight=False)
+
+
+def _review_loop(ws, reviewer: str, shared, adjudicate: bool, meanings: dict[int, str], given: list[int]) -> bool:
+    """Serve items until none is left (True) or the reviewer quits (False); ``given[0]`` counts the verdicts."""
+    from ..stages import review
+
+    asked = set()  # logged queries whose failure tag was asked for this session
+    while True:
+        item = review.next_item(ws, reviewer, shared, adjudicate=adjudicate)
+        if item is None:
+            return True
+        _progress(review.stats(ws, shared), reviewer)
+        _show(item, meanings)
+        query_id = item.query["query_id"]
+        if item.logged and query_id not in asked and item.logged["tag"] is None:
+            asked.add(query_id)
+            if not _ask_failure_tag(ws, reviewer, item):
+                return False
+        while True:  # an answer that shows more (context) keeps the item
             answer = typer.prompt(_choices(item), default="", show_default=False, err=True).strip()
-            if answer.lower() in ("q", "quit"):
-                out.print(stopped.format(done))
-                return
-            if answer.lower() == "t" and item.logged:
-                if not _ask_failure_tag(ws, reviewer, item):
-                    out.print(stopped.format(done))
-                    return
-                continue
-            key = uuid.uuid4().hex
-            if answer.lower() == "u":
-                undone = review.undo(ws, reviewer, key, resolved.review)
-                out.print("your last verdict was taken back" if undone else "nothing to undo")
-                continue
-            try:
-                review.submit(
-                    ws, reviewer, item.item_id, **_parse(answer, item), idempotency_key=key,
-                    overlap=None if adjudicate else resolved.review.overlap,
-                )  # fmt: skip
-                done += 1
-            except (InputError, ReviewConflictError) as error:
-                err.print(f"[yellow]{escape(str(error))}[/]")
+            if answer.lower() != "c" or not item.chunk:
+                break
+            _show_context(review.neighbours(ws, item.chunk["chunk_id"]))
+        if answer.lower() in ("q", "quit"):
+            return False
+        if answer.lower() == "t" and item.logged:
+            if not _ask_failure_tag(ws, reviewer, item):
+                return False
+            continue
+        key = uuid.uuid4().hex
+        if answer.lower() == "u":
+            undone = review.undo(ws, reviewer, key, shared)
+            out.print("your last verdict was taken back" if undone else "nothing to undo")
+            continue
+        try:
+            review.submit(
+                ws, reviewer, item.item_id, **_parse(answer, item), idempotency_key=key,
+                overlap=None if adjudicate else review.workspace_overlap(ws, shared),
+            )  # fmt: skip
+            given[0] += 1
+        except (InputError, ReviewConflictError) as error:
+            err.print(f"[yellow]{escape(str(error))}[/]")
+
+
+def _progress(stats, reviewer: str) -> None:
+    out.print(
+        f"[dim]{stats.verdicts} of {stats.verdicts_wanted} verdicts given ({stats.done} of {stats.total} items done)"
+        f" · {stats.given_by(reviewer)} by you[/]",
+        highlight=False,
+    )
+
+
+def _show_context(around: dict) -> None:
+    lines = [f"[dim]before:[/] {escape(around['before'])}" if around["before"] else "[dim]no chunk before it[/]"]
+    lines.append(f"[dim]after:[/] {escape(around['after'])}" if around["after"] else "[dim]no chunk after it[/]")
+    out.print(Panel("\n\n".join(lines), title="around the chunk in its document", expand=False))
 
 
 def _choices(item) -> str:
+    context = "c context, " if item.chunk else ""
     if item.kind == "pair":
-        return "grade 0/1/2, s skip, u undo, " + ("t failure tag, " if item.logged else "") + "q quit"
-    return "k keep, d REASON drop, e TEXT edit, s skip, u undo, q quit"
+        return "grade 0/1/2, s skip, u undo, " + context + ("t failure tag, " if item.logged else "") + "q quit"
+    return f"k keep, d REASON drop, e TEXT edit, s skip, u undo, {context}q quit"
 
 
 def _parse(answer: str, item) -> dict:
@@ -292,13 +357,18 @@ def _show_logged(logged: dict) -> None:
     out.print(Panel("\n".join(lines), title="this query in production", expand=False))
 
 
-def _show(item) -> None:
+def _show(item, meanings: dict[int, str]) -> None:
     lines = [f"[bold]{escape(item.query['text'])}[/]"]
     if item.chunk:
         title = f"[dim]{escape(item.chunk['title'])}[/]\n" if item.chunk.get("title") else ""
         lines.append(f"{title}{escape(item.chunk['text'])}")
     if item.suggestion:
         lines.append(f"[dim]the LLM judge said {item.suggestion['grade']}[/]")
+    if item.graded_by:
+        given = ", ".join(f"{grade} by {escape(who)}" for who, grade in sorted(item.graded_by.items()))
+        lines.append(f"[yellow]graded {given}: your grade settles it[/]")
+    if item.kind == "pair":
+        lines.append("\n".join(f"[dim]{grade} · {escape(meaning)}[/]" for grade, meaning in meanings.items()))
     label = "is this chunk relevant to the query?" if item.kind == "pair" else "is this a good test question?"
     out.print(Panel("\n\n".join(lines), title=label, subtitle=item.reason, expand=False))
 
@@ -475,8 +545,9 @@ def review_export(
     from ..stages.interchange import export_pending
 
     resolved = _review_settings(config, workspace, overlap, None, None, None)
-    with open_workspace_for(resolved, readonly=True) as ws:
-        summary = export_pending(ws, fmt, out_dir, resolved.review.overlap, limit, suggestions)
+    with open_workspace_for(resolved, readonly=resolved.review.overlap is None) as ws:
+        _shared(ws, resolved.review)
+        summary = export_pending(ws, fmt, out_dir, None, limit, suggestions)
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return

@@ -54,6 +54,7 @@ class VerdictIn(BaseModel):
     edited_text: str | None = Field(default=None, max_length=TEXT_LIMIT)
     idempotency_key: str = Field(min_length=1, max_length=200)
     seconds: float | None = None
+    mode: Literal["queue", "skipped", "adjudicate"] = "queue"  # adjudicate: an admin settling a disagreement
 
 
 class UndoIn(BaseModel):
@@ -94,6 +95,19 @@ def _refuse_other_origins(request: Request) -> None:
         raise HTTPException(status_code=403, detail="refused: a request from another origin")
 
 
+def render_guidelines(markdown: str | None) -> Markup | None:
+    """The config's guidelines as HTML: CommonMark with raw HTML shown as text (never run) and only safe links
+    (markdown-it refuses javascript:, vbscript: and data: other than images)."""
+    if not markdown or not markdown.strip():
+        return None
+    from markdown_it import MarkdownIt
+
+    return Markup(MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown))
+
+
+MODES = ("queue", "skipped", "adjudicate")  # what the page serves: the queue, your skipped items, disagreements
+
+
 TAG_BUTTONS = tuple((tag, *review.FAILURE_TAG_HELP[tag]) for tag in review.FAILURE_TAGS)  # (tag, key, label, meaning)
 
 
@@ -115,6 +129,11 @@ def highlight(text: str, query: str) -> Markup:
 def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None = None) -> FastAPI:
     """The review app for an open workspace; ``token`` guards every route."""
     settings = settings or ReviewConfig()
+    guidelines = render_guidelines(settings.guidelines_text())
+    grade_buttons = tuple(
+        (grade, meaning.split(":", 1)[0] if ":" in meaning else "", meaning.split(":", 1)[-1].strip())
+        for grade, meaning in settings.grades.items()
+    )  # (grade, label, what it means)
     app = FastAPI(title="testset-builder review", docs_url=None, redoc_url=None, openapi_url=None)
     environment = Environment(
         loader=PackageLoader("testset_builder.review_ui", "templates"), autoescape=select_autoescape()
@@ -174,16 +193,33 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
     auth = [Depends(authorised)]
     page_auth = [Depends(page_authorised)]
 
+    def serving(request: Request, mode: str) -> str:
+        """The page's mode, checked: adjudication is for an admin's token (or the workspace's)."""
+        if mode not in MODES:
+            raise HTTPException(status_code=400, detail=f"mode is one of {', '.join(MODES)}")
+        if mode == "adjudicate" and request.state.principal.role != "admin":
+            raise HTTPException(status_code=403, detail="only an admin reviewer settles disagreements")
+        return mode
+
     # the JSON API -------------------------------------------------------------------------------------------------
     @app.get("/api/next", dependencies=auth)
-    def api_next(request: Request, reviewer: str | None = None):
-        item = review.next_item(workspace, _acting(request, reviewer), settings)
-        return Response(status_code=204) if item is None else item.as_dict()
+    def api_next(request: Request, reviewer: str | None = None, mode: str = "queue"):
+        """The next item (``mode``: the queue, your skipped items, or disagreements for an admin); 204 when none is
+        left, with ``Retry-After`` when others hold items that may come back."""
+        acting, mode = _acting(request, reviewer), serving(request, mode)
+        item = review.next_item(workspace, acting, settings, adjudicate=mode == "adjudicate", skipped=mode == "skipped")
+        if item is not None:
+            return item.as_dict()
+        free_at = review.free_again_at(workspace, acting, settings) if mode == "queue" else None
+        headers = {"Retry-After": str(_seconds_until(free_at, time.time()) + 1)} if free_at else None
+        return Response(status_code=204, headers=headers)
 
     @app.post("/api/verdicts", dependencies=auth)
     def api_verdict(request: Request, verdict: VerdictIn):
-        given = {**verdict.model_dump(), "reviewer": _acting(request, verdict.reviewer)}
-        result = review.submit(workspace, **given, overlap=settings.overlap)
+        given = {**verdict.model_dump(exclude={"mode"}), "reviewer": _acting(request, verdict.reviewer)}
+        adjudicating = serving(request, verdict.mode) == "adjudicate"
+        overlap = None if adjudicating else review.workspace_overlap(workspace, settings)
+        result = review.submit(workspace, **given, overlap=overlap)
         return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
 
     @app.post("/api/undo", dependencies=auth)
@@ -227,41 +263,55 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             return RedirectResponse("/review", status_code=303)
         return HTMLResponse("<h1>401</h1><p>Open the link testset-builder serve printed.</p>", status_code=401)
 
-    def page_or_fragment(request: Request, reviewer: str, last: dict | None = None) -> HTMLResponse:
-        item = review.next_item(workspace, reviewer, settings)
+    def page_or_fragment(request: Request, reviewer: str, last: dict | None = None, mode: str = "queue"):
+        item = review.next_item(
+            workspace, reviewer, settings, adjudicate=mode == "adjudicate", skipped=mode == "skipped"
+        )
+        stats = review.stats(workspace, settings)
+        now = time.time()
+        free_at = review.free_again_at(workspace, reviewer, settings) if item is None and mode == "queue" else None
         context = {
             "request": request,
             "reviewer": reviewer,
             "item": item,
+            "mode": mode,
+            "admin": request.state.principal.role == "admin",
             "query_html": highlight(item.query["text"], "") if item else "",
             "chunk_html": highlight(item.chunk["text"], item.query["text"]) if item and item.chunk else "",
             "key": uuid.uuid4().hex,
-            "shown_at": time.time(),
-            "stats": review.stats(workspace, settings),
+            "shown_at": now,
+            "stats": stats,
+            "skipped": stats.per_reviewer.get(reviewer, {}).get("skip", 0),
+            "lease_left": _seconds_until(item.lease_expires_at, now) if item else None,
+            "free_in": _seconds_until(free_at, now) if free_at else None,
+            "free_at": free_at,
             "last": last,
             "reasons": review.DROP_REASONS,
+            "grade_buttons": grade_buttons,
+            "guidelines": guidelines,
             "logged": item.logged if item else None,
             "tag_buttons": TAG_BUTTONS,
             "form_token": request.state.form_token,
+            "text_limit": TEXT_LIMIT,
         }
         name = "item.html" if request.headers.get("hx-request") else "review.html"
         return templates.TemplateResponse(request, name, context)
 
-    def answered(request: Request, reviewer: str, last: dict) -> Response:
+    def answered(request: Request, reviewer: str, last: dict, mode: str) -> Response:
         """htmx swaps in the next item; a plain form post (before htmx has bound the forms, or without JavaScript)
         is redirected back to the page, so a reload never posts again."""
         if request.headers.get("hx-request"):
-            return page_or_fragment(request, reviewer, last)
-        return RedirectResponse("/review", status_code=303)
+            return page_or_fragment(request, reviewer, last, mode)
+        return RedirectResponse("/review" if mode == "queue" else f"/review?mode={mode}", status_code=303)
 
     @app.get("/review", response_class=HTMLResponse, dependencies=page_auth)
-    def review_page(request: Request):
+    def review_page(request: Request, mode: str = "queue"):
         reviewer = _named_on_page(request)
         if not reviewer:
             return templates.TemplateResponse(
                 request, "name.html", {"request": request, "form_token": request.state.form_token}
             )
-        return page_or_fragment(request, reviewer)
+        return page_or_fragment(request, reviewer, mode=serving(request, mode))
 
     @app.post("/ui/name", dependencies=page_auth)
     def set_name(request: Request, reviewer: Annotated[str, Form()]):
@@ -282,23 +332,38 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         shown_at: Annotated[float, Form()],
         grade: Annotated[int | None, Form()] = None,
         reason: Annotated[str | None, Form(max_length=TEXT_LIMIT)] = None,
+        comment: Annotated[str | None, Form(max_length=TEXT_LIMIT)] = None,
         edited_text: Annotated[str | None, Form(max_length=TEXT_LIMIT)] = None,
+        mode: Annotated[str, Form()] = "queue",
     ):
-        reviewer = _reviewer_of(request)
+        reviewer, mode = _reviewer_of(request), serving(request, mode)
         try:
             result = review.submit(
-                workspace, reviewer, item_id, action, idempotency_key, grade=grade, reason=reason or None,
-                edited_text=edited_text or None, seconds=max(0.0, time.time() - shown_at), overlap=settings.overlap,
+                workspace, reviewer, item_id, action, idempotency_key, grade=grade,
+                reason=reason or None if action in ("skip", "drop_question") else None,
+                comment=(comment or "").strip() or None,
+                edited_text=edited_text or None if action == "edit_question" else None,
+                seconds=max(0.0, time.time() - shown_at),
+                overlap=None if mode == "adjudicate" else review.workspace_overlap(workspace, settings),
             )  # fmt: skip
         except (ReviewConflictError, InputError) as error:  # said on the page: an htmx swap shows no error body
-            return answered(request, reviewer, {"action": "refused", "why": str(error)})
-        return answered(request, reviewer, {"action": action, "grade": result.verdict.grade})
+            return answered(request, reviewer, {"action": "refused", "why": str(error)}, mode)
+        return answered(request, reviewer, {"action": action, "grade": result.verdict.grade}, mode)
 
     @app.post("/ui/undo", response_class=HTMLResponse, dependencies=page_auth)
-    def ui_undo(request: Request, idempotency_key: Annotated[str, Form()]):
-        reviewer = _reviewer_of(request)
+    def ui_undo(request: Request, idempotency_key: Annotated[str, Form()], mode: Annotated[str, Form()] = "queue"):
+        reviewer, mode = _reviewer_of(request), serving(request, mode)
         undone = review.undo(workspace, reviewer, idempotency_key, settings)
-        return answered(request, reviewer, {"action": "undo" if undone else "nothing to undo"})
+        return answered(request, reviewer, {"action": "undo" if undone else "nothing to undo"}, mode)
+
+    @app.post("/ui/leave", dependencies=page_auth)
+    def ui_leave(request: Request):
+        """The reviewer stops for now: the item they hold goes back to the queue at once."""
+        review.leave(workspace, _reviewer_of(request))
+        if request.headers.get("hx-request"):
+            return HTMLResponse('<section id="item" class="item"><h2 id="done">Paused: the item you held went back '
+                                'to the queue. <a href="/review">Go on</a></h2></section>')  # fmt: skip
+        return RedirectResponse("/review", status_code=303)
 
     @app.post("/ui/failure-tag", response_class=HTMLResponse, dependencies=page_auth)
     def ui_failure_tag(
@@ -333,7 +398,19 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         around = review.neighbours(workspace, chunk_id)
         return templates.TemplateResponse(request, "context.html", {"request": request, **around})
 
+    @app.get("/ui/document/{chunk_id:path}", response_class=HTMLResponse, dependencies=page_auth)
+    def ui_document(request: Request, chunk_id: str):
+        whole = review.document_around(workspace, chunk_id)
+        return templates.TemplateResponse(request, "document.html", {"request": request, **whole})
+
     return app
+
+
+def _seconds_until(moment: str, now: float) -> int:
+    """Whole seconds from ``now`` (a Unix time) to an ISO 8601 time; 0 once it has passed."""
+    from datetime import datetime
+
+    return max(0, int(datetime.fromisoformat(moment).timestamp() - now))
 
 
 def _acting(request: Request, claimed: str | None) -> str:

@@ -31,7 +31,7 @@ from ..store import review as store
 from ..store import rows
 from ..store.workspace import Workspace
 from . import policy
-from .review import _reviewer, record_verdict
+from .review import _reviewer, dropped_questions, llm_proposal, record_verdict, workspace_overlap
 
 FORMATS = ("argilla", "label-studio")
 QUESTION = "relevance"  # the Argilla question / Label Studio control that carries the grade
@@ -106,11 +106,11 @@ class ImportSummary:
 # export --------------------------------------------------------------------------------------------------------------
 
 
-def pending_pairs(workspace: Workspace, overlap: int = 1, limit: int | None = None) -> list[PendingPair]:
-    """The pair items still wanting verdicts, highest priority first; pairs of dropped questions are left out."""
-    from .review import dropped_questions, llm_proposal
-
+def pending_pairs(workspace: Workspace, overlap: int | None = None, limit: int | None = None) -> list[PendingPair]:
+    """The pair items still wanting verdicts (``overlap`` of them; unset: the workspace's), highest priority first;
+    pairs of dropped questions are left out."""
     db, dropped = workspace.db, dropped_questions(workspace)
+    overlap = workspace_overlap(workspace) if overlap is None else overlap
     pairs = []
     for entry in store.pending_items(db, overlap, kind="pair"):
         if entry.query_id in dropped:
@@ -222,9 +222,15 @@ def _choice(grade: int) -> dict:
 
 
 def export_pending(
-    workspace: Workspace, fmt: str, out_dir: Path, overlap: int = 1, limit: int | None = None, suggestions: bool = True
+    workspace: Workspace,
+    fmt: str,
+    out_dir: Path,
+    overlap: int | None = None,
+    limit: int | None = None,
+    suggestions: bool = True,
 ) -> ExportSummary:
-    """Write the pending pairs for ``fmt`` into ``out_dir`` (made if missing; files in it are replaced)."""
+    """Write the pending pairs for ``fmt`` into ``out_dir`` (made if missing; files in it are replaced); ``overlap``
+    as :func:`pending_pairs` takes it."""
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     pairs = pending_pairs(workspace, overlap, limit)

@@ -66,6 +66,7 @@ class ReviewItem:
     lease_expires_at: str
     suggestion: dict | None = None
     logged: dict | None = None  # what the live system did, when the query was logged (see logged_context)
+    graded_by: dict[str, int] | None = None  # adjudicating: each reviewer's standing grade on the pair
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -99,26 +100,80 @@ def queue_questions(workspace: Workspace) -> int:
         return store.enqueue(db, items, utc_timestamp())
 
 
+def workspace_overlap(workspace: Workspace, settings: ReviewConfig | None = None) -> int:
+    """Distinct reviewers each item wants: ``settings.overlap`` when given (for this call), else the workspace's
+    (:func:`keep_overlap`), 1 until one is kept."""
+    if settings is not None and settings.overlap is not None:
+        return settings.overlap
+    kept = store.review_setting(workspace.db, "overlap")
+    return int(kept) if kept is not None else 1
+
+
+def keep_overlap(workspace: Workspace, wanted: int) -> int | None:
+    """Make ``wanted`` the workspace's overlap, which every reviewer and command then counts with; returns the
+    one it replaces (None when it was not changed)."""
+    if not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < 1:
+        raise InputError(f"overlap is a whole number of reviewers, at least 1 (not {wanted!r})")
+    with workspace.transaction() as db:
+        before = store.review_setting(db, "overlap")
+        if before is None or int(before) != wanted:
+            store.set_review_setting(db, "overlap", str(wanted), utc_timestamp())
+    current = int(before) if before is not None else 1
+    return current if current != wanted else None
+
+
 def next_item(
-    workspace: Workspace, reviewer: str, settings: ReviewConfig | None = None, adjudicate: bool = False
+    workspace: Workspace,
+    reviewer: str,
+    settings: ReviewConfig | None = None,
+    adjudicate: bool = False,
+    skipped: bool = False,
 ) -> ReviewItem | None:
-    """Lease the next item for ``reviewer`` (the one they already hold, if any); None when nothing is left. With
-    ``adjudicate``, only the pairs other reviewers graded differently (the reviewer is the release's adjudicator)."""
+    """Lease the next item for ``reviewer`` (the one they already hold, if any); None when nothing is left. Items of
+    the query the reviewer answered last come first within a band of priority (see
+    :func:`~testset_builder.store.review.next_free`). With ``adjudicate``, only the pairs other reviewers graded
+    differently, each with their grades (the reviewer is the release's adjudicator); with ``skipped``, the items this
+    reviewer skipped, to answer them after all."""
     settings = settings or ReviewConfig()
     reviewer = _reviewer(reviewer)
     kinds = ("pair", "question") if settings.questions else ("pair",)
     dropped = dropped_questions(workspace)
-    only = disagreements(workspace) if adjudicate else None
+    graded = disagreements_graded(workspace) if adjudicate else None
+    only = set(graded) if graded is not None else None
     with workspace.transaction() as db:
         now = utc_timestamp()
-        chosen = store.held_lease(db, reviewer, now)
+        chosen = None if skipped else store.held_lease(db, reviewer, now)
         if chosen is None or chosen.kind not in kinds or (only is not None and chosen.item_id not in only):
-            chosen = store.next_free(db, reviewer, now, kinds, dropped, settings.overlap, only)
+            chosen = store.next_free(
+                db, reviewer, now, kinds, dropped, workspace_overlap(workspace, settings), only,
+                near_query=store.last_query_of(db, reviewer), skipped=skipped,
+            )  # fmt: skip
             if chosen is None:
                 return None
             store.lease(db, chosen.item_id, reviewer, now, _later(now, settings.lease_s))
         expires = store.lease_expiry(db, chosen.item_id, reviewer)
-    return _describe(workspace, chosen, expires, settings.blind, reviewer)
+    item = _describe(workspace, chosen, expires, settings.blind, reviewer)
+    if graded is not None:
+        item.graded_by = graded.get(chosen.item_id)
+    return item
+
+
+def free_again_at(workspace: Workspace, reviewer: str, settings: ReviewConfig | None = None) -> str | None:
+    """When nothing is left for ``reviewer`` but others hold items they could take: the soonest time one comes back
+    if its holder does not answer (ISO 8601, UTC); None when no such item is out."""
+    settings = settings or ReviewConfig()
+    kinds = ("pair", "question") if settings.questions else ("pair",)
+    return store.soonest_lease_end(
+        workspace.db, _reviewer(reviewer), utc_timestamp(), kinds, workspace_overlap(workspace, settings)
+    )
+
+
+def leave(workspace: Workspace, reviewer: str) -> int:
+    """The reviewer stops: the items they hold go back to the queue now, not when their leases end; returns how
+    many."""
+    reviewer = _reviewer(reviewer)
+    with workspace.transaction() as db:
+        return store.release_leases_of(db, reviewer)
 
 
 def _describe(workspace: Workspace, chosen: store.QueuedItem, expires: str, blind: bool, reviewer: str) -> ReviewItem:
@@ -179,6 +234,28 @@ def llm_proposal(workspace: Workspace, query_id: str, chunk_id: str) -> Judgment
         if j.chunk_id == chunk_id and j.source is JudgmentSource.llm
     ]
     return proposals[-1] if proposals else None
+
+
+DOCUMENT_CHARS = 60_000  # of a document shown whole on the page; a longer one is cut to this much around the chunk
+
+
+def document_around(workspace: Workspace, chunk_id: str) -> dict:
+    """The chunk in its whole document (on demand): ``title``, ``before``, ``chunk`` and ``after`` (the document's
+    text split at the chunk's span), and ``cut``, the characters left out of a document longer than
+    :data:`DOCUMENT_CHARS` (shown around the chunk)."""
+    db = workspace.db
+    chunk = rows.get_chunk(db, chunk_id)
+    document = rows.get_document(db, chunk.doc_id)
+    text, start, end = document.text, chunk.start, chunk.end
+    if text[start:end] != chunk.text:  # the document changed since this chunk was made: the chunk alone
+        text, start, end = chunk.text, 0, len(chunk.text)
+    room = max(0, DOCUMENT_CHARS - (end - start))
+    lo = max(0, min(start - room // 2, len(text) - (end - start) - room))
+    hi = min(len(text), lo + (end - start) + room)
+    return {
+        "title": document.title, "doc_id": document.doc_id, "before": text[lo:start], "chunk": text[start:end],
+        "after": text[end:hi], "cut": len(text) - (hi - lo),
+    }  # fmt: skip
 
 
 def neighbours(workspace: Workspace, chunk_id: str) -> dict:
@@ -421,7 +498,7 @@ class ReviewStats:
 
 def stats(workspace: Workspace, settings: ReviewConfig | None = None) -> ReviewStats:
     settings = settings or ReviewConfig()
-    counts = store.queue_counts(workspace.db, utc_timestamp(), settings.overlap)
+    counts = store.queue_counts(workspace.db, utc_timestamp(), workspace_overlap(workspace, settings))
     return ReviewStats(**counts, per_reviewer=store.verdicts_per_reviewer(workspace.db))
 
 
@@ -435,8 +512,13 @@ def agreement(workspace: Workspace, adjudicator: str | None = None) -> dict:
 
 def disagreements(workspace: Workspace) -> set[str]:
     """The pair items whose reviewers stand by different grades: the adjudicator's queue."""
+    return set(disagreements_graded(workspace))
+
+
+def disagreements_graded(workspace: Workspace) -> dict[str, dict[str, int]]:
+    """:func:`disagreements` with each reviewer's standing grade on the item."""
     graded = policy.reviewer_grades(list(rows.iter_judgments(workspace.db)))
-    return {store.pair_item_id(q, c) for (q, c), by in graded.items() if len(set(by.values())) > 1}
+    return {store.pair_item_id(q, c): by for (q, c), by in graded.items() if len(set(by.values())) > 1}
 
 
 @dataclass

@@ -710,6 +710,24 @@ def m020_reviewer_tokens(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(21)
+def m021_review_settings(db: sqlite3.Connection) -> None:
+    """``review_settings``: what every reviewer of the workspace shares (``overlap``: distinct reviewers each item
+    wants), so one workspace's queue and progress read the same whoever asks; and items by query, so a reviewer is
+    served one query's items together."""
+    run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS review_settings (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            set_at TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS review_items_by_query ON review_items(query_id, priority DESC);
+        """,
+    )
+
+
 def _key_bytes(key: int | bytes) -> bytes:
     """A key as migration 14 stored it (a signed 64-bit integer) as 8 little-endian bytes (one stored as bytes, as
     the backfill of migration 14 run by this code does, is already)."""

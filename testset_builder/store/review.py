@@ -151,37 +151,80 @@ def next_free(
     dropped: set[str],
     overlap: int = 1,
     only: set[str] | None = None,
+    near_query: str | None = None,
+    skipped: bool = False,
 ) -> QueuedItem | None:
     """The highest-priority item of ``kinds`` this reviewer has neither answered nor skipped, whose counting
     verdicts and other reviewers' live leases leave room under its wanted overlap (the item's, or ``overlap`` when
     larger); questions in ``dropped`` (and their pairs) are passed over. With ``only``, just those items, whatever
-    their overlap (an adjudicator settles items others already graded)."""
+    their overlap (an adjudicator settles items others already graded). With ``near_query``, an item of that query
+    comes first when one is in the same band of priority (the same whole part) as the highest: a reviewer reads one
+    query's chunks together, and what was drawn or lifted for review still comes before the rest. With ``skipped``,
+    the items this reviewer skipped instead of those they have not answered."""
     placeholders = ",".join("?" * len(kinds))
+    columns = "i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap"
+    unanswered = (
+        "EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.reviewer = ? AND s.action = 'skip')"
+        if skipped
+        else "NOT EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.reviewer = ?)"
+    )
     if only is not None:
         sql = (
-            "SELECT i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap "
-            f"FROM review_items i WHERE i.kind IN ({placeholders}) "
-            "AND NOT EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.reviewer = ?) "
+            f"SELECT {columns} FROM review_items i WHERE i.kind IN ({placeholders}) AND {unanswered} "
             "ORDER BY i.priority DESC, i.item_id"
         )
         for row in db.execute(sql, (*kinds, reviewer)):
             if row[0] in only and row[2] not in dropped:
                 return QueuedItem(*row)
         return None
-    sql = (
-        "SELECT i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap FROM review_items i "
-        f"WHERE i.kind IN ({placeholders}) "
-        "AND NOT EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.reviewer = ?) "
+    free = (
+        f"i.kind IN ({placeholders}) AND {unanswered} "
         "AND (SELECT COUNT(*) FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1) "
         "  + (SELECT COUNT(*) FROM review_leases l WHERE l.item_id = i.item_id AND l.expires_at > ? "
         "     AND l.reviewer != ?) "
-        "  < MAX(i.wanted_overlap, ?) "
-        "ORDER BY i.priority DESC, i.item_id"
+        "  < MAX(i.wanted_overlap, ?)"
     )
-    for row in db.execute(sql, (*kinds, reviewer, now, reviewer, overlap)):
+    args = (*kinds, reviewer, now, reviewer, overlap)
+    best = None
+    ordered = f"SELECT {columns} FROM review_items i WHERE {free} ORDER BY i.priority DESC, i.item_id"
+    for row in db.execute(ordered, args):
         if row[2] not in dropped:
-            return QueuedItem(*row)
-    return None
+            best = QueuedItem(*row)
+            break
+    if best is None or near_query is None or best.query_id == near_query or near_query in dropped:
+        return best
+    sql = (
+        f"SELECT {columns} FROM review_items i WHERE i.query_id = ? AND i.priority >= ? AND {free} "
+        "ORDER BY i.priority DESC, i.item_id LIMIT 1"
+    )
+    row = db.execute(sql, (near_query, float(int(best.priority)), *args)).fetchone()
+    return QueuedItem(*row) if row else best
+
+
+def soonest_lease_end(
+    db: sqlite3.Connection, reviewer: str, now: str, kinds: tuple[str, ...], overlap: int = 1
+) -> str | None:
+    """The soonest end of another reviewer's live lease on an item this reviewer has not answered and that still
+    wants verdicts: when one may come back to them."""
+    placeholders = ",".join("?" * len(kinds))
+    return db.execute(
+        "SELECT MIN(l.expires_at) FROM review_leases l JOIN review_items i USING (item_id) "
+        f"WHERE l.expires_at > ? AND l.reviewer != ? AND i.kind IN ({placeholders}) "
+        "AND NOT EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.reviewer = ?) "
+        "AND (SELECT COUNT(*) FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1) "
+        "< MAX(i.wanted_overlap, ?)",
+        (now, reviewer, *kinds, reviewer, overlap),
+    ).fetchone()[0]
+
+
+def last_query_of(db: sqlite3.Connection, reviewer: str) -> str | None:
+    """The query of the item this reviewer answered last (any verdict)."""
+    row = db.execute(
+        "SELECT i.query_id FROM review_verdicts v JOIN review_items i USING (item_id) WHERE v.reviewer = ? "
+        "ORDER BY v.created_at DESC, v.verdict_id DESC LIMIT 1",
+        (reviewer,),
+    ).fetchone()
+    return row[0] if row else None
 
 
 def lease(db: sqlite3.Connection, item_id: str, reviewer: str, now: str, expires_at: str) -> None:
@@ -194,6 +237,11 @@ def lease(db: sqlite3.Connection, item_id: str, reviewer: str, now: str, expires
 
 def release_lease(db: sqlite3.Connection, item_id: str, reviewer: str) -> None:
     db.execute("DELETE FROM review_leases WHERE item_id = ? AND reviewer = ?", (item_id, reviewer))
+
+
+def release_leases_of(db: sqlite3.Connection, reviewer: str) -> int:
+    """Drop every lease this reviewer holds; returns how many."""
+    return db.execute("DELETE FROM review_leases WHERE reviewer = ?", (reviewer,)).rowcount
 
 
 def lease_expiry(db: sqlite3.Connection, item_id: str, reviewer: str) -> str | None:
@@ -384,3 +432,16 @@ def reviewer_of_token(db: sqlite3.Connection, token_sha256: str) -> tuple[str, s
 
 def reviewers_with_tokens(db: sqlite3.Connection) -> list[tuple[str, str]]:
     return db.execute("SELECT reviewer, role FROM reviewer_tokens ORDER BY reviewer").fetchall()
+
+
+def review_setting(db: sqlite3.Connection, key: str) -> str | None:
+    row = db.execute("SELECT value FROM review_settings WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def set_review_setting(db: sqlite3.Connection, key: str, value: str, now: str) -> None:
+    db.execute(
+        "INSERT INTO review_settings (key, value, set_at) VALUES (?, ?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value, set_at = excluded.set_at",
+        (key, value, now),
+    )
