@@ -251,3 +251,53 @@ def test_a_binary_annotation_file_is_refused_and_an_unknown_format_named(queued_
     ]
     assert main(args) != 0
     assert "unknown format 'prodigy'" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_imported_annotators_carry_the_readable_names_their_tool_knows_them_by(queued_workspace, tmp_path, capsys):
+    ws, out = queued_workspace, tmp_path / "ls"
+    export(ws, "label-studio", out, capsys=capsys)
+    tasks = json.loads((out / "tasks.json").read_text())
+    when = "2026-01-01T10:00:00Z"
+    annotated = label_studio_export(
+        tasks, {"r0": [(7, 1, when, False), (8, 2, when, False)], "r1": [(9, 0, when, False)]}
+    )
+    (tmp_path / "export.json").write_text(json.dumps(annotated))
+    users = [  # Label Studio's /api/users: id and username or email
+        {"id": 7, "username": "ann", "email": "ann@example.com"}, {"id": 8, "email": "bob@example.com"},
+    ]  # fmt: skip
+    (tmp_path / "users.json").write_text(json.dumps(users))
+    args = ["review-import", str(tmp_path / "export.json"), "--workspace", str(ws.root), "--json"]
+    assert main([*args, "--annotators", str(tmp_path / "users.json")]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["reviewers"] == ["label-studio:9", "label-studio:ann", "label-studio:bob@example.com"]
+    annotated[0]["annotations"][0]["result"] = [interchange._choice(0)]  # ann changed her mind
+    annotated[0]["annotations"][0]["updated_at"] = "2026-01-02T10:00:00Z"
+    (tmp_path / "export.json").write_text(json.dumps(annotated))
+    assert main(args) == 0  # no file this time: the names are kept in the workspace
+    again = json.loads(capsys.readouterr().out)
+    assert again["reviewers"] == first["reviewers"] and again["new_verdicts"] == 1
+    assert human_grades(ws)[("r0", "label-studio:ann")] == 0
+    (tmp_path / "late.yaml").write_text(
+        "'9': cid\n"
+    )  # 9's verdicts are stored under the id: naming them now is refused
+    assert main([*args, "--annotators", str(tmp_path / "late.yaml")]) != 0
+    assert "would count one person as two" in capsys.readouterr().err
+    (tmp_path / "clash.yaml").write_text("'7': someone else\n")
+    assert main([*args, "--annotators", str(tmp_path / "clash.yaml")]) != 0
+    assert "already named 'ann'" in capsys.readouterr().err
+    assert human_grades(ws)[("r0", "label-studio:ann")] == 0 and ("r1", "label-studio:cid") not in human_grades(ws)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("[1, 2]", "a list of users"),
+        ('[{"id": 3}]', "needs an id and a username"),
+        ("{x: [unclosed", "not JSON or YAML"),
+        ('{"7": ""}', "non-empty id and name"),
+    ],
+)
+def test_a_bad_annotators_file_is_refused_with_what_is_wrong(tmp_path, content, message):
+    (tmp_path / "users.json").write_text(content)
+    with pytest.raises(InputError, match=message):
+        interchange.read_annotators(tmp_path / "users.json")

@@ -572,22 +572,32 @@ def review_import(
     fmt: Annotated[
         str | None, typer.Option("--format", "-f", help="argilla or label-studio (default: told from the file).")
     ] = None,
+    annotators: Annotated[
+        Path | None,
+        typer.Option(
+            "--annotators",
+            help="Readable names for the annotators' ids: JSON or YAML {id: name}, or the tool's list of users "
+            "(id with username or email). Kept in the workspace for later imports.",
+            show_default=False,
+        ),
+    ] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Bring grades made in Argilla or Label Studio back as human verdicts (reviewer argilla:USER or
-    label-studio:USER).
+    label-studio:USER, USER the annotator's id, or the name --annotators gives it).
 
     Only submitted answers count (drafts, discarded records and cancelled annotations do not). The file is checked
     whole first: a malformed record or an item this workspace does not have stores nothing. Importing the same file
     again stores nothing new; a grade changed since is recorded as the annotator's new verdict.
 
-    Example: `testset-builder review-import annotations.json --workspace testset`.
+    Example: `testset-builder review-import annotations.json --workspace testset --annotators users.json`.
     """
-    from ..stages.interchange import import_annotations
+    from ..stages.interchange import import_annotations, read_annotators
 
     resolved = settings(config, workspace)
+    names = read_annotators(annotators) if annotators is not None else None
     with open_workspace_for(resolved) as ws:
-        summary = import_annotations(ws, source, fmt)
+        summary = import_annotations(ws, source, fmt, names)
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return

@@ -22,14 +22,14 @@ Shapes (their packages' own, checked against them in the tests):
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..errors import InputError
 from ..records import Judgment
 from ..store import review as store
 from ..store import rows
-from ..store.workspace import Workspace
+from ..store.workspace import Workspace, utc_timestamp
 from . import policy
 from .review import _reviewer, dropped_questions, llm_proposal, record_verdict, workspace_overlap
 
@@ -395,9 +395,71 @@ def read_label_studio(tasks: list[dict]) -> tuple[list[ImportedGrade], int]:
     return grades, unanswered
 
 
-def import_annotations(workspace: Workspace, path: Path, fmt: str | None = None) -> ImportSummary:
+def read_annotators(path: Path) -> dict[str, str]:
+    """Readable names for another tool's annotator ids: a JSON or YAML mapping ``{id: name}``, or a list of the
+    tool's user records (Argilla's users, Label Studio's ``/api/users``) named by ``username``, else ``email``,
+    else first and last name."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
+    except OSError as error:
+        raise InputError(f"cannot read the annotators file ({error.strerror or error})", path=path) from None
+    except (UnicodeDecodeError, yaml.YAMLError) as error:
+        raise InputError(f"the annotators file is not JSON or YAML ({str(error).splitlines()[0]})", path=path) from None
+    if isinstance(data, dict):
+        pairs = list(data.items())
+    elif isinstance(data, list) and all(isinstance(user, dict) for user in data):
+        pairs = []
+        for index, user in enumerate(data, 1):
+            full = " ".join(str(user.get(k) or "") for k in ("first_name", "last_name")).strip()
+            name = user.get("username") or user.get("email") or full
+            if user.get("id") in (None, "") or not name:
+                raise InputError(f"user {index} needs an id and a username, email or name", path=path)
+            pairs.append((user["id"], name))
+    else:
+        raise InputError("the annotators file holds {id: name} or a list of users with an id and a name", path=path)
+    names = {}
+    for who, name in pairs:
+        if not str(who).strip() or not str(name or "").strip():
+            raise InputError(f"annotator {str(who)[:60]!r} needs a non-empty id and name", path=path)
+        names[str(who).strip()] = " ".join(str(name).split())
+    return names
+
+
+def _name_annotators(db, fmt: str, grades: list[ImportedGrade], given: dict[str, str]) -> list[ImportedGrade]:
+    """The grades with each annotator under their readable name: the one given now, else the one kept from an
+    earlier import (a name, once given, is kept in the workspace, so later imports need no file). An annotator
+    whose verdicts are already stored under their id keeps it: renaming them would split one person in two."""
+    prefix = f"annotator:{fmt}:"
+    kept = store.review_settings_under(db, prefix)
+    for who, name in given.items():
+        if kept.get(who, name) != name:
+            raise InputError(f"{fmt} annotator {who[:60]!r} is already named {kept[who]!r}, not {name!r}")
+        if who not in kept and store.verdicts_by(db, f"{fmt}:{who}"):
+            raise InputError(
+                f"{fmt} annotator {who[:60]!r} already has verdicts under that id ({fmt}:{who}): naming them "
+                f"{name!r} now would count one person as two; import without a name for them"
+            )
+    names = {**kept, **given}
+    by_name: dict[str, str] = {}
+    for who, name in names.items():
+        if by_name.setdefault(name, who) != who:
+            raise InputError(f"{fmt} annotators {by_name[name][:60]!r} and {who[:60]!r} are both named {name!r}")
+    now = utc_timestamp()
+    for who, name in given.items():
+        _named(fmt, name, f"annotator {who[:60]!r}")  # checked as every reviewer's name is
+        store.set_review_setting(db, prefix + who, name, now)
+    renamed = {f"{fmt}:{who}": f"{fmt}:{name}" for who, name in names.items()}
+    return [replace(g, reviewer=renamed.get(g.reviewer, g.reviewer)) for g in grades]
+
+
+def import_annotations(
+    workspace: Workspace, path: Path, fmt: str | None = None, annotators: dict[str, str] | None = None
+) -> ImportSummary:
     """Read an Argilla or Label Studio export and record its grades as human verdicts (see the module docstring).
-    The whole file is checked first: a malformed record or an item this workspace does not have stores nothing."""
+    The whole file is checked first: a malformed record or an item this workspace does not have stores nothing.
+    ``annotators`` (:func:`read_annotators`) gives the annotators' ids readable names, kept for later imports."""
     records = read_records(path)
     fmt = fmt or detect_format(records)
     if fmt not in FORMATS:
@@ -421,6 +483,7 @@ def import_annotations(workspace: Workspace, path: Path, fmt: str | None = None)
         raise InputError(f"{len(unknown)} items are not (query, chunk) pairs of this workspace: {shown}", path=path)
     new, unchanged = 0, 0
     with workspace.transaction() as db:  # the whole file or nothing
+        grades = _name_annotators(db, fmt, grades, annotators or {})
         standing = policy.reviewer_grades(list(rows.iter_judgments(db)))
         for grade in grades:
             item = items[grade.item_id]

@@ -445,3 +445,17 @@ def set_review_setting(db: sqlite3.Connection, key: str, value: str, now: str) -
         "ON CONFLICT(key) DO UPDATE SET value = excluded.value, set_at = excluded.set_at",
         (key, value, now),
     )
+
+
+def review_settings_under(db: sqlite3.Connection, prefix: str) -> dict[str, str]:
+    """Every review setting whose key starts with ``prefix``, by the rest of its key."""
+    return {
+        key[len(prefix) :]: value
+        for key, value in db.execute(
+            "SELECT key, value FROM review_settings WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+        )
+    }
+
+
+def verdicts_by(db: sqlite3.Connection, reviewer: str) -> int:
+    return db.execute("SELECT COUNT(*) FROM review_verdicts WHERE reviewer = ?", (reviewer,)).fetchone()[0]
