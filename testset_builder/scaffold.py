@@ -43,7 +43,10 @@ def _comment(text: str, indent: str) -> list[str]:
 
 def _scalar(key: str, value, indent: str) -> list[str]:
     text = yaml.safe_dump({key: value}, sort_keys=False, allow_unicode=True, default_flow_style=True, width=10_000)
-    return [indent + text.strip().removeprefix("{").removesuffix("}")]
+    line = indent + text.strip().removeprefix("{").removesuffix("}")
+    if len(line) > WIDTH and isinstance(value, dict) and value:  # a long mapping: one entry a line
+        return [f"{indent}{key}:"] + [entry for k, v in value.items() for entry in _scalar(k, v, indent + "  ")]
+    return [line]
 
 
 def _section(model: type[BaseModel], data: dict, indent: str) -> list[str]:
