@@ -1,12 +1,15 @@
-"""A scripted provider for unit tests of stage logic (the SDK paths are tested against real servers elsewhere).
+"""A scripted provider for unit tests of stage logic (the SDK paths are tested against real servers elsewhere), and
+a stand-in model and the demo's settings for the plan and the Python pipeline (test_plan.py, python_pipeline.py).
 
 ``answer(request) -> str | Completion`` decides each reply; every request is kept in ``history``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
+from testset_builder.config import Config, ProviderConfig
 from testset_builder.llm.types import Completion, LLMRequest, TokenLogprob, Usage
 
 
@@ -79,3 +82,62 @@ class FakeProvider:
 
     async def aclose(self) -> None:
         pass
+
+
+def tokens(text: str) -> int:
+    """The stand-in model's tokenizer: words and punctuation marks (not the plan's characters-per-token rule)."""
+    return len(re.findall(r"\w+|[^\w\s]", text))
+
+
+def stand_in_model():
+    """A model that writes a question from the passage (about as long as the local model's, 18 to 30 tokens) and
+    grades a pair by shared words, its usage counted with :func:`tokens`. Every fourth question copies the passage,
+    which validation removes: the embedded local model delivered 6 questions of 8 requests on the demo."""
+    written = {"n": 0}
+
+    def answer(request):
+        if not request.prompt.rstrip().endswith("Relevance:"):
+            written["n"] += 1
+            if written["n"] % 4 == 0:
+                passage = request.prompt.rsplit("Document", 1)[1].split(":", 1)[1]
+                text = " " + " ".join(passage.split()[:12])
+                return Completion(
+                    text=text, model=request.model, usage=Usage(input_tokens=tokens(request.prompt), output_tokens=12)
+                )
+        return model_answer(request)
+
+    return answer
+
+
+def model_answer(request):
+    prompt = request.prompt
+    grade = shared_words_grade(prompt)
+    if grade is not None:
+        return grade.model_copy(update={"usage": Usage(input_tokens=tokens(prompt), output_tokens=2)})
+    words = re.findall(r"[A-Za-z]{5,}", passage_of(prompt))
+    if "Search Keywords:" in prompt:
+        text = " " + " ".join(words[:3]).lower()
+    else:
+        text = (
+            f" how does {' '.join(words[: 4 + request.seed % 4]).lower()} work in practice, and what changes for "
+            f"a retriever when case {request.seed % 97} applies to it?"
+        )
+    return Completion(
+        text=text, model=request.model, usage=Usage(input_tokens=tokens(prompt), output_tokens=tokens(text))
+    )
+
+
+def demo_config(**synthesize) -> Config:
+    """The demo's settings (examples/demo.yaml) with an OpenAI-compatible model in both roles, so that every LLM
+    step of a run calls it: questions, the critic, mining and propose's judge."""
+    return Config(
+        generator=ProviderConfig(
+            kind="openai", model="gpt-4o-mini", base_url="http://127.0.0.1:9/v1", prompt_style="completion"
+        ),
+        chunking={"chunker": "markdown", "size": 600, "overlap": 60},
+        synthesize={
+            "questions": 6, "styles": {"natural": 0.4, "keyword": 0.2, "paraphrase": 0.2, "multi": 0.2},
+            "critic": True, "mine": True, "relevance_by": "llm", **synthesize,
+        },
+        propose={"depth": 5},
+    )  # fmt: skip

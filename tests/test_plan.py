@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
 
 import pytest
 from conftest import EXAMPLES
-from fake_provider import FakeProvider, passage_of, shared_words_grade
+from fake_provider import FakeProvider, demo_config, model_answer, stand_in_model
 
 from testset_builder.cli import main
-from testset_builder.config import Config, ProviderConfig
+from testset_builder.config import Config
 from testset_builder.llm import LLMClient, PriceTable, throughput
 from testset_builder.llm.roles import Role, Roles
 from testset_builder.llm.types import Completion, Usage
@@ -29,65 +28,6 @@ PASSAGE = (
     "chunks of the query; a set whose labels miss relevant chunks makes every retriever look worse than it is."
 )
 WITHIN = 1.5  # what the issue asks of the plan: within a factor of 1.5 of the real calls and tokens
-
-
-def tokens(text: str) -> int:
-    """The stand-in model's tokenizer: words and punctuation marks (not the plan's characters-per-token rule)."""
-    return len(re.findall(r"\w+|[^\w\s]", text))
-
-
-def stand_in_model():
-    """A model that writes a question from the passage (about as long as the local model's, 18 to 30 tokens) and
-    grades a pair by shared words, its usage counted with :func:`tokens`. Every fourth question copies the passage,
-    which validation removes: the embedded local model delivered 6 questions of 8 requests on the demo."""
-    written = {"n": 0}
-
-    def answer(request):
-        if not request.prompt.rstrip().endswith("Relevance:"):
-            written["n"] += 1
-            if written["n"] % 4 == 0:
-                passage = request.prompt.rsplit("Document", 1)[1].split(":", 1)[1]
-                text = " " + " ".join(passage.split()[:12])
-                return Completion(
-                    text=text, model=request.model, usage=Usage(input_tokens=tokens(request.prompt), output_tokens=12)
-                )
-        return model_answer(request)
-
-    return answer
-
-
-def model_answer(request):
-    prompt = request.prompt
-    grade = shared_words_grade(prompt)
-    if grade is not None:
-        return grade.model_copy(update={"usage": Usage(input_tokens=tokens(prompt), output_tokens=2)})
-    words = re.findall(r"[A-Za-z]{5,}", passage_of(prompt))
-    if "Search Keywords:" in prompt:
-        text = " " + " ".join(words[:3]).lower()
-    else:
-        text = (
-            f" how does {' '.join(words[: 4 + request.seed % 4]).lower()} work in practice, and what changes for "
-            f"a retriever when case {request.seed % 97} applies to it?"
-        )
-    return Completion(
-        text=text, model=request.model, usage=Usage(input_tokens=tokens(prompt), output_tokens=tokens(text))
-    )
-
-
-def demo_config(**synthesize) -> Config:
-    """The demo's settings (examples/demo.yaml) with an OpenAI-compatible model in both roles, so that every LLM
-    step of a run calls it: questions, the critic, mining and propose's judge."""
-    return Config(
-        generator=ProviderConfig(
-            kind="openai", model="gpt-4o-mini", base_url="http://127.0.0.1:9/v1", prompt_style="completion"
-        ),
-        chunking={"chunker": "markdown", "size": 600, "overlap": 60},
-        synthesize={
-            "questions": 6, "styles": {"natural": 0.4, "keyword": 0.2, "paraphrase": 0.2, "multi": 0.2},
-            "critic": True, "mine": True, "relevance_by": "llm", **synthesize,
-        },
-        propose={"depth": 5},
-    )  # fmt: skip
 
 
 def chunks_of(ws) -> list[SourceChunk]:

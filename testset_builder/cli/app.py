@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import __version__
+from .. import api as api_defaults
 from ..errors import TestsetBuilderError
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_PARTIAL = 0, 1, 2, 3
@@ -54,7 +55,7 @@ QUIET_HELP = (
     "and --json still prints its document. Accepted anywhere on the command line."
 )
 
-DEFAULT_METRICS = "recall@10,precision@10,mrr,ndcg@10,hit_rate@5,map"
+DEFAULT_METRICS = api_defaults.DEFAULT_METRICS
 METRICS_HELP = (
     "Comma-separated metrics: recall@k, precision@k, mrr, ndcg@k (linear gain), ndcg_exp@k (2^g-1 gain), "
     "hit_rate@k, map, r_precision. A bare name (recall, mrr, ndcg, map) means the whole ranked list; "
@@ -222,21 +223,21 @@ def shows_progress(json_output: bool) -> bool:
     return not out.quiet and (not json_output or stage_progress["under_json"])
 
 
+def llm_bar(json_output: bool):
+    """The LLM stages' progress bar on stderr, as a context manager (a null one under --json or --quiet)."""
+    from ..llm.progress import llm_progress
+
+    return llm_progress(err) if shows_progress(json_output) else nullcontext()
+
+
 def run_with_roles(ws, config, stage: str, quiet: bool, work):
     """Run ``await work(roles, progress)`` with the config's generator and judge for ``stage`` and a progress bar
     (none when ``quiet``, i.e. --json, unless :func:`shows_progress` says otherwise); returns what ``work``
-    returned."""
-    import asyncio
+    returned (:func:`testset_builder.api.with_roles` with the CLI's bar)."""
+    from .. import api
 
-    from ..llm.progress import llm_progress
-    from ..llm.roles import open_roles
-
-    async def go():
-        async with open_roles(config, ws, stage) as roles:
-            with llm_progress(err) if shows_progress(quiet) else nullcontext() as progress:
-                return await work(roles, progress)
-
-    return asyncio.run(go())
+    with llm_bar(quiet) as progress:
+        return api.with_roles(config, ws, stage, work, progress)
 
 
 def prompt_library(config):

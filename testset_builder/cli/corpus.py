@@ -184,8 +184,7 @@ def chunk(
 
     from rich.progress import Progress
 
-    from ..corpus.ingest import ingest
-    from ..corpus.loaders import stream_sources
+    from .. import api
     from ..errors import LargeRemovalError
 
     resolved = settings(
@@ -198,32 +197,19 @@ def chunk(
         chunking__text_field=text_field,
         chunking__title_field=title_field,
     )
-    chunking = resolved.chunking
     if ray_address and engine != "ray":
         raise typer.BadParameter("--ray-address needs --engine ray", param_hint="--ray-address")
     chunker_engine = _engine(engine, ray_address)
 
-    def load():  # a stream of the sources: read as they are chunked, once per pass
-        fields = {"id_field": chunking.id_field, "text_field": chunking.text_field, "title_field": chunking.title_field}
-        return stream_sources(sources, strict=strict, **fields)
-
-    loaded = load()
     with (
         open_workspace_for(resolved, create=True) as ws,
         Progress(
             console=err, transient=True, disable=not (shows_progress(json_output) and err.is_terminal)
         ) as progress,
     ):
+        given = {"workspace": ws, "strict": strict, "rehash": rehash, "engine": chunker_engine, "progress": progress}
         try:
-            summary = ingest(
-                ws,
-                loaded,
-                chunking,
-                progress=progress,
-                allow_removal=allow_removal,
-                engine=chunker_engine,
-                rehash=rehash,
-            )
+            chunked = api.chunk(resolved, sources, allow_removal=allow_removal, **given)
         except LargeRemovalError as refused:
             if json_output or not (sys.stdin.isatty() and sys.stderr.isatty()):
                 raise
@@ -231,20 +217,17 @@ def chunk(
             err.print(f"[yellow]careful:[/] {escape(str(refused).split('; nothing')[0])}")
             if not typer.confirm("Mark them removed?", default=False, err=True):
                 raise
-            loaded = load()
-            summary = ingest(
-                ws, loaded, chunking, progress=progress, allow_removal=True, engine=chunker_engine, rehash=rehash
-            )
+            chunked = api.chunk(resolved, sources, allow_removal=True, **given)
     if json_output:
-        report = {"skipped_files": [str(s) for s in loaded.skipped], "warnings": [str(n) for n in loaded.notes]}
-        print(json.dumps({**summary.as_dict(), **report}, indent=2))
+        print(json.dumps(chunked.as_dict(), indent=2))
         return
-    for skipped in loaded.skipped[:20]:
-        err.print(f"[yellow]skipped[/] {escape(str(skipped))}", highlight=False)
-    for note in loaded.notes[:20]:
-        err.print(f"[yellow]warning[/] {escape(str(note))}", highlight=False)
-    if len(loaded.skipped) > 20:
-        err.print(f"... and {len(loaded.skipped) - 20} more skipped (see --json)")
+    summary = chunked.summary
+    for skipped in chunked.skipped_files[:20]:
+        err.print(f"[yellow]skipped[/] {escape(skipped)}", highlight=False)
+    for note in chunked.warnings[:20]:
+        err.print(f"[yellow]warning[/] {escape(note)}", highlight=False)
+    if len(chunked.skipped_files) > 20:
+        err.print(f"... and {len(chunked.skipped_files) - 20} more skipped (see --json)")
     out.print(
         f"{summary.documents} documents ({summary.new} new, {summary.changed} changed, {summary.unchanged} unchanged, "
         f"{summary.removed} removed); {summary.chunks_added} chunks added, {summary.chunks_removed} marked removed; "

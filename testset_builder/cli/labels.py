@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -26,6 +27,7 @@ from .app import (
     exit_for,
     judge_is_local,
     judging_lines,
+    llm_bar,
     open_workspace_for,
     out,
     prompt_library,
@@ -140,7 +142,7 @@ def synthesize(
 
     Example: `testset-builder synthesize --config my-set/testset-builder.yaml --questions 50`.
     """
-    from ..stages.synthesize import synthesize as run_synthesize
+    from .. import api
 
     resolved = settings(
         config,
@@ -155,23 +157,8 @@ def synthesize(
         synthesize__relevance_by=relevance_by,
         limits__max_cost_usd=max_cost_usd,
     )
-    prompts = prompt_library(resolved)
-    with open_workspace_for(resolved) as ws:
-        summary = run_with_roles(
-            ws,
-            resolved,
-            "synthesize",
-            json_output,
-            lambda roles, progress: run_synthesize(
-                ws,
-                roles,
-                resolved.synthesize,
-                judging=resolved.judging,
-                prompts=prompts,
-                progress=progress,
-                batch=batch,
-            ),
-        )
+    with open_workspace_for(resolved) as ws, llm_bar(json_output) as progress:
+        summary = api.synthesize(resolved, workspace=ws, progress=progress, batch=batch)
     if json_output:
         print(json.dumps({**summary.as_dict(), "incomplete": summary.incomplete}, indent=2))
     elif summary.batch_id and summary.made + summary.already_made == 0:
@@ -332,12 +319,7 @@ def propose(
 
     Example: `testset-builder propose --queries queries.jsonl --config my-set/testset-builder.yaml --depth 20`.
     """
-    import asyncio
-
-    from ..errors import InputError
-    from ..stages.judge import Judge
-    from ..stages.propose import propose as run_propose
-    from ..stages.queries import read_queries
+    from .. import api
 
     resolved = settings(
         config,
@@ -350,34 +332,17 @@ def propose(
     if (queries is None) == (not from_logs):
         raise InputError("give --queries FILE or --from-logs (the logged queries a failure-first draw chose)")
     with open_workspace_for(resolved) as ws:
-        query_file = (
-            drawn_log_queries(ws)
-            if from_logs
-            else read_queries(queries, id_field=id_field, text_field=text_field, strict=strict)
-        )
-        if not judge:
-            summary = asyncio.run(run_propose(ws, query_file, None, resolved.propose))
-        else:
-            prompts = prompt_library(resolved)
-            summary = run_with_roles(
-                ws,
-                resolved,
-                "propose",
-                json_output,
-                lambda roles, progress: run_propose(
-                    ws,
-                    query_file,
-                    Judge(roles.judge, resolved.judging, prompts),
-                    resolved.propose,
-                    batch=batch,
-                    progress=progress,
-                ),
-            )
+        with llm_bar(json_output) if judge else nullcontext() as progress:
+            proposed = api.propose(
+                resolved, queries, from_logs=from_logs, judge=judge, workspace=ws, progress=progress, batch=batch,
+                strict=strict, id_field=id_field, text_field=text_field,
+            )  # fmt: skip
+    summary = proposed.summary
     if json_output:
-        print(json.dumps({**summary.as_dict(), "skipped": [str(s) for s in query_file.skipped]}, indent=2))
-        exit_for(summary.judging.incomplete)
+        print(json.dumps(proposed.as_dict(), indent=2))
+        exit_for(proposed.incomplete)
         return
-    for skipped in query_file.skipped[:10]:
+    for skipped in proposed.skipped[:10]:
         err.print(f"[yellow]skipped[/] {escape(str(skipped))}", highlight=False)
     out.print(
         f"{summary.queries} queries ({summary.new_queries} new, {summary.merged_duplicates} duplicates merged, "
@@ -519,9 +484,9 @@ def estimate(
 
     Example: `testset-builder estimate --workspace testset --pairs qrels.tsv --output estimates.jsonl`.
     """
+    from .. import api
     from ..export import read_qrels
     from ..metrics.report import check_writable
-    from ..stages.estimate import estimates_of
 
     resolved = settings(config, workspace)
     wanted = []
@@ -530,7 +495,8 @@ def estimate(
     if output is not None:
         check_writable(output, "--output")
     with open_workspace_for(resolved) as ws:
-        summary, found, missing = estimates_of(ws, wanted)
+        estimated = api.estimate(resolved, workspace=ws, pairs=wanted)
+    summary, found, missing = estimated.summary, estimated.rows, estimated.not_live
     if output is not None:
         write_estimates(found, output)
     if json_output:
@@ -633,10 +599,10 @@ def select_pairs(
         return
     if budget is None or limit is not None:
         raise InputError("give --budget (pairs to draw for review); --limit goes with --from-logs")
-    from ..stages.selection import select_for_review
+    from .. import api
 
     with open_workspace_for(resolved) as ws:
-        summary = select_for_review(ws, budget, uniform_share, seed)
+        summary = api.select(resolved, budget, uniform_share=uniform_share, seed=seed, workspace=ws)
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return
@@ -654,28 +620,11 @@ def select_pairs(
     )
 
 
-def drawn_log_queries(ws):
-    """The logged queries failure-first draws chose, as a query file for propose."""
-    from ..errors import InputError
-    from ..stages.queries import QueryFile
-    from ..store import logs as stored_logs
-    from ..store import rows
-
-    drawn = stored_logs.drawn_logged(ws.db)
-    if not drawn:
-        raise InputError(
-            "no logged query has been drawn: `testset-builder import-logs LOG` then `testset-builder select "
-            "--from-logs --limit N` first",
-            path=ws.root,
-        )
-    return QueryFile(queries=[rows.get_query(ws.db, query_id) for query_id, _, _ in drawn])
-
-
 def _select_logged(resolved, limit: int, uniform_share: float, seed: int, json_output: bool) -> None:
-    from ..stages.logs.failures import select_logged
+    from .. import api
 
     with open_workspace_for(resolved) as ws:
-        summary = select_logged(ws, limit, uniform_share, seed)
+        summary = api.select_logs(resolved, limit, uniform_share=uniform_share, seed=seed, workspace=ws)
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return

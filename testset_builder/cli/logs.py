@@ -49,11 +49,11 @@ def import_logs(
 
     Example: `testset-builder import-logs rag-log.jsonl --workspace testset --format jsonl`.
     """
-    from ..stages.logs.importer import import_logs as run_import
+    from .. import api
 
     resolved = settings(config, workspace, logs__format=format, logs__scrub_pii=scrub_pii)
     with open_workspace_for(resolved) as ws:
-        summary = run_import(ws, log, resolved.logs)
+        summary = api.import_logs(resolved, log, workspace=ws)
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return

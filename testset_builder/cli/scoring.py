@@ -20,7 +20,6 @@ from .app import (
     app,
     err,
     out,
-    release_from,
     scoring_inputs,
 )
 
@@ -155,49 +154,37 @@ def score(
     """
     import numpy as np
 
+    from .. import api
+    from ..errors import InputError
     from ..metrics import parse_metrics
-    from ..metrics.clusters import resolve_clusters
     from ..metrics.guidance import cluster_line, half_width_line, recall_curves_table, runs_table, set_size_line
-    from ..metrics.many import against_best, evaluate_with_curve, smallest_k
-    from ..metrics.prediction import prediction_report
     from ..metrics.report import (
         check_writable,
         prediction_lines,
         prediction_table,
         queries_line,
-        score_dicts,
         score_table,
         write_per_query_csv,
     )  # fmt: skip
 
-    specs = parse_metrics(metrics)
+    parse_metrics(metrics)  # a bad metric is named before any file is read
     targets = parse_targets(target_recall)
     paths = run_paths(run, runs, more)
     if per_query:
         check_writable(per_query, "--per-query")
-    labels, estimates, source_document = scoring_inputs(qrels, release)
-    loaded = read_runs(paths)
-    scored = [evaluate_with_curve(labels, r, specs) for r in loaded]
-    evaluations = [evaluation for evaluation, _ in scored]
-    clusters = resolve_clusters(evaluations[0].query_ids, cluster_by, source_document)
-    reports = score_dicts(evaluations, ci=ci, resamples=resamples, seed=seed, clusters=clusters.codes)
-    for report, (_, curve) in zip(reports, scored):
-        report["recall_curve"] = [float(v) for v in curve]
-        report["target_recall"] = {str(t): smallest_k(curve, t) for t in targets}
-    if estimates:
-        for report, r in zip(reports, loaded):
-            report["prediction_powered"] = prediction_report(estimates, r, specs)
-    best = against_best(evaluations, clusters.codes, alpha=alpha, seed=seed) if len(evaluations) > 1 else None
-    sizes = score_set_sizes(evaluations, clusters.codes, alpha, detect)
+    if (qrels is None) == (release is None):
+        raise InputError("give exactly one of --qrels FILE or --release WORKSPACE@VERSION")
+    scored = api.score(
+        release, read_runs(paths), metrics, qrels=qrels, ci=ci, resamples=resamples, seed=seed,
+        cluster_by=cluster_by, targets=targets, detect=detect, alpha=alpha,
+    )  # fmt: skip
+    reports, evaluations, best = scored.reports, scored.evaluations, scored.against_best
+    clusters = scored.cluster_design
+    sizes = scored.sizes
     if per_query:
         write_per_query_csv(evaluations, per_query)
-    extra = {"clusters": clusters.as_dict(), "set_size": [s.as_dict() for s in sizes]}
     if json_output:
-        if len(reports) == 1:
-            document = {**reports[0], **extra}
-        else:
-            document = {"runs": reports, "against_best": best, "alpha": alpha, "correction": "holm", **extra}
-        print(json.dumps(document, indent=2))
+        print(json.dumps(scored.as_dict(), indent=2))
         return
     effects = {name: e["design_effect"] for name, e in reports[0]["metrics"].items() if "design_effect" in e}
     powered = [r for r in reports if r.get("prediction_powered", {}).get("applies") not in (None, "qrels")]
@@ -231,30 +218,6 @@ def score(
     out.print(set_size_line(sizes), highlight=False)
     if per_query:
         out.print(f"per-query values written to {per_query}")
-
-
-def score_set_sizes(evaluations, clusters, alpha: float, detect: float | None):
-    """What the set can detect per metric: from the per-query differences of the two best runs of the metric, or,
-    with one run, from its own per-query variance doubled (a second run as variable and uncorrelated: the
-    variance of a difference is at most that when runs correlate positively, as runs on one set do)."""
-    from ..metrics.power import set_size
-
-    sizes = []
-    for spec in evaluations[0].metrics:
-        name = str(spec)
-        ranked = sorted(evaluations, key=lambda e: e.mean(name), reverse=True)
-        if len(ranked) > 1:
-            differences = ranked[0].per_query[name] - ranked[1].per_query[name]
-            sizes.append(
-                set_size(name, differences, clusters, alpha=alpha, detect=detect, assumption="the two best runs")
-            )
-        else:
-            assumption = "one run: a second as variable and uncorrelated assumed, an upper bound; compare measures it"
-            values = ranked[0].per_query[name]
-            sizes.append(
-                set_size(name, values, clusters, alpha, detect=detect, variance_factor=2.0, assumption=assumption)
-            )
-    return sizes
 
 
 @app.command()
@@ -396,18 +359,16 @@ def baseline(
 
     Example: `testset-builder baseline --release testset@latest --out bm25.trec`.
     """
-    from ..export import write_trec_run
-    from ..retrieval.baseline import baseline_run
+    from .. import api
 
-    loaded, cache = release_from(release)
-    run = baseline_run(loaded.corpus, loaded.queries, retriever, k, cache)
-    write_trec_run(run, out_file)
+    loaded = api.load_release(release)
+    made = api.baseline(release, retriever, k, out_file)
     if json_output:
-        print(json.dumps({"run": str(out_file), "retriever": retriever, "version": loaded.version, "k": k}))
+        print(json.dumps(made.as_dict()))
         return
     out.print(
         f"{retriever} run over {len(loaded.corpus)} chunks for {len(loaded.queries)} queries of release "
-        f"{loaded.version} -> {out_file}"
+        f"{made.version} -> {out_file}"
     )
 
 
@@ -434,24 +395,15 @@ def report(
 
     Example: `testset-builder report --release testset@latest --run bm25.trec --run dense.trec`.
     """
+    from .. import api
     from ..errors import InputError
-    from ..export import read_run
-    from ..report import build_report, render
 
     if release is None:
         raise InputError("give --release WORKSPACE@VERSION (or a release directory)")
-    loaded, _ = release_from(release)
-    if out_file is None:
-        if "@" not in release or Path(release).exists():
-            raise InputError("give --out FILE.html for a release directory")
-        out_file = Path(release.rsplit("@", 1)[0]) / "reports" / f"{loaded.version}.html"
-    runs = [read_run(path) for path in run or []]
-    built = build_report(loaded, runs)
-    html = render(built)
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    out_file.write_text(html, encoding="utf-8")
+    if out_file is None and ("@" not in release or Path(release).exists()):
+        raise InputError("give --out FILE.html for a release directory")
+    made = api.report(release, run or [], out_file)
     if json_output:
-        document = {"report": str(out_file), "version": loaded.version, "runs": [r.name for r in runs]}
-        print(json.dumps({**document, **({"online": built.online} if built.online else {})}, indent=2))
+        print(json.dumps(made.as_dict(), indent=2))
         return
-    out.print(f"report of release {loaded.version} ({len(runs)} runs scored) -> {out_file}", highlight=False)
+    out.print(f"report of release {made.version} ({len(made.runs)} runs scored) -> {made.path}", highlight=False)

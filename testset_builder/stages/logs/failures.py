@@ -131,3 +131,19 @@ def select_logged(workspace, limit: int, uniform_share: float = 0.2, seed: int =
             for row, d in chosen
         ],
     )
+
+
+def drawn_queries(workspace):
+    """The logged queries failure-first draws chose, as a query file for ``propose``."""
+    from ...errors import InputError
+    from ...store import rows
+    from ..queries import QueryFile
+
+    drawn = stored_logs.drawn_logged(workspace.db)
+    if not drawn:
+        raise InputError(
+            "no logged query has been drawn: `testset-builder import-logs LOG` then `testset-builder select "
+            "--from-logs --limit N` first",
+            path=workspace.root,
+        )
+    return QueryFile(queries=[rows.get_query(workspace.db, query_id) for query_id, _, _ in drawn])

@@ -1,0 +1,122 @@
+"""The library under the commands: the whole pipeline from Python with no CLI in the call chain, and a retriever
+callable scored on a release exactly as its TREC run is."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testset_builder import api
+from testset_builder.cli import main
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.mark.slow
+def test_the_whole_pipeline_runs_from_python_with_no_cli_in_the_call_chain(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"),) if p)}
+    done = subprocess.run(
+        [sys.executable, str(HERE / "python_pipeline.py"), str(tmp_path)], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout)
+    first, second = seen["first"], seen["second"]
+    assert first["exit_code"] == 4 and first["waiting"] > 0  # drawn pairs wait for a reviewer
+    assert seen["seen"] == list(first["stages"]) == ["chunk", "plan", "synthesize", "propose", "select"]
+    assert seen["answered"] >= first["waiting"]
+    assert second["exit_code"] == 0 and second["release"] == "0.1.0" and seen["report_exists"]
+    assert second["stages"]["synthesize"]["result"]["calls"] == 0  # nothing paid twice
+    assert second["stages"]["estimate"]["result"]["verdicts"] == seen["answered"]
+    assert 0 <= seen["recall"] <= 1
+    assert seen["cli_modules"] == []  # no command in the call chain: the CLI was never imported
+
+
+@pytest.fixture
+def released(tmp_path, capsys):
+    """A small workspace released: queries over the docs corpus, each labelled on two chunks."""
+    from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
+    from testset_builder.stages.release import write_release
+    from testset_builder.store import open_workspace, rows
+
+    docs = HERE.parent / "docs"
+    assert main(["chunk", str(docs), "--workspace", str(tmp_path / "ws"), "--json"]) == 0
+    capsys.readouterr()
+    with open_workspace(tmp_path / "ws") as ws:
+        chunks = [c for c, *_ in rows.live_chunk_rows(ws.db)]
+        texts = {c: text for c, _, text in rows.live_chunk_rows(ws.db)}
+        queries = [Query(query_id=f"q{n}", text=" ".join(texts[chunks[n * 3]].split()[:8]), origin=QueryOrigin.real)
+                   for n in range(8)]  # fmt: skip
+        labels = [
+            Judgment(judgment_id=f"j{n}-{m}", query_id=f"q{n}", chunk_id=chunks[n * 3 + m], grade=2 - m,
+                     source=JudgmentSource.human, reviewer="ann", status=JudgmentStatus.final)
+            for n in range(8) for m in range(2)
+        ]  # fmt: skip
+        with ws.transaction() as db:
+            rows.put_queries(db, queries)
+            rows.add_judgments(db, labels)
+        write_release(ws, "1.0.0")
+    return f"{tmp_path / 'ws'}@1.0.0", chunks
+
+
+def test_a_retriever_callable_scores_exactly_as_its_trec_run(released, tmp_path, capsys):
+    spec, _ = released
+    loaded = api.load_release(spec)
+    bm25 = api.baseline(spec, "bm25", k=20, out=tmp_path / "bm25.trec")
+    ranked = bm25.run.to_dict()
+    by_text = {loaded.queries[q]: ranked.get(q, {}) for q in loaded.queries}
+
+    def retriever(text: str) -> list[tuple[str, float]]:  # a Python retriever: (chunk id, score), best first
+        by_id = sorted(by_text[text].items(), reverse=True)  # ties broken as trec_eval does: the larger id first
+        return sorted(by_id, key=lambda pair: -pair[1])
+
+    def ids_only(text: str) -> list[str]:  # or just chunk ids, in rank order
+        return [chunk for chunk, _ in retriever(text)]
+
+    metrics = "recall@10,ndcg@10,mrr,map,precision@5"
+    from_callable = api.score(spec, retriever, metrics, ci=False)
+    from_ids = api.score(spec, ids_only, metrics, ci=False)
+    assert main(["score", "--release", spec, "--run", str(tmp_path / "bm25.trec"), "-m", metrics, "--json",
+                 "--no-ci"]) == 0  # fmt: skip
+    from_file = json.loads(capsys.readouterr().out)
+    for name in ("recall@10", "ndcg@10", "mrr", "map", "precision@5"):
+        expected = from_file["metrics"][name]["mean"]
+        assert from_callable.metrics[name]["mean"] == pytest.approx(expected, abs=1e-12), name
+        assert from_ids.metrics[name]["mean"] == pytest.approx(expected, abs=1e-12), name
+    assert from_file["metrics"]["recall@10"]["mean"] > 0  # the run finds some of the labels: not a vacuous match
+
+
+def test_a_langchain_or_llamaindex_retriever_is_scored_through_its_own_ids(released):
+    spec, _ = released
+    loaded = api.load_release(spec)
+    relevant = {loaded.queries[q]: list(by) for q, by in loaded.qrels.items()}
+
+    class Document:  # the shapes those libraries return, without importing them
+        def __init__(self, chunk_id):
+            self.metadata = {"chunk_id": chunk_id}
+
+    class LangChainLike:
+        def invoke(self, text):
+            return [Document(c) for c in relevant[text]]
+
+    class Node:
+        def __init__(self, chunk_id, score):
+            self.node, self.score = type("N", (), {"metadata": {"chunk_id": chunk_id}, "node_id": "x"})(), score
+
+    class LlamaIndexLike:
+        def retrieve(self, text):
+            return [Node(c, 1.0 / (n + 1)) for n, c in enumerate(relevant[text])]
+
+    for wrapped in (api.langchain_retriever(LangChainLike()), api.llamaindex_retriever(LlamaIndexLike())):
+        scored = api.score(spec, wrapped, "recall@10,ndcg@10", ci=False)
+        assert scored.metrics["recall@10"]["mean"] == 1.0 and scored.metrics["ndcg@10"]["mean"] == 1.0
+
+
+def test_a_retriever_giving_something_else_is_refused_with_what_it_gave(released):
+    spec, _ = released
+    with pytest.raises(Exception, match="gave int"):
+        api.score(spec, lambda text: [1, 2], "recall@10", ci=False)

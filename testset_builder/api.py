@@ -1,0 +1,774 @@
+"""The library under every command: what a notebook or a script calls, and what the CLI and ``run`` call.
+
+Each stage is one function from a :class:`~testset_builder.config.Config` (and, optionally, a workspace you hold
+open) to a result object with ``as_dict()``; none calls the CLI, none prints::
+
+    from testset_builder import api
+
+    config = api.load_config("my-set/testset-builder.yaml")   # or api.load_config(None, workspace="ws")
+    result = api.run(config)                                     # the whole job: chunk ... release, report
+    print(result.stopped_for_review, result.release)
+    scored = api.score("my-set/testset@latest", my_retriever, ["recall@10", "ndcg@10"])
+    print(scored.metrics["recall@10"]["mean"])
+
+``my_retriever`` is any callable from a query's text to its ranked results: (chunk id, score) pairs, or chunk ids
+alone (ranked first to last). :func:`langchain_retriever` and :func:`llamaindex_retriever` wrap those libraries'
+retrievers (importing nothing of them until called).
+
+Stages that call an LLM take ``progress`` (a ``rich.progress.Progress``, or None for none). A stage function opens
+the config's workspace itself unless ``workspace`` is given; a process waiting for another to finish with the
+workspace waits silently (the CLI says so on stderr).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import InputError
+
+if TYPE_CHECKING:
+    from .config import Config
+
+Retriever = Callable[[str], Iterable[Any]]
+DEFAULT_METRICS = "recall@10,precision@10,mrr,ndcg@10,hit_rate@5,map"  # what `score` reports unless told
+
+
+def load_config(source: str | Path | Config | None = None, **overrides: Any) -> Config:
+    """A config: a file, a bundled config's name, or (None) the default one, with settings replaced by keyword
+    (dotted keys spelled with ``__``: ``load_config("c.yaml", synthesize__questions=5, workspace="ws")``); an
+    override of None changes nothing. A :class:`Config` given is returned with the overrides applied."""
+    from .config import Config, override, resolve_config
+
+    dotted = {key.replace("__", "."): value for key, value in overrides.items()}
+    if isinstance(source, Config):
+        return override(source, dotted)
+    return resolve_config(source, dotted)
+
+
+def open_workspace(config: Config | str | Path, create: bool = False, readonly: bool = False, on_wait=None):
+    """The workspace of ``config`` (or at a path), opened: use ``with``. It is created with ``create``."""
+    from .store import open_workspace as opening
+
+    root = Path(config) if isinstance(config, str | Path) else config.workspace
+    return opening(root, create=create, readonly=readonly, on_wait=on_wait)
+
+
+@contextlib.contextmanager
+def _opened(config: Config, workspace, create: bool = False, readonly: bool = False) -> Iterator:
+    if workspace is not None:
+        yield workspace
+        return
+    with open_workspace(config, create=create, readonly=readonly) as opened:
+        yield opened
+
+
+def run_async(awaitable):
+    """Run a coroutine to its end from synchronous code, also where an event loop already runs (a notebook): then
+    in a thread of its own."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(awaitable)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, awaitable).result()
+
+
+def with_roles(config: Config, workspace, stage: str, work, progress=None):
+    """``await work(roles, progress)`` with the config's generator and judge opened for ``stage`` (their clients
+    share the config's budget, cache and limits); returns what ``work`` returned."""
+    from .llm import roles as llm_roles
+
+    async def go():
+        async with llm_roles.open_roles(config, workspace, stage) as roles:
+            return await work(roles, progress)
+
+    return run_async(go())
+
+
+def _prompts(config: Config):
+    from .prompts import PromptLibrary
+
+    return PromptLibrary(config.prompts_dir)
+
+
+# the stages ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ChunkResult:
+    """What ``chunk`` did (:class:`~testset_builder.corpus.ingest.IngestSummary`) and what it could not read."""
+
+    summary: Any
+    skipped_files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {**self.summary.as_dict(), "skipped_files": self.skipped_files, "warnings": self.warnings}
+
+    def __getattr__(self, name: str):  # the summary's fields read through: result.chunks_added
+        if name == "summary":
+            raise AttributeError(name)
+        return getattr(self.summary, name)
+
+
+def chunk(
+    config: Config,
+    sources: Sequence[str | Path] | None = None,
+    *,
+    workspace=None,
+    strict: bool = False,
+    allow_removal: bool = False,
+    rehash: bool = False,
+    engine=None,
+    progress=None,
+) -> ChunkResult:
+    """Chunk ``sources`` (default: the config's ``run.sources``) into the workspace (created if missing):
+    unchanged documents are skipped, changed ones re-chunked, vanished ones marked removed (a large removal raises
+    :class:`~testset_builder.errors.LargeRemovalError` unless ``allow_removal``)."""
+    from .corpus.batches import local_engine
+    from .corpus.ingest import ingest
+    from .corpus.loaders import stream_sources
+
+    sources = list(config.run.sources if sources is None else sources)
+    if not sources:
+        raise InputError("no sources to chunk: give files or folders (run.sources in the config)")
+    chunking = config.chunking
+    fields = {"id_field": chunking.id_field, "text_field": chunking.text_field, "title_field": chunking.title_field}
+    loaded = stream_sources(sources, strict=strict, **fields)
+    with _opened(config, workspace, create=True) as ws:
+        summary = ingest(
+            ws, loaded, chunking, progress=progress, allow_removal=allow_removal, engine=engine or local_engine,
+            rehash=rehash,
+        )  # fmt: skip
+    return ChunkResult(summary, [str(s) for s in loaded.skipped], [str(n) for n in loaded.notes])
+
+
+def synthesize(config: Config, *, workspace=None, progress=None, batch: bool = False):
+    """Make the config's synthetic questions (``synthesize``), each labelled on its source chunk; returns a
+    :class:`~testset_builder.stages.synthesize.SynthesizeSummary` (``incomplete`` when it fell short)."""
+    from .stages.synthesize import synthesize as synthesizing
+
+    prompts = _prompts(config)
+    with _opened(config, workspace) as ws:
+        return with_roles(
+            config, ws, "synthesize",
+            lambda roles, bar: synthesizing(
+                ws, roles, config.synthesize, judging=config.judging, prompts=prompts, progress=bar, batch=batch
+            ),
+            progress,
+        )  # fmt: skip
+
+
+@dataclass
+class ProposeResult:
+    """What ``propose`` did (:class:`~testset_builder.stages.propose.ProposeSummary`) and the query lines it
+    skipped."""
+
+    summary: Any
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def incomplete(self) -> bool:
+        return self.summary.judging.incomplete
+
+    def as_dict(self) -> dict:
+        return {**self.summary.as_dict(), "skipped": self.skipped}
+
+    def __getattr__(self, name: str):
+        if name == "summary":
+            raise AttributeError(name)
+        return getattr(self.summary, name)
+
+
+def propose(
+    config: Config,
+    queries=None,
+    *,
+    from_logs: bool = False,
+    judge: bool = True,
+    workspace=None,
+    progress=None,
+    batch: bool = False,
+    strict: bool = False,
+    id_field: str | None = None,
+    text_field: str | None = None,
+) -> ProposeResult:
+    """Pool candidates for real queries and estimate each pair's relevance (with ``judge``, the config's judge
+    grades them too). ``queries``: a file of queries (JSONL, CSV, TSV or text), or a
+    :class:`~testset_builder.stages.queries.QueryFile`; ``from_logs``: the logged queries a failure-first draw chose
+    instead."""
+    from .stages.judge import Judge
+    from .stages.logs.failures import drawn_queries
+    from .stages.propose import propose as proposing
+    from .stages.queries import QueryFile, read_queries
+
+    if (queries is None) == (not from_logs):
+        raise InputError("give a queries file or from_logs (the logged queries a failure-first draw chose)")
+    with _opened(config, workspace) as ws:
+        if from_logs:
+            query_file = drawn_queries(ws)
+        elif isinstance(queries, QueryFile):
+            query_file = queries
+        else:
+            query_file = read_queries(queries, id_field=id_field, text_field=text_field, strict=strict)
+        if not judge:
+            summary = run_async(proposing(ws, query_file, None, config.propose))
+        else:
+            prompts = _prompts(config)
+            summary = with_roles(
+                config, ws, "propose",
+                lambda roles, bar: proposing(
+                    ws, query_file, Judge(roles.judge, config.judging, prompts), config.propose, batch=batch,
+                    progress=bar,
+                ),
+                progress,
+            )  # fmt: skip
+    return ProposeResult(summary, [str(s) for s in query_file.skipped])
+
+
+def import_logs(config: Config, log: str | Path, *, workspace=None):
+    """Import a production log (JSONL or CSV of queries, what was retrieved, the answer, feedback); returns a
+    :class:`~testset_builder.stages.logs.importer.LogImportSummary`."""
+    from .stages.logs.importer import import_logs as importing
+
+    with _opened(config, workspace) as ws:
+        return importing(ws, Path(log), config.logs)
+
+
+def select(config: Config, budget: int, *, uniform_share: float = 0.2, seed: int = 0, workspace=None):
+    """Draw about ``budget`` pairs for review, each with a known probability (the estimate refit first); returns a
+    :class:`~testset_builder.stages.selection.SelectionSummary`."""
+    from .stages.selection import select_for_review
+
+    with _opened(config, workspace) as ws:
+        return select_for_review(ws, budget, uniform_share, seed)
+
+
+def select_logs(config: Config, limit: int, *, uniform_share: float = 0.2, seed: int = 0, workspace=None):
+    """Draw about ``limit`` logged queries to label, likely failures likelier; returns a
+    :class:`~testset_builder.stages.logs.failures.LogSelectionSummary`."""
+    from .stages.logs.failures import select_logged
+
+    with _opened(config, workspace) as ws:
+        return select_logged(ws, limit, uniform_share, seed)
+
+
+@dataclass
+class EstimateResult:
+    """The refit (:class:`~testset_builder.stages.estimate.EstimateSummary`), the estimate rows asked for (query
+    id, chunk id, P(relevant), model, verdicts) and the pairs asked for whose chunk is not live."""
+
+    summary: Any
+    rows: list[dict]
+    not_live: list[tuple[str, str]]
+    asked: bool = False  # pairs were named (their rows are what was asked, not every pair's)
+
+    def as_dict(self) -> dict:
+        document = self.summary.as_dict()
+        if self.asked:
+            document["exported"] = {"pairs": len(self.rows), "not_live": [list(p) for p in self.not_live]}
+        return document
+
+    def __getattr__(self, name: str):
+        if name == "summary":
+            raise AttributeError(name)
+        return getattr(self.summary, name)
+
+
+def estimate(config: Config, *, workspace=None, pairs: Sequence[tuple[str, str]] = ()) -> EstimateResult:
+    """Refit the relevance estimate on the verdicts so far (no LLM call), estimating ``pairs`` too; the rows are
+    those of ``pairs``, or of every estimated pair when none are given."""
+    from .stages.estimate import estimates_of
+
+    with _opened(config, workspace) as ws:
+        summary, rows, not_live = estimates_of(ws, list(pairs))
+    return EstimateResult(summary, rows, not_live, bool(pairs))
+
+
+@dataclass
+class ReleaseResult:
+    version: str
+    new: bool
+    path: Path
+    summary: Any = None  # the new release's ReleaseSummary (None when the content was released already)
+
+    def as_dict(self) -> dict:
+        return {"version": self.version, "new": self.new}
+
+
+def release(config: Config, *, workspace=None, bump: str = "minor") -> ReleaseResult:
+    """Release the next version when the workspace's content differs from the latest release's (else nothing)."""
+    from .stages.release import release_dir, release_if_changed
+
+    with _opened(config, workspace) as ws:
+        made, version = release_if_changed(ws, config.release, bump)
+        return ReleaseResult(version, made is not None, release_dir(ws.root, version), made)
+
+
+def load_release(release):
+    """A release: a :class:`~testset_builder.stages.release.LoadedRelease` (returned as is), a release directory,
+    or ``WORKSPACE@VERSION`` (VERSION may be ``latest``); its files are checked against their manifest's hashes. A
+    release on the Hugging Face hub: :func:`testset_builder.load`."""
+    from .stages.release import LoadedRelease, release_dir
+    from .stages.release import load_release as loading
+
+    if isinstance(release, LoadedRelease):
+        return release
+    spec = str(release)
+    if "@" in spec and not Path(spec).exists():
+        root, version = spec.rsplit("@", 1)
+        return loading(release_dir(root, version))
+    return loading(spec)
+
+
+def _index_cache(release) -> Path | None:
+    """Where a workspace's release caches its baseline indexes (None for a directory or a hub release)."""
+    spec = str(release)
+    if "@" in spec and not Path(spec).exists():
+        return Path(spec.rsplit("@", 1)[0]) / "indexes"
+    return None
+
+
+@dataclass
+class BaselineResult:
+    run: Any  # the Run
+    retriever: str
+    version: str
+    k: int
+    path: Path | None = None
+
+    def as_dict(self) -> dict:
+        return {"run": str(self.path) if self.path else None, "retriever": self.retriever, "version": self.version,
+                "k": self.k}  # fmt: skip
+
+
+def baseline(release, retriever: str = "bm25", k: int = 100, out: str | Path | None = None) -> BaselineResult:
+    """A baseline run (``bm25``, or ``dense`` with the dense extra) over a release's own corpus and queries;
+    written to ``out`` (TREC) when given."""
+    from .export import write_trec_run
+    from .retrieval.baseline import baseline_run
+
+    loaded = load_release(release)
+    made = baseline_run(loaded.corpus, loaded.queries, retriever, k, _index_cache(release))
+    if out is not None:
+        write_trec_run(made, Path(out))
+    return BaselineResult(made, retriever, loaded.version, k, Path(out) if out is not None else None)
+
+
+@dataclass
+class ReportResult:
+    path: Path
+    version: str
+    runs: list[str]
+    online: Any = None
+
+    def as_dict(self) -> dict:
+        document = {"report": str(self.path), "version": self.version, "runs": self.runs}
+        return {**document, **({"online": self.online} if self.online else {})}
+
+
+def report(release, runs: Sequence = (), out: str | Path | None = None) -> ReportResult:
+    """One self-contained HTML page about a release and the runs scored on it (``Run`` objects or run files);
+    written to ``out``, by default ``WORKSPACE/reports/VERSION.html`` for a workspace's release."""
+    from .export import read_run
+    from .report import build_report, render
+
+    loaded = load_release(release)
+    if out is None:
+        cache = _index_cache(release)
+        if cache is None:
+            raise InputError("give out=FILE.html for a release directory")
+        out = cache.parent / "reports" / f"{loaded.version}.html"
+    read = [r if hasattr(r, "table") else read_run(r) for r in runs]
+    built = build_report(loaded, read)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(built), encoding="utf-8")
+    return ReportResult(out, loaded.version, [r.name for r in read], built.online)
+
+
+# the whole job -------------------------------------------------------------------------------------------------------
+
+EXIT_PARTIAL, EXIT_REVIEW = 3, 4  # a stage fell short (what it made is kept); drawn pairs wait for a reviewer
+
+
+def plan(config: Config, *, workspace=None):
+    """What :func:`run` will spend (LLM calls, tokens, cost, time per step, from the settings, the corpus and what
+    this workspace and machine measured): over the workspace's chunks, or, before anything is chunked, over the
+    sources chunked in memory (nothing is written). A :class:`~testset_builder.stages.plan.Plan`."""
+    from .corpus.chunkers import chunk_document
+    from .corpus.loaders import load_sources
+    from .stages.plan import measurements, plan_run
+    from .stages.queries import read_queries
+    from .stages.sampling import SourceChunk
+    from .store import rows
+
+    known = workspace is not None or (Path(config.workspace) / "testset.db").exists()
+    with _opened(config, workspace, readonly=True) if known else contextlib.nullcontext() as ws:
+        if ws is not None and rows.live_chunk_rows(ws.db):
+            chunks = [SourceChunk(*row) for row in rows.live_chunk_rows(ws.db)]
+        else:
+            chunking = config.chunking
+            loaded = load_sources(
+                config.run.sources, id_field=chunking.id_field, text_field=chunking.text_field,
+                title_field=chunking.title_field,
+            )  # fmt: skip
+            chunks = [
+                SourceChunk(c.chunk_id, c.doc_id, c.text) for d in loaded.documents for c in chunk_document(d, chunking)
+            ]
+        measured = measurements(ws)
+    queries = read_queries(config.run.queries).queries if config.run.queries is not None else None
+    drawn, proposed = measured.logged_drawn
+    logged = (drawn or config.run.log_limit) if config.run.logs is not None else 0
+    return plan_run(
+        config, chunks, None if queries is None else [q.text for q in queries], measured,
+        propose_judges=judges_pools(config), query_ids=[q.query_id for q in queries or ()], logged=logged,
+        logged_done=proposed if logged else 0,
+    )  # fmt: skip
+
+
+def judges_pools(config: Config) -> bool:
+    """Whether :func:`run` has the judge grade the pools: not with the embedded local model (near chance on
+    relevance; the estimate grades instead)."""
+    return config.judge_role().kind != "local"
+
+
+def checks_questions(config: Config) -> bool:
+    """With the embedded generator (about 3 of 10 of its questions usable, some labelled on a chunk that does not
+    answer them), or question review on, :func:`run` waits for the doubted questions before it releases."""
+    return config.review.questions or config.generator_role().kind == "local"
+
+
+@dataclass
+class RunResult:
+    """What :func:`run` did: each stage's result by name (in order), and how it ended: ``done`` (released and
+    reported), ``review`` (pairs drawn for review, or doubted questions, wait for a human: review them, then run
+    again) or ``incomplete`` (a stage fell short: its failures, or the budget's stop; what it made is kept)."""
+
+    stages: dict[str, Any]
+    status: str = "done"
+    message: str = ""
+    waiting: int = 0
+    doubted: int = 0
+    release: str | None = None
+    report: Path | None = None
+    baselines: list[Path] = field(default_factory=list)
+
+    @property
+    def code(self) -> int:
+        return {"done": 0, "review": EXIT_REVIEW, "incomplete": EXIT_PARTIAL}[self.status]
+
+    @property
+    def stopped_for_review(self) -> bool:
+        return self.status == "review"
+
+    def as_dict(self) -> dict:
+        stages = {
+            name: {"exit_code": EXIT_PARTIAL if _fell_short(result) else 0, "result": result.as_dict()}
+            for name, result in self.stages.items()
+        }
+        document = {"exit_code": self.code, "message": self.message, "stages": stages}
+        if self.status == "review":
+            document.update(waiting=self.waiting, doubted=self.doubted)
+        if self.status == "done":
+            document.update(release=self.release, report=str(self.report))
+        return document
+
+
+def _fell_short(result) -> bool:
+    return bool(getattr(result, "incomplete", False)) and not getattr(result, "batch_id", None)
+
+
+def run(
+    config: Config,
+    *,
+    review: bool = True,
+    progress: Callable[[str], contextlib.AbstractContextManager] | None = None,
+    on_stage: Callable[[str, Any], None] | None = None,
+) -> RunResult:
+    """The whole job from one config (its ``run:`` section), each stage skipping what is done: chunk, plan,
+    synthesize, propose (``run.queries``), production logs (``run.logs``: import, a failure-first draw, propose), a
+    review round (``select``) and a stop while drawn pairs wait for a human (unless ``review`` is False: then it
+    releases what needs no human), the estimate refit on the verdicts, release (when the content changed),
+    baseline runs and a report. ``limits.max_cost_usd`` bounds the whole run. ``progress(stage)`` gives a context
+    manager holding the stage's progress bar (or None); ``on_stage(name, result)`` hears of each stage as it
+    ends. A rerun after a crash, a budget stop or a review goes on where it was and pays for nothing twice."""
+    from .retrieval import dense_available
+    from .store import draws, estimates
+    from .store import logs as stored_logs
+    from .store import review as review_store
+
+    if not config.run.sources:
+        raise InputError("the config's run.sources lists no documents to chunk (files or folders)")
+    result = RunResult({})
+    limit, spent = config.limits.max_cost_usd, [0.0]
+
+    def bar(stage: str):
+        return progress(stage) if progress is not None else contextlib.nullcontext()
+
+    def ended(name: str, value):
+        result.stages[name] = value
+        if on_stage is not None:
+            on_stage(name, value)
+        if _fell_short(value):
+            result.status, result.message = "incomplete", f"{name} fell short: what it made is kept; run again"
+        return value
+
+    def budgeted() -> Config:
+        """The config with what is left of the run's budget for the next stage."""
+        if limit is None:
+            return config
+        left = max(0.0, limit - spent[0])
+        return config.model_copy(update={"limits": config.limits.model_copy(update={"max_cost_usd": left})})
+
+    with bar("chunk") as shown:
+        ended("chunk", chunk(config, progress=shown))
+    with open_workspace(config) as ws:
+        ended("plan", plan(config, workspace=ws))
+        with bar("synthesize") as shown:
+            made = ended("synthesize", synthesize(budgeted(), workspace=ws, progress=shown))
+        spent[0] += made.cost_usd
+        if result.status != "done":
+            return result
+        judge = judges_pools(config)
+        if config.run.queries is not None:
+            with bar("propose") as shown:
+                proposed = ended("propose", propose(budgeted(), config.run.queries, judge=judge, workspace=ws,
+                                                    progress=shown))  # fmt: skip
+            spent[0] += proposed.judging.cost_usd
+            if result.status != "done":
+                return result
+        if config.run.logs is not None:
+            ended("import-logs", import_logs(config, config.run.logs, workspace=ws))
+            if stored_logs.undrawn_count(ws.db):
+                ended("select-logs", select_logs(config, config.run.log_limit, workspace=ws))
+            with bar("propose") as shown:
+                proposed = ended("propose-logs", propose(budgeted(), from_logs=True, judge=judge, workspace=ws,
+                                                         progress=shown))  # fmt: skip
+            spent[0] += proposed.judging.cost_usd
+            if result.status != "done":
+                return result
+        first_round = draws.next_round(ws.db) == 1 and estimates.any_estimates(ws.db)
+        if config.run.review_budget and first_round and review:
+            ended("select", select(config, config.run.review_budget, workspace=ws))
+        waiting = draws.waiting_pairs(ws.db) if review else 0
+        doubted = (
+            sum(not answered for answered in review_store.doubted_questions(ws.db).values())
+            if review and checks_questions(config)
+            else 0
+        )
+        if waiting or doubted:
+            result.status, result.waiting, result.doubted = "review", waiting, doubted
+            what = " and ".join(
+                part
+                for part in (
+                    f"{waiting} pairs drawn for review" if waiting else "",
+                    f"{doubted} synthetic questions whose source label the estimate doubts (keep, drop or edit each)"
+                    if doubted
+                    else "",
+                )
+                if part
+            )
+            result.message = f"{what} wait for a human"
+            return result
+        if estimates.graded_estimated_pairs(ws.db):  # the verdicts refit the estimate before the release carries it
+            ended("estimate", estimate(config, workspace=ws))
+        released = ended("release", release(config, workspace=ws))
+    spec = f"{config.workspace}@{released.version}"
+    for retriever in config.run.baselines:
+        if retriever == "dense" and not dense_available():
+            continue
+        path = Path(config.workspace) / "reports" / "runs" / f"{retriever}-{released.version}.trec"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        baseline(spec, retriever, out=path)
+        result.baselines.append(path)
+    reported = ended("report", report(spec, result.baselines))
+    result.release, result.report = released.version, reported.path
+    result.message = f"release {released.version}: {released.path}; report: {reported.path}"
+    return result
+
+
+# scoring ------------------------------------------------------------------------------------------------------------
+
+
+def retrieve(retriever: Retriever, queries: dict[str, str], k: int = 100, name: str | None = None):
+    """The run a retriever makes on ``queries`` (id -> text): its top ``k`` results for each. A result is a
+    (chunk id, score) pair, or a chunk id alone (then ranked by position: first is best)."""
+    from .tables import Run
+
+    scored: dict[str, dict[str, float]] = {}
+    for query_id, text in queries.items():
+        results = list(retriever(text))[:k]
+        ranked: dict[str, float] = {}
+        for position, result in enumerate(results):
+            if isinstance(result, str):
+                chunk_id, value = result, float(len(results) - position)
+            elif isinstance(result, tuple | list) and len(result) == 2:
+                chunk_id, value = str(result[0]), float(result[1])
+            else:
+                raise InputError(
+                    f"the retriever gave {type(result).__name__} for query {query_id!r}: give chunk ids, or "
+                    "(chunk id, score) pairs"
+                )
+            ranked.setdefault(chunk_id, value)  # a chunk given twice keeps its best place
+        scored[query_id] = ranked
+    return Run.from_dict(scored, name=name or getattr(retriever, "__name__", "retriever"))
+
+
+@dataclass
+class ScoreResult:
+    """Each run's metrics (mean, 95% interval, per-query values in ``evaluations``), recall curve, and, on a
+    release with estimates, its prediction-powered figures; with several runs, each against the best."""
+
+    reports: list[dict]
+    evaluations: list[Any]
+    against_best: dict | None
+    cluster_design: Any  # how queries resample together (metrics.clusters)
+    sizes: list[Any]  # what the set can detect per metric (metrics.power)
+    alpha: float
+
+    @property
+    def metrics(self) -> dict:
+        """The first (or only) run's metrics: name -> {mean, ci_low, ci_high, ...}."""
+        return self.reports[0]["metrics"]
+
+    def as_dict(self) -> dict:
+        extra = {"clusters": self.cluster_design.as_dict(), "set_size": [s.as_dict() for s in self.sizes]}
+        if len(self.reports) == 1:
+            return {**self.reports[0], **extra}
+        return {"runs": self.reports, "against_best": self.against_best, "alpha": self.alpha, "correction": "holm",
+                **extra}  # fmt: skip
+
+
+def score(
+    release,
+    runs,
+    metrics: Sequence[str] | str = DEFAULT_METRICS,
+    *,
+    qrels=None,
+    k: int = 100,
+    ci: bool = True,
+    resamples: int = 1000,
+    seed: int = 0,
+    cluster_by: str = "auto",
+    targets: Sequence[float] = (0.9, 0.95),
+    detect: float | None = None,
+    alpha: float = 0.05,
+) -> ScoreResult:
+    """Score runs against a release's labels (or ``qrels``, a file or a Qrels table, with ``release`` None) with
+    trec_eval's conventions. ``runs``: one or a list of ``Run`` objects, run files (TREC or JSONL), or retriever
+    callables (:func:`retrieve` runs them on the release's queries, top ``k``)."""
+    from .export import read_qrels, read_run
+    from .metrics import parse_metrics
+    from .metrics.clusters import resolve_clusters
+    from .metrics.many import against_best as versus_best
+    from .metrics.many import evaluate_with_curve, smallest_k
+    from .metrics.prediction import prediction_report
+    from .metrics.report import score_dicts
+
+    specs = parse_metrics(metrics if isinstance(metrics, str) else list(metrics))
+    if (qrels is None) == (release is None):
+        raise InputError("give a release, or qrels (and no release)")
+    if release is not None:
+        loaded = load_release(release)
+        labels, estimates, source_document, queries = (
+            loaded.qrels_table(), loaded.estimates, loaded.source_document, loaded.queries
+        )  # fmt: skip
+    else:
+        labels = read_qrels(qrels) if isinstance(qrels, str | Path) else qrels
+        estimates, source_document, queries = [], None, None
+    given = list(runs) if isinstance(runs, list | tuple) else [runs]
+    made = []
+    for one in given:
+        if hasattr(one, "table"):
+            made.append(one)
+        elif isinstance(one, str | Path):
+            made.append(read_run(one))
+        elif callable(one):
+            if queries is None:
+                raise InputError("a retriever needs the queries' texts: score it on a release")
+            made.append(retrieve(one, queries, k))
+        else:
+            raise InputError(f"a run is a Run, a run file or a retriever callable, not {type(one).__name__}")
+    if len({r.name for r in made}) < len(made):
+        from dataclasses import replace
+
+        made = [replace(r, name=f"{r.name}-{n + 1}") for n, r in enumerate(made)]
+    scored = [evaluate_with_curve(labels, r, specs) for r in made]
+    evaluations = [evaluation for evaluation, _ in scored]
+    clusters = resolve_clusters(evaluations[0].query_ids, cluster_by, source_document)
+    reports = score_dicts(evaluations, ci=ci, resamples=resamples, seed=seed, clusters=clusters.codes)
+    for report_of, (_, curve) in zip(reports, scored):
+        report_of["recall_curve"] = [float(v) for v in curve]
+        report_of["target_recall"] = {str(t): smallest_k(curve, t) for t in targets}
+    if estimates:
+        for report_of, r in zip(reports, made):
+            report_of["prediction_powered"] = prediction_report(estimates, r, specs)
+    best = versus_best(evaluations, clusters.codes, alpha=alpha, seed=seed) if len(evaluations) > 1 else None
+    sizes = set_sizes(evaluations, clusters.codes, alpha, detect)
+    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha)
+
+
+def set_sizes(evaluations, clusters, alpha: float, detect: float | None):
+    """What the set can detect per metric: from the per-query differences of the two best runs of the metric, or,
+    with one run, from its own per-query variance doubled (a second run as variable and uncorrelated: the
+    variance of a difference is at most that when runs correlate positively, as runs on one set do)."""
+    from .metrics.power import set_size
+
+    sizes = []
+    for spec in evaluations[0].metrics:
+        name = str(spec)
+        ranked = sorted(evaluations, key=lambda e: e.mean(name), reverse=True)
+        if len(ranked) > 1:
+            differences = ranked[0].per_query[name] - ranked[1].per_query[name]
+            sizes.append(
+                set_size(name, differences, clusters, alpha=alpha, detect=detect, assumption="the two best runs")
+            )
+        else:
+            assumption = "one run: a second as variable and uncorrelated assumed, an upper bound; compare measures it"
+            values = ranked[0].per_query[name]
+            sizes.append(
+                set_size(name, values, clusters, alpha, detect=detect, variance_factor=2.0, assumption=assumption)
+            )
+    return sizes
+
+
+def langchain_retriever(retriever, id_key: str = "chunk_id") -> Retriever:
+    """A LangChain retriever as a callable :func:`score` takes: each ``Document``'s ``metadata[id_key]`` is its
+    chunk id (ranked in the order LangChain returns them)."""
+
+    def run(text: str) -> list[str]:
+        return [document.metadata[id_key] for document in retriever.invoke(text)]
+
+    run.__name__ = type(retriever).__name__
+    return run
+
+
+def llamaindex_retriever(retriever, id_key: str = "chunk_id") -> Retriever:
+    """A LlamaIndex retriever as a callable :func:`score` takes: each node's ``metadata[id_key]`` (else its node
+    id) is its chunk id, with the node's score."""
+
+    def run(text: str) -> list[tuple[str, float]]:
+        return [
+            (node.node.metadata.get(id_key, node.node.node_id), float(node.score or 0.0))
+            for node in retriever.retrieve(text)
+        ]
+
+    run.__name__ = type(retriever).__name__
+    return run
+
+
+__all__ = [
+    "DEFAULT_METRICS", "BaselineResult", "ChunkResult", "EstimateResult", "ProposeResult", "ReleaseResult",
+    "ReportResult", "RunResult", "ScoreResult", "baseline", "chunk", "estimate", "import_logs", "langchain_retriever",
+    "llamaindex_retriever", "load_config", "load_release", "open_workspace", "propose", "release", "report",
+    "retrieve", "run", "run_async", "score", "select", "select_logs", "set_sizes", "synthesize", "with_roles",
+]  # fmt: skip
