@@ -54,7 +54,13 @@ def assert_close(plan_figure: float, real: float, what: str) -> None:
     assert 1 / WITHIN <= plan_figure / real <= WITHIN, f"{what}: planned {plan_figure}, spent {real}"
 
 
-def test_the_plan_of_the_demo_is_within_half_again_of_the_calls_and_tokens_the_run_spends(docs_workspace):
+@pytest.mark.parametrize("install", ["dense", "bm25 only"])
+def test_the_plan_of_the_demo_is_within_half_again_of_the_calls_and_tokens_the_run_spends(
+    docs_workspace, install, monkeypatch
+):
+    if install == "bm25 only":  # an install without the dense extra: every pool is one ranked list, BM25's
+        for where in ("retrieval.dense", "retrieval", "stages.propose"):
+            monkeypatch.setattr(f"testset_builder.{where}.dense_available", lambda: False)
     ws, config = docs_workspace, demo_config()
     queries = read_queries(EXAMPLES / "queries.txt").queries
     plan = plan_run(config, chunks_of(ws), [q.text for q in queries], Measurements())

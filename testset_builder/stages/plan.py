@@ -33,7 +33,7 @@ from ..llm.types import LLMRequest, Usage
 from ..prompts import PromptLibrary
 from ..retrieval.indexes import retriever_names
 from .judge import Judge, JudgePair
-from .sampling import SourceChunk, allocate_styles, skip_reason, stratified_sample
+from .sampling import SourceChunk, allocate_styles, round_chunks, skip_reason, stratified_sample
 from .synthesize.generation import Generator, Slot
 
 PRIOR_YIELD = {"completion": 0.75, "chat": 0.9}  # accepted / requested; the demo's local run: 6 of 8
@@ -194,8 +194,7 @@ def synthesis_requests(questions: int, eligible_chunks: int, per_chunk: int, max
         want = questions - math.floor(accepted + 1e-9)
         if want <= 0 or remaining <= 0:
             break
-        factor = 1.0 if round_number == 0 else min(4.0, max(1.5, attempted / max(1.0, accepted)))
-        chunks = min(remaining, math.ceil(want * factor / per_chunk))
+        chunks = min(remaining, round_chunks(round_number, want, attempted, accepted, per_chunk))
         remaining -= chunks
         attempted += chunks * per_chunk
         accepted += chunks * per_chunk * rate
@@ -263,7 +262,7 @@ def plan_run(
                 _step("synthesize", step, "judge", judge_config, round(calls), round(cached), judged, "judge", tokens)
             )
     settings = config.propose
-    per_query = (measured.propose or {}).get("pool_mean") or settings.depth * _lists(settings.retrievers) * POOL_OVERLAP
+    per_query = (measured.propose or {}).get("pool_mean") or _pool_size(settings.depth, _lists(settings.retrievers))
     for step, count, done in (
         (
             "judging",
@@ -282,6 +281,12 @@ def plan_run(
         plan.steps.append(_step("propose", step, "judge", judge_config, calls, cached, judged, "judge", tokens))
     _price_and_time(plan, config, measured.machine)
     return plan
+
+
+def _pool_size(depth: int, lists: int) -> float:
+    """Chunks a pool holds per query from ``lists`` ranked lists of ``depth``: one list's top ``depth`` whole; the
+    union of several, less what they share (:data:`POOL_OVERLAP`)."""
+    return float(depth) if lists == 1 else depth * lists * POOL_OVERLAP
 
 
 def _lists(setting) -> int:
@@ -307,11 +312,11 @@ def _validation_pass(last: dict, style: str) -> float:
 
 
 def _per_query(pairs: int | None, last: dict, depth: int, lists: int) -> float:
-    """Pooled other chunks per question: the last run's, else depth x pooled lists x overlap."""
+    """Pooled other chunks per question: the last run's, else as a pool of ``lists`` ranked lists holds them."""
     questions = last.get("made", 0) + last.get("already_made", 0)
     if pairs and questions:
         return pairs / questions
-    return depth * lists * POOL_OVERLAP
+    return _pool_size(depth, lists)
 
 
 def _question_requests(generator: Generator, sample: Sequence[SourceChunk], settings) -> list[LLMRequest]:

@@ -117,3 +117,11 @@ def stratified_sample(
 def slot_seed(seed: int, *parts: str) -> int:
     """A stable per-question seed (sent to the model, so each question's request, and cache key, is distinct)."""
     return int(hashlib.sha256("\x00".join([str(seed), *parts]).encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+
+
+def round_chunks(round_number: int, want: int, attempted: float, accepted: float, per_chunk: int) -> int:
+    """Chunks a synthesis round samples to get ``want`` more questions: as many as wanted in the first round; after
+    it, more by how many the filters removed so far (``attempted`` requests for ``accepted`` questions), 1.5 to 4
+    times. The synthesize stage samples with it, and the plan counts with it."""
+    factor = 1.0 if round_number == 0 else min(4.0, max(1.5, attempted / max(1.0, accepted)))
+    return math.ceil(want * factor / per_chunk)

@@ -17,7 +17,6 @@ and stores nothing twice.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from dataclasses import asdict, astuple, dataclass, field
@@ -35,7 +34,7 @@ from ..estimate import current_model, described
 from ..judge import Judge
 from ..labelling import JudgingCounts
 from ..questions import NearDuplicates, clean, lexical_overlap, split_evidence, validation_problem
-from ..sampling import SourceChunk, allocate_styles, eligible_chunks, slot_seed, stratified_sample
+from ..sampling import SourceChunk, allocate_styles, eligible_chunks, round_chunks, slot_seed, stratified_sample
 from .batching import WaitingForBatch, submit_or_go_on
 from .critic import critic, critic_by_estimate
 from .doubt import check_sources, queue_doubted
@@ -219,9 +218,8 @@ class _Run:
         """Sample chunks for this round (more than wanted after the first, by how many filters removed) and give
         each question slot a style and a seed of its own."""
         settings = self.settings
-        factor = 1.0 if round_number == 0 else min(4.0, max(1.5, self.attempted / max(1, len(self.accepted))))
         remaining = [c for c in self.eligible if c.chunk_id not in self.sampled]
-        count = math.ceil(want * factor / settings.per_chunk)
+        count = round_chunks(round_number, want, self.attempted, len(self.accepted), settings.per_chunk)
         picked = stratified_sample(
             remaining, count, settings.seed + round_number, settings.per_document_cap, self.taken
         )
