@@ -529,20 +529,22 @@ def run(
         left = max(0.0, limit - spent[0])
         return config.model_copy(update={"limits": config.limits.model_copy(update={"max_cost_usd": left})})
 
-    with bar("chunk") as shown:
-        ended("chunk", chunk(config, progress=shown))
+    with bar("chunk") as shown:  # each stage's bar is closed before its line is told
+        chunked = chunk(config, progress=shown)
+    ended("chunk", chunked)
     with open_workspace(config) as ws:
         ended("plan", plan(config, workspace=ws))
         with bar("synthesize") as shown:
-            made = ended("synthesize", synthesize(budgeted(), workspace=ws, progress=shown))
+            made = synthesize(budgeted(), workspace=ws, progress=shown)
+        ended("synthesize", made)
         spent[0] += made.cost_usd
         if result.status != "done":
             return result
         judge = judges_pools(config)
         if config.run.queries is not None:
             with bar("propose") as shown:
-                proposed = ended("propose", propose(budgeted(), config.run.queries, judge=judge, workspace=ws,
-                                                    progress=shown))  # fmt: skip
+                proposed = propose(budgeted(), config.run.queries, judge=judge, workspace=ws, progress=shown)
+            ended("propose", proposed)
             spent[0] += proposed.judging.cost_usd
             if result.status != "done":
                 return result
@@ -551,8 +553,8 @@ def run(
             if stored_logs.undrawn_count(ws.db):
                 ended("select-logs", select_logs(config, config.run.log_limit, workspace=ws))
             with bar("propose") as shown:
-                proposed = ended("propose-logs", propose(budgeted(), from_logs=True, judge=judge, workspace=ws,
-                                                         progress=shown))  # fmt: skip
+                proposed = propose(budgeted(), from_logs=True, judge=judge, workspace=ws, progress=shown)
+            ended("propose-logs", proposed)
             spent[0] += proposed.judging.cost_usd
             if result.status != "done":
                 return result
