@@ -1,6 +1,6 @@
 """testset-builder: build retrieval test sets you can trust, and score retrievers against them."""
 
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 
 def load(source, verify: bool = True):

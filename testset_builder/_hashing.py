@@ -1,4 +1,5 @@
-"""Hashes: the sha256 of a file, read in blocks (:func:`file_sha256`); and vectorised 64-bit hashes of Arrow string
+"""Hashes: text normalised as duplicates are compared and its sha256 (:func:`normalise`), the sha256 of a file,
+read in blocks (:func:`file_sha256`); and vectorised 64-bit hashes of Arrow string
 columns, read straight from Arrow's buffers.
 
 Arrow's own hashing (``dictionary_encode``, ``group_by``) takes seconds on ten million short ids; reading each
@@ -11,10 +12,21 @@ never change a result.
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+
+def normalise(text: str) -> str:
+    """Text as duplicates and query texts are compared: Unicode NFKC, case folded, whitespace runs as one space."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def normalised_sha256(text: str) -> str:
+    """The exact-duplicate key: the sha256 of the normalised text."""
+    return hashlib.sha256(normalise(text).encode()).hexdigest()
 
 
 def file_sha256(path: str | Path, block: int = 1 << 22) -> str:

@@ -26,8 +26,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .. import __version__
 from .. import api as api_defaults
+from .._version import __version__
 from ..errors import TestsetBuilderError
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_PARTIAL = 0, 1, 2, 3

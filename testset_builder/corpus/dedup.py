@@ -15,12 +15,12 @@ incremental index in the store must agree with, use the same definitions.
 
 from __future__ import annotations
 
-import hashlib
-import unicodedata
 from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
+
+from .._hashing import normalise, normalised_sha256
 
 BANDS, ROWS = 16, 4
 THRESHOLD = 0.8
@@ -32,15 +32,6 @@ _K = (_U64(0x9E3779B97F4A7C15), _U64(0xC2B2AE3D27D4EB4F), _U64(0x165667B19E3779F
 _IS_WORD: np.ndarray | None = None
 _WORD_BLOCKS: np.ndarray | None = None
 _POWERS = _INVERSE_POWERS = np.zeros(0, dtype=_U64)
-
-
-def normalise(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
-def normalised_sha256(text: str) -> str:
-    """The exact-duplicate key: the sha256 of the normalised text."""
-    return hashlib.sha256(normalise(text).encode()).hexdigest()
 
 
 def _word_table(codes: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from .. import __version__
+from .._version import __version__
 from ..export.hf import data_files, read_rows
 from ..metrics import parse_metrics
 from ..metrics.clusters import resolve_clusters

@@ -7,7 +7,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 
-from ..corpus.dedup import normalise
+from .._hashing import normalise
 from ..errors import InputError, UnknownIdError
 from ..records import Chunk, Document, Judgment, Lineage, Query, Span, passage_text
 from .batched import rows_in

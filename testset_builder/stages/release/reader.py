@@ -7,6 +7,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..._hashing import file_sha256 as sha256_file
 from ...errors import InputError
 from ...export import read_run
 from ...export.beir import read_beir_corpus, read_beir_qrels, read_beir_queries
@@ -15,8 +16,8 @@ from ...export.jsonl import write_jsonl_qrels
 from ...export.trec import write_trec_topics
 from ...tables import Qrels, Run
 from .estimated import ESTIMATES_FILE, read_estimates
+from .layout import CHUNKS_META, EVIDENCE_META, QUERIES_META, REMAP_META
 from .logged import LOGS_META, PRODUCTION_RUN
-from .writer import CHUNKS_META, EVIDENCE_META, QUERIES_META, REMAP_META, sha256_file
 
 EXPORT_FORMATS = ("hf", "beir", "trec", "jsonl")
 

@@ -21,8 +21,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ... import __version__
 from ..._hashing import file_sha256 as sha256_file
+from ..._version import __version__
 from ...config import ReleaseConfig
 from ...corpus.language import corpus_languages
 from ...errors import InputError, UnknownIdError
@@ -40,13 +40,9 @@ from ...store.workspace import Workspace, utc_timestamp
 from ...tables import Qrels
 from ..policy import ORIGINS, ResolvedQrel, agreement, describe, resolve, resolved_failure_tags
 from .estimated import ESTIMATES_FILE, estimate_counts, estimated_pairs, estimates_text
+from .layout import CHUNKS_META, EVIDENCE_META, QUERIES_META, REMAP_META
 from .logged import LOGS_META, PRODUCTION_RUN, logged_rows, production_run_text
 from .versions import existing_versions, parse_version
-
-CHUNKS_META = "meta/chunks.jsonl"  # {_id, doc_id, start, end, doc_sha256}: where each chunk lies in which text
-QUERIES_META = "meta/queries.jsonl"  # {_id, origin, style, source_chunk_id}
-EVIDENCE_META = "meta/evidence.jsonl"  # {query_id, chunk_id, start, end, text}: a qrel's evidence, document offsets
-REMAP_META = "meta/remap.jsonl"  # a remapped release: each parent label's outcome (see stages/release/remap.py)
 
 
 @dataclass
