@@ -39,10 +39,19 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def known_provider_kind(kind: str) -> str:
+    """``kind`` when a provider of that kind is registered (:func:`~testset_builder.llm.register_provider`)."""
+    from .llm.providers import provider_kinds
+
+    if kind not in provider_kinds():
+        raise ValueError(f"unknown provider kind {kind!r}: one of {', '.join(provider_kinds())}")
+    return kind
+
+
 class ProviderConfig(Strict):
     """One role's model: which provider serves it, and how to reach it. Keys come from the environment only."""
 
-    kind: Literal["openai", "anthropic", "local"]
+    kind: str = Field(description="openai, anthropic, local, or a kind registered with llm.register_provider")
     model: str | None = Field(
         default=None,
         description="the model name; for kind local, gemma-3-270m (the packaged model, the default) or a .gguf file",
@@ -56,6 +65,11 @@ class ProviderConfig(Strict):
     prompt_style: Literal["auto", "chat", "completion"] = Field(
         default="auto", description="chat for instruction models, completion for base models; auto asks the adapter"
     )
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        return known_provider_kind(kind)
 
     @model_validator(mode="after")
     def _model_is_named(self) -> ProviderConfig:
@@ -88,12 +102,17 @@ class RoleOverride(Strict):
     """A ``judge:`` section: without ``kind`` it changes the generator's fields it names; with ``kind`` it is a
     provider of its own."""
 
-    kind: Literal["openai", "anthropic", "local"] | None = None
+    kind: str | None = None
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
     timeout_s: float | None = Field(default=None, gt=0)
     prompt_style: Literal["auto", "chat", "completion"] | None = None
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str | None) -> str | None:
+        return None if kind is None else known_provider_kind(kind)
 
     def over(self, generator: ProviderConfig) -> ProviderConfig:
         named = self.model_dump(exclude_none=True)

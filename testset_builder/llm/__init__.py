@@ -4,7 +4,7 @@ from .anthropic_provider import AnthropicProvider
 from .client import LLMClient, RetryPolicy
 from .openai_provider import OpenAIProvider
 from .prices import PriceTable
-from .providers import Provider
+from .providers import Provider, provider_class, provider_kinds, register_provider
 from .types import Completion, LLMRequest, Message, TokenLogprob, Usage
 
 __all__ = [
@@ -19,4 +19,7 @@ __all__ = [
     "RetryPolicy",
     "TokenLogprob",
     "Usage",
+    "provider_class",
+    "provider_kinds",
+    "register_provider",
 ]

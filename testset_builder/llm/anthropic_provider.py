@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ..errors import ProviderError
-from .providers import api_key_from_env, translate_sdk_error
+from .providers import api_key_from_env, keyless, translate_sdk_error
 from .types import Completion, LLMRequest, Usage
 
 DEFAULT_KEY_VARIABLE = "ANTHROPIC_API_KEY"
@@ -31,6 +31,14 @@ class AnthropicProvider:
         self._client = anthropic.AsyncAnthropic(api_key=self._key, base_url=base_url, max_retries=0, timeout=timeout)
         self.name = name
         self.identity = f"{name}:{base_url or 'https://api.anthropic.com'}"
+
+    @classmethod
+    def from_config(cls, config) -> AnthropicProvider:
+        """The provider a role's config names (as :meth:`OpenAIProvider.from_config`)."""
+        return cls(
+            api_key=keyless(config, DEFAULT_KEY_VARIABLE), base_url=config.base_url, timeout=config.timeout_s,
+            key_variable=config.api_key_env or DEFAULT_KEY_VARIABLE,
+        )  # fmt: skip
 
     async def aclose(self) -> None:
         """Close the HTTP connections (call from the event loop that used them)."""

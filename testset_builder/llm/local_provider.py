@@ -195,6 +195,11 @@ class LocalProvider(OpenAIProvider):
         self.identity = f"local:{self.model_name}@sha256:{file_sha256(server.model)[:16]}"
         self.server = server
 
+    @classmethod
+    def from_config(cls, config) -> LocalProvider:
+        """The embedded model a role's config names (the packaged one, or a .gguf file), on the shared server."""
+        return cls(timeout=config.timeout_s, model=config.model)
+
     async def complete(self, request: LLMRequest) -> Completion:
         completion = await super().complete(request)
         return completion.model_copy(update={"model": self.model_name})  # llama-server names its file's path

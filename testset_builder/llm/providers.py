@@ -36,6 +36,50 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
+# the provider kinds a config may name: each a class ("module:Class", imported when first used) that declares what
+# it can do (``prompt_style``, ``supports_logprobs``, ``supports_completion``) and builds itself from a role's config
+# (``from_config``); :func:`register_provider` adds one
+_KINDS: dict[str, type | str] = {
+    "openai": "testset_builder.llm.openai_provider:OpenAIProvider",
+    "anthropic": "testset_builder.llm.anthropic_provider:AnthropicProvider",
+    "local": "testset_builder.llm.local_provider:LocalProvider",
+}
+
+
+def register_provider(kind: str, provider: type | str) -> None:
+    """Make ``kind`` a provider configs may name (``generator: {kind: KIND, model: ...}``): a class, or
+    ``"module:Class"`` imported when first used. The class has ``from_config(config) -> provider`` and the
+    abilities :class:`Provider` lists as class attributes."""
+    if not kind or not kind.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"a provider kind is a plain name, not {kind!r}")
+    _KINDS[kind] = provider
+
+
+def provider_kinds() -> tuple[str, ...]:
+    return tuple(_KINDS)
+
+
+def provider_class(kind: str) -> type:
+    """The class of a provider kind (imported now if it was registered by name)."""
+    import importlib
+
+    found = _KINDS.get(kind)
+    if found is None:
+        raise ValueError(f"unknown provider kind {kind!r}: one of {', '.join(_KINDS)}")
+    if isinstance(found, str):
+        module, _, name = found.partition(":")
+        found = _KINDS[kind] = getattr(importlib.import_module(module), name)
+    return found
+
+
+def keyless(config, default_variable: str) -> str | None:
+    """A placeholder key for a self-hosted server that asks for none (``base_url``, no ``api_key_env`` and the
+    default variable unset); None means "read the key variable"."""
+    if config.base_url and not config.api_key_env and not os.environ.get(default_variable, "").strip():
+        return "no-key-needed"
+    return None
+
+
 def api_key_from_env(provider: str, variable: str) -> str:
     """The key in ``variable``; a clear error naming the variable (never a value) when it is unset or empty."""
     key = os.environ.get(variable, "").strip()

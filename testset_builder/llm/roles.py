@@ -13,44 +13,14 @@ from ..config import Config, ProviderConfig
 from ..store.workspace import Workspace
 from .client import Budget, LLMClient, RetryPolicy, Spend
 from .prices import PriceTable
-from .providers import Provider
+from .providers import Provider, provider_class
 
 
 def make_provider(config: ProviderConfig) -> Provider:
-    """The provider a role names. A missing key fails here, before any work starts; a provider with a
-    ``base_url`` and no ``api_key_env`` (vLLM, Ollama, llama.cpp on localhost) needs no key."""
-    if config.kind == "local":
-        from .local_provider import LocalProvider
-
-        provider: Provider = LocalProvider(timeout=config.timeout_s, model=config.model)
-    elif config.kind == "openai":
-        from .openai_provider import OpenAIProvider
-
-        provider = OpenAIProvider(
-            api_key=_keyless(config, "OPENAI_API_KEY"),
-            base_url=config.base_url,
-            timeout=config.timeout_s,
-            key_variable=config.api_key_env or "OPENAI_API_KEY",
-        )
-    else:
-        from .anthropic_provider import AnthropicProvider
-
-        provider = AnthropicProvider(
-            api_key=_keyless(config, "ANTHROPIC_API_KEY"),
-            base_url=config.base_url,
-            timeout=config.timeout_s,
-            key_variable=config.api_key_env or "ANTHROPIC_API_KEY",
-        )
-    return provider
-
-
-def _keyless(config: ProviderConfig, default_variable: str) -> str | None:
-    """A placeholder key for a self-hosted server that asks for none; None means "read the key variable"."""
-    import os
-
-    if config.base_url and not config.api_key_env and not os.environ.get(default_variable, "").strip():
-        return "no-key-needed"
-    return None
+    """The provider a role names, built by its kind's class (:func:`~.providers.provider_class`). A missing key
+    fails here, before any work starts; a provider with a ``base_url`` and no ``api_key_env`` (vLLM, Ollama,
+    llama.cpp on localhost) needs no key."""
+    return provider_class(config.kind).from_config(config)
 
 
 @dataclass(frozen=True)

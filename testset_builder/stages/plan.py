@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from ..config import Config, ProviderConfig
 from ..llm import throughput
 from ..llm.prices import PriceTable
+from ..llm.providers import provider_class
 from ..llm.types import LLMRequest, Usage
 from ..prompts import PromptLibrary
 from ..retrieval.indexes import retriever_names
@@ -146,8 +147,11 @@ class _Role:
 
 
 def _role(config: ProviderConfig, logprobs: bool | None) -> _Role:
-    style = config.prompt_style if config.prompt_style != "auto" else "completion" if config.kind == "local" else "chat"
-    return _Role(config.model_name, style, config.kind != "anthropic" if logprobs is None else logprobs)
+    """The role as its provider's class declares it (its prompt style and log-probabilities), unless the config
+    says otherwise: what the stage's role will be, with no client opened."""
+    declared = provider_class(config.kind)
+    style = declared.prompt_style if config.prompt_style == "auto" else config.prompt_style
+    return _Role(config.model_name, style, declared.supports_logprobs if logprobs is None else logprobs)
 
 
 class _Tokens:

@@ -1,0 +1,76 @@
+"""A provider a user adds in one file: a class that declares what it can do and builds itself from a role's config,
+registered under a kind of its own; a config names that kind, and the stages and the plan use it like the built-in
+ones (its prompt style, its log-probabilities or none)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testset_builder import api
+from testset_builder.errors import InputError
+from testset_builder.llm import register_provider
+from testset_builder.llm.types import Completion, Usage
+
+
+class EchoProvider:
+    """A chat model that makes a question of the passage's first words: no network, no key."""
+
+    supports_completion = False
+    prompt_style = "chat"
+    supports_logprobs = False
+
+    def __init__(self, model: str) -> None:
+        self.identity = f"echo:{model}"
+        self.calls = 0
+
+    @classmethod
+    def from_config(cls, config) -> EchoProvider:
+        return cls(config.model)
+
+    async def complete(self, request) -> Completion:
+        self.calls += 1
+        passage = request.messages[-1].content.split("Passage: ", 1)[-1]
+        words = [w for w in passage.split() if w.isalpha() and len(w) > 4][:5]
+        question = f"Query: what does the text say about {' '.join(words).lower()} in case {request.seed % 89}?"
+        evidence = f"Evidence: {' '.join(passage.split()[:8])}"
+        return Completion(
+            text=f"{question}\n{evidence}", model=request.model, usage=Usage(input_tokens=50, output_tokens=20)
+        )
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.fixture
+def echo_kind():
+    from testset_builder.llm import providers
+
+    register_provider("echo", EchoProvider)
+    yield "echo"
+    providers._KINDS.pop("echo", None)
+
+
+def test_a_provider_registered_in_one_file_writes_the_questions_and_the_plan_reads_its_abilities(tmp_path, echo_kind):
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    config = api.load_config(
+        None, workspace=tmp_path / "ws", generator={"kind": echo_kind, "model": "echo-1"},
+        synthesize={"questions": 3, "critic": False, "mine": False, "styles": {"natural": 1.0}},
+        run={"sources": [str(docs)]},
+    )  # fmt: skip
+    api.chunk(config)
+    made = api.synthesize(config)
+    assert made.made == 3 and made.calls >= 3
+    planned = api.plan(config)
+    questions = planned.steps[0]
+    assert (questions.stage, questions.step, questions.model) == ("synthesize", "questions", "echo-1")
+    with api.open_workspace(config) as ws:
+        models = {row[0] for row in ws.db.execute("SELECT DISTINCT json_extract(request, '$.model') FROM llm_calls")}
+        kinds = {row[0] for row in ws.db.execute("SELECT DISTINCT json_extract(request, '$.kind') FROM llm_calls")}
+    assert models == {"echo-1"} and kinds == {"chat"}  # the class's declared prompt style: chat requests
+
+
+def test_a_kind_nobody_registered_is_refused_with_the_kinds_there_are():
+    with pytest.raises(InputError, match=r"unknown provider kind 'nope'.*openai, anthropic, local"):
+        api.load_config(None, generator={"kind": "nope", "model": "m"})
