@@ -15,6 +15,7 @@ from testset_builder.config import Config
 from testset_builder.llm import LLMClient, PriceTable, throughput
 from testset_builder.llm.roles import Role, Roles
 from testset_builder.llm.types import Completion, Usage
+from testset_builder.retrieval.dense import dense_available
 from testset_builder.stages.judge import Judge
 from testset_builder.stages.plan import Measurements, measurements, plan_run, synthesis_requests
 from testset_builder.stages.propose import propose
@@ -67,8 +68,10 @@ def test_the_plan_of_the_demo_is_within_half_again_of_the_calls_and_tokens_the_r
     made, proposed = spend(ws, config, FakeProvider(stand_in_model()))
 
     assert made.made == 6 and proposed.judging.calls > 0
+    encoding = [("index", "dense encoding")] if install == "dense" else []  # no dense extra: nothing to encode
     assert [(s.stage, s.step) for s in plan.steps] == [
         ("synthesize", "questions"), ("synthesize", "critic"), ("synthesize", "mining"), ("propose", "judging"),
+        *encoding,
     ]  # fmt: skip
     calls, input_tokens, output_tokens = planned(plan, "synthesize")
     assert_close(calls, made.calls, "synthesize calls")
@@ -94,8 +97,10 @@ def test_a_rerun_is_planned_from_the_cache_at_no_cost_and_then_spends_nothing(do
     made, proposed = spend(ws, config, FakeProvider(stand_in_model()))
 
     assert made.calls == 0 and proposed.judging.calls == 0
-    assert all(s.cached == s.calls > 0 for s in again.steps), again.steps
-    assert again.cost_usd == 0 and again.seconds == 0
+    llm_steps = [s for s in again.steps if s.role != "encoder"]
+    assert all(s.cached == s.calls > 0 for s in llm_steps), again.steps
+    assert again.cost_usd == 0 and again.seconds == 0  # the embeddings too are read back
+    assert all(s.note == "encoded before: read back" for s in again.steps if s.role == "encoder")
 
 
 def test_what_the_workspace_measured_corrects_the_token_figures(docs_workspace):
@@ -146,7 +151,8 @@ def test_a_dry_run_prints_the_plan_as_json_and_writes_nothing(tmp_path, capsys):
 
     assert code == 0 and document["dry_run"] is True
     plan = document["plan"]
-    assert [s["step"] for s in plan["steps"]] == ["questions", "critic", "mining", "judging"]
+    encoding = ["dense encoding"] if dense_available() else []
+    assert [s["step"] for s in plan["steps"]] == ["questions", "critic", "mining", "judging", *encoding]
     assert plan["calls"] == sum(s["calls"] for s in plan["steps"]) > 20
     assert plan["cost_usd"] > 0.001 and plan["over_budget"] is True
     assert not (tmp_path / "ws").exists()
@@ -174,3 +180,38 @@ def test_the_machine_keeps_what_each_model_delivered_and_the_plan_times_the_loca
     expected = step.input_tokens / 400 + step.output_tokens / 10 + 0.01 * step.calls + 3.0
     assert step.seconds == pytest.approx(expected, abs=0.1)
     assert "measured on this machine, 400 prompt and 10 output tokens/s" in plan.timing[0]
+
+
+def test_the_dense_encoding_is_planned_once_timed_by_this_machine_and_read_back_after(docs_workspace):
+    from testset_builder.retrieval.dense import dense_available, encoding_rate
+    from testset_builder.retrieval.indexes import WorkspaceIndexes
+
+    if not dense_available():
+        pytest.skip("the dense extra is not installed")
+    ws, config = docs_workspace, demo_config(critic=False)
+    before = plan_run(config, chunks_of(ws), None, measurements(ws))
+    encode = next(s for s in before.steps if s.step == "dense encoding")
+    assert encode.seconds > 0 and any("dense encoding of" in line and "assumed" in line for line in before.timing)
+
+    class Bar:  # what the stages' progress bar is asked: a task, and its progress
+        def __init__(self):
+            self.tasks, self.updates = [], []
+
+        def add_task(self, description, total, **fields):
+            self.tasks.append((description, total))
+            return 0
+
+        def update(self, task, completed):
+            self.updates.append(completed)
+
+    bar = Bar()
+    WorkspaceIndexes(ws, ("bm25", "dense"), bar)  # what propose and synthesize open, with their bar
+    chunks = len(chunks_of(ws))
+    assert bar.tasks and bar.tasks[0][1] == chunks and bar.updates[-1] == chunks
+    rate, measured_here = encoding_rate()
+    assert measured_here and rate > 0  # this machine's rate, kept for the next plan
+    after = plan_run(config, chunks_of(ws), None, measurements(ws))
+    again = next(s for s in after.steps if s.step == "dense encoding")
+    assert again.seconds == 0 and again.note == "encoded before: read back"
+    fresh = plan_run(config, chunks_of(ws), None, Measurements())  # another corpus: timed by the measured rate
+    assert any("measured on this machine" in line for line in fresh.timing if "dense encoding" in line)

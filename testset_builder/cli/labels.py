@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -332,7 +331,7 @@ def propose(
     if (queries is None) == (not from_logs):
         raise InputError("give --queries FILE or --from-logs (the logged queries a failure-first draw chose)")
     with open_workspace_for(resolved) as ws:
-        with llm_bar(json_output) if judge else nullcontext() as progress:
+        with llm_bar(json_output) as progress:  # the judge's calls, and the encoding of the chunks
             proposed = api.propose(
                 resolved, queries, from_logs=from_logs, judge=judge, workspace=ws, progress=progress, batch=batch,
                 strict=strict, id_field=id_field, text_field=text_field,

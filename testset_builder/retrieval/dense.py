@@ -77,6 +77,67 @@ def id_batches(corpus: Corpus) -> Iterator[Batch]:
         position += len(texts)
 
 
+ENCODE_PRIOR = 25.0  # chunks a second MiniLM encodes on an idle 2-core CPU (about 600 characters each; 22 measured
+# while a test suite shared the cores), until this machine measures its own
+ENCODING_FILE = "encoding.json"
+MEASURED_FROM = 16  # texts an encoding needs before its rate is kept
+
+
+def encoding_rate() -> tuple[float, bool]:
+    """Chunks a second this machine encodes: (what it measured, True), else (:data:`ENCODE_PRIOR`, False). Kept
+    beside the models' throughput (:func:`~testset_builder.llm.throughput.cache_dir`)."""
+    from ..llm.throughput import cache_dir
+
+    try:
+        data = json.loads((cache_dir() / ENCODING_FILE).read_text(encoding="utf-8"))
+        if data["texts"] >= MEASURED_FROM and data["seconds"] > 0:
+            return data["texts"] / data["seconds"], True
+    except (OSError, ValueError, TypeError, KeyError):
+        pass
+    return ENCODE_PRIOR, False
+
+
+def record_encoding(texts: int, seconds: float) -> None:
+    """Add an encoding's figures to the machine's (earlier ones count half); best effort, like the throughput."""
+    import tempfile
+
+    from ..llm.throughput import DECAY, cache_dir
+
+    directory = cache_dir()
+    try:
+        before = json.loads((directory / ENCODING_FILE).read_text(encoding="utf-8"))
+        texts, seconds = texts + DECAY * before["texts"], seconds + DECAY * before["seconds"]
+    except (OSError, ValueError, TypeError, KeyError):
+        pass
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=directory, delete=False, suffix=".tmp", encoding="utf-8") as f:
+            json.dump({"texts": texts, "seconds": seconds}, f)
+        os.replace(f.name, directory / ENCODING_FILE)
+    except OSError:
+        return
+
+
+def reporting(encode_batches: EncodeBatches, on_texts: Callable[[int, int], None], total: int) -> EncodeBatches:
+    """``encode_batches`` telling ``on_texts(done, total)`` after each batch, and recording the machine's rate."""
+
+    def encode_reporting(batches: Iterable[Batch], model: str) -> Iterator[np.ndarray]:
+        import time
+
+        if encode_batches is encode_in_process:
+            encoder(model)  # loaded before the clock starts: the rate is of encoding, the plan adds the load
+        started, done = time.perf_counter(), 0
+        on_texts(0, total)
+        for array in encode_batches(batches, model):
+            done += len(array)
+            on_texts(done, total)
+            yield array
+        if done >= MEASURED_FROM:
+            record_encoding(done, time.perf_counter() - started)
+
+    return encode_reporting
+
+
 def write_embeddings(
     path: Path,
     batches: Iterable[Batch],

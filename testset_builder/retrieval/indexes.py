@@ -15,7 +15,7 @@ from ..store.workspace import Workspace
 from ..tables import Run
 from ._common import BATCH, Corpus, corpus_key
 from .bm25 import BM25Index
-from .dense import DenseIndex, EncodeBatches, encode_in_process
+from .dense import DenseIndex, EncodeBatches, encode_in_process, reporting
 
 LANGUAGE_SAMPLE = 60  # texts language detection reads (see corpus_languages)
 
@@ -86,6 +86,19 @@ def index_path(name: str, directory: Path, corpus: Corpus, language: str) -> Pat
     return DenseIndex.path_for(directory, corpus)
 
 
+def encoding_bar(progress, what: str = "encoding chunks (once: later runs read them back)"):
+    """``on_texts(done, total)`` for :func:`~.dense.reporting` that shows the encoding on ``progress`` (a
+    ``rich.progress.Progress``, as the LLM stages' bar is): a task made when encoding starts."""
+    task = []
+
+    def on_texts(done: int, total: int) -> None:
+        if not task:
+            task.append(progress.add_task(f"{what}", total=total, cost=0.0, cached=0))
+        progress.update(task[0], completed=done)
+
+    return on_texts
+
+
 def open_index(
     name: str, directory: Path, corpus: Corpus, language: str, encode_batches: EncodeBatches = encode_in_process
 ) -> BM25Index | DenseIndex:
@@ -104,13 +117,15 @@ class WorkspaceIndexes:
     key), and again only to build an index the cache lacks; the indexes are memory-mapped from
     ``<workspace>/indexes``, and a passage is read from the store when asked for."""
 
-    def __init__(self, workspace: Workspace, names: Sequence[str]) -> None:
+    def __init__(self, workspace: Workspace, names: Sequence[str], progress=None) -> None:
         corpus = live_corpus(workspace)
         self.chunk_ids = corpus.chunk_ids
         self.passages = StoredPassages(workspace, self.chunk_ids)
         directory = indexes_directory(workspace)
         self.languages = languages_of(directory, corpus)
-        self.indexes = {name: open_index(name, directory, corpus, self.languages[0]) for name in names}
+        on_texts = encoding_bar(progress) if progress is not None else (lambda done, total: None)
+        encoding = reporting(encode_in_process, on_texts, len(corpus.chunk_ids))  # the rate is kept for the plan
+        self.indexes = {name: open_index(name, directory, corpus, self.languages[0], encoding) for name in names}
 
     def runs(self, queries: Sequence[Query], k: int) -> dict[str, Run]:
         ids, texts = [q.query_id for q in queries], [q.text for q in queries]

@@ -39,6 +39,7 @@ from .synthesize.generation import Generator, Slot
 
 PRIOR_YIELD = {"completion": 0.75, "chat": 0.9}  # accepted / requested; the demo's local run: 6 of 8
 PRIOR_VALIDATION_PASS = {"completion": 0.8, "chat": 0.95}
+ENCODER_LOAD_S = 6.0  # loading the dense model (measured: 5.8 s on this 2-core machine)
 POOL_OVERLAP = 0.5  # on the docs at depth 5 from BM25, dense and fused: 7.5-8.5 mining pairs a question, 7 a query
 CHARS_PER_TOKEN = 4.0  # English prose; Gemma's tokenizer measured 4.2 on the docs, GPT-4o's about 4
 # tokens an answer takes: the local model's questions averaged 18 on the demo and 30 on the docs chunked as `init`
@@ -134,6 +135,7 @@ class Measurements:
     proposed_query_ids: frozenset[str] = frozenset()
     calls: Sequence[tuple[str, str, str]] = ()  # (model, request JSON, usage JSON) of answered calls
     machine: dict[str, throughput.Measured] = field(default_factory=dict)
+    encoded: bool = False  # the live chunks' dense embeddings are in the workspace already
 
 
 @dataclass(frozen=True)
@@ -283,8 +285,38 @@ def plan_run(
             continue
         calls, cached = round(count * per_query), round(done * per_query)
         plan.steps.append(_step("propose", step, "judge", judge_config, calls, cached, judged, "judge", tokens))
+    _encoding(plan, config, chunks, measured, queries is not None or bool(logged), by_estimate)
     _price_and_time(plan, config, measured.machine)
     return plan
+
+
+def _encoding(
+    plan: Plan, config: Config, chunks: Sequence[SourceChunk], measured: Measurements, pools: bool, by_estimate: bool
+) -> None:
+    """The dense encoding of the corpus, when a stage will need it and the workspace does not hold it yet: once per
+    corpus, its time from this machine's measured rate (else assumed)."""
+    from ..retrieval.dense import DEFAULT_MODEL, ENCODE_PRIOR, dense_available, encoding_rate
+
+    synth = config.synthesize
+    needed = dense_available() and (
+        (pools and "dense" in retriever_names(config.propose.retrievers))
+        or synth.mine
+        or (synth.critic and by_estimate)
+    )  # as the stages open their indexes: propose's retrievers; synthesize's mining, or its critic by estimate
+    if not needed or not chunks:
+        return
+    rate, measured_here = encoding_rate()
+    if measured.encoded:
+        plan.steps.append(Step("index", "dense encoding", "encoder", DEFAULT_MODEL, note="encoded before: read back"))
+        return
+    seconds = len(chunks) / rate + ENCODER_LOAD_S
+    plan.steps.append(Step("index", "dense encoding", "encoder", DEFAULT_MODEL, seconds=round(seconds, 1)))
+    how = (
+        f"measured on this machine, {rate:.0f} chunks/s"
+        if measured_here
+        else f"not measured on this machine yet, assumed {ENCODE_PRIOR:.0f} chunks/s (an idle 2-core machine)"
+    )
+    plan.timing.append(f"dense encoding of {len(chunks):,} chunks, once ({DEFAULT_MODEL}): {how}")
 
 
 def _pool_size(depth: int, lists: int) -> float:
@@ -422,4 +454,16 @@ def measurements(workspace) -> Measurements:
         logged_drawn=stored_logs.drawn_counts(db),
         calls=ledger.answered_calls(db),
         machine=machine,
+        encoded=_encoded(workspace),
     )
+
+
+def _encoded(workspace) -> bool:
+    """Whether the workspace holds the dense embeddings of its live chunks as they are now."""
+    from ..retrieval.dense import DenseIndex, dense_available
+    from ..retrieval.indexes import indexes_directory, live_corpus
+    from ..store import rows
+
+    if not dense_available() or not rows.live_chunk_rows(workspace.db):
+        return False
+    return DenseIndex.path_for(indexes_directory(workspace), live_corpus(workspace)).exists()

@@ -73,7 +73,7 @@ async def _propose(
         queries=len(query_file.queries), merged_duplicates=query_file.merged, skipped_lines=len(query_file.skipped)
     )
     summary.retrievers = retriever_names(settings.retrievers)
-    indexes = WorkspaceIndexes(workspace, summary.retrievers)
+    indexes = WorkspaceIndexes(workspace, summary.retrievers, progress)
     summary.new_queries = store_queries(workspace, query_file.queries)
     runs = indexes.runs(query_file.queries, k=max(settings.depth, settings.fused_depth or 0, 100))
     candidates = pool(runs, settings.depth, settings.fused_depth, settings.rrf_k)

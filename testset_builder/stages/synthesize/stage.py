@@ -211,7 +211,7 @@ class _Run:
         # one index load for the stage: BM25 pairs multi-chunk questions and checks round trips; mining and the
         # estimate add dense
         dense = settings.mine or (settings.critic and self.by_estimate)
-        self.indexes = WorkspaceIndexes(workspace, retriever_names("auto") if dense else ("bm25",))
+        self.indexes = WorkspaceIndexes(workspace, retriever_names("auto") if dense else ("bm25",), self.progress)
         self.bm25 = self.indexes.indexes["bm25"]
 
     def _slots(self, round_number: int, want: int) -> list[Slot]:
