@@ -25,3 +25,5 @@ echo "== compare: dense vs bm25 (paired tests, Holm-corrected) =="
 echo
 echo "== review: the queue's proposals are waiting for a human; to review them in a browser, run =="
 echo "   $cli serve --workspace $workspace      (or, in the terminal: $cli review --reviewer YOUR-NAME --workspace $workspace)"
+echo
+echo "== the CLI on your PATH: source .venv/bin/activate (or export PATH=\"$root/.venv/bin:\$PATH\"); then testset-builder --help =="

@@ -154,7 +154,7 @@ LOCAL_JUDGE_WARNING = (
     "[yellow]note:[/] the embedded local model (Gemma 3 270M, a base model) is a placeholder judge: its grades are "
     "barely better than chance (benchmarks/judge_agreement.py measures it). The relevance estimate (dense, BM25, "
     "calibrated by your reviewers: `estimate`, `select`) is the better offline signal; use a frontier model "
-    "(configs/openai.yaml, configs/anthropic.yaml) for a judge you will trust."
+    "(--config openai, --config anthropic) for a judge you will trust."
 )
 
 
