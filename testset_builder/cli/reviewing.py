@@ -293,10 +293,13 @@ def _show_context(around: dict) -> None:
 
 
 def _choices(item) -> str:
+    from ..review_actions import extra_actions
+
     context = "c context, " if item.chunk else ""
+    extra = "".join(f"{a.key} {a.label or a.name}, " for a in extra_actions(item.kind) if a.key)
     if item.kind == "pair":
-        return "grade 0/1/2, s skip, u undo, " + context + ("t failure tag, " if item.logged else "") + "q quit"
-    return f"k keep, d REASON drop, e TEXT edit, s skip, u undo, {context}q quit"
+        return f"grade 0/1/2, {extra}s skip, u undo, " + context + ("t failure tag, " if item.logged else "") + "q quit"
+    return f"k keep, d REASON drop, e TEXT edit, {extra}s skip, u undo, {context}q quit"
 
 
 def _parse(answer: str, item) -> dict:
@@ -312,6 +315,11 @@ def _parse(answer: str, item) -> dict:
         return {"action": "drop_question", "reason": rest.strip() or "other"}
     if kind == "question" and word == "e":
         return {"action": "edit_question", "edited_text": rest.strip()}
+    from ..review_actions import extra_actions
+
+    for extra in extra_actions(kind):
+        if extra.key and word == extra.key:
+            return {"action": extra.name}
     raise InputError(f"{answer!r} is not one of: {_choices(item)}")
 
 

@@ -28,8 +28,9 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field, StrictInt, field_validator
 
+from .. import review_actions
 from ..config import ReviewConfig
 from ..errors import InputError, ReviewConflictError, TestsetBuilderError, UnknownIdError
 from ..stages import review
@@ -47,7 +48,7 @@ CSP = (
 class VerdictIn(BaseModel):
     item_id: str
     reviewer: str | None = None  # with a reviewer's own token: theirs (another name is refused)
-    action: Literal["grade", "skip", "keep_question", "drop_question", "edit_question"]
+    action: str  # one of review_actions' (grade, skip, keep_question, drop_question, edit_question, or one added)
     grade: StrictInt | None = None  # true is not a grade
     reason: str | None = Field(default=None, max_length=TEXT_LIMIT)
     comment: str | None = Field(default=None, max_length=TEXT_LIMIT)
@@ -55,6 +56,13 @@ class VerdictIn(BaseModel):
     idempotency_key: str = Field(min_length=1, max_length=200)
     seconds: float | None = None
     mode: Literal["queue", "skipped", "adjudicate"] = "queue"  # adjudicate: an admin settling a disagreement
+
+    @field_validator("action")
+    @classmethod
+    def _declared(cls, action: str) -> str:
+        if review_actions.action(action) is None:
+            raise ValueError(f"unknown action {action!r}; one of {', '.join(review_actions.names())}")
+        return action
 
 
 class UndoIn(BaseModel):
@@ -287,6 +295,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             "free_at": free_at,
             "last": last,
             "reasons": review.DROP_REASONS,
+            "extra_actions": review_actions.extra_actions(item.kind) if item else [],
             "grade_buttons": grade_buttons,
             "guidelines": guidelines,
             "logged": item.logged if item else None,

@@ -32,6 +32,7 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from .. import review_actions
 from ..config import ReviewConfig
 from ..errors import InputError, ReviewConflictError, UnknownIdError
 from ..metrics.agreement import cohen_kappa, pairwise_agreement
@@ -42,8 +43,7 @@ from ..store import rows
 from ..store.workspace import Workspace, utc_timestamp
 from . import policy
 
-ACTIONS = ("grade", "skip", "keep_question", "drop_question", "edit_question")
-DROP_REASONS = ("unanswerable", "ambiguous", "answer leaked", "not a realistic query", "other")
+DROP_REASONS = review_actions.DROP_REASONS
 FAILURE_TAGS = tag_store.FAILURE_TAGS
 FAILURE_TAG_HELP = {
     "retrieval": ("r", "retrieval failure", "no relevant chunk was retrieved"),
@@ -378,7 +378,7 @@ def record_verdict(
     _check_action(target, action, grade, reason, edited_text)
     wanted = None if overlap is None else max(overlap, target.wanted_overlap)
     now = utc_timestamp()
-    if wanted is not None and action in store.COUNTING:
+    if wanted is not None and review_actions.counts(action):
         done = store.counting_verdicts_by_others(db, item_id, reviewer)
         if done >= wanted:
             raise ReviewConflictError(
@@ -414,18 +414,23 @@ def record_verdict(
 def _check_action(
     target: store.QueuedItem, action: str, grade: int | None, reason: str | None, edited: str | None
 ) -> None:
-    if action not in ACTIONS:
-        raise InputError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}")
-    if target.kind == "pair" and action not in ("grade", "skip"):
-        raise InputError(f"{action} is for question items; a (query, chunk) pair takes grade or skip")
-    if target.kind == "question" and action == "grade":
-        raise InputError("a question item takes keep_question, drop_question, edit_question or skip, not a grade")
-    if action == "grade" and grade not in (0, 1, 2):
+    """The verdict as :mod:`~testset_builder.review_actions` declares it: a known action, for this kind of item,
+    with the field it needs."""
+    declared = review_actions.action(action)
+    if declared is None:
+        raise InputError(f"unknown action {action!r}; use one of {', '.join(review_actions.names())}")
+    if target.kind not in declared.kinds:
+        takes = [a.name for a in review_actions.ACTIONS.values() if target.kind in a.kinds]
+        items = {"pair": "(query, chunk) pairs", "question": "question items"}
+        what = "a (query, chunk) pair" if target.kind == "pair" else "a question item"
+        for_kinds = " and ".join(items[k] for k in declared.kinds)
+        raise InputError(f"{action} is for {for_kinds}; {what} takes {', '.join(takes)}")
+    if declared.needs == "grade" and grade not in (0, 1, 2):
         raise InputError("a grade is 0 (not relevant), 1 (relevant) or 2 (highly relevant)")
-    if action == "drop_question" and reason not in DROP_REASONS:
-        raise InputError(f"dropping a question needs a reason: one of {', '.join(DROP_REASONS)}")
-    if action == "edit_question" and not (edited and edited.strip()):
-        raise InputError("editing a question needs the new text (edited_text)")
+    if declared.needs == "reason" and reason not in DROP_REASONS:
+        raise InputError(f"{action} needs a reason: one of {', '.join(DROP_REASONS)}")
+    if declared.needs == "edited_text" and not (edited and edited.strip()):
+        raise InputError(f"{action} needs the new text (edited_text)")
 
 
 def _edit_question(db, query_id: str, text: str, reviewer: str) -> None:

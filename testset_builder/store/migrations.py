@@ -16,10 +16,15 @@ Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: dict[int, tuple[str, Migration]] = {}
 
 
-def migration(number: int) -> Callable[[Migration], Migration]:
+def migration(number: int, rebuilds_a_parent: bool = False) -> Callable[[Migration], Migration]:
+    """Register migration ``number``. ``rebuilds_a_parent``: it rebuilds a table other tables reference, which
+    SQLite allows only with foreign keys off (its documented way to change a table); the runner turns them off
+    around it and checks every reference before the migration commits."""
+
     def register(function: Migration) -> Migration:
         if number in MIGRATIONS:
             raise RuntimeError(f"migration {number} registered twice")
+        function.rebuilds_a_parent = rebuilds_a_parent  # type: ignore[attr-defined]
         MIGRATIONS[number] = (function.__name__, function)
         return function
 
@@ -724,6 +729,48 @@ def m021_review_settings(db: sqlite3.Connection) -> None:
             set_at TEXT NOT NULL
         );
         CREATE INDEX IF NOT EXISTS review_items_by_query ON review_items(query_id, priority DESC);
+        """,
+    )
+
+
+@migration(22, rebuilds_a_parent=True)
+def m022_verdict_actions_declared_in_one_place(db: sqlite3.Connection) -> None:
+    """``review_verdicts`` without its CHECK on the action: the actions are declared once, in
+    :mod:`testset_builder.review_actions` (which the review stage checks every verdict against), so a new kind of
+    verdict needs no table rebuilt again. The table is rebuilt this once, its rows, indexes and append-only triggers
+    as they were; ``review_state`` keeps pointing at the same verdict ids (every reference is checked before the
+    migration commits)."""
+    run_script(
+        db,
+        """
+        CREATE TABLE review_verdicts_v22 (
+            verdict_id TEXT PRIMARY KEY,
+            item_id TEXT NOT NULL REFERENCES review_items(item_id),
+            reviewer TEXT NOT NULL,
+            action TEXT NOT NULL,
+            grade INTEGER CHECK (grade IS NULL OR grade BETWEEN 0 AND 2),
+            reason TEXT,
+            comment TEXT,
+            edited_text TEXT,
+            judgment_id TEXT REFERENCES judgments(judgment_id),
+            undoes TEXT REFERENCES review_verdicts(verdict_id),
+            idempotency_key TEXT NOT NULL UNIQUE,
+            seconds REAL,
+            created_at TEXT NOT NULL
+        );
+        INSERT INTO review_verdicts_v22 SELECT verdict_id, item_id, reviewer, action, grade, reason, comment,
+            edited_text, judgment_id, undoes, idempotency_key, seconds, created_at FROM review_verdicts;
+        DROP TRIGGER review_verdicts_no_update;
+        DROP TRIGGER review_verdicts_no_delete;
+        DROP TABLE review_verdicts;
+        ALTER TABLE review_verdicts_v22 RENAME TO review_verdicts;
+        CREATE INDEX review_verdicts_by_item ON review_verdicts(item_id, reviewer);
+        CREATE INDEX review_verdicts_by_reviewer ON review_verdicts(reviewer, created_at);
+        CREATE INDEX review_verdicts_by_undoes ON review_verdicts(undoes);
+        CREATE TRIGGER review_verdicts_no_update BEFORE UPDATE ON review_verdicts
+            BEGIN SELECT RAISE(ABORT, 'verdicts are append-only; an undo is a new verdict'); END;
+        CREATE TRIGGER review_verdicts_no_delete BEFORE DELETE ON review_verdicts
+            BEGIN SELECT RAISE(ABORT, 'verdicts are append-only; an undo is a new verdict'); END;
         """,
     )
 

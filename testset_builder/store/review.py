@@ -3,9 +3,9 @@
 An item is a (query, chunk) pair or a synthetic question, with a priority (it can only rise), a reason and a wanted
 overlap (how many distinct reviewers should give it a verdict). A lease hands an item to one reviewer until it
 expires; an expired lease simply stops counting. Verdicts are append-only: an undo is a verdict that names the one
-it takes back. A verdict "counts" when it is not a skip and nobody undid it. ``review_state`` holds each reviewer's
-standing verdict per item, kept in step with the log in the same transaction, so serving work stays fast however
-long the log grows.
+it takes back. A verdict "counts" when its action does (:mod:`~testset_builder.review_actions`: a skip does not)
+and nobody undid it. ``review_state`` holds each reviewer's standing verdict per item, kept in step with the log in
+the same transaction, so serving work stays fast however long the log grows.
 
 Writes take an open transaction's connection (``BEGIN IMMEDIATE``, see
 :meth:`~testset_builder.store.Workspace.transaction`), so two reviewers asking for work at once are served one
@@ -19,9 +19,8 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..review_actions import counts
 from .migrations import pair_item_id, question_item_id
-
-COUNTING = ("grade", "keep_question", "drop_question", "edit_question")
 
 __all__ = ["pair_item_id", "question_item_id"]
 
@@ -308,7 +307,7 @@ def _restate(db: sqlite3.Connection, item_id: str, reviewer: str) -> None:
         db.execute(
             "INSERT INTO review_state (item_id, reviewer, verdict_id, action, counting, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            (item_id, reviewer, verdict_id, action, int(action in COUNTING), created_at),
+            (item_id, reviewer, verdict_id, action, int(counts(action)), created_at),
         )
 
 

@@ -307,9 +307,22 @@ class Workspace:
         applied = []
         for number in sorted(n for n in MIGRATIONS if n > current):
             name, function = MIGRATIONS[number]
-            with self.transaction() as db:
-                function(db)
-                db.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (number, name, utc_timestamp()))
+            rebuilds = getattr(function, "rebuilds_a_parent", False)
+            if rebuilds:  # only outside a transaction does this take effect
+                self.db.execute("PRAGMA foreign_keys = OFF")
+            try:
+                with self.transaction() as db:
+                    function(db)
+                    broken = db.execute("PRAGMA foreign_key_check").fetchall() if rebuilds else []
+                    if broken:
+                        raise WorkspaceError(
+                            f"migration {number} would leave {len(broken)} broken references: not applied",
+                            path=self.db_path,
+                        )
+                    db.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (number, name, utc_timestamp()))
+            finally:
+                if rebuilds:
+                    self.db.execute("PRAGMA foreign_keys = ON")
             applied.append(number)
         return applied
 
