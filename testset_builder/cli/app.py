@@ -2,7 +2,9 @@
 
 Exit codes scripts can trust: 0 success, 1 bad input (a one-line message names the file, line or value),
 2 internal error (a bug: the message says how to get the traceback), 3 finished but some items failed or were
-left for lack of budget (what was done is kept; rerun to go on).
+left for lack of budget (what was done is kept; rerun to go on), 4 ``run`` stopped while pairs drawn for review
+wait for a human (review them, then run again), 5 ``compare --fail-if-worse``: a run is significantly worse than
+the baseline, 130 interrupted (Ctrl-C; what was committed is kept).
 
 Output discipline: reports for people go to ``out`` (stdout), progress bars, warnings and errors to ``err``
 (stderr), JSON documents to stdout with a plain ``print``. ``--quiet``, anywhere on the command line, silences

