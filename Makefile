@@ -14,7 +14,7 @@ export LLAMA_CPP_BUILD_JOBS ?= 3
 # the dense extra needs torch; this CPU build first, or pip takes the multi-GB CUDA build
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench reference clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ test: lint
 
 bench: $(STAMP_DEV)
 	$(BIN)/python benchmarks/run.py
+
+# guides/reference-cli.md and reference-config.md, generated from the code (a test holds them current)
+reference: $(STAMP_BASE)
+	$(BIN)/python -m testset_builder.cli.reference guides
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -247,3 +247,20 @@ def test_the_package_says_the_version_its_wheel_carries():
     from testset_builder import __version__
 
     assert __version__ == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def test_the_reference_guides_say_what_the_code_says():
+    from testset_builder.cli.reference import GUIDES
+
+    for name, make in GUIDES.items():
+        written = (ROOT / "guides" / name).read_text(encoding="utf-8")
+        assert written == make(), f"guides/{name} is out of date: run `make reference`"
+
+
+def test_every_guide_is_linked_from_the_guides_table_of_contents_and_every_link_resolves():
+    contents = (ROOT / "guides" / "README.md").read_text(encoding="utf-8")
+    guides = sorted(p.name for p in (ROOT / "guides").glob("*.md") if p.name != "README.md")
+    assert [g for g in guides if f"({g})" not in contents] == []
+    for page in [ROOT / "README.md", *(ROOT / "guides").glob("*.md")]:
+        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to a missing {target}"
