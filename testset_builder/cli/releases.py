@@ -181,7 +181,8 @@ def export_release(
         typer.Option(
             "--format",
             "-f",
-            help="hf (parquet + dataset card), beir, trec (qrels.trec), or jsonl (qrels, queries, corpus as JSONL).",
+            help="hf (parquet + dataset card), beir, trec (qrels.trec), jsonl (qrels, queries, corpus as JSONL), or "
+            "a format registered with export.register_release_export.",
         ),
     ] = "hf",
     workspace: WorkspaceOption = None,
@@ -193,11 +194,12 @@ def export_release(
     Example: `testset-builder export --version 1.0.0 --format beir --out beir/ --workspace testset`.
     """
     from ..errors import InputError
+    from ..export import RELEASE_EXPORTS
     from ..stages.release import export as run_export
     from ..stages.release import load_release, release_dir
 
-    if fmt not in ("hf", "beir", "trec", "jsonl"):
-        raise InputError(f"unknown format {fmt!r}; use hf, beir, trec or jsonl")
+    if fmt not in RELEASE_EXPORTS:
+        raise InputError(f"unknown format {fmt!r}; use {', '.join(RELEASE_EXPORTS)}")
     written = run_export(load_release(release_dir(settings(config, workspace).workspace, version)), fmt, out_dir)
     if json_output:
         files = [str(path.relative_to(out_dir)) for path in written]

@@ -1,4 +1,5 @@
-"""Readers and writers, one of each per format. ``read_qrels`` / ``read_run`` pick the format from the content.
+"""Readers and writers, one of each per format, found through :mod:`.formats`' registry. ``read_qrels`` /
+``read_run`` pick the format from the content.
 
 Qrels: TREC (``qid 0 docid grade``), BEIR TSV (header ``query-id corpus-id score``), JSONL.
 Runs: TREC (``qid Q0 docid rank score tag``), JSONL (``{"query_id", "results": [{"chunk_id", "score"}]}``).
@@ -8,17 +9,27 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
 
 from ..errors import InputError
 from ..tables import Qrels, Run
 from ._lines import check_readable, first_line
 from .beir import is_beir_qrels_header, read_beir_qrels, write_beir_qrels
+from .formats import (
+    QRELS,
+    RELEASE_EXPORTS,
+    RUNS,
+    ReleaseExport,
+    TableFormat,
+    detected,
+    register_qrels_format,
+    register_release_export,
+    register_run_format,
+)
 from .jsonl import read_jsonl_qrels, read_jsonl_run, write_jsonl_qrels, write_jsonl_run
 from .trec import read_trec_qrels, read_trec_run, write_trec_qrels, write_trec_run
 
-QrelsFormat = Literal["auto", "trec", "beir", "jsonl"]
-RunFormat = Literal["auto", "trec", "jsonl"]
+QrelsFormat = str  # "auto", or a registered qrels format (formats.QRELS: trec, beir, jsonl, ...)
+RunFormat = str  # "auto", or a registered run format (formats.RUNS: trec, jsonl, ...)
 
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -34,62 +45,82 @@ def _json_object(line: str) -> bool:
         return False
 
 
+def _jsonl(path: Path, line: str) -> bool:
+    return path.suffix.lower() in JSONL_SUFFIXES or _json_object(line)
+
+
+register_qrels_format(TableFormat("jsonl", read_jsonl_qrels, write_jsonl_qrels, _jsonl, "one JSON object a line"))
+register_qrels_format(
+    TableFormat("beir", read_beir_qrels, write_beir_qrels, lambda p, line: is_beir_qrels_header(line), "BEIR TSV")
+)
+register_qrels_format(
+    TableFormat("trec", read_trec_qrels, write_trec_qrels, lambda p, line: len(line.split()) == 4, "qid 0 docid grade")
+)
+register_run_format(TableFormat("jsonl", read_jsonl_run, write_jsonl_run, _jsonl, "one JSON object a query"))
+register_run_format(
+    TableFormat("trec", read_trec_run, write_trec_run, lambda p, line: len(line.split()) == 6, "qid Q0 docid rank")
+)
+
+
 def detect_qrels_format(path: Path) -> str:
-    """JSONL by suffix or a leading ``{``; BEIR by its header; TREC by four fields."""
+    """The first registered qrels format that recognises the file: JSONL by suffix or a leading ``{``; BEIR by its
+    header; TREC by four fields; then any format registered since."""
     line = first_line(path)
     if line is None:
         raise InputError("qrels file is empty", path=path)
-    if path.suffix.lower() in JSONL_SUFFIXES or _json_object(line):
-        return "jsonl"
-    if is_beir_qrels_header(line):
-        return "beir"
-    if len(line.split()) == 4:
-        return "trec"
-    raise InputError(
-        "cannot tell the qrels format from the first line: expected TREC 'qid 0 docid grade', "
-        "a BEIR header 'query-id<TAB>corpus-id<TAB>score', or a JSON object",
-        path=path,
-        line=1,
-    )
+    found = detected(QRELS, path, line)
+    if found is None:
+        raise InputError(
+            "cannot tell the qrels format from the first line: expected TREC 'qid 0 docid grade', "
+            "a BEIR header 'query-id<TAB>corpus-id<TAB>score', or a JSON object"
+            + (f" (or: {', '.join(list(QRELS)[3:])})" if len(QRELS) > 3 else ""),
+            path=path,
+            line=1,
+        )
+    return found
 
 
 def detect_run_format(path: Path) -> str:
-    """JSONL by suffix or a leading ``{``; TREC by six fields."""
+    """The first registered run format that recognises the file: JSONL by suffix or a leading ``{``; TREC by six
+    fields; then any format registered since."""
     line = first_line(path)
     if line is None:
         raise InputError("run file is empty", path=path)
-    if path.suffix.lower() in JSONL_SUFFIXES or _json_object(line):
-        return "jsonl"
-    if len(line.split()) == 6:
-        return "trec"
-    raise InputError(
-        "cannot tell the run format from the first line: expected TREC 'qid Q0 docid rank score tag' or a JSON object",
-        path=path,
-        line=1,
-    )
+    found = detected(RUNS, path, line)
+    if found is None:
+        raise InputError(
+            "cannot tell the run format from the first line: expected TREC 'qid Q0 docid rank score tag' or a JSON "
+            "object" + (f" (or: {', '.join(list(RUNS)[2:])})" if len(RUNS) > 2 else ""),
+            path=path,
+            line=1,
+        )
+    return found
 
 
 def read_qrels(path: str | Path, format: QrelsFormat = "auto") -> Qrels:
     path = Path(path)
     check_readable(path)
     fmt = detect_qrels_format(path) if format == "auto" else format
-    readers = {"trec": read_trec_qrels, "beir": read_beir_qrels, "jsonl": read_jsonl_qrels}
-    if fmt not in readers:
-        raise InputError(f"unknown qrels format {fmt!r}; use one of {', '.join(readers)}")
-    return readers[fmt](path)
+    if fmt not in QRELS:
+        raise InputError(f"unknown qrels format {fmt!r}; use one of {', '.join(QRELS)}")
+    return QRELS[fmt].read(path)
 
 
 def read_run(path: str | Path, format: RunFormat = "auto", name: str | None = None) -> Run:
     path = Path(path)
     check_readable(path)
     fmt = detect_run_format(path) if format == "auto" else format
-    readers = {"trec": read_trec_run, "jsonl": read_jsonl_run}
-    if fmt not in readers:
-        raise InputError(f"unknown run format {fmt!r}; use one of {', '.join(readers)}")
-    return readers[fmt](path, name=name)
+    if fmt not in RUNS:
+        raise InputError(f"unknown run format {fmt!r}; use one of {', '.join(RUNS)}")
+    return RUNS[fmt].read(path, name=name)
 
 
 __all__ = [
+    "QRELS",
+    "RELEASE_EXPORTS",
+    "RUNS",
+    "ReleaseExport",
+    "TableFormat",
     "detect_qrels_format",
     "detect_run_format",
     "read_beir_qrels",
@@ -99,6 +130,9 @@ __all__ = [
     "read_run",
     "read_trec_qrels",
     "read_trec_run",
+    "register_qrels_format",
+    "register_release_export",
+    "register_run_format",
     "write_beir_qrels",
     "write_jsonl_qrels",
     "write_jsonl_run",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..._hashing import file_sha256 as sha256_file
 from ...errors import InputError
-from ...export import read_run
+from ...export import RELEASE_EXPORTS, ReleaseExport, read_run, register_release_export
 from ...export.beir import read_beir_corpus, read_beir_qrels, read_beir_queries
 from ...export.hf import hf_files
 from ...export.jsonl import write_jsonl_qrels
@@ -18,8 +18,6 @@ from ...tables import Qrels, Run
 from .estimated import ESTIMATES_FILE, read_estimates
 from .layout import CHUNKS_META, EVIDENCE_META, QUERIES_META, REMAP_META
 from .logged import LOGS_META, PRODUCTION_RUN
-
-EXPORT_FORMATS = ("hf", "beir", "trec", "jsonl")
 
 
 @dataclass
@@ -180,29 +178,48 @@ def diff_releases(old: LoadedRelease, new: LoadedRelease) -> ReleaseDiff:
 
 
 def export(release: LoadedRelease, fmt: str, out_dir: str | Path) -> list[Path]:
-    """Copy ``release`` out as ``hf`` (parquet, card, manifest, and estimates.jsonl when it carries one), ``beir``,
-    ``trec`` (qrels.trec and queries.tsv) or ``jsonl`` (qrels, queries, corpus); refuses a non-empty ``out_dir``."""
-    if fmt not in EXPORT_FORMATS:
-        raise InputError(f"unknown export format {fmt!r}; use {', '.join(EXPORT_FORMATS)}")
+    """Copy ``release`` out in a registered export format (:data:`~testset_builder.export.RELEASE_EXPORTS`: ``hf``,
+    ``beir``, ``trec``, ``jsonl``, and any added); refuses a non-empty ``out_dir``. Returns the files written."""
+    if fmt not in RELEASE_EXPORTS:
+        raise InputError(f"unknown export format {fmt!r}; use {', '.join(RELEASE_EXPORTS)}")
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError("--out is a file; give a directory to create", path=out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise InputError("the output directory is not empty; choose a new one", path=out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    source = release.path
-    if fmt == "hf":
-        shutil.copytree(source / "hf", out_dir / "hf")
-        for name in ("README.md", "manifest.json", ESTIMATES_FILE):
-            if (source / name).is_file():
-                shutil.copy2(source / name, out_dir / name)
-    elif fmt == "beir":
-        shutil.copytree(source / "beir", out_dir, dirs_exist_ok=True)
-    elif fmt == "trec":
-        shutil.copy2(source / "qrels.trec", out_dir / "qrels.trec")
-        write_trec_topics(release.queries, out_dir / "queries.tsv")
-    else:
-        write_jsonl_qrels(release.qrels_table(), out_dir / "qrels.jsonl")
-        shutil.copy2(source / "beir" / "queries.jsonl", out_dir / "queries.jsonl")
-        shutil.copy2(source / "beir" / "corpus.jsonl", out_dir / "corpus.jsonl")
+    RELEASE_EXPORTS[fmt].write(release, out_dir)
     return sorted(p for p in out_dir.rglob("*") if p.is_file())
+
+
+def _export_hf(release: LoadedRelease, out_dir: Path) -> None:
+    shutil.copytree(release.path / "hf", out_dir / "hf")
+    for name in ("README.md", "manifest.json", ESTIMATES_FILE):
+        if (release.path / name).is_file():
+            shutil.copy2(release.path / name, out_dir / name)
+
+
+def _export_beir(release: LoadedRelease, out_dir: Path) -> None:
+    shutil.copytree(release.path / "beir", out_dir, dirs_exist_ok=True)
+
+
+def _export_trec(release: LoadedRelease, out_dir: Path) -> None:
+    shutil.copy2(release.path / "qrels.trec", out_dir / "qrels.trec")
+    write_trec_topics(release.queries, out_dir / "queries.tsv")
+
+
+def _export_jsonl(release: LoadedRelease, out_dir: Path) -> None:
+    write_jsonl_qrels(release.qrels_table(), out_dir / "qrels.jsonl")
+    shutil.copy2(release.path / "beir" / "queries.jsonl", out_dir / "queries.jsonl")
+    shutil.copy2(release.path / "beir" / "corpus.jsonl", out_dir / "corpus.jsonl")
+
+
+for _export in (
+    ReleaseExport("hf", _export_hf, "parquet + dataset card (MTEB layout), manifest, estimates.jsonl"),
+    ReleaseExport("beir", _export_beir, "corpus.jsonl, queries.jsonl, qrels/test.tsv"),
+    ReleaseExport("trec", _export_trec, "qrels.trec and queries.tsv"),
+    ReleaseExport("jsonl", _export_jsonl, "qrels, queries and corpus as JSONL"),
+):
+    if _export.name not in RELEASE_EXPORTS:
+        register_release_export(_export)
+EXPORT_FORMATS = tuple(RELEASE_EXPORTS)  # the built-in ones (RELEASE_EXPORTS holds any added since)

@@ -1,0 +1,106 @@
+"""A file format added in one file: CSV qrels (a header, then query-id,corpus-id,score), registered with its reader,
+writer and how to recognise a file of it. `score --qrels` reads such a file by itself, and `export --format csv`
+writes a release in it; both go through the one registry every built-in format is in."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from testset_builder.cli import main
+from testset_builder.errors import InputError
+from testset_builder.export import (
+    RELEASE_EXPORTS,
+    ReleaseExport,
+    TableFormat,
+    formats,
+    read_qrels,
+    register_qrels_format,
+    register_release_export,
+)
+from testset_builder.tables import Qrels
+
+HEADER = "query-id,corpus-id,score"
+
+
+def read_csv_qrels(path: Path) -> Qrels:
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle))
+    if not rows or ",".join(rows[0]) != HEADER:
+        raise InputError(f"a CSV qrels file starts with the header {HEADER}", path=path)
+    graded: dict[str, dict[str, int]] = {}
+    for number, row in enumerate(rows[1:], 2):
+        if len(row) != 3 or not row[2].lstrip("-").isdigit():
+            raise InputError("expected query-id,corpus-id,score", path=path, line=number)
+        graded.setdefault(row[0], {})[row[1]] = int(row[2])
+    return Qrels.from_dict(graded)
+
+
+def write_csv_qrels(qrels: Qrels, path: Path) -> None:
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(HEADER.split(","))
+        writer.writerows(qrels.sorted_rows())
+
+
+@pytest.fixture
+def csv_format():
+    register_qrels_format(
+        TableFormat("csv", read_csv_qrels, write_csv_qrels, lambda path, line: line.strip() == HEADER, "CSV")
+    )
+    register_release_export(
+        ReleaseExport("csv", lambda release, out: write_csv_qrels(release.qrels_table(), out / "qrels.csv"), "CSV")
+    )
+    yield
+    formats.QRELS.pop("csv", None)
+    RELEASE_EXPORTS.pop("csv", None)
+
+
+def test_a_format_registered_in_one_file_is_read_by_itself_and_written_by_export(tmp_path, csv_format, capsys):
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    reference = read_qrels(examples / "qrels.tsv")
+    write_csv_qrels(reference, tmp_path / "qrels.csv")
+    assert read_qrels(tmp_path / "qrels.csv").to_dict() == reference.to_dict()  # recognised by its header
+    metrics = "recall@5,ndcg@10,mrr"
+    assert main(["score", "--qrels", str(tmp_path / "qrels.csv"), "--run", str(examples / "bm25.trec"), "-m",
+                 metrics, "--json", "--no-ci"]) == 0  # fmt: skip
+    from_csv = json.loads(capsys.readouterr().out)
+    assert main(["score", "--qrels", str(examples / "qrels.tsv"), "--run", str(examples / "bm25.trec"), "-m",
+                 metrics, "--json", "--no-ci"]) == 0  # fmt: skip
+    assert from_csv["metrics"] == json.loads(capsys.readouterr().out)["metrics"]
+
+
+def test_a_release_exports_in_a_registered_format(released_workspace, tmp_path, csv_format, capsys):
+    root, version, qrels = released_workspace
+    assert main(["export", "--version", version, "--format", "csv", "--out", str(tmp_path / "out"),
+                 "--workspace", str(root), "--json"]) == 0  # fmt: skip
+    written = read_qrels(tmp_path / "out" / "qrels.csv")
+    assert written.to_dict() == qrels and qrels  # the release's labels, in the new format
+    assert main(["export", "--version", version, "--format", "xml", "--out", str(tmp_path / "x"),
+                 "--workspace", str(root)]) == 1  # fmt: skip
+    assert "csv" in capsys.readouterr().err  # the refusal lists every format there is, the added one too
+
+
+@pytest.fixture
+def released_workspace(tmp_path, capsys):
+    from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
+    from testset_builder.stages.release import write_release
+    from testset_builder.store import open_workspace, rows
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    assert main(["chunk", str(docs), "--workspace", str(tmp_path / "ws"), "--json"]) == 0
+    capsys.readouterr()
+    with open_workspace(tmp_path / "ws") as ws:
+        chunks = [c for c, *_ in rows.live_chunk_rows(ws.db)][:3]
+        with ws.transaction() as db:
+            rows.put_queries(db, [Query(query_id="q1", text="how is ndcg computed", origin=QueryOrigin.real)])
+            rows.add_judgments(db, [
+                Judgment(judgment_id=f"j{n}", query_id="q1", chunk_id=c, grade=2 - n, source=JudgmentSource.human,
+                         reviewer="ann", status=JudgmentStatus.final)
+                for n, c in enumerate(chunks)
+            ])  # fmt: skip
+        write_release(ws, "1.0.0")
+    return tmp_path / "ws", "1.0.0", {"q1": {c: 2 - n for n, c in enumerate(chunks)}}

@@ -1,0 +1,73 @@
+"""Every file format the tool reads or writes for labels and runs, found through one registry: each format is one
+entry holding its reader, its writer and how to recognise a file of it. ``read_qrels``, ``read_run``, ``export``
+and the commands' ``--format`` options read these tables; :func:`register_qrels_format`,
+:func:`register_run_format` and :func:`register_release_export` add one (a format of your own in one file).
+
+A release export writes a loaded release (anything with ``path``, ``queries``, ``corpus`` and ``qrels_table()``)
+into an empty folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TableFormat:
+    """A format of qrels or of runs: ``read(path)`` (runs: ``read(path, name=None)``), ``write(table, path)``,
+    and ``detect(path, first_line)``: whether a file is in this format (None: only when named)."""
+
+    name: str
+    read: Callable[..., Any]
+    write: Callable[[Any, Path], None] | None = None
+    detect: Callable[[Path, str], bool] | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ReleaseExport:
+    """A way to copy a release out: ``write(release, out_dir)`` into an empty folder."""
+
+    name: str
+    write: Callable[[Any, Path], None]
+    description: str = ""
+
+
+QRELS: dict[str, TableFormat] = {}
+RUNS: dict[str, TableFormat] = {}
+RELEASE_EXPORTS: dict[str, ReleaseExport] = {}
+
+
+def _register(table: dict, entry, what: str):
+    if not entry.name or not entry.name.replace("-", "").replace("_", "").isalnum() or entry.name == "auto":
+        raise ValueError(f"a {what} format's name is a plain word other than auto, not {entry.name!r}")
+    if entry.name in table:
+        raise ValueError(f"{what} format {entry.name!r} is registered already")
+    table[entry.name] = entry
+    return entry
+
+
+def register_qrels_format(fmt: TableFormat) -> TableFormat:
+    """Read (and write) qrels in ``fmt``; with ``detect``, ``read_qrels`` recognises its files by itself."""
+    return _register(QRELS, fmt, "qrels")
+
+
+def register_run_format(fmt: TableFormat) -> TableFormat:
+    """Read (and write) runs in ``fmt``; with ``detect``, ``read_run`` recognises its files by itself."""
+    return _register(RUNS, fmt, "run")
+
+
+def register_release_export(fmt: ReleaseExport) -> ReleaseExport:
+    """Make ``fmt`` a format ``export`` (and ``testset-builder export --format``) writes a release in."""
+    return _register(RELEASE_EXPORTS, fmt, "export")
+
+
+def detected(table: dict[str, TableFormat], path: Path, line: str) -> str | None:
+    """The first format (in registration order: the built-in ones first) that recognises the file."""
+    for fmt in table.values():
+        if fmt.detect is not None and fmt.detect(path, line):
+            return fmt.name
+    return None
