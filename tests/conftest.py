@@ -271,3 +271,25 @@ def answer_doubted_through_api(workspace_root: Path, action: str = "keep_questio
     return answer_through_api(
         workspace_root, reviewer, "doubted:", lambda item: {"action": action, **reason}, ReviewConfig(questions=True)
     )
+
+
+def press(page, key: str) -> None:
+    """In a review page: press a key and wait until the item it answered has been replaced by the next one."""
+    page.wait_for_selector("body[data-ready]", state="attached")  # htmx has bound the forms
+    shown = page.query_selector("#item")
+    page.keyboard.press(key)
+    shown.wait_for_element_state("hidden")
+    page.wait_for_selector("#item")
+
+
+def reviewing_page(opener, base: str, token: str, reviewer: str = "ann"):
+    """A review page opened with the serve link (``opener``: a browser or a browser context), the reviewer named,
+    the first item shown; ``page.dialogs`` collects any dialog a script opens (there should be none)."""
+    page = opener.new_page()
+    page.dialogs = []
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(f"{base}/?token={token}")
+    page.fill("#reviewer", reviewer)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#query")
+    return page

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 from conftest import TEST_OUTPUT as OUTPUT
+from conftest import press, reviewing_page
 
 from testset_builder.cli import main
 from testset_builder.store import open_workspace, rows
@@ -85,25 +86,11 @@ def serving(tmp_path, capsys, questions: int):
     server.wait(timeout=20)
 
 
-def press(page, key: str) -> None:
-    """Press a key and wait until the item it answered has been replaced by the next one."""
-    page.wait_for_selector("body[data-ready]", state="attached")  # htmx has bound the forms
-    shown = page.query_selector("#item")
-    page.keyboard.press(key)
-    shown.wait_for_element_state("hidden")
-    page.wait_for_selector("#item")
-
-
 def test_a_keyboard_only_session_with_undo_a_dropped_question_and_a_reload_loses_nothing(browser, served):
     base, token, ws = served
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page()
-    dialogs = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-    page.goto(f"{base}/?token={token}")
-    page.fill("#reviewer", "ann")
-    page.keyboard.press("Enter")
-    page.wait_for_selector("#query")
+    page = reviewing_page(browser, base, token)
+    dialogs = page.dialogs
     assert page.url.endswith("/review") and "token" not in page.url  # the token left the address bar
     first = page.inner_text("#chunk-text")
     page.screenshot(path=str(OUTPUT / "review-screen.png"), full_page=True)

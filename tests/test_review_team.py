@@ -27,6 +27,16 @@ def grade(ws, reviewer, item, value, settings=None):
     return review.submit(ws, reviewer, item.item_id, "grade", key, grade=value, overlap=overlap)
 
 
+def graded_apart(ws):
+    """Overlap 2, and the first item graded 0 by ann and 2 by bob: a disagreement to settle. Returns the item."""
+    review.keep_overlap(ws, 2)
+    first = review.next_item(ws, "ann")
+    grade(ws, "ann", first, 0)
+    assert review.next_item(ws, "bob").item_id == first.item_id
+    grade(ws, "bob", first, 2)
+    return first
+
+
 @pytest.fixture
 def client_for():
     from fastapi.testclient import TestClient
@@ -224,11 +234,7 @@ def test_a_comment_typed_on_the_page_is_saved_with_the_grade(queued_workspace, c
 
 def test_only_an_admin_settles_disagreements_in_the_browser(queued_workspace, client_for):
     ws = queued_workspace
-    review.keep_overlap(ws, 2)
-    first = review.next_item(ws, "ann")
-    grade(ws, "ann", first, 0)
-    review.next_item(ws, "bob")
-    grade(ws, "bob", first, 2)
+    graded_apart(ws)
     reviewer = client_for(ws, token=review.add_reviewer(ws, "cid"))
     assert reviewer.get("/review", params={"mode": "adjudicate"}).status_code == 403
     assert reviewer.get("/review", params={"mode": "anything"}).status_code == 400
@@ -293,11 +299,7 @@ def test_the_terminal_reviewer_gives_back_the_item_when_its_input_ends(queued_wo
 
 def test_the_api_serves_skipped_items_disagreements_for_an_admin_and_says_when_to_retry(queued_workspace, client_for):
     ws = queued_workspace
-    review.keep_overlap(ws, 2)
-    first = review.next_item(ws, "ann")
-    grade(ws, "ann", first, 0)
-    review.next_item(ws, "bob")
-    grade(ws, "bob", first, 2)
+    first = graded_apart(ws)
     admin = client_for(ws, token=review.add_reviewer(ws, "dora", "admin"))
     settle = admin.get("/api/next", params={"mode": "adjudicate"}).json()
     assert settle["item_id"] == first.item_id and settle["graded_by"] == {"ann": 0, "bob": 2}

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 from conftest import TEST_OUTPUT as OUTPUT
+from conftest import press, reviewing_page
 
 from testset_builder.cli import main
 from testset_builder.store import open_workspace, rows
@@ -95,15 +96,6 @@ def team_server(tmp_path, capsys):
         server.wait(timeout=20)
 
 
-def press(page, key: str) -> None:
-    """Press a key and wait until the item it answered has been replaced by the next one."""
-    page.wait_for_selector("body[data-ready]", state="attached")
-    shown = page.query_selector("#item")
-    page.keyboard.press(key)
-    shown.wait_for_element_state("hidden")
-    page.wait_for_selector("#item")
-
-
 def pair_shown(page) -> tuple[str, str]:
     query = {text: q for q, text in QUERIES.items()}[page.inner_text("#query")]
     return query, page.inner_text(".meta code")
@@ -112,13 +104,8 @@ def pair_shown(page) -> tuple[str, str]:
 def test_twenty_items_by_keyboard_alone_with_an_edit_and_a_comment_are_stored_exactly_as_meant(browser, team_server):
     base, ws = team_server()
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page()
-    dialogs = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-    page.goto(f"{base}/?token={TOKEN}")
-    page.fill("#reviewer", "ann")
-    page.keyboard.press("Enter")
-    page.wait_for_selector("#query")
+    page = reviewing_page(browser, base, TOKEN)
+    dialogs = page.dialogs
     assert page.inner_text("#guidelines h2") == "Grading" and "alert('guidelines')" in page.inner_text("#guidelines")
     assert page.inner_text("#meaning-2") == "answers the query on its own"
     page.screenshot(path=str(OUTPUT / "review-team-screen.png"), full_page=True)
@@ -171,11 +158,7 @@ def test_on_a_phone_the_grade_buttons_are_on_screen_without_scrolling_and_the_le
     OUTPUT.mkdir(parents=True, exist_ok=True)
     phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True,
                                 has_touch=True)  # fmt: skip
-    page = phone.new_page()
-    page.goto(f"{base}/?token={TOKEN}")
-    page.fill("#reviewer", "ann")
-    page.keyboard.press("Enter")
-    page.wait_for_selector("#query")
+    page = reviewing_page(phone, base, TOKEN)
     assert "Sentence 59" in page.inner_text("#chunk-text")  # the long chunk, far taller than the screen
     assert page.evaluate("document.documentElement.scrollHeight") > 2 * 844
     page.wait_for_selector("#lease.warn")  # 45 s left: under a minute, so the warning shows at once
