@@ -111,7 +111,13 @@ def test_a_langchain_or_llamaindex_retriever_is_scored_through_its_own_ids(relea
         def retrieve(self, text):
             return [Node(c, 1.0 / (n + 1)) for n, c in enumerate(relevant[text])]
 
-    for wrapped in (api.langchain_retriever(LangChainLike()), api.llamaindex_retriever(LlamaIndexLike())):
+    class Unscored(LlamaIndexLike):  # a retriever giving no scores: its order is the ranking
+        def retrieve(self, text):
+            return [Node(c, None) for c in relevant[text]]
+
+    wrapped_all = (api.langchain_retriever(LangChainLike()), api.llamaindex_retriever(LlamaIndexLike()),
+                   api.llamaindex_retriever(Unscored()))  # fmt: skip
+    for wrapped in wrapped_all:
         scored = api.score(spec, wrapped, "recall@10,ndcg@10", ci=False)
         assert scored.metrics["recall@10"]["mean"] == 1.0 and scored.metrics["ndcg@10"]["mean"] == 1.0
 

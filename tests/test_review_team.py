@@ -317,3 +317,40 @@ def test_the_api_serves_skipped_items_disagreements_for_an_admin_and_says_when_t
         review.next_item(ws, who)  # every place left is out with someone
     nothing = cid.get("/api/next")
     assert nothing.status_code == 204 and 0 < int(nothing.headers["Retry-After"]) <= 901
+
+
+def test_skipping_again_among_ones_skipped_items_goes_on_to_the_next(queued_workspace):
+    ws = queued_workspace
+    skipped = []
+    for n in range(2):
+        item = review.next_item(ws, "ann")
+        review.submit(ws, "ann", item.item_id, "skip", f"skip-{n}")
+        skipped.append(item.item_id)
+    first = review.next_item(ws, "ann", skipped=True)
+    assert first.item_id == skipped[0]  # the oldest skip first
+    review.submit(ws, "ann", first.item_id, "skip", "skip-again")
+    assert review.next_item(ws, "ann", skipped=True).item_id == skipped[1]  # not the same one for ever
+
+
+def test_an_item_held_for_adjudication_is_not_served_where_its_verdict_would_be_refused(queued_workspace):
+    ws = queued_workspace
+    first = graded_apart(ws)
+    settling = review.next_item(ws, "dora", adjudicate=True)
+    assert settling.item_id == first.item_id
+    served = review.next_item(ws, "dora")  # back in the queue: another item, one her grade can go to
+    assert served.item_id != first.item_id
+    grade(ws, "dora", served, 1)
+
+
+def test_stopping_without_javascript_shows_a_pause_and_leases_nothing(queued_workspace, client_for):
+    from testset_builder.review_ui.app import form_token
+
+    ws = queued_workspace
+    client = client_for(ws)
+    del client.headers["Authorization"]
+    client.cookies.set("tsb_token", TOKEN)
+    client.cookies.set("tsb_reviewer", "ann")
+    assert client.get("/review").status_code == 200  # ann holds the first item
+    stopped = client.post("/ui/leave", data={"form_token": form_token(TOKEN)}, follow_redirects=False)
+    assert stopped.status_code == 200 and "Paused" in stopped.text
+    assert store.held_lease(ws.db, "ann", utc_timestamp()) is None  # given back, and nothing taken in its place

@@ -71,6 +71,14 @@ def test_a_provider_registered_in_one_file_writes_the_questions_and_the_plan_rea
     assert models == {"echo-1"} and kinds == {"chat"}  # the class's declared prompt style: chat requests
 
 
+def test_a_kind_already_there_is_replaced_only_when_asked(echo_kind):
+    with pytest.raises(ValueError, match="registered already"):
+        register_provider("openai", EchoProvider)
+    with pytest.raises(ValueError, match="registered already"):
+        register_provider(echo_kind, EchoProvider)
+    register_provider(echo_kind, EchoProvider, replace=True)
+
+
 def test_a_kind_nobody_registered_is_refused_with_the_kinds_there_are():
     with pytest.raises(InputError, match=r"unknown provider kind 'nope'.*openai, anthropic, local"):
         api.load_config(None, generator={"kind": "nope", "model": "m"})

@@ -66,6 +66,8 @@ def test_an_action_is_refused_for_items_it_does_not_answer_and_a_taken_key_is_re
         review.submit(ws, "ann", question.item_id, "flag_garbled", "q-1")
     with pytest.raises(ValueError, match="key 's' is taken"):
         register_action(ReviewAction("shelve", ("pair",), False, key="s"))
+    with pytest.raises(ValueError, match="needs nothing or a reason"):  # a grade is what the built-in grade does
+        register_action(ReviewAction("grade_unsure", ("pair",), True, "grade"))
 
 
 def test_migration_22_keeps_every_verdict_and_the_log_stays_append_only(queued_workspace, tmp_path):

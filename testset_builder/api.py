@@ -402,8 +402,8 @@ EXIT_PARTIAL, EXIT_REVIEW = 3, 4  # a stage fell short (what it made is kept); d
 
 def plan(config: Config, *, workspace=None):
     """What :func:`run` will spend (LLM calls, tokens, cost, time per step, from the settings, the corpus and what
-    this workspace and machine measured): over the workspace's chunks, or, before anything is chunked, over the
-    sources chunked in memory (nothing is written). A :class:`~testset_builder.stages.plan.Plan`."""
+    this workspace and machine measured): over the chunks of an open ``workspace`` (a run, once chunked), else over
+    ``run.sources`` chunked in memory (a dry run: nothing is written). A :class:`~testset_builder.stages.plan.Plan`."""
     from .corpus.chunkers import chunk_document
     from .corpus.loaders import load_sources
     from .stages.plan import measurements, plan_run
@@ -413,9 +413,9 @@ def plan(config: Config, *, workspace=None):
 
     known = workspace is not None or (Path(config.workspace) / "testset.db").exists()
     with _opened(config, workspace, readonly=True) if known else contextlib.nullcontext() as ws:
-        if ws is not None and rows.live_chunk_rows(ws.db):
+        if workspace is not None:  # a run, after its chunk stage: the workspace's chunks
             chunks = [SourceChunk(*row) for row in rows.live_chunk_rows(ws.db)]
-        else:
+        else:  # a dry run: the sources as they are now, chunked in memory (what the workspace holds may be older)
             chunking = config.chunking
             loaded = load_sources(
                 config.run.sources, id_field=chunking.id_field, text_field=chunking.text_field,
@@ -758,11 +758,12 @@ def llamaindex_retriever(retriever, id_key: str = "chunk_id") -> Retriever:
     """A LlamaIndex retriever as a callable :func:`score` takes: each node's ``metadata[id_key]`` (else its node
     id) is its chunk id, with the node's score."""
 
-    def run(text: str) -> list[tuple[str, float]]:
-        return [
-            (node.node.metadata.get(id_key, node.node.node_id), float(node.score or 0.0))
-            for node in retriever.retrieve(text)
-        ]
+    def run(text: str) -> list:
+        nodes = retriever.retrieve(text)
+        ids = [node.node.metadata.get(id_key, node.node.node_id) for node in nodes]
+        if any(node.score is None for node in nodes):  # no scores: the order LlamaIndex gave is the ranking
+            return ids
+        return [(chunk_id, float(node.score)) for chunk_id, node in zip(ids, nodes)]
 
     run.__name__ = type(retriever).__name__
     return run

@@ -2,7 +2,8 @@
 stage (what each needs), the JSON API, the page, the terminal reviewer and the importers all read this table.
 
 A new kind of verdict is one :func:`register_action` call: a name, the item kinds it answers, whether it counts
-towards the overlap, the one field it needs (if any), and its key and label on the page and in the terminal. An
+towards the overlap, whether it needs a reason (a grade or an edit is what the built-in grade and edit do), and its
+key and label on the page and in the terminal. An
 action needing no field gets a button (and its key) on the page and in the terminal without any other change.
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DROP_REASONS = ("unanswerable", "ambiguous", "answer leaked", "not a realistic query", "other")
-FIELDS = ("grade", "reason", "edited_text")  # what an action may need besides itself
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,8 @@ def register_action(action: ReviewAction) -> ReviewAction:
         raise ValueError(f"action {action.name!r} is declared already")
     if not action.kinds or not set(action.kinds) <= {"pair", "question"}:
         raise ValueError(f"action {action.name!r} answers pair and/or question items, not {action.kinds!r}")
-    if action.needs is not None and action.needs not in FIELDS:
-        raise ValueError(f"action {action.name!r} needs one of {', '.join(FIELDS)}, not {action.needs!r}")
+    if action.needs not in (None, "reason"):  # a grade makes a judgment, an edit a query: the built-ins' effects
+        raise ValueError(f"an added action needs nothing or a reason, not {action.needs!r} ({action.name!r})")
     taken = {a.key for a in ACTIONS.values() if a.key and set(a.kinds) & set(action.kinds)}
     if action.key is not None and (action.key in taken or action.key in RESERVED_KEYS):
         raise ValueError(f"key {action.key!r} is taken; choose another for {action.name!r}")

@@ -159,7 +159,7 @@ def synthesize(
     with open_workspace_for(resolved) as ws, llm_bar(json_output) as progress:
         summary = api.synthesize(resolved, workspace=ws, progress=progress, batch=batch)
     if json_output:
-        print(json.dumps({**summary.as_dict(), "incomplete": summary.incomplete}, indent=2))
+        print(json.dumps(summary.as_dict(), indent=2))
     elif summary.batch_id and summary.made + summary.already_made == 0:
         out.print(
             f"waiting for batch {summary.batch_id} ({summary.batch_step}): run `testset-builder resume`, "

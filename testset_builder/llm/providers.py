@@ -46,12 +46,14 @@ _KINDS: dict[str, type | str] = {
 }
 
 
-def register_provider(kind: str, provider: type | str) -> None:
+def register_provider(kind: str, provider: type | str, replace: bool = False) -> None:
     """Make ``kind`` a provider configs may name (``generator: {kind: KIND, model: ...}``): a class, or
     ``"module:Class"`` imported when first used. The class has ``from_config(config) -> provider`` and the
-    abilities :class:`Provider` lists as class attributes."""
+    abilities :class:`Provider` lists as class attributes. A kind already there is replaced only if asked."""
     if not kind or not kind.replace("-", "").replace("_", "").isalnum():
         raise ValueError(f"a provider kind is a plain name, not {kind!r}")
+    if kind in _KINDS and not replace:
+        raise ValueError(f"provider kind {kind!r} is registered already (replace=True replaces it)")
     _KINDS[kind] = provider
 
 

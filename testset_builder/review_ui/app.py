@@ -369,10 +369,14 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
     def ui_leave(request: Request):
         """The reviewer stops for now: the item they hold goes back to the queue at once."""
         review.leave(workspace, _reviewer_of(request))
+        paused = (
+            '<section id="item" class="item"><h2 id="done">Paused: the item you held went back to the queue. '
+            '<a href="/review">Go on</a></h2></section>'
+        )
         if request.headers.get("hx-request"):
-            return HTMLResponse('<section id="item" class="item"><h2 id="done">Paused: the item you held went back '
-                                'to the queue. <a href="/review">Go on</a></h2></section>')  # fmt: skip
-        return RedirectResponse("/review", status_code=303)
+            return HTMLResponse(paused)
+        # a page of its own, not a redirect to /review, which would lease the next item straight away
+        return templates.TemplateResponse(request, "base.html", {"request": request, "body": Markup(paused)})
 
     @app.post("/ui/failure-tag", response_class=HTMLResponse, dependencies=page_auth)
     def ui_failure_tag(

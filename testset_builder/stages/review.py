@@ -140,13 +140,16 @@ def next_item(
     dropped = dropped_questions(workspace)
     graded = disagreements_graded(workspace) if adjudicate else None
     only = set(graded) if graded is not None else None
+    overlap = workspace_overlap(workspace, settings)
     with workspace.transaction() as db:
         now = utc_timestamp()
         chosen = None if skipped else store.held_lease(db, reviewer, now)
+        if chosen is not None and only is None and not store.has_room(db, chosen.item_id, reviewer, now, overlap):
+            chosen = None  # held for adjudication: the queue has no place for this reviewer's verdict on it
         if chosen is None or chosen.kind not in kinds or (only is not None and chosen.item_id not in only):
             chosen = store.next_free(
-                db, reviewer, now, kinds, dropped, workspace_overlap(workspace, settings), only,
-                near_query=store.last_query_of(db, reviewer), skipped=skipped,
+                db, reviewer, now, kinds, dropped, overlap, only,
+                near_query=None if skipped else store.last_query_of(db, reviewer), skipped=skipped,
             )  # fmt: skip
             if chosen is None:
                 return None
@@ -427,8 +430,10 @@ def _check_action(
         raise InputError(f"{action} is for {for_kinds}; {what} takes {', '.join(takes)}")
     if declared.needs == "grade" and grade not in (0, 1, 2):
         raise InputError("a grade is 0 (not relevant), 1 (relevant) or 2 (highly relevant)")
-    if declared.needs == "reason" and reason not in DROP_REASONS:
+    if action == "drop_question" and reason not in DROP_REASONS:
         raise InputError(f"{action} needs a reason: one of {', '.join(DROP_REASONS)}")
+    if declared.needs == "reason" and not (reason and reason.strip()):
+        raise InputError(f"{action} needs a reason")
     if declared.needs == "edited_text" and not (edited and edited.strip()):
         raise InputError(f"{action} needs the new text (edited_text)")
 

@@ -159,14 +159,23 @@ def next_free(
     their overlap (an adjudicator settles items others already graded). With ``near_query``, an item of that query
     comes first when one is in the same band of priority (the same whole part) as the highest: a reviewer reads one
     query's chunks together, and what was drawn or lifted for review still comes before the rest. With ``skipped``,
-    the items this reviewer skipped instead of those they have not answered."""
+    the items this reviewer skipped (and others left room on) instead, the oldest skip first."""
     placeholders = ",".join("?" * len(kinds))
     columns = "i.item_id, i.kind, i.query_id, i.chunk_id, i.priority, i.reason, i.wanted_overlap"
-    unanswered = (
-        "EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.reviewer = ? AND s.action = 'skip')"
-        if skipped
-        else "NOT EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.reviewer = ?)"
-    )
+    unanswered = "NOT EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.reviewer = ?)"
+    if skipped:  # the oldest skip first: skipping one again sends it to the back
+        sql = (
+            f"SELECT {columns} FROM review_items i JOIN review_state s ON s.item_id = i.item_id AND s.reviewer = ? "
+            f"AND s.action = 'skip' WHERE i.kind IN ({placeholders}) "
+            "AND (SELECT COUNT(*) FROM review_state c WHERE c.item_id = i.item_id AND c.counting = 1) "
+            "  + (SELECT COUNT(*) FROM review_leases l WHERE l.item_id = i.item_id AND l.expires_at > ? "
+            "     AND l.reviewer != ?) < MAX(i.wanted_overlap, ?) "
+            "ORDER BY s.created_at, i.item_id"
+        )
+        for row in db.execute(sql, (reviewer, *kinds, now, reviewer, overlap)):
+            if row[2] not in dropped:
+                return QueuedItem(*row)
+        return None
     if only is not None:
         sql = (
             f"SELECT {columns} FROM review_items i WHERE i.kind IN ({placeholders}) AND {unanswered} "
@@ -198,6 +207,20 @@ def next_free(
     )
     row = db.execute(sql, (near_query, float(int(best.priority)), *args)).fetchone()
     return QueuedItem(*row) if row else best
+
+
+def has_room(db: sqlite3.Connection, item_id: str, reviewer: str, now: str, overlap: int) -> bool:
+    """Whether the item still wants a verdict from this reviewer: others' counting verdicts and live leases leave
+    room under its wanted overlap (as :func:`next_free` asks)."""
+    return bool(
+        db.execute(
+            "SELECT (SELECT COUNT(*) FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1 "
+            "AND s.reviewer != ?) + (SELECT COUNT(*) FROM review_leases l WHERE l.item_id = i.item_id "
+            "AND l.expires_at > ? AND l.reviewer != ?) < MAX(i.wanted_overlap, ?) FROM review_items i "
+            "WHERE i.item_id = ?",
+            (reviewer, now, reviewer, overlap, item_id),
+        ).fetchone()[0]
+    )
 
 
 def soonest_lease_end(

@@ -312,8 +312,10 @@ class Workspace:
                 self.db.execute("PRAGMA foreign_keys = OFF")
             try:
                 with self.transaction() as db:
+                    before = {tuple(r) for r in db.execute("PRAGMA foreign_key_check")} if rebuilds else set()
                     function(db)
-                    broken = db.execute("PRAGMA foreign_key_check").fetchall() if rebuilds else []
+                    after = {tuple(r) for r in db.execute("PRAGMA foreign_key_check")} if rebuilds else set()
+                    broken = after - before  # only what the migration broke (an older fault is not its doing)
                     if broken:
                         raise WorkspaceError(
                             f"migration {number} would leave {len(broken)} broken references: not applied",

@@ -20,7 +20,10 @@
     if (leaseTimer) { clearInterval(leaseTimer); leaseTimer = null; }
     var lease = document.getElementById("lease");
     if (!lease) { return; }
-    var deadline = Date.now() + 1000 * Number(lease.dataset.secondsLeft || 0);
+    if (!lease.dataset.deadline) {  // once per item: a later swap inside it (context, a tag) keeps the clock
+      lease.dataset.deadline = String(Date.now() + 1000 * Number(lease.dataset.secondsLeft || 0));
+    }
+    var deadline = Number(lease.dataset.deadline);
     function tick() {
       var left = Math.round((deadline - Date.now()) / 1000);
       if (left <= 0) {

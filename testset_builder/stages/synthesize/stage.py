@@ -95,7 +95,7 @@ class SynthesizeSummary:
         )
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "incomplete": self.incomplete}
 
 
 async def synthesize(
