@@ -208,7 +208,7 @@ def test_after_a_question_edit_the_next_shortcut_answers_the_next_item_and_types
     first_question = page.inner_text("#query")
     page.fill("#edited-text", "")  # an empty edit is refused, and the page says so
     page.press("#edited-text", "Enter")
-    page.wait_for_selector("#last")
+    page.wait_for_selector("#last.refused")  # the answer's own line (the last grade's "Saved" is there until then)
     assert "Not saved" in page.inner_text("#last") and page.inner_text("#query") == first_question
     page.fill("#edited-text", "what does recall at k count?")
     shown = page.query_selector("#item")
