@@ -126,3 +126,19 @@ def test_a_retriever_giving_something_else_is_refused_with_what_it_gave(released
     spec, _ = released
     with pytest.raises(Exception, match="gave int"):
         api.score(spec, lambda text: [1, 2], "recall@10", ci=False)
+
+
+def test_compare_from_python_is_the_compare_command_and_takes_a_retriever(released, tmp_path, capsys):
+    spec, _ = released
+    deep = api.baseline(spec, "bm25", k=20, out=tmp_path / "deep.trec")
+    api.baseline(spec, "bm25", k=3, out=tmp_path / "shallow.trec")
+    files = [str(tmp_path / "deep.trec"), str(tmp_path / "shallow.trec")]
+    compared = api.compare(spec, files, "recall@10,ndcg@10", resamples=1000, fail_if_worse=["recall@10:0.0"])
+    assert main(["compare", *files, "--release", spec, "-m", "recall@10,ndcg@10", "--resamples", "1000",
+                 "--fail-if-worse", "recall@10:0.0", "--json"]) in (0, 5)  # fmt: skip
+    assert compared.as_dict() == json.loads(capsys.readouterr().out)
+    ranked = deep.run.to_dict()
+    texts = api.load_release(spec).queries
+    by_text = {texts[q]: ranked.get(q, {}) for q in texts}
+    with_callable = api.compare(spec, [files[0], lambda text: sorted(by_text[text], key=by_text[text].get)[::-1]])
+    assert len(with_callable.runs) == 2 and not with_callable.failed

@@ -668,7 +668,6 @@ def score(
     """Score runs against a release's labels (or ``qrels``, a file or a Qrels table, with ``release`` None) with
     trec_eval's conventions. ``runs``: one or a list of ``Run`` objects, run files (TREC or JSONL), or retriever
     callables (:func:`retrieve` runs them on the release's queries, top ``k``)."""
-    from .export import read_qrels, read_run
     from .metrics import parse_metrics
     from .metrics.clusters import resolve_clusters
     from .metrics.many import against_best as versus_best
@@ -677,33 +676,8 @@ def score(
     from .metrics.report import score_dicts
 
     specs = parse_metrics(metrics if isinstance(metrics, str) else list(metrics))
-    if (qrels is None) == (release is None):
-        raise InputError("give a release, or qrels (and no release)")
-    if release is not None:
-        loaded = load_release(release)
-        labels, estimates, source_document, queries = (
-            loaded.qrels_table(), loaded.estimates, loaded.source_document, loaded.queries
-        )  # fmt: skip
-    else:
-        labels = read_qrels(qrels) if isinstance(qrels, str | Path) else qrels
-        estimates, source_document, queries = [], None, None
-    given = list(runs) if isinstance(runs, list | tuple) else [runs]
-    made = []
-    for one in given:
-        if hasattr(one, "table"):
-            made.append(one)
-        elif isinstance(one, str | Path):
-            made.append(read_run(one))
-        elif callable(one):
-            if queries is None:
-                raise InputError("a retriever needs the queries' texts: score it on a release")
-            made.append(retrieve(one, queries, k))
-        else:
-            raise InputError(f"a run is a Run, a run file or a retriever callable, not {type(one).__name__}")
-    if len({r.name for r in made}) < len(made):
-        from dataclasses import replace
-
-        made = [replace(r, name=f"{r.name}-{n + 1}") for n, r in enumerate(made)]
+    labels, estimates, source_document, queries = _labels(release, qrels)
+    made = _runs(runs, queries, k)
     scored = [evaluate_with_curve(labels, r, specs) for r in made]
     evaluations = [evaluation for evaluation, _ in scored]
     clusters = resolve_clusters(evaluations[0].query_ids, cluster_by, source_document)
@@ -717,6 +691,124 @@ def score(
     best = versus_best(evaluations, clusters.codes, alpha=alpha, seed=seed) if len(evaluations) > 1 else None
     sizes = set_sizes(evaluations, clusters.codes, alpha, detect)
     return ScoreResult(reports, evaluations, best, clusters, sizes, alpha)
+
+
+EXIT_REGRESSION = 5  # compare's gate: a run is significantly worse than the baseline (the command's exit code)
+GATE_RULE = "fail when the one-sided (1 - alpha/g) bootstrap upper bound of mean(run - baseline) < -margin"
+
+
+def _labels(release, qrels):
+    """(labels, estimates, source_document, queries) of a release, or of a qrels file or table (release None)."""
+    from .export import read_qrels
+
+    if (qrels is None) == (release is None):
+        raise InputError("give a release, or qrels (and no release)")
+    if release is not None:
+        loaded = load_release(release)
+        return loaded.qrels_table(), loaded.estimates, loaded.source_document, loaded.queries
+    return (read_qrels(qrels) if isinstance(qrels, str | Path) else qrels), [], None, None
+
+
+def _runs(runs, queries, k: int) -> list:
+    """Run objects from Run objects, run files or retriever callables (run on ``queries``), named apart."""
+    from dataclasses import replace
+
+    from .export import read_run
+
+    made, paths = [], []
+    for one in list(runs) if isinstance(runs, list | tuple) else [runs]:
+        path = None
+        if hasattr(one, "table"):
+            made.append(one)
+        elif isinstance(one, str | Path):
+            path = Path(one)
+            made.append(read_run(path))
+        elif callable(one):
+            if queries is None:
+                raise InputError("a retriever needs the queries' texts: score it on a release")
+            made.append(retrieve(one, queries, k))
+        else:
+            raise InputError(f"a run is a Run, a run file or a retriever callable, not {type(one).__name__}")
+        paths.append(path)
+    # runs sharing a tag are called by their files' names (then paths), the others by their order
+    for name_of in (lambda r, p: p.stem if p else r.name, lambda r, p: str(p) if p else r.name):
+        if len({r.name for r in made}) < len(made):
+            made = [replace(r, name=name_of(r, p)) for r, p in zip(made, paths)]
+    if len({r.name for r in made}) < len(made):
+        made = [replace(r, name=f"{r.name}-{n + 1}") for n, r in enumerate(made)]
+    return made
+
+
+@dataclass
+class CompareResult:
+    """Each run against the first (the baseline): paired differences with intervals and Holm-corrected tests
+    (``comparison``), the prediction-powered differences on a release with estimates, and the regression gate's
+    outcomes (``failed``: some run is significantly worse by more than its margin)."""
+
+    comparison: Any
+    runs: list[Any]
+    evaluations: list[Any]
+    cluster_design: Any
+    gate: list[Any]
+    gated: bool
+    differences: Any = None
+
+    @property
+    def failed(self) -> bool:
+        return any(outcome.failed for outcome in self.gate)
+
+    def as_dict(self) -> dict:
+        document = {**self.comparison.as_dict(), "clusters": self.cluster_design.as_dict()}
+        if self.differences is not None:
+            document["prediction_powered"] = self.differences
+        if self.gated:
+            document["gate"] = {
+                "failed": self.failed, "exit_code": EXIT_REGRESSION if self.failed else 0, "rule": GATE_RULE,
+                "outcomes": [outcome.as_dict() for outcome in self.gate],
+            }  # fmt: skip
+        return document
+
+
+def compare(
+    release,
+    runs,
+    metrics: Sequence[str] | str = "ndcg@10,recall@10",
+    *,
+    qrels=None,
+    k: int = 100,
+    test: str = "randomization",
+    alpha: float = 0.05,
+    resamples: int = 10_000,
+    seed: int = 0,
+    cluster_by: str = "auto",
+    detect: float | None = None,
+    fail_if_worse: Sequence[str] = (),
+) -> CompareResult:
+    """Compare runs (the first is the baseline) on a release's labels (or ``qrels``): paired differences, intervals,
+    t and randomization tests, Holm-corrected; ``fail_if_worse`` (``"ndcg@10:0.01"``) gates regressions. ``runs``
+    as :func:`score` takes them, two or more."""
+    from .metrics import evaluate, parse_metrics
+    from .metrics.clusters import resolve_clusters
+    from .metrics.compare import compare as compare_runs
+    from .metrics.gate import parse_gate, regression_gate
+    from .metrics.prediction import prediction_differences
+
+    specs = parse_metrics(metrics if isinstance(metrics, str) else list(metrics))
+    rules = parse_gate(list(fail_if_worse))
+    specs += [spec for spec in parse_metrics([r.metric for r in rules]) if spec not in specs] if rules else []
+    labels, estimates, source_document, queries = _labels(release, qrels)
+    made = _runs(runs, queries, k)
+    if len(made) < 2:
+        raise InputError("compare needs at least two runs (the first is the baseline)")
+    evaluations = [evaluate(labels, r, specs) for r in made]
+    clusters = resolve_clusters(evaluations[0].query_ids, cluster_by, source_document)
+    result = compare_runs(
+        evaluations[0], evaluations[1:], test=test, alpha=alpha, resamples=resamples, seed=seed,
+        clusters=clusters.codes, detect=detect,
+    )  # fmt: skip
+    gate = regression_gate(evaluations[0], evaluations[1:], rules, clusters.codes, alpha, resamples, seed)
+    differences = prediction_differences(estimates, made[0], made[1:], specs) if estimates else None
+    return CompareResult(result, made, evaluations, clusters, gate, bool(rules), differences)
 
 
 def set_sizes(evaluations, clusters, alpha: float, detect: float | None):
@@ -770,8 +862,9 @@ def llamaindex_retriever(retriever, id_key: str = "chunk_id") -> Retriever:
 
 
 __all__ = [
-    "DEFAULT_METRICS", "BaselineResult", "ChunkResult", "EstimateResult", "ProposeResult", "ReleaseResult",
-    "ReportResult", "RunResult", "ScoreResult", "baseline", "chunk", "estimate", "import_logs", "langchain_retriever",
-    "llamaindex_retriever", "load_config", "load_release", "open_workspace", "propose", "release", "report",
-    "retrieve", "run", "run_async", "score", "select", "select_logs", "set_sizes", "synthesize", "with_roles",
+    "DEFAULT_METRICS", "BaselineResult", "ChunkResult", "CompareResult", "EstimateResult", "ProposeResult",
+    "ReleaseResult", "ReportResult", "RunResult", "ScoreResult", "baseline", "chunk", "compare", "estimate",
+    "import_logs", "langchain_retriever", "llamaindex_retriever", "load_config", "load_release", "open_workspace",
+    "propose", "release", "report", "retrieve", "run", "run_async", "score", "select", "select_logs", "set_sizes",
+    "synthesize", "with_roles",
 ]  # fmt: skip

@@ -214,15 +214,9 @@ def open_workspace_for(config, create: bool = False, readonly: bool = False):
     return open_workspace(config.workspace, create=create, on_wait=_waiting, readonly=readonly)
 
 
-# `run` calls each stage with --json to read its result; while it does (and is neither --json nor --quiet itself),
-# the stages' progress bars still show on stderr
-stage_progress = {"under_json": False}
-
-
 def shows_progress(json_output: bool) -> bool:
-    """Whether a command draws progress bars (on stderr): not under --quiet, nor under its own --json unless `run`
-    is calling it."""
-    return not out.quiet and (not json_output or stage_progress["under_json"])
+    """Whether a command draws progress bars (on stderr): not under --quiet, nor under --json."""
+    return not out.quiet and not json_output
 
 
 def llm_bar(json_output: bool):
@@ -275,39 +269,14 @@ def exit_for(incomplete: bool) -> None:
         raise typer.Exit(EXIT_PARTIAL)
 
 
-# releases -------------------------------------------------------------------------------------------------------
-def scoring_inputs(qrels: Path | None, release: str | None):
-    """The qrels to score against: a file, or a release's (its files checked against their manifest hashes); the
-    release's estimated pairs when it carries them (else an empty list); and, for a release, its
-    ``source_document`` lookup (which document each synthetic question came from; else None)."""
-    from ..errors import InputError
-    from ..export import read_qrels
-
-    if (qrels is None) == (release is None):
-        raise InputError("give exactly one of --qrels FILE or --release WORKSPACE@VERSION")
-    if qrels is not None:
-        return read_qrels(qrels), [], None
-    loaded = release_from(release)[0]
-    return loaded.qrels_table(), loaded.estimates, loaded.source_document
-
-
-def release_from(spec: str):
-    """A release from WORKSPACE@VERSION or a directory, and where its indexes may be cached."""
-    from ..stages.release import load_release, release_dir
-
-    if "@" in spec and not Path(spec).exists():
-        root, version = spec.rsplit("@", 1)
-        return load_release(release_dir(root, version)), Path(root) / "indexes"
-    return load_release(spec), None
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app and map outcomes to exit codes 0 / 1 / 2 / 3. With ``--json``, a failure is one JSON
-    document on stdout too (``{"error", "exit_code"}``), so a script reads one document whatever happened.
+    """Entry point: run the app and map outcomes to exit codes (see the module docstring). With ``--json``, a
+    failure is one JSON document on stdout too (``{"error", "exit_code"}``), so a script reads one document
+    whatever happened.
 
     ``--quiet`` is taken out of the arguments wherever it stands (users write it after the command, where click
     would refuse an option of the app) and silences ``out`` until this call returns. A call nested in a quiet one
-    (``run`` calls each stage through here) stays quiet."""
+    stays quiet."""
     args = list(sys.argv[1:] if argv is None else argv)
     was_quiet = out.quiet
     out.quiet = was_quiet or QUIET in args

@@ -346,11 +346,11 @@ def remap(
 
     Example: `testset-builder remap --release testset@1.0.0 --to-workspace testset-512 --version 1.0.0`.
     """
+    from .. import api
     from ..stages.release.remap import RemapPolicy, remap_release
-    from .app import release_from
 
     resolved = settings(config, to_workspace, remap__min_coverage=min_coverage)
-    loaded, _ = release_from(release)
+    loaded = api.load_release(release)
     with open_workspace_for(resolved) as ws:
         summary = remap_release(
             loaded, ws, version, RemapPolicy(resolved.remap.min_coverage), resolved.release, notes=notes

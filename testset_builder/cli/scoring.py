@@ -20,10 +20,9 @@ from .app import (
     app,
     err,
     out,
-    scoring_inputs,
 )
 
-EXIT_REGRESSION = 5  # compare --fail-if-worse: the candidate is significantly worse than the baseline (1 is bad input)
+EXIT_REGRESSION = 5  # compare --fail-if-worse: the candidate is significantly worse than the baseline (api's too)
 
 ClusterByOption = Annotated[
     str,
@@ -272,13 +271,11 @@ def compare(
 
     Example: `testset-builder compare bm25.trec dense.trec --release testset@latest --fail-if-worse ndcg@10:0.01`.
     """
+    from .. import api
     from ..errors import InputError
-    from ..metrics import evaluate, parse_metrics
-    from ..metrics.clusters import resolve_clusters
-    from ..metrics.compare import compare as compare_runs
-    from ..metrics.gate import parse_gate, regression_gate
+    from ..metrics import parse_metrics
+    from ..metrics.gate import parse_gate
     from ..metrics.guidance import cluster_line, gate_lines, set_size_line
-    from ..metrics.prediction import prediction_differences
     from ..metrics.report import (
         check_writable,
         comparison_table,
@@ -289,36 +286,22 @@ def compare(
 
     if len(runs) < 2:
         raise InputError("compare needs at least two runs (the first is the baseline)")
-    specs = parse_metrics(metrics)
-    rules = parse_gate(fail_if_worse or [])
-    specs += [spec for spec in parse_metrics([r.metric for r in rules]) if spec not in specs] if rules else []
+    parse_metrics(metrics)  # a bad metric or gate is named before any file is read
+    parse_gate(fail_if_worse or [])
     if per_query:
         check_writable(per_query, "--per-query")
-    labels, estimates, source_document = scoring_inputs(qrels, release)
-    loaded = read_runs(runs)
-    evaluations = [evaluate(labels, r, specs) for r in loaded]
-    clusters = resolve_clusters(evaluations[0].query_ids, cluster_by, source_document)
-    result = compare_runs(
-        evaluations[0], evaluations[1:], test=test, alpha=alpha, resamples=resamples, seed=seed,
-        clusters=clusters.codes, detect=detect,
+    if (qrels is None) == (release is None):
+        raise InputError("give exactly one of --qrels FILE or --release WORKSPACE@VERSION")
+    compared = api.compare(
+        release, read_runs(runs), metrics, qrels=qrels, test=test, alpha=alpha, resamples=resamples, seed=seed,
+        cluster_by=cluster_by, detect=detect, fail_if_worse=fail_if_worse or [],
     )  # fmt: skip
-    gate = regression_gate(evaluations[0], evaluations[1:], rules, clusters.codes, alpha, resamples, seed)
-    failed = any(outcome.failed for outcome in gate)
-    differences = prediction_differences(estimates, loaded[0], loaded[1:], specs) if estimates else None
+    result, loaded, evaluations = compared.comparison, compared.runs, compared.evaluations
+    clusters, gate, differences, failed = compared.cluster_design, compared.gate, compared.differences, compared.failed
     if per_query:
         write_per_query_csv(evaluations, per_query)
     if json_output:
-        document = {**result.as_dict(), "clusters": clusters.as_dict()}
-        if estimates:
-            document["prediction_powered"] = differences
-        if rules:
-            document["gate"] = {
-                "failed": failed,
-                "exit_code": EXIT_REGRESSION if failed else 0,
-                "rule": "fail when the one-sided (1 - alpha/g) bootstrap upper bound of mean(run - baseline) < -margin",
-                "outcomes": [outcome.as_dict() for outcome in gate],
-            }
-        print(json.dumps(document, indent=2))
+        print(json.dumps(compared.as_dict(), indent=2))
     else:
         resampled = "clusters" if clusters.codes is not None else "queries"
         out.print(comparison_table(result, resampled))
