@@ -464,6 +464,6 @@ def _encoded(workspace) -> bool:
     from ..retrieval.indexes import indexes_directory, live_corpus
     from ..store import rows
 
-    if not dense_available() or not rows.live_chunk_rows(workspace.db):
+    if not dense_available() or not rows.has_live_chunks(workspace.db):
         return False
     return DenseIndex.path_for(indexes_directory(workspace), live_corpus(workspace)).exists()

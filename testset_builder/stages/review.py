@@ -136,7 +136,7 @@ def next_item(
     reviewer skipped, to answer them after all."""
     settings = settings or ReviewConfig()
     reviewer = _reviewer(reviewer)
-    kinds = ("pair", "question") if settings.questions else ("pair",)
+    kinds = _kinds(settings)
     dropped = dropped_questions(workspace)
     graded = disagreements_graded(workspace) if adjudicate else None
     only = set(graded) if graded is not None else None
@@ -165,10 +165,14 @@ def free_again_at(workspace: Workspace, reviewer: str, settings: ReviewConfig | 
     """When nothing is left for ``reviewer`` but others hold items they could take: the soonest time one comes back
     if its holder does not answer (ISO 8601, UTC); None when no such item is out."""
     settings = settings or ReviewConfig()
-    kinds = ("pair", "question") if settings.questions else ("pair",)
     return store.soonest_lease_end(
-        workspace.db, _reviewer(reviewer), utc_timestamp(), kinds, workspace_overlap(workspace, settings)
+        workspace.db, _reviewer(reviewer), utc_timestamp(), _kinds(settings), workspace_overlap(workspace, settings)
     )
+
+
+def _kinds(settings: ReviewConfig) -> tuple[str, ...]:
+    """The item kinds reviewers are served: pairs, and the synthetic questions with ``questions``."""
+    return ("pair", "question") if settings.questions else ("pair",)
 
 
 def leave(workspace: Workspace, reviewer: str) -> int:

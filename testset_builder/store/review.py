@@ -142,6 +142,19 @@ def held_lease(db: sqlite3.Connection, reviewer: str, now: str) -> QueuedItem | 
     return QueuedItem(*row) if row else None
 
 
+# an item ``i`` has room for a reviewer's verdict: other reviewers' counting verdicts and live leases stay under its
+# wanted overlap (the item's, or the one asked for when larger); its parameters: _room_args
+_ROOM = (
+    "(SELECT COUNT(*) FROM review_state c WHERE c.item_id = i.item_id AND c.counting = 1 AND c.reviewer != ?) "
+    "+ (SELECT COUNT(*) FROM review_leases l WHERE l.item_id = i.item_id AND l.expires_at > ? AND l.reviewer != ?) "
+    "< MAX(i.wanted_overlap, ?)"
+)
+
+
+def _room_args(reviewer: str, now: str, overlap: int) -> tuple:
+    return (reviewer, now, reviewer, overlap)
+
+
 def next_free(
     db: sqlite3.Connection,
     reviewer: str,
@@ -166,13 +179,9 @@ def next_free(
     if skipped:  # the oldest skip first: skipping one again sends it to the back
         sql = (
             f"SELECT {columns} FROM review_items i JOIN review_state s ON s.item_id = i.item_id AND s.reviewer = ? "
-            f"AND s.action = 'skip' WHERE i.kind IN ({placeholders}) "
-            "AND (SELECT COUNT(*) FROM review_state c WHERE c.item_id = i.item_id AND c.counting = 1) "
-            "  + (SELECT COUNT(*) FROM review_leases l WHERE l.item_id = i.item_id AND l.expires_at > ? "
-            "     AND l.reviewer != ?) < MAX(i.wanted_overlap, ?) "
-            "ORDER BY s.created_at, i.item_id"
+            f"AND s.action = 'skip' WHERE i.kind IN ({placeholders}) AND {_ROOM} ORDER BY s.created_at, i.item_id"
         )
-        for row in db.execute(sql, (reviewer, *kinds, now, reviewer, overlap)):
+        for row in db.execute(sql, (reviewer, *kinds, *_room_args(reviewer, now, overlap))):
             if row[2] not in dropped:
                 return QueuedItem(*row)
         return None
@@ -185,14 +194,8 @@ def next_free(
             if row[0] in only and row[2] not in dropped:
                 return QueuedItem(*row)
         return None
-    free = (
-        f"i.kind IN ({placeholders}) AND {unanswered} "
-        "AND (SELECT COUNT(*) FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1) "
-        "  + (SELECT COUNT(*) FROM review_leases l WHERE l.item_id = i.item_id AND l.expires_at > ? "
-        "     AND l.reviewer != ?) "
-        "  < MAX(i.wanted_overlap, ?)"
-    )
-    args = (*kinds, reviewer, now, reviewer, overlap)
+    free = f"i.kind IN ({placeholders}) AND {unanswered} AND {_ROOM}"
+    args = (*kinds, reviewer, *_room_args(reviewer, now, overlap))
     best = None
     ordered = f"SELECT {columns} FROM review_items i WHERE {free} ORDER BY i.priority DESC, i.item_id"
     for row in db.execute(ordered, args):
@@ -212,15 +215,8 @@ def next_free(
 def has_room(db: sqlite3.Connection, item_id: str, reviewer: str, now: str, overlap: int) -> bool:
     """Whether the item still wants a verdict from this reviewer: others' counting verdicts and live leases leave
     room under its wanted overlap (as :func:`next_free` asks)."""
-    return bool(
-        db.execute(
-            "SELECT (SELECT COUNT(*) FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1 "
-            "AND s.reviewer != ?) + (SELECT COUNT(*) FROM review_leases l WHERE l.item_id = i.item_id "
-            "AND l.expires_at > ? AND l.reviewer != ?) < MAX(i.wanted_overlap, ?) FROM review_items i "
-            "WHERE i.item_id = ?",
-            (reviewer, now, reviewer, overlap, item_id),
-        ).fetchone()[0]
-    )
+    sql = f"SELECT {_ROOM} FROM review_items i WHERE i.item_id = ?"
+    return bool(db.execute(sql, (*_room_args(reviewer, now, overlap), item_id)).fetchone()[0])
 
 
 def soonest_lease_end(
