@@ -74,12 +74,34 @@ def key(identity: str, model: str) -> str:
     return f"{identity} {model}"
 
 
+def read_machine_file(name: str) -> dict | None:
+    """A JSON object kept in the machine's cache (:func:`cache_dir`): None when absent or unreadable."""
+    try:
+        data = json.loads((cache_dir() / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_machine_file(name: str, data: dict) -> None:
+    """Replace a JSON object in the machine's cache atomically (best effort: a read-only home loses it, nothing
+    else)."""
+    directory = cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=directory, delete=False, suffix=".tmp", encoding="utf-8") as f:
+            json.dump(data, f, indent=1)
+        os.replace(f.name, directory / name)
+    except OSError:
+        return
+
+
 def load() -> dict[str, Measured]:
     """Every provider and model measured on this machine (empty when nothing was, or the file is unreadable)."""
+    data = read_machine_file(FILE_NAME) or {}
     try:
-        data = json.loads((cache_dir() / FILE_NAME).read_text(encoding="utf-8"))
         return {name: Measured.from_dict(value) for name, value in data.items() if isinstance(value, dict)}
-    except (OSError, ValueError, TypeError):
+    except TypeError:
         return {}
 
 
@@ -90,11 +112,4 @@ def record(measured: dict[str, Measured]) -> None:
     merged = load()
     for name, figures in measured.items():
         merged[name] = merged.get(name, Measured()).scaled(DECAY) + figures
-    directory = cache_dir()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=directory, delete=False, suffix=".tmp", encoding="utf-8") as f:
-            json.dump({name: asdict(m) for name, m in sorted(merged.items())}, f, indent=1)
-        os.replace(f.name, directory / FILE_NAME)
-    except OSError:
-        return
+    write_machine_file(FILE_NAME, {name: asdict(m) for name, m in sorted(merged.items())})

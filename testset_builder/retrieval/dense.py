@@ -86,37 +86,24 @@ MEASURED_FROM = 16  # texts an encoding needs before its rate is kept
 
 def encoding_rate() -> tuple[float, bool]:
     """Chunks a second this machine encodes: (what it measured, True), else (:data:`ENCODE_PRIOR`, False). Kept
-    beside the models' throughput (:func:`~testset_builder.llm.throughput.cache_dir`)."""
-    from ..llm.throughput import cache_dir
+    beside the models' throughput (:func:`~testset_builder.llm.throughput.read_machine_file`)."""
+    from ..llm.throughput import read_machine_file
 
-    try:
-        data = json.loads((cache_dir() / ENCODING_FILE).read_text(encoding="utf-8"))
-        if data["texts"] >= MEASURED_FROM and data["seconds"] > 0:
-            return data["texts"] / data["seconds"], True
-    except (OSError, ValueError, TypeError, KeyError):
-        pass
+    data = read_machine_file(ENCODING_FILE) or {}
+    texts, seconds = data.get("texts"), data.get("seconds")
+    if isinstance(texts, int | float) and isinstance(seconds, int | float) and texts >= MEASURED_FROM and seconds > 0:
+        return texts / seconds, True
     return ENCODE_PRIOR, False
 
 
 def record_encoding(texts: int, seconds: float) -> None:
     """Add an encoding's figures to the machine's (earlier ones count half); best effort, like the throughput."""
-    import tempfile
+    from ..llm.throughput import DECAY, read_machine_file, write_machine_file
 
-    from ..llm.throughput import DECAY, cache_dir
-
-    directory = cache_dir()
-    try:
-        before = json.loads((directory / ENCODING_FILE).read_text(encoding="utf-8"))
+    before = read_machine_file(ENCODING_FILE) or {}
+    if isinstance(before.get("texts"), int | float) and isinstance(before.get("seconds"), int | float):
         texts, seconds = texts + DECAY * before["texts"], seconds + DECAY * before["seconds"]
-    except (OSError, ValueError, TypeError, KeyError):
-        pass
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=directory, delete=False, suffix=".tmp", encoding="utf-8") as f:
-            json.dump({"texts": texts, "seconds": seconds}, f)
-        os.replace(f.name, directory / ENCODING_FILE)
-    except OSError:
-        return
+    write_machine_file(ENCODING_FILE, {"texts": texts, "seconds": seconds})
 
 
 def reporting(encode_batches: EncodeBatches, on_texts: Callable[[int, int], None], total: int) -> EncodeBatches:
