@@ -93,7 +93,8 @@ def with_roles(config: Config, workspace, stage: str, work, progress=None):
     return run_async(go())
 
 
-def _prompts(config: Config):
+def prompt_library(config: Config):
+    """The prompts the config's stages use: its ``prompts_dir``, the bundled ones filling the gaps."""
     from .prompts import PromptLibrary
 
     return PromptLibrary(config.prompts_dir)
@@ -156,7 +157,7 @@ def synthesize(config: Config, *, workspace=None, progress=None, batch: bool = F
     :class:`~testset_builder.stages.synthesize.SynthesizeSummary` (``incomplete`` when it fell short)."""
     from .stages.synthesize import synthesize as synthesizing
 
-    prompts = _prompts(config)
+    prompts = prompt_library(config)
     with _opened(config, workspace) as ws:
         return with_roles(
             config, ws, "synthesize",
@@ -222,7 +223,7 @@ def propose(
         if not judge:
             summary = run_async(proposing(ws, query_file, None, config.propose))
         else:
-            prompts = _prompts(config)
+            prompts = prompt_library(config)
             summary = with_roles(
                 config, ws, "propose",
                 lambda roles, bar: proposing(
@@ -322,18 +323,16 @@ def load_release(release):
 
     if isinstance(release, LoadedRelease):
         return release
-    spec = str(release)
-    if "@" in spec and not Path(spec).exists():
-        root, version = spec.rsplit("@", 1)
-        return loading(release_dir(root, version))
-    return loading(spec)
+    root = _workspace_of(release)
+    return loading(release_dir(root, str(release).rsplit("@", 1)[1]) if root is not None else str(release))
 
 
-def _index_cache(release) -> Path | None:
-    """Where a workspace's release caches its baseline indexes (None for a directory or a hub release)."""
+def _workspace_of(release) -> Path | None:
+    """The workspace a ``WORKSPACE@VERSION`` names (None for a release directory or a loaded release): where its
+    baseline indexes are cached and its reports go."""
     spec = str(release)
     if "@" in spec and not Path(spec).exists():
-        return Path(spec.rsplit("@", 1)[0]) / "indexes"
+        return Path(spec.rsplit("@", 1)[0])
     return None
 
 
@@ -344,6 +343,8 @@ class BaselineResult:
     version: str
     k: int
     path: Path | None = None
+    chunks: int = 0  # of the release's corpus the run searched
+    queries: int = 0
 
     def as_dict(self) -> dict:
         return {"run": str(self.path) if self.path else None, "retriever": self.retriever, "version": self.version,
@@ -356,11 +357,14 @@ def baseline(release, retriever: str = "bm25", k: int = 100, out: str | Path | N
     from .export import write_trec_run
     from .retrieval.baseline import baseline_run
 
-    loaded = load_release(release)
-    made = baseline_run(loaded.corpus, loaded.queries, retriever, k, _index_cache(release))
+    loaded, root = load_release(release), _workspace_of(release)
+    made = baseline_run(loaded.corpus, loaded.queries, retriever, k, root / "indexes" if root is not None else None)
     if out is not None:
         write_trec_run(made, Path(out))
-    return BaselineResult(made, retriever, loaded.version, k, Path(out) if out is not None else None)
+    return BaselineResult(
+        made, retriever, loaded.version, k, Path(out) if out is not None else None, len(loaded.corpus),
+        len(loaded.queries),
+    )  # fmt: skip
 
 
 @dataclass
@@ -383,10 +387,10 @@ def report(release, runs: Sequence = (), out: str | Path | None = None) -> Repor
 
     loaded = load_release(release)
     if out is None:
-        cache = _index_cache(release)
-        if cache is None:
+        root = _workspace_of(release)
+        if root is None:
             raise InputError("give out=FILE.html for a release directory")
-        out = cache.parent / "reports" / f"{loaded.version}.html"
+        out = root / "reports" / f"{loaded.version}.html"
     read = [r if hasattr(r, "table") else read_run(r) for r in runs]
     built = build_report(loaded, read)
     out = Path(out)
@@ -398,6 +402,7 @@ def report(release, runs: Sequence = (), out: str | Path | None = None) -> Repor
 # the whole job -------------------------------------------------------------------------------------------------------
 
 EXIT_PARTIAL, EXIT_REVIEW = 3, 4  # a stage fell short (what it made is kept); drawn pairs wait for a reviewer
+NO_SOURCES = "the config's run.sources lists no documents to chunk (files or folders)"
 
 
 def plan(config: Config, *, workspace=None):
@@ -416,6 +421,8 @@ def plan(config: Config, *, workspace=None):
         if workspace is not None:  # a run, after its chunk stage: the workspace's chunks
             chunks = [SourceChunk(*row) for row in rows.live_chunk_rows(ws.db)]
         else:  # a dry run: the sources as they are now, chunked in memory (what the workspace holds may be older)
+            if not config.run.sources:
+                raise InputError(NO_SOURCES)
             chunking = config.chunking
             loaded = load_sources(
                 config.run.sources, id_field=chunking.id_field, text_field=chunking.text_field,
@@ -507,7 +514,7 @@ def run(
     from .store import review as review_store
 
     if not config.run.sources:
-        raise InputError("the config's run.sources lists no documents to chunk (files or folders)")
+        raise InputError(NO_SOURCES)
     result = RunResult({})
     limit, spent = config.limits.max_cost_usd, [0.0]
 

@@ -28,11 +28,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .. import api as api_defaults
+from .. import api
 from .._version import __version__
 from ..errors import TestsetBuilderError
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_PARTIAL = 0, 1, 2, 3
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_PARTIAL = 0, 1, 2, api.EXIT_PARTIAL
 
 app = typer.Typer(
     name="testset-builder",
@@ -57,7 +57,7 @@ QUIET_HELP = (
     "and --json still prints its document. Accepted anywhere on the command line."
 )
 
-DEFAULT_METRICS = api_defaults.DEFAULT_METRICS
+DEFAULT_METRICS = api.DEFAULT_METRICS
 METRICS_HELP = (
     "Comma-separated metrics: recall@k, precision@k, mrr, ndcg@k (linear gain), ndcg_exp@k (2^g-1 gain), "
     "hit_rate@k, map, r_precision. A bare name (recall, mrr, ndcg, map) means the whole ranked list; "
@@ -230,20 +230,16 @@ def run_with_roles(ws, config, stage: str, quiet: bool, work):
     """Run ``await work(roles, progress)`` with the config's generator and judge for ``stage`` and a progress bar
     (none when ``quiet``, i.e. --json, unless :func:`shows_progress` says otherwise); returns what ``work``
     returned (:func:`testset_builder.api.with_roles` with the CLI's bar)."""
-    from .. import api
-
     with llm_bar(quiet) as progress:
         return api.with_roles(config, ws, stage, work, progress)
 
 
-def prompt_library(config):
-    from ..prompts import PromptLibrary
-
-    return PromptLibrary(config.prompts_dir)
+prompt_library = api.prompt_library
 
 
 def judge_is_local(config) -> bool:
-    return config.judge_role().kind == "local"
+    """The embedded local model judges (near chance on relevance): :func:`testset_builder.api.judges_pools`."""
+    return not api.judges_pools(config)
 
 
 def judging_lines(judging) -> list[str]:

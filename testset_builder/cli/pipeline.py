@@ -17,9 +17,8 @@ from typing import Annotated
 
 import typer
 
+from .. import api
 from .app import EXIT_OK, JsonOption, MaxCostOption, app, err, out, settings, shows_progress
-
-EXIT_REVIEW = 4  # drawn pairs wait for a reviewer: review them (serve or review), then run again
 
 
 def _print_plan(planned) -> None:
@@ -146,15 +145,9 @@ def run(
     my-set/testset-builder.yaml, then `testset-builder run my-set/testset-builder.yaml --dry-run`, then without
     `--dry-run`.
     """
-    from .. import api
-
     resolved = settings(config, workspace, limits__max_cost_usd=max_cost_usd)
     if dry_run:
-        planned = api.plan(resolved) if resolved.run.sources else None
-        if planned is None:
-            from ..errors import InputError
-
-            raise InputError("the config's run.sources lists no documents to chunk (files or folders)")
+        planned = api.plan(resolved)
         if json_output:
             print(json.dumps({"exit_code": EXIT_OK, "dry_run": True, "plan": planned.as_dict()}, indent=2))
         else:

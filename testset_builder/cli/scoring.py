@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from .. import api
 from .app import (
     DEFAULT_METRICS,
     JsonOption,
@@ -22,7 +23,7 @@ from .app import (
     out,
 )
 
-EXIT_REGRESSION = 5  # compare --fail-if-worse: the candidate is significantly worse than the baseline (api's too)
+EXIT_REGRESSION = api.EXIT_REGRESSION  # compare --fail-if-worse: a run is significantly worse than the baseline
 
 ClusterByOption = Annotated[
     str,
@@ -153,7 +154,6 @@ def score(
     """
     import numpy as np
 
-    from .. import api
     from ..errors import InputError
     from ..metrics import parse_metrics
     from ..metrics.guidance import cluster_line, half_width_line, recall_curves_table, runs_table, set_size_line
@@ -271,7 +271,6 @@ def compare(
 
     Example: `testset-builder compare bm25.trec dense.trec --release testset@latest --fail-if-worse ndcg@10:0.01`.
     """
-    from .. import api
     from ..errors import InputError
     from ..metrics import parse_metrics
     from ..metrics.gate import parse_gate
@@ -342,16 +341,12 @@ def baseline(
 
     Example: `testset-builder baseline --release testset@latest --out bm25.trec`.
     """
-    from .. import api
-
-    loaded = api.load_release(release)
     made = api.baseline(release, retriever, k, out_file)
     if json_output:
         print(json.dumps(made.as_dict()))
         return
     out.print(
-        f"{retriever} run over {len(loaded.corpus)} chunks for {len(loaded.queries)} queries of release "
-        f"{made.version} -> {out_file}"
+        f"{retriever} run over {made.chunks} chunks for {made.queries} queries of release {made.version} -> {out_file}"
     )
 
 
@@ -378,7 +373,6 @@ def report(
 
     Example: `testset-builder report --release testset@latest --run bm25.trec --run dense.trec`.
     """
-    from .. import api
     from ..errors import InputError
 
     if release is None:
