@@ -209,13 +209,23 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
             raise HTTPException(status_code=403, detail="only an admin reviewer settles disagreements")
         return mode
 
+    def next_in(mode: str, reviewer: str):
+        """The reviewer's next item in a mode: the queue, their skipped items, or the disagreements."""
+        return review.next_item(
+            workspace, reviewer, settings, adjudicate=mode == "adjudicate", skipped=mode == "skipped"
+        )
+
+    def overlap_in(mode: str) -> int | None:
+        """The overlap a verdict given in a mode is held to: none for an adjudicator's (always taken)."""
+        return None if mode == "adjudicate" else review.workspace_overlap(workspace, settings)
+
     # the JSON API -------------------------------------------------------------------------------------------------
     @app.get("/api/next", dependencies=auth)
     def api_next(request: Request, reviewer: str | None = None, mode: str = "queue"):
         """The next item (``mode``: the queue, your skipped items, or disagreements for an admin); 204 when none is
         left, with ``Retry-After`` when others hold items that may come back."""
         acting, mode = _acting(request, reviewer), serving(request, mode)
-        item = review.next_item(workspace, acting, settings, adjudicate=mode == "adjudicate", skipped=mode == "skipped")
+        item = next_in(mode, acting)
         if item is not None:
             return item.as_dict()
         free_at = review.free_again_at(workspace, acting, settings) if mode == "queue" else None
@@ -225,9 +235,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
     @app.post("/api/verdicts", dependencies=auth)
     def api_verdict(request: Request, verdict: VerdictIn):
         given = {**verdict.model_dump(exclude={"mode"}), "reviewer": _acting(request, verdict.reviewer)}
-        adjudicating = serving(request, verdict.mode) == "adjudicate"
-        overlap = None if adjudicating else review.workspace_overlap(workspace, settings)
-        result = review.submit(workspace, **given, overlap=overlap)
+        result = review.submit(workspace, **given, overlap=overlap_in(serving(request, verdict.mode)))
         return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
 
     @app.post("/api/undo", dependencies=auth)
@@ -272,9 +280,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         return HTMLResponse("<h1>401</h1><p>Open the link testset-builder serve printed.</p>", status_code=401)
 
     def page_or_fragment(request: Request, reviewer: str, last: dict | None = None, mode: str = "queue"):
-        item = review.next_item(
-            workspace, reviewer, settings, adjudicate=mode == "adjudicate", skipped=mode == "skipped"
-        )
+        item = next_in(mode, reviewer)
         stats = review.stats(workspace, settings)
         now = time.time()
         free_at = review.free_again_at(workspace, reviewer, settings) if item is None and mode == "queue" else None
@@ -353,7 +359,7 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
                 comment=(comment or "").strip() or None,
                 edited_text=edited_text or None if action == "edit_question" else None,
                 seconds=max(0.0, time.time() - shown_at),
-                overlap=None if mode == "adjudicate" else review.workspace_overlap(workspace, settings),
+                overlap=overlap_in(mode),
             )  # fmt: skip
         except (ReviewConflictError, InputError) as error:  # said on the page: an htmx swap shows no error body
             return answered(request, reviewer, {"action": "refused", "why": str(error)}, mode)
