@@ -212,7 +212,6 @@ def review_in_terminal(
     from ..stages import review
 
     resolved = _review_settings(config, workspace, overlap, lease_s, blind, questions)
-    meanings = resolved.review.grades
     with open_workspace_for(resolved) as ws, interactive():  # the items and answers are the session: --quiet keeps them
         if resolved.review.questions:
             review.queue_questions(ws)
@@ -224,7 +223,7 @@ def review_in_terminal(
             out.print(Panel(Markdown(guidelines), title="guidelines", expand=False))
         given = [0]  # verdicts given this session, counted as they are stored
         try:
-            finished = _review_loop(ws, reviewer, shared, adjudicate, meanings, given)
+            finished = _review_loop(ws, reviewer, shared, adjudicate, given)
         except (KeyboardInterrupt, typer.Abort, EOFError):  # Ctrl-C or the end of input: a stop like q
             finished = False
         finally:
@@ -236,7 +235,7 @@ def review_in_terminal(
     out.print(f"stopped; {given[0]} verdicts given this session{back}", highlight=False)
 
 
-def _review_loop(ws, reviewer: str, shared, adjudicate: bool, meanings: dict[int, str], given: list[int]) -> bool:
+def _review_loop(ws, reviewer: str, shared, adjudicate: bool, given: list[int]) -> bool:
     """Serve items until none is left (True) or the reviewer quits (False); ``given[0]`` counts the verdicts."""
     from ..stages import review
 
@@ -246,7 +245,7 @@ def _review_loop(ws, reviewer: str, shared, adjudicate: bool, meanings: dict[int
         if item is None:
             return True
         _progress(review.stats(ws, shared), reviewer)
-        _show(item, meanings)
+        _show(item, shared.grades)
         query_id = item.query["query_id"]
         if item.logged and query_id not in asked and item.logged["tag"] is None:
             asked.add(query_id)
