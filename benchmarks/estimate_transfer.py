@@ -190,9 +190,13 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int) -> Dom
     return Domain(name, keys, x, np.asarray(labels, dtype=float), systems, len(chunk_ids), *synthetic)
 
 
-def fit_prior(domains: list[Domain], l2: float = 1e-2) -> relevance.Coefficients:
-    """A logistic fit on the pools of ``domains``, each domain weighing the same in total."""
-    x = np.vstack([d.x for d in domains])
+def fit_prior(
+    domains: list[Domain], l2: float = 1e-2, columns: tuple[str, ...] = estimate.PRIOR_FEATURES
+) -> relevance.Coefficients:
+    """A logistic fit on the pools of ``domains``, each domain weighing the same in total, on ``columns`` only (the
+    other features held at 0, so the penalty keeps their weights at 0)."""
+    keep = np.isin(np.arange(len(estimate.FEATURES)), [estimate.FEATURES.index(c) for c in columns])
+    x = np.vstack([d.x for d in domains]) * keep
     y = np.concatenate([d.y for d in domains])
     w = np.concatenate([np.full(len(d.y), len(y) / (len(domains) * len(d.y))) for d in domains])
     return relevance.penalised_fit(
@@ -201,17 +205,14 @@ def fit_prior(domains: list[Domain], l2: float = 1e-2) -> relevance.Coefficients
 
 
 def shipped_priors(domains: list[Domain]) -> dict:
-    """The priors to ship, fitted on every domain: with the dense features and without them (their columns held
-    at the values a workspace without the dense model gives, so their weights stay 0... by the penalty)."""
+    """The priors to ship, fitted on every domain: on :data:`~estimate.PRIOR_FEATURES`, and without the dense model
+    on :data:`~estimate.PRIOR_LEXICAL_FEATURES` (the pools' features as a workspace without it gives them)."""
     out = {}
     full = fit_prior(domains)
     lexical_domains = [
         Domain(d.name, d.keys, estimate.without_dense(d.x, d.chunks), d.y, d.systems, d.chunks) for d in domains
     ]
-    for d in lexical_domains:
-        for column in ("dense", "dense_gap", "dense_log_rank", "dense_z"):
-            d.x[:, estimate.FEATURES.index(column)] = 0.0  # constants: their weights stay at the penalty's 0
-    lexical = fit_prior(lexical_domains)
+    lexical = fit_prior(lexical_domains, columns=estimate.PRIOR_LEXICAL_FEATURES)
     for name, fitted in (("dense", full), ("lexical", lexical)):
         print(f"prior ({name}) on {', '.join(d.name for d in domains)}:")
         print(f"    bias={fitted.bias:.4f},\n    weights=({', '.join(f'{w:.4f}' for w in fitted.weights)}),")
