@@ -6,8 +6,10 @@ Every collection under ``--data`` (BEIR layout: corpus.jsonl, queries.jsonl, qre
 each domain, leave-one-domain-out:
 
 1. Pools as propose builds them: each query's BM25 top ``--depth``, dense top ``--depth`` and their RRF fusion's top
-   ``--depth``, featured by the tool's own ``query_features``. Relevant means a qrel grade >= 1; a pooled pair
-   without a qrel is not relevant (the collections' judgments are near-exhaustive or pooled deeper than this). A
+   ``--depth``, featured by the tool's own ``query_features``. Relevant means a qrel grade >= 1, and nDCG's gain is
+   the grade on the tool's 0-2 scale (:func:`tool_grade`: Cranfield's graded judgments give 1s and 2s, the binary
+   collections 1s); a pooled pair without a qrel is not relevant (the collections' judgments are near-exhaustive or
+   pooled deeper than this). A
    query whose pool holds no relevant pair is left out (its recall and nDCG are 0 by convention for every system).
 2. The prior is fitted on the *other* domains' pools (each domain weighing the same), and the held-out domain's
    pairs are estimated with it: ROC AUC (over all pairs and the mean per query), ECE, against dense and BM25 alone.
@@ -64,6 +66,7 @@ class Domain:
     keys: list[tuple[str, str]]  # pooled (query, chunk) pairs
     x: np.ndarray  # their features
     y: np.ndarray  # 1 relevant (grade >= 1), 0 not
+    g: np.ndarray  # the grade on the tool's scale, nDCG's gain (:func:`tool_grade`)
     systems: dict[str, dict[tuple[str, str], int]]  # system -> pooled pair -> rank in its top SYSTEM_DEPTH
     chunks: int
     synthetic_x: np.ndarray | None = None  # the workspace's synthetic questions' examples (estimate.synthetic_examples)
@@ -140,11 +143,21 @@ def system_scores(bm25: np.ndarray, dense: np.ndarray, overlap: np.ndarray) -> d
     return out
 
 
+def tool_grade(score: int, top: int) -> int:
+    """A collection's relevance score on the tool's 0-2 scale: 0 below 1, 2 in the upper half of the positive
+    scores (Cranfield's 3 and 4, its complete answers and high relevance), else 1; a binary collection keeps 0/1."""
+    if score < 1:
+        return 0
+    return 2 if top > 1 and score >= (top + 1) / 2 else 1
+
+
 def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int) -> Domain:
     name = folder.name
     texts = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").open(encoding="utf-8"))}
     qrels = read_qrels(folder / "qrels" / "test.tsv").to_dict()
     relevant = {q: {d for d, g in by.items() if g >= 1} for q, by in qrels.items()}
+    top = max((g for by in qrels.values() for g in by.values()), default=1)
+    grades = {(q, d): tool_grade(g, top) for q, by in qrels.items() for d, g in by.items()}
     query_ids = sorted(q for q in relevant if relevant[q] and q in texts)
     query_ids = sorted(np.random.default_rng(seed).permutation(query_ids)[:queries_wanted].tolist())
     with open_workspace(CACHE / f"transfer-{name}") as ws:
@@ -187,7 +200,8 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int) -> Dom
     x[:, estimate.FEATURES.index("llm")] = 0.0  # no judge here: the prior gives the LLM no weight
     x[:, estimate.FEATURES.index("llm_missing")] = 0.0
     synthetic = (sx, sy) if len(sy) else (None, None)
-    return Domain(name, keys, x, np.asarray(labels, dtype=float), systems, len(chunk_ids), *synthetic)
+    g = np.array([grades.get(key, 0) for key in keys])
+    return Domain(name, keys, x, np.asarray(labels, dtype=float), g, systems, len(chunk_ids), *synthetic)
 
 
 def fit_prior(
@@ -210,7 +224,7 @@ def shipped_priors(domains: list[Domain]) -> dict:
     out = {}
     full = fit_prior(domains)
     lexical_domains = [
-        Domain(d.name, d.keys, estimate.without_dense(d.x, d.chunks), d.y, d.systems, d.chunks) for d in domains
+        Domain(d.name, d.keys, estimate.without_dense(d.x, d.chunks), d.y, d.g, d.systems, d.chunks) for d in domains
     ]
     lexical = fit_prior(lexical_domains, columns=estimate.PRIOR_LEXICAL_FEATURES)
     for name, fitted in (("dense", full), ("lexical", lexical)):
@@ -266,7 +280,7 @@ def coverage(domain: Domain, prior, draws: int, share: float, strength: float) -
 
     metrics = (("ndcg", 10), ("recall", 100))
     truth = {
-        (s, m, k): ppi.exact([(q, ranks.get((q, c)), int(y)) for (q, c), y in zip(domain.keys, domain.y)], m, k)
+        (s, m, k): ppi.exact([(q, ranks.get((q, c)), int(g)) for (q, c), g in zip(domain.keys, domain.g)], m, k)
         for s, ranks in domain.systems.items()
         for m, k in metrics
     }
@@ -282,6 +296,7 @@ def coverage(domain: Domain, prior, draws: int, share: float, strength: float) -
                     ppi.PooledPair(
                         q, ranks.get((q, c)), float(p[i]), float(probabilities[i]) if drawn[i] else None,
                         int(domain.y[i]) if drawn[i] else None, float(probabilities[i]),
+                        int(domain.g[i]) if drawn[i] else None,
                     )
                     for i, (q, c) in enumerate(domain.keys)
                 ]  # fmt: skip

@@ -1,8 +1,9 @@
 """Prediction-powered estimates of retrieval metrics: most labels estimated, a few given by humans on pairs drawn
 with known probabilities (:mod:`~testset_builder.stages.selection`).
 
-Binary relevance. Each pooled pair i of query q has an estimate p_i = P(relevant) and, if the draw took it (with
-probability pi_i), a human label y_i in {0, 1}. The figure is the mean of a per-query metric over the queries.
+Each pooled pair i of query q has an estimate p_i = P(relevant) and, if the draw took it (with probability pi_i), a
+human grade g_i in {0, 1, 2}, relevant (y_i = 1) from 1 on. The figure is the mean of a per-query metric over the
+queries. Precision and recall count relevant pairs; nDCG's gain is the grade, as trec_eval's ``ndcg_cut``.
 
 - Linear metrics (precision@k, DCG@k): M_q = sum_i c_i y_i over the run's top k (c_i = 1 / k, or 1 / log2(rank + 1)).
   The difference estimator sum_i c_i p_i + sum_{i drawn} c_i (y_i - p_i) / pi_i is unbiased under the draw however
@@ -15,7 +16,10 @@ probability pi_i), a human label y_i in {0, 1}. The figure is the mean of a per-
   label nobody gave is relevant with its recalibrated estimate (independently; certain labels fixed), computed
   exactly (:func:`expected_ratio`); then for each drawn pair, the change its verdict makes to that expectation, over
   its inclusion probability. The expectation is linear in each label's probability and equals the metric on 0/1
-  labels, so each verdict's own effect is corrected without bias; what is left is the interaction of several unseen
+  labels, so each verdict's own effect is corrected without bias. For nDCG each relevant pair is of grade 2 with one
+  chance s, the share the verdicts drawn at random found (:func:`grade_share`), so the expectation stays exact over
+  gains 0, 1 and 2 (:func:`graded_values`) and a verdict's grade, not only its relevance, corrects it; with binary
+  gains the figure would aim at another target than the qrels' nDCG. What is left is the interaction of several unseen
   errors within one query, which the recalibration keeps small. Measured: plugging the estimates into the ratio
   instead (dividing by the expected count of relevant pairs) came out 0.10-0.14 too high on SciFact, since the mean
   of 1 / R_q is not 1 / (mean R_q); with one recalibration for every query, nDCG@10 came out 0.04-0.09 low for every
@@ -57,6 +61,16 @@ class PooledPair:
     probability: float | None = None
     label: int | None = None
     inclusion: float | None = None  # the design's probability of drawing this pair, drawn or not (None: no round)
+    grade: int | None = None  # the human grade (0, 1 or 2) behind ``label``, nDCG's gain; None: the label is the gain
+
+    @property
+    def gain(self) -> int:
+        """nDCG's gain for this pair's label: its grade (trec_eval's linear gain), else the binary label."""
+        if self.grade is None:
+            return int(self.label or 0)
+        if self.grade not in (0, 1, 2):
+            raise ValueError(f"a grade of query {self.query_id} is {self.grade}: prediction-powered nDCG knows 0, 1, 2")
+        return self.grade
 
 
 @dataclass(frozen=True)
@@ -114,7 +128,9 @@ class _Linearised:
     influence: dict[int, float]  # index in the pairs -> influence
     probability: dict[int, float]  # index in the pairs -> inclusion probability
     labelled: bool  # False for an estimate-only figure (no interval)
-    expected: dict[int, tuple[float, float, float]] = field(default_factory=dict)  # see _expected_variance
+    # index -> (inclusion probability, the figure's deviation for each outcome of the label, each outcome's chance):
+    # see _expected_variance
+    expected: dict[int, tuple[float, tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
 
     def variance(self, other: _Linearised | None = None) -> float:
         """The larger of the design-based variance (from the drawn pairs' influences) and the variance the draw is
@@ -128,14 +144,14 @@ class _Linearised:
 
     def _expected(self, other: _Linearised | None) -> float:
         total = 0.0
-        for i, (probability, slope, spread) in self.expected.items():
-            if other is not None:
-                slope -= other.expected.get(i, (0.0, 0.0, 0.0))[1]
-            total += (1.0 - probability) / probability * slope**2 * spread
+        for i, (probability, deviations, chances) in self.expected.items():
+            if other is not None and i in other.expected:
+                deviations = tuple(a - b for a, b in zip(deviations, other.expected[i][1]))
+            total += (1.0 - probability) / probability * sum(w * d * d for w, d in zip(chances, deviations))
         if other is not None:  # pairs only the other figure depends on
-            for i, (probability, slope, spread) in other.expected.items():
+            for i, (probability, deviations, chances) in other.expected.items():
                 if i not in self.expected:
-                    total += (1.0 - probability) / probability * slope**2 * spread
+                    total += (1.0 - probability) / probability * sum(w * d * d for w, d in zip(chances, deviations))
         return total
 
 
@@ -164,18 +180,19 @@ def _linearise(pairs: Sequence[PooledPair], metric: str, k: int, use: str) -> _L
         {i: z / queries for i, z in influence.items()},
         {i: pairs[i].probability for i in labelled},
         use != "estimate",
-        {i: (pi, slope / queries, spread) for i, (pi, slope, spread) in expected.items()},
+        {i: (pi, tuple(d / queries for d in deviations), chances) for i, (pi, deviations, chances) in expected.items()},
     )
 
 
 def _expected_variance(
     pairs, by_query, labelled, metric: str, k: int, calibration: _Calibration
-) -> dict[int, tuple[float, float, float]]:
-    """For each pair whose label rests on the draw (not known for sure): its inclusion probability, the slope of
-    its query's figure in its label, and the expected squared residual under the recalibrated estimate p~
-    (p~ (1 - p~) + (p~ - p)^2, p being what the figure plugs in). Summed as (1 - pi) / pi slope^2 spread, that is the
-    Poisson design's variance of the figure *expected* under the estimates, whichever pairs this draw took. Slopes of
-    recall and nDCG are what a label moves the query's expected figure by (:func:`ratio_slopes`), from the same
+) -> dict[int, tuple[float, tuple[float, ...], tuple[float, ...]]]:
+    """For each pair whose label rests on the draw (not known for sure): its inclusion probability, how far the
+    figure would move from what it plugs in for each outcome of the label, and each outcome's chance under the
+    recalibrated estimate. Summed as (1 - pi) / pi sum_o chance_o deviation_o^2, that is the Poisson design's
+    variance of the figure *expected* under the estimates, whichever pairs this draw took: for a binary label of
+    slope c, estimate p and recalibrated q, c^2 (q (1 - q) + (q - p)^2). Recall's and nDCG's deviations are what the
+    label moves the query's expected figure by (:func:`ratio_slopes`, :func:`graded_values`), from the same
     recalibrated estimates the figure starts from. A pair no round considered takes the smallest inclusion
     probability of any pair (its error is never corrected: the least a fair interval allows)."""
     known = [pair.inclusion or pair.probability for pair in pairs if (pair.inclusion or pair.probability)]
@@ -186,17 +203,31 @@ def _expected_variance(
     for query_id, members in by_query.items():
         sure, shifted = calibration.estimates[query_id]
         c = np.array([_weight(metric, pairs[i].rank, k) for i in members])
-        if metric in ("precision", "dcg"):
+        if metric == "ndcg":
+            uncertain = [j for j in range(len(members)) if not sure[j]]
+            fixed = [(c[j], pairs[members[j]].gain) for j in range(len(members)) if sure[j]]
+            base, values = graded_values(k, shifted[uncertain], c[uncertain], fixed, calibration.share)
+            for row, j in enumerate(uncertain):
+                q = shifted[j]
+                chances = (1.0 - q, q * (1.0 - calibration.share), q * calibration.share)
+                deviations = tuple(float(v - base) for v in values[row])
+                out[members[j]] = (_probability(pairs[members[j]], smallest), deviations, chances)
+            continue
+        if metric == "precision" or metric == "dcg":
             slopes, plugged = c, np.array([pairs[i].p for i in members])
         else:
             slopes, plugged = ratio_slopes(metric, k, shifted, c), shifted
         for j, i in enumerate(members):
             if sure[j]:
                 continue
-            probability = pairs[i].inclusion or pairs[i].probability or smallest
-            q = shifted[j]
-            out[i] = (min(1.0, probability), float(slopes[j]), q * (1.0 - q) + (q - plugged[j]) ** 2)
+            q, p = shifted[j], plugged[j]
+            deviations = (float(-slopes[j] * p), float(slopes[j] * (1.0 - p)))  # label 0, label 1
+            out[i] = (_probability(pairs[i], smallest), deviations, (1.0 - q, q))
     return out
+
+
+def _probability(pair: PooledPair, smallest: float) -> float:
+    return min(1.0, pair.inclusion or pair.probability or smallest)
 
 
 def estimate(pairs: Sequence[PooledPair], metric: str, k: int, use: str = "ppi") -> Interval:
@@ -248,12 +279,25 @@ def _ratio(
         return _ratio_from_labels(pairs, by_query, labelled, metric, k)
     drawn = set(labelled)
     total, influence = 0.0, {}
+    share = calibration.share if calibration is not None else grade_share(pairs, labelled)
     for query_id, members in by_query.items():
         if calibration is not None:
             known, p = calibration.estimates[query_id]
         else:
             known, p = _query_estimates(pairs, members, drawn, _Recalibration())
         c = np.array([_weight(metric, pairs[i].rank, k) for i in members])
+        if metric == "ndcg":
+            uncertain = [j for j in range(len(members)) if not known[j]]
+            fixed = [(c[j], pairs[members[j]].gain) for j in range(len(members)) if known[j]]
+            base, values = graded_values(k, p[uncertain], c[uncertain], fixed, share)
+            total += base
+            for row, j in enumerate(uncertain):
+                i = members[j]
+                if use == "ppi" and i in drawn:
+                    change = float(values[row, pairs[i].gain]) - base
+                    total += change / pairs[i].probability
+                    influence[i] = change
+            continue
         base = expected_ratio(metric, k, p, c)
         total += base
         for j, i in enumerate(members):
@@ -275,10 +319,11 @@ class _Calibration:
 
     spread: float
     estimates: dict[str, tuple[list[bool], np.ndarray]]
+    share: float = 0.0  # a relevant pair's chance of grade 2 (:func:`grade_share`)
 
     @staticmethod
     def of(pairs, by_query, labelled) -> _Calibration:
-        key = tuple((pair.query_id, pair.p, pair.probability, pair.label) for pair in pairs)
+        key = tuple((pair.query_id, pair.p, pair.probability, pair.label, pair.grade) for pair in pairs)
         if key in _CALIBRATIONS:
             return _CALIBRATIONS[key]
         drawn = set(labelled)
@@ -290,6 +335,7 @@ class _Calibration:
                 query_id: _query_estimates(pairs, members, drawn, recalibrated[fold_of(query_id, FOLDS)], spread)
                 for query_id, members in by_query.items()
             },
+            grade_share(pairs, labelled),
         )
         if len(_CALIBRATIONS) >= 4:
             _CALIBRATIONS.pop(next(iter(_CALIBRATIONS)))
@@ -481,10 +527,28 @@ def _calibration_shift(pairs, random: list[int]) -> float:
 
 
 def _ratio_from_labels(pairs, by_query, labelled, metric: str, k: int) -> tuple[float, dict[int, float]]:
+    """Each query's figure from its labels alone, every count and sum weighted by 1 / pi (nDCG's gains are the
+    grades, its ideal DCG that of the estimated counts of grade-2 and grade-1 pairs), linearised for the variance."""
     drawn = set(labelled)
     total, influence = 0.0, {}
     for members in by_query.values():
         mine = [i for i in members if i in drawn]
+        if metric == "ndcg":
+            d = sum(_weight(metric, pairs[i].rank, k) * pairs[i].gain / pairs[i].probability for i in mine)
+            high = sum((pairs[i].gain == 2) / pairs[i].probability for i in mine)
+            low = sum((pairs[i].gain == 1) / pairs[i].probability for i in mine)
+            ideal = ideal_dcg(high, k) + ideal_dcg(high + low, k)
+            if ideal <= 1e-12:
+                continue
+            by_high = -d * (_ideal_slope(high, k) + _ideal_slope(high + low, k)) / ideal**2
+            by_low = -d * _ideal_slope(high + low, k) / ideal**2
+            total += d / ideal
+            for i in mine:
+                gain = pairs[i].gain
+                influence[i] = (
+                    _weight(metric, pairs[i].rank, k) * gain / ideal + by_high * (gain == 2) + by_low * (gain == 1)
+                )
+            continue
         d = sum(_weight(metric, pairs[i].rank, k) * pairs[i].label / pairs[i].probability for i in mine)
         r = sum(pairs[i].label / pairs[i].probability for i in mine)
         value, by_d, by_r = _normalised(metric, d, r, k)
@@ -492,6 +556,83 @@ def _ratio_from_labels(pairs, by_query, labelled, metric: str, k: int) -> tuple[
         for i in mine:
             influence[i] = by_d * _weight(metric, pairs[i].rank, k) * pairs[i].label + by_r * pairs[i].label
     return total, influence
+
+
+def grade_share(pairs, labelled) -> float:
+    """The share of relevant pairs that are highly relevant (grade 2), what nDCG's expected gains rest on: from the
+    verdicts drawn at random (weighted by 1 / pi, so it is the pool's share, not the draw's), else from every
+    labelled relevant pair; 0 (every relevant pair a 1, binary gains) when no label says."""
+    random = [i for i in labelled if pairs[i].label and not _certain(pairs[i])]
+    if random:
+        weights = np.array([1.0 / pairs[i].probability for i in random])
+        return float(weights @ np.array([pairs[i].gain == 2 for i in random], dtype=float) / weights.sum())
+    relevant = [pair for pair in pairs if pair.label]
+    return sum(pair.gain == 2 for pair in relevant) / len(relevant) if relevant else 0.0
+
+
+def _split_ideals(k: int, n: int, share: float, high: int, low: int) -> np.ndarray:
+    """psi(r) for r = 0..n: E[1 / IDCG@k] when ``high`` grade-2 and ``low`` grade-1 pairs are certain and r more are
+    relevant, each of grade 2 with chance ``share`` independently (so M of them, binomial); 0 where IDCG is 0."""
+    steps = np.concatenate([[0.0], np.cumsum(1.0 / np.log2(np.arange(k) + 2))])  # DCG of t ideal gain-1 places
+    m = np.arange(n + 1)
+    binomial = np.zeros((n + 1, n + 1))
+    binomial[0, 0] = 1.0
+    for r in range(1, n + 1):
+        binomial[r, 1:] = binomial[r - 1, :-1] * share
+        binomial[r, :] += binomial[r - 1, :] * (1.0 - share)
+    tops = np.minimum(m[None, :] + high, k)  # the grade-2 pairs fill the first places, the grade-1 ones the next
+    ends = np.minimum(m[:, None] + high + low, k) + np.zeros((1, n + 1), dtype=int)
+    ideal = steps[tops] + steps[ends]  # IDCG = 2 d(tops) + (d(ends) - d(tops))
+    inverse = np.divide(1.0, ideal, out=np.zeros_like(ideal), where=ideal > 1e-12)
+    return (binomial * inverse).sum(axis=1)
+
+
+def graded_values(
+    k: int, p: np.ndarray, c: np.ndarray, fixed: Sequence[tuple[float, int]], share: float
+) -> tuple[float, np.ndarray]:
+    """One query's nDCG@k expected under independent labels, and what it becomes when each uncertain pair's grade is
+    known: ``p`` the uncertain pairs' P(relevant), ``c`` their discounts (1 / log2(rank + 1) in the run's top k, else
+    0), ``fixed`` the (discount, grade) of the pairs whose grade is certain, ``share`` each relevant pair's chance of
+    grade 2 (gain 2; else 1). Returns the expectation and a (pairs x 3) array: row j is the expectation with pair j
+    of grade 0, 1 and 2; the expectation is sum_g P(g) times that row, for every row, and on certain grades it is
+    the metric itself.
+
+    Exact. Given which uncertain pairs are relevant (R of them), their grades are exchangeable, so each relevant
+    pair's expected share of the query's figure is its discount times phi(R), phi(R) = (1 - s) psi_{+1}(R - 1) +
+    2 s psi_{+2}(R - 1), psi being E[1 / IDCG] over the binomial split of the others (:func:`_split_ideals`), and
+    the figure is sum_r E[C 1{R = r}] phi(r) plus the certain pairs' DCG times E[psi(R)]: the Poisson-binomial count
+    and its weighted twin (:func:`_count_distribution`). Fixing pair j divides both by its factor
+    (:func:`_without_each`) and shifts the certain counts by its grade."""
+    p, c = np.asarray(p, dtype=float), np.asarray(c, dtype=float)
+    n = len(p)
+    fixed_dcg = float(sum(weight * gain for weight, gain in fixed))
+    high = sum(gain == 2 for _, gain in fixed)
+    low = sum(gain == 1 for _, gain in fixed)
+    tables: dict[tuple[int, int], np.ndarray] = {}
+
+    def psi(extra_high: int, extra_low: int) -> np.ndarray:
+        key = (extra_high, extra_low)
+        if key not in tables:
+            tables[key] = _split_ideals(k, n + 1, share, high + extra_high, low + extra_low)
+        return tables[key]
+
+    def phi(extra_high: int, extra_low: int) -> np.ndarray:
+        """phi(r) for r = 0..n: a relevant pair's expected gain over IDCG when r uncertain pairs are relevant."""
+        out = np.zeros(n + 1)
+        out[1:] = (1.0 - share) * psi(extra_high, extra_low + 1)[:n] + 2.0 * share * psi(extra_high + 1, extra_low)[:n]
+        return out
+
+    dist, weighted = _count_distribution(p, c)
+    expectation = fixed_dcg * float(dist @ psi(0, 0)[: n + 1]) + float(weighted @ phi(0, 0))
+    if n == 0:
+        return expectation, np.zeros((0, 3))
+    without, weighted_without = _without_each(dist, p, weighted, c)
+    values = np.empty((n, 3))
+    for grade, (extra_high, extra_low) in enumerate(((0, 0), (0, 1), (1, 0))):
+        values[:, grade] = (fixed_dcg + grade * c) * (without @ psi(extra_high, extra_low)[:n]) + weighted_without @ (
+            phi(extra_high, extra_low)[:n]
+        )
+    return expectation, values
 
 
 def _count_distribution(p: np.ndarray, c: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -599,5 +740,7 @@ def _interval(point: float, variance: float | None, bounds: tuple[float, float] 
 
 
 def exact(labels: Sequence[tuple[str, int | None, int]], metric: str, k: int) -> float:
-    """The metric on complete labels, (query, rank, label) for every pooled pair: what the estimates aim at."""
-    return estimate([PooledPair(q, rank, float(label)) for q, rank, label in labels], metric, k, "estimate").estimate
+    """The metric on complete labels, (query, rank, label) for every pooled pair: what the estimates aim at. A label
+    is a grade: relevant from 1 on, and nDCG's gain (0, 1 or 2)."""
+    pairs = [PooledPair(q, rank, float(label >= 1), 1.0, int(label >= 1), grade=label) for q, rank, label in labels]
+    return estimate(pairs, metric, k, "ppi").estimate

@@ -1,7 +1,8 @@
 """Prediction-powered figures of runs on a release that carries estimates (its ``estimates.jsonl``, see
 :mod:`testset_builder.stages.release.estimated`), by :mod:`.ppi`.
 
-Each release pair becomes a :class:`~.ppi.PooledPair`, relevance binary (grade >= 1):
+Each release pair becomes a :class:`~.ppi.PooledPair`, relevant from grade 1 on (nDCG's gain is the grade, as
+trec_eval's; the estimate says P(relevant), and the share of relevant pairs that are grade 2 comes from the verdicts):
 
 - a pair the latest review round drew and a human answered: its label, drawn with the round's inclusion
   probability times the round's answer rate (the unanswered drawn pairs are taken as missing at random within the
@@ -12,11 +13,12 @@ Each release pair becomes a :class:`~.ppi.PooledPair`, relevance binary (grade >
 
 A run's results outside the release's pairs count as not relevant (the pooling assumption, as trec_eval counts
 unjudged chunks); each run's ``pool_coverage`` says how much of its top k that assumption covers. The figures are
-the mean over the queries the release estimated or labelled; they cover precision@k, recall@k and nDCG@k (binary
-gain). Precision's figure is design-unbiased; recall's and nDCG's are model-assisted (:mod:`.ppi` says how and
-what was measured): each metric's ``design`` says which kind it is. Per run,
-``calibration`` compares the humans' verdicts with the estimates on the drawn pairs in its own top k: a shared
-calibration can err differently for different systems (arXiv 2605.06939), and this is where it shows.
+the mean over the queries the release estimated or labelled; they cover precision@k, recall@k and nDCG@k (graded
+gain, so on complete labels they equal the qrels figure). Precision's figure is design-unbiased; recall's and
+nDCG's are model-assisted (:mod:`.ppi` says how and what was measured): each metric's ``design`` says which kind
+it is. Per run, ``calibration`` compares the humans' verdicts with the estimates on the drawn pairs in its own
+top k: a shared calibration can err differently for different systems (arXiv 2605.06939), and this is where it
+shows.
 """
 
 from __future__ import annotations
@@ -93,10 +95,17 @@ def design_probabilities(rows: Sequence[dict]) -> dict[tuple[str, str], float]:
     }
 
 
-def pooled(pairs, ranks: dict[tuple[str, str], int], design: dict | None = None) -> list[ppi.PooledPair]:
-    design = design or {}
+def grades_of(rows: Sequence[dict]) -> dict[tuple[str, str], int]:
+    """The grade (0, 1 or 2) behind each label :func:`release_pairs` gives: nDCG's gain."""
+    return {(row["query-id"], row["corpus-id"]): row["label"] for row in rows if row["origin"] in CERTAIN_ORIGINS}
+
+
+def pooled(
+    pairs, ranks: dict[tuple[str, str], int], design: dict | None = None, grades: dict | None = None
+) -> list[ppi.PooledPair]:
+    design, grades = design or {}, grades or {}
     return [
-        ppi.PooledPair(q, ranks.get((q, c)), p, probability, label, design.get((q, c)))
+        ppi.PooledPair(q, ranks.get((q, c)), p, probability, label, design.get((q, c)), grades.get((q, c)))
         for q, c, p, probability, label in pairs
     ]
 
@@ -131,7 +140,7 @@ def prediction_report(rows: Sequence[dict], run: Run, specs: Sequence[MetricSpec
     query_ids = {q for q, *_ in pairs}
     depth = _depth(specs)
     ranks = run_ranks(run, query_ids, depth)
-    members = pooled(pairs, ranks, design_probabilities(rows))
+    members = pooled(pairs, ranks, design_probabilities(rows), grades_of(rows))
     random = drawn_at_random(pairs) > 0  # else no interval means anything
     metrics = {}
     for spec in specs:
@@ -147,7 +156,7 @@ def prediction_report(rows: Sequence[dict], run: Run, specs: Sequence[MetricSpec
     return {
         "applies": which,
         "why": why,
-        "relevance": "binary (grade >= 1)",
+        "relevance": "relevant from grade 1 on; nDCG's gain is the grade (0, 1, 2)",
         "queries": len(query_ids),
         "pairs": len(pairs),
         "metrics": metrics,
@@ -181,12 +190,12 @@ def prediction_differences(rows: Sequence[dict], baseline: Run, others: Sequence
     pairs = release_pairs(rows)
     query_ids = {q for q, *_ in pairs}
     depth = _depth(specs)
-    design = design_probabilities(rows)
-    base = pooled(pairs, run_ranks(baseline, query_ids, depth), design)
+    design, grades = design_probabilities(rows), grades_of(rows)
+    base = pooled(pairs, run_ranks(baseline, query_ids, depth), design, grades)
     random = drawn_at_random(pairs) > 0
     out = []
     for run in others:
-        mine = pooled(pairs, run_ranks(run, query_ids, depth), design)
+        mine = pooled(pairs, run_ranks(run, query_ids, depth), design, grades)
         for spec in specs:
             if covered(spec):
                 use = "ppi" if random else "estimate"
