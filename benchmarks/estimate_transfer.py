@@ -22,8 +22,8 @@ each domain, leave-one-domain-out:
 4. Systems: the retrievers over the whole corpus (BM25, dense, their linear hybrids by z-score, RRF
    fusions, re-rankings, word overlap), scored on the pool's complete labels (the truth PPI aims at, results
    outside the pool counted not relevant). Over ``--draws`` draws of 10% of the pool: the coverage and width of the
-   95% prediction-powered and human-only intervals for nDCG@10 and recall@100, and Kendall's tau of the system
-   ranking by the PPI figures and by the estimate alone against the truth.
+   95% prediction-powered and human-only intervals for nDCG@10, recall@100 and precision@10, and Kendall's tau of
+   the system ranking by the PPI figures and by the estimate alone against the truth.
 
     python benchmarks/estimate_transfer.py [--domains scifact,cranfield] [--queries 60] [--draws 10]
 """
@@ -278,7 +278,7 @@ def coverage(domain: Domain, prior, draws: int, share: float, strength: float) -
     """PPI and human-only intervals over ``draws`` review rounds of ``share`` of the pool, per system and metric."""
     from scipy.stats import kendalltau
 
-    metrics = (("ndcg", 10), ("recall", 100))
+    metrics = (("ndcg", 10), ("recall", 100), ("precision", 10))
     truth = {
         (s, m, k): ppi.exact([(q, ranks.get((q, c)), int(g)) for (q, c), g in zip(domain.keys, domain.g)], m, k)
         for s, ranks in domain.systems.items()

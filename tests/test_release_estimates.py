@@ -8,6 +8,7 @@ import json
 import pytest
 
 from testset_builder.cli import main
+from testset_builder.metrics import ppi, prediction
 
 
 def drawn_and_answered(ws, capsys, budget: int = 6, reviewer: str = "ann") -> int:
@@ -93,30 +94,32 @@ def test_score_on_a_release_with_estimates_gives_the_difference_estimator_for_pr
     assert report["applies"] == "ppi" and report["queries"] == 2
 
     top5 = {(q, c) for q, chunks in ranked.items() for c in chunks[:5]}
-    expected, variance = 0.0, 0.0  # over the top 5: estimate + (label - estimate) / probability where drawn
-    for row in rows:
-        if (row["query-id"], row["corpus-id"]) in top5:
-            expected += row["p_relevant"]
-            if row["label"] is not None:
-                pi, residual = row["draw"]["probability"], (row["label"] - row["p_relevant"]) / 10
-                expected += residual * 10 / pi
-                variance += (1 - pi) / pi**2 * residual**2  # Poisson sampling's Horvitz-Thompson variance
+    # the difference estimator over the top 5: f + (label - f) / probability where drawn, f being each pair's estimate
+    # recalibrated on the other pairs' verdicts (cross-fitted: no verdict moves its own pair's f)
+    pairs = prediction.release_pairs(rows)
+    ranks = {(q, c): rank for q, chunks in ranked.items() for rank, c in enumerate(chunks, 1) if rank <= 5}
+    f = ppi.recalibrated(prediction.pooled(pairs, ranks, prediction.design_probabilities(rows)))
+    expected, variance, most = 0.0, 0.0, 0.0
+    smallest = min(r["draw"]["probability"] for r in rows if r["draw"])
+    for row, plugged in zip(rows, f):
+        if (row["query-id"], row["corpus-id"]) not in top5:
+            continue
+        expected += plugged
+        pi = row["draw"]["probability"] if row["draw"] else smallest
+        if row["label"] is not None:
+            residual = (row["label"] - plugged) / 10
+            expected += residual * 10 / pi
+            variance += (1 - pi) / pi**2 * residual**2  # Poisson sampling's Horvitz-Thompson variance
+        if not (row["label"] is not None and not row["draw"]):  # the floor: (1 - pi) / pi (1/10)^2 f (1 - f) at most
+            most += (1 - pi) / pi * (1 / 10) ** 2 * max(plugged, 1 - plugged) ** 2
     figures = report["metrics"]["precision@5"]
-    assert figures["ppi"]["mean"] == pytest.approx(expected / (5 * 2))
-    # the interval is the point plus or minus one half-width, clipped to [0, 1]. Its variance is the design's
-    # Horvitz-Thompson variance, or the larger variance the draw is expected to have under the recalibrated estimates
-    # q: each uncertain pair of the top 5 weighing (1 - pi) / pi (1/5 / 2 queries)^2 (q (1 - q) + (q - p)^2). Whatever
-    # the recalibration made of q, that term lies between 0 and max(p, 1 - p)^2 (its largest over q in [0, 1])
+    assert figures["ppi"]["mean"] == pytest.approx(expected / 10)
+    # the interval is the point plus or minus one half-width, clipped to [0, 1]; its variance is the design's
+    # Horvitz-Thompson variance or the larger one the draw is expected to have under the recalibrated estimates
     half_low, half_high = expected / 10 - figures["ppi"]["ci_low"], figures["ppi"]["ci_high"] - expected / 10
     half = max(half_low, half_high)
     assert figures["ppi"]["ci_low"] == pytest.approx(max(0.0, expected / 10 - half), abs=1e-9)
     assert figures["ppi"]["ci_high"] == pytest.approx(min(1.0, expected / 10 + half), abs=1e-9)
-    smallest = min(r["draw"]["probability"] for r in rows if r["draw"])
-    most = 0.0
-    for row in rows:
-        if (row["query-id"], row["corpus-id"]) in top5 and not (row["label"] is not None and not row["draw"]):
-            pi = row["draw"]["probability"] if row["draw"] else smallest
-            most += (1 - pi) / pi * (1 / 10) ** 2 * max(row["p_relevant"], 1 - row["p_relevant"]) ** 2
     z = 1.959963984540054
     assert z * variance**0.5 - 1e-9 <= half <= z * max(variance, most) ** 0.5 + 1e-9
     assert figures["estimate_only"]["mean"] == pytest.approx(
