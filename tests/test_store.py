@@ -102,6 +102,19 @@ def test_a_failed_transaction_leaves_nothing_behind(tmp_path):
             get_document(workspace.db, "doc-2")
 
 
+def test_a_commit_that_fails_is_rolled_back_and_the_workspace_takes_the_next_transaction(tmp_path):
+    with open_workspace(tmp_path) as workspace:
+        with pytest.raises(sqlite3.IntegrityError):
+            with workspace.transaction() as db:
+                db.execute("PRAGMA defer_foreign_keys = ON")  # the violation surfaces at COMMIT, not at the insert
+                put_chunks(db, [Chunk(chunk_id="c", doc_id="missing", text="x", start=0, end=1)])
+        assert not workspace.db.in_transaction
+        with workspace.transaction() as db:
+            put_documents(db, [Document(doc_id="doc-3", text="after the failed commit")])
+        assert get_document(workspace.db, "doc-3").text == "after the failed commit"
+        assert workspace.db.execute("SELECT COUNT(*) FROM chunks WHERE chunk_id = 'c'").fetchone()[0] == 0
+
+
 def test_a_chunk_of_an_unknown_document_is_refused_by_the_foreign_key(tmp_path):
     with open_workspace(tmp_path) as workspace:
         with pytest.raises(sqlite3.IntegrityError):

@@ -223,7 +223,8 @@ class Workspace:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """All-or-nothing writes: commit on success, roll back on any exception (which is re-raised)."""
+        """All-or-nothing writes: commit on success, roll back on any exception (which is re-raised), a failed
+        COMMIT's included, so the connection is never left inside a transaction."""
         if self.readonly:
             raise WorkspaceError("was opened read-only; this command cannot write to it", path=self.root)
         if self.db.in_transaction:
@@ -231,10 +232,11 @@ class Workspace:
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield self.db
+            self.db.execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db.in_transaction:  # the body failed, or COMMIT itself did (a deferred constraint, a full disk)
+                self.db.execute("ROLLBACK")
             raise
-        self.db.execute("COMMIT")
 
     @contextmanager
     def background_checkpoints(self, wal_limit_mb: int = 512) -> Iterator[Callable[[], None]]:
