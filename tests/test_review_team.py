@@ -144,6 +144,25 @@ def test_when_others_hold_what_is_left_the_reviewer_is_told_when_it_comes_back(q
     assert review.free_again_at(ws, "ann", settings) is None  # nothing out: nothing will come back
 
 
+def test_a_held_pair_of_a_question_dropped_meanwhile_is_not_a_time_to_come_back(queued_workspace):
+    ws = queued_workspace
+    settings = ReviewConfig(lease_s=600, questions=True)
+    with ws.transaction() as db:  # a pair of the synthetic question, ahead of everything
+        pair = store.QueuedItem(store.pair_item_id("s0", ws.chunk_ids[0]), "pair", "s0", ws.chunk_ids[0], 9.0, "x", 1)
+        store.enqueue(db, [pair], utc_timestamp())
+    review.queue_questions(ws)
+    held = review.next_item(ws, "bob", settings)
+    assert held.item_id == pair.item_id
+    for item in iter(lambda: review.next_item(ws, "ann", settings), None):  # ann answers all else, and drops s0
+        if item.kind == "question":
+            review.submit(ws, "ann", item.item_id, "drop_question", f"drop-{item.item_id}", reason="ambiguous")
+        else:
+            grade(ws, "ann", item, 1, settings)
+    assert "s0" in review.dropped_questions(ws)
+    # bob's lease on the dropped question's pair would end in ten minutes, but that pair never comes back to anyone
+    assert review.free_again_at(ws, "cid", settings) is None
+
+
 def test_an_adjudicator_sees_each_reviewers_grade_on_the_pair_to_settle(queued_workspace):
     ws = queued_workspace
     review.keep_overlap(ws, 2)

@@ -166,7 +166,12 @@ def free_again_at(workspace: Workspace, reviewer: str, settings: ReviewConfig | 
     if its holder does not answer (ISO 8601, UTC); None when no such item is out."""
     settings = settings or ReviewConfig()
     return store.soonest_lease_end(
-        workspace.db, _reviewer(reviewer), utc_timestamp(), _kinds(settings), workspace_overlap(workspace, settings)
+        workspace.db,
+        _reviewer(reviewer),
+        utc_timestamp(),
+        _kinds(settings),
+        workspace_overlap(workspace, settings),
+        store.dropped_queries(workspace.db),
     )
 
 

@@ -220,19 +220,26 @@ def has_room(db: sqlite3.Connection, item_id: str, reviewer: str, now: str, over
 
 
 def soonest_lease_end(
-    db: sqlite3.Connection, reviewer: str, now: str, kinds: tuple[str, ...], overlap: int = 1
+    db: sqlite3.Connection,
+    reviewer: str,
+    now: str,
+    kinds: tuple[str, ...],
+    overlap: int = 1,
+    dropped: set[str] = frozenset(),
 ) -> str | None:
     """The soonest end of another reviewer's live lease on an item this reviewer has not answered and that still
-    wants verdicts: when one may come back to them."""
+    wants verdicts: when one may come back to them. Items of questions in ``dropped`` never come back (the queue
+    passes them over), so their leases do not count."""
     placeholders = ",".join("?" * len(kinds))
-    return db.execute(
-        "SELECT MIN(l.expires_at) FROM review_leases l JOIN review_items i USING (item_id) "
+    rows = db.execute(
+        "SELECT l.expires_at, i.query_id FROM review_leases l JOIN review_items i USING (item_id) "
         f"WHERE l.expires_at > ? AND l.reviewer != ? AND i.kind IN ({placeholders}) "
         "AND NOT EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.reviewer = ?) "
         "AND (SELECT COUNT(*) FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1) "
-        "< MAX(i.wanted_overlap, ?)",
+        "< MAX(i.wanted_overlap, ?) ORDER BY l.expires_at",
         (now, reviewer, *kinds, reviewer, overlap),
-    ).fetchone()[0]
+    )
+    return next((expires for expires, query_id in rows if query_id not in dropped), None)
 
 
 def last_query_of(db: sqlite3.Connection, reviewer: str) -> str | None:
