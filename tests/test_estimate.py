@@ -194,3 +194,11 @@ def test_estimate_exports_the_estimate_of_the_pairs_of_a_qrels_file_without_any_
     qrels.write_text("query-id\tcorpus-id\tscore\nq-unknown\tdoc#0\t1\n")
     assert main(["estimate", "--workspace", str(ws.root), "--pairs", str(qrels)]) == 1
     assert "unknown query id 'q-unknown'" in capsys.readouterr().err
+
+
+def test_the_shipped_priors_weigh_only_the_features_they_were_fitted_on():
+    from testset_builder.stages.estimate import PRIOR_FEATURES, PRIOR_LEXICAL, PRIOR_LEXICAL_FEATURES
+
+    for model, features in ((PRIOR, PRIOR_FEATURES), (PRIOR_LEXICAL, PRIOR_LEXICAL_FEATURES)):
+        weighed = {name for name, weight in zip(FEATURES, model.weights) if weight != 0.0}
+        assert weighed == set(features), model.name

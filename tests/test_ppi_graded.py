@@ -100,10 +100,11 @@ def test_the_grade_share_is_the_pools_share_weighted_by_the_draw():
              PooledPair("q", 3, 0.5, 0.1, 0, grade=0), PooledPair("q", 4, 0.9, 1.0, 1, grade=2)]  # fmt: skip
     # the drawn relevant verdicts weigh 1 / pi: 2 (grade 2) against 10 (grade 1); the certain label is not drawn
     assert grade_share(pairs, [0, 1, 2, 3]) == pytest.approx(2 / 12)
-    assert grade_share(pairs[3:], [0]) == 1.0  # no verdict drawn at random: the labelled relevant pairs say
+    assert grade_share(pairs[3:], [0]) == 0.0  # a certain 2 (a synthetic source, say) is no sample of the pool
     assert grade_share([PooledPair("q", 1, 0.5)], []) == 0.0
-    with pytest.raises(ValueError, match="knows 0, 1, 2"):
+    with pytest.raises(ValueError, match="grades up to 2"):
         exact([("q", 1, 3)], "ndcg", 10)
+    assert exact([("q", 1, 3)], "precision", 1) == 1.0  # only nDCG reads the grade beyond relevant or not
 
 
 @pytest.mark.slow

@@ -3,7 +3,9 @@ with known probabilities (:mod:`~testset_builder.stages.selection`).
 
 Each pooled pair i of query q has an estimate p_i = P(relevant) and, if the draw took it (with probability pi_i), a
 human grade g_i in {0, 1, 2}, relevant (y_i = 1) from 1 on. The figure is the mean of a per-query metric over the
-queries. Precision and recall count relevant pairs; nDCG's gain is the grade, as trec_eval's ``ndcg_cut``.
+queries. Precision, recall and DCG (which ``score`` does not offer) count relevant pairs; nDCG's gain is the grade,
+as trec_eval's ``ndcg_cut``. The estimate-only nDCG takes the share of grade 2 from the verdicts too: the estimate
+says relevant or not, never how much.
 
 - Linear metrics (precision@k, DCG@k): M_q = sum_i c_i y_i over the run's top k (c_i = 1 / k, or 1 / log2(rank + 1)).
   The difference estimator sum_i c_i f_i + sum_{i drawn} c_i (y_i - f_i) / pi_i is unbiased under the draw however
@@ -22,11 +24,15 @@ queries. Precision and recall count relevant pairs; nDCG's gain is the grade, as
   labels, so each verdict's own effect is corrected without bias. For nDCG each relevant pair is of grade 2 with one
   chance s, the share the verdicts drawn at random found (:func:`grade_share`), so the expectation stays exact over
   gains 0, 1 and 2 (:func:`graded_values`) and a verdict's grade, not only its relevance, corrects it; with binary
-  gains the figure would aim at another target than the qrels' nDCG. What is left is the interaction of several unseen
-  errors within one query, which the recalibration keeps small. Measured: plugging the estimates into the ratio
-  instead (dividing by the expected count of relevant pairs) came out 0.10-0.14 too high on SciFact, since the mean
-  of 1 / R_q is not 1 / (mean R_q); with one recalibration for every query, nDCG@10 came out 0.04-0.09 low for every
-  system on CISI, whose queries hold 1 to 28 relevant pairs of about 56 (``benchmarks/estimate_transfer.py``).
+  gains the figure would aim at another target than the qrels' nDCG. Independent labels give a query the chance
+  prod(1 - p_i) of having no relevant pair at all (recall 0), where test sets mostly hold queries that have one:
+  the figures weigh, by the drawn verdicts' likelihood, how much of that chance is real (:func:`answerable_weights`,
+  :func:`query_outcomes`), and the interval carries the spread between the shares the verdicts leave open. What is
+  left is the interaction of several unseen errors within one query, which the recalibration keeps small.
+  Measured: plugging the estimates into the ratio instead (dividing by the expected count of relevant pairs) came
+  out 0.10-0.14 too high on SciFact, since the mean of 1 / R_q is not 1 / (mean R_q); with one recalibration for
+  every query, nDCG@10 came out 0.04-0.09 low for every system on CISI, whose queries hold 1 to 28 relevant pairs
+  of about 56 (``benchmarks/estimate_transfer.py``).
 
 Intervals: the estimate +- 1.96 standard errors, the variance by linearisation (the delta method) under Poisson
 sampling: sum over drawn pairs of (1 - pi_i) / pi_i^2 z_i^2, z_i being the pair's effect on the figure (its
@@ -71,9 +77,12 @@ class PooledPair:
         """nDCG's gain for this pair's label: its grade (trec_eval's linear gain), else the binary label."""
         if self.grade is None:
             return int(self.label or 0)
-        if self.grade not in (0, 1, 2):
-            raise ValueError(f"a grade of query {self.query_id} is {self.grade}: prediction-powered nDCG knows 0, 1, 2")
-        return self.grade
+        if self.grade > 2:
+            raise ValueError(
+                f"a grade of query {self.query_id} is {self.grade}: prediction-powered nDCG knows grades up to 2 "
+                "(the tool's scale); map the collection's grades onto 0, 1, 2 first"
+            )
+        return max(0, self.grade)  # a negative grade gains nothing, as in trec_eval
 
 
 @dataclass(frozen=True)
@@ -134,6 +143,8 @@ class _Linearised:
     # index -> (inclusion probability, the figure's deviation for each outcome of the label, each outcome's chance):
     # see _expected_variance
     expected: dict[int, tuple[float, tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
+    # a -> (its weight, the figure were a the answerable share): the spread between them is variance too
+    by_answerable: dict[float, tuple[float, float]] = field(default_factory=dict)
 
     def variance(self, other: _Linearised | None = None) -> float:
         """The larger of the design-based variance (from the drawn pairs' influences) and the variance the draw is
@@ -143,7 +154,17 @@ class _Linearised:
         for i, probability in self.probability.items():
             z = self.influence.get(i, 0.0) - (other.influence.get(i, 0.0) if other else 0.0)
             total += (1.0 - probability) / probability**2 * z**2
-        return max(total, self._expected(other))
+        return max(total, self._expected(other)) + self._between(other)
+
+    def _between(self, other: _Linearised | None) -> float:
+        """The spread of the figure over the answerable shares the verdicts leave open (law of total variance)."""
+        if not self.by_answerable or (other is not None and set(other.by_answerable) != set(self.by_answerable)):
+            return 0.0
+        figures = {
+            a: value - (other.by_answerable[a][1] if other else 0.0) for a, (_, value) in self.by_answerable.items()
+        }
+        mean = sum(self.by_answerable[a][0] * value for a, value in figures.items())
+        return sum(self.by_answerable[a][0] * (value - mean) ** 2 for a, value in figures.items())
 
     def _expected(self, other: _Linearised | None) -> float:
         total = 0.0
@@ -172,18 +193,21 @@ def _linearise(pairs: Sequence[PooledPair], metric: str, k: int, use: str) -> _L
         raise ValueError("no pairs")
     labelled = [] if use == "estimate" else [i for i, pair in enumerate(pairs) if pair.label is not None]
     calibration = _Calibration.of(pairs, by_query, labelled) if use == "ppi" else None
+    by_answerable: dict[float, float] = {}
     if metric in ("precision", "dcg"):
         point, influence = _linear(pairs, by_query, labelled, metric, k, use, calibration)
     else:
-        point, influence = _ratio(pairs, by_query, labelled, metric, k, use, calibration)
+        point, influence, by_answerable = _ratio(pairs, by_query, labelled, metric, k, use, calibration)
     queries = len(by_query)
     expected = _expected_variance(pairs, by_query, labelled, metric, k, calibration) if calibration else {}
+    weights = dict(calibration.answerable) if calibration and by_answerable else {}
     return _Linearised(
         point / queries,
         {i: z / queries for i, z in influence.items()},
         {i: pairs[i].probability for i in labelled},
         use != "estimate",
         {i: (pi, tuple(d / queries for d in deviations), chances) for i, (pi, deviations, chances) in expected.items()},
+        {a: (weights[a], total / queries) for a, total in by_answerable.items()},
     )
 
 
@@ -203,28 +227,23 @@ def _expected_variance(
     if smallest is None:
         return {}
     out = {}
+    a = sum(share * weight for share, weight in calibration.answerable)
     for query_id, members in by_query.items():
         sure, shifted = calibration.estimates[query_id]
         c = np.array([_weight(metric, pairs[i].rank, k) for i in members])
-        if metric == "ndcg":
-            uncertain = [j for j in range(len(members)) if not sure[j]]
-            fixed = [(c[j], pairs[members[j]].gain) for j in range(len(members)) if sure[j]]
-            base, values = graded_values(k, shifted[uncertain], c[uncertain], fixed, calibration.share)
+        if metric in ("recall", "ndcg"):
+            base, uncertain, values, chances = query_outcomes(
+                metric, k, shifted, sure, c, [pairs[i] for i in members], calibration.share(query_id), a
+            )
             for row, j in enumerate(uncertain):
-                q = shifted[j]
-                chances = (1.0 - q, q * (1.0 - calibration.share), q * calibration.share)
                 deviations = tuple(float(v - base) for v in values[row])
-                out[members[j]] = (_probability(pairs[members[j]], smallest), deviations, chances)
+                out[members[j]] = (_probability(pairs[members[j]], smallest), deviations, tuple(chances[row]))
             continue
-        if metric == "precision" or metric == "dcg":
-            slopes, plugged = c, shifted
-        else:
-            slopes, plugged = ratio_slopes(metric, k, shifted, c), shifted
-        for j, i in enumerate(members):
+        for j, i in enumerate(members):  # precision and DCG: slope c, plugged and recalibrated alike
             if sure[j]:
                 continue
-            q, p = shifted[j], plugged[j]
-            deviations = (float(-slopes[j] * p), float(slopes[j] * (1.0 - p)))  # label 0, label 1
+            q = shifted[j]
+            deviations = (float(-c[j] * q), float(c[j] * (1.0 - q)))  # label 0, label 1
             out[i] = (_probability(pairs[i], smallest), deviations, (1.0 - q, q))
     return out
 
@@ -245,8 +264,8 @@ def difference(
 ) -> Interval:
     """The difference of two runs' figures (a minus b) over the same pooled pairs, listed in the same order with
     each run's ranks: paired, so the labels both figures share cancel in its variance."""
-    if [(p.query_id, p.label, p.probability) for p in pairs_a] != [
-        (p.query_id, p.label, p.probability) for p in pairs_b
+    if [(p.query_id, p.p, p.label, p.grade, p.probability, p.inclusion) for p in pairs_a] != [
+        (p.query_id, p.p, p.label, p.grade, p.probability, p.inclusion) for p in pairs_b
     ]:
         raise ValueError("a paired difference needs the same pooled pairs, in the same order, for both runs")
     a, b = _linearise(pairs_a, metric, k, use), _linearise(pairs_b, metric, k, use)
@@ -281,11 +300,16 @@ def _linear(
 def recalibrated(pairs: Sequence[PooledPair]) -> np.ndarray:
     """Each pair's estimate as the prediction-powered figures plug it in: recalibrated on the verdicts drawn at random
     (:class:`_Calibration`; cross-fitted, so no verdict moved its own pair's value), the label where it is certain."""
+    pairs, by_query, labelled = _grouped(pairs)
+    return _plugged(pairs, by_query, _Calibration.of(pairs, by_query, labelled))
+
+
+def _grouped(pairs: Sequence[PooledPair]) -> tuple[Sequence[PooledPair], dict[str, list[int]], list[int]]:
+    """The pairs, their positions by query, and the positions of the labelled ones."""
     by_query: dict[str, list[int]] = {}
     for i, pair in enumerate(pairs):
         by_query.setdefault(pair.query_id, []).append(i)
-    labelled = [i for i, pair in enumerate(pairs) if pair.label is not None]
-    return _plugged(pairs, by_query, _Calibration.of(pairs, by_query, labelled))
+    return pairs, by_query, [i for i, pair in enumerate(pairs) if pair.label is not None]
 
 
 def _plugged(pairs, by_query, calibration: _Calibration) -> np.ndarray:
@@ -304,44 +328,173 @@ def _plug(pair: PooledPair, i: int, use: str, plugged: np.ndarray | None) -> flo
 
 def _ratio(
     pairs, by_query, labelled, metric: str, k: int, use: str, calibration: _Calibration | None
-) -> tuple[float, dict[int, float]]:
+) -> tuple[float, dict[int, float], dict[float, float]]:
     """Recall and nDCG: per query, the metric's expectation with every label not known drawn from its estimate
     (certain labels fixed; for "ppi" recalibrated, :class:`_Calibration`), plus, for each randomly drawn pair, the
-    change its verdict makes to that expectation over its inclusion probability. The human-only figure counts the
-    labels alone, weighted by 1 / pi."""
+    change its verdict makes to that expectation over its inclusion probability; for "ppi", averaged over how many
+    of the queries the estimate would leave without a relevant pair really have one (:func:`answerable_weights`),
+    whose figures are returned too, by that share. The human-only figure counts the labels alone, weighted by
+    1 / pi."""
     if use == "human":
-        return _ratio_from_labels(pairs, by_query, labelled, metric, k)
+        total, influence = _ratio_from_labels(pairs, by_query, labelled, metric, k)
+        return total, influence, {}
     drawn = set(labelled)
-    total, influence = 0.0, {}
-    share = calibration.share if calibration is not None else grade_share(pairs, labelled)
+    overall = grade_share(pairs, [i for i, pair in enumerate(pairs) if pair.label is not None])
+    weights = calibration.answerable if calibration is not None else ((0.0, 1.0),)
+    totals = {a: 0.0 for a, _ in weights}
+    influence: dict[int, float] = {}
     for query_id, members in by_query.items():
         if calibration is not None:
             known, p = calibration.estimates[query_id]
         else:
             known, p = _query_estimates(pairs, members, drawn, _Recalibration())
         c = np.array([_weight(metric, pairs[i].rank, k) for i in members])
-        if metric == "ndcg":
-            uncertain = [j for j in range(len(members)) if not known[j]]
-            fixed = [(c[j], pairs[members[j]].gain) for j in range(len(members)) if known[j]]
-            base, values = graded_values(k, p[uncertain], c[uncertain], fixed, share)
-            total += base
+        share = calibration.share(query_id) if calibration is not None else overall
+        outcomes = {}
+        for a, w in weights:
+            if a and outcomes and not _mixed(p, known):
+                outcomes[a] = outcomes[next(iter(outcomes))]  # the estimate gives this query a relevant pair: as a = 0
+            else:
+                outcomes[a] = query_outcomes(metric, k, p, known, c, [pairs[i] for i in members], share, a)
+            base, uncertain, values, _ = outcomes[a]
+            totals[a] += base
             for row, j in enumerate(uncertain):
                 i = members[j]
                 if use == "ppi" and i in drawn:
-                    change = float(values[row, pairs[i].gain]) - base
-                    total += change / pairs[i].probability
-                    influence[i] = change
+                    change = float(values[row, _outcome(metric, pairs[i])]) - base
+                    totals[a] += change / pairs[i].probability
+                    influence[i] = influence.get(i, 0.0) + w * change
+    point = sum(w * totals[a] for a, w in weights)
+    return point, influence, totals if len(weights) > 1 else {}
+
+
+def _outcome(metric: str, pair: PooledPair) -> int:
+    """The column of a label's outcome: the grade for nDCG, relevant or not for recall."""
+    return pair.gain if metric == "ndcg" else int(pair.label)
+
+
+def _mixed(p: np.ndarray, known: Sequence[bool]) -> bool:
+    """Whether a query can be left without a relevant pair by its estimates: none is certain, and all its
+    uncertain ones may be not relevant (the answerable share then matters to it)."""
+    return not any(k and q >= 1.0 for k, q in zip(known, p)) and float(np.prod(1.0 - p)) > 1e-9
+
+
+def query_outcomes(metric: str, k: int, p: np.ndarray, known, c: np.ndarray, members, share: float, a: float):
+    """One query's expected figure and, for each uncertain pair (their positions), the figure with its label fixed
+    at each outcome (0 or 1 for recall; grade 0, 1, 2 for nDCG) and each outcome's chance.
+
+    Independent labels (``a`` = 0), or the answerable mixture: with probability alpha = 1 - (1 - a) P0 the query has
+    a relevant pair (P0 being the independent labels' chance of none), and then its labels are independent with
+    estimates p' (the uncertain ones moved by one log-odds shift) given at least one is relevant, so that the
+    expected count of relevant pairs stays the estimates' sum; else it has none. a = 0 is the independent model
+    exactly; a = 1 says every such query has a relevant pair. Its figure is alpha E'[M] / (1 - P0'), a relevant
+    verdict's value is that under p' alone, and a not-relevant one's is alpha (1 - p'_j) E'[M | y_j = 0] /
+    ((1 - P0') P(y_j = 0))."""
+    uncertain = [j for j in range(len(p)) if not known[j]]
+    mixture = a > 0.0 and bool(uncertain) and _mixed(p, known)
+    alpha, q = _answerable(p, uncertain, a) if mixture else (1.0, p)
+    qu = q[uncertain]
+    if metric == "ndcg":
+        fixed = [(c[j], members[j].gain) for j in range(len(p)) if known[j]]
+        base, values = graded_values(k, qu, c[uncertain], fixed, share)
+        chances = np.column_stack([1.0 - qu, qu * (1.0 - share), qu * share]) if len(qu) else np.zeros((0, 3))
+    else:
+        base = expected_ratio(metric, k, q, c)
+        slopes = ratio_slopes(metric, k, q, c)[uncertain]
+        values = np.column_stack([base - qu * slopes, base + (1.0 - qu) * slopes]) if len(qu) else np.zeros((0, 2))
+        chances = np.column_stack([1.0 - qu, qu])
+    if not mixture:
+        return base, uncertain, values, chances
+    logs = np.log1p(-np.minimum(qu, 1.0 - 1e-16))
+    scale = alpha / _some(logs.sum())
+    some_without = np.array([_some(logs.sum() - logs[j]) for j in range(len(qu))])
+    not_relevant = scale * (1.0 - qu) * some_without + (1.0 - alpha)
+    values = values.copy()
+    values[:, 0] = scale * (1.0 - qu) * values[:, 0] / not_relevant
+    chances = np.column_stack([not_relevant, scale * chances[:, 1:]])
+    return scale * base, uncertain, values, chances
+
+
+def _some(log_none: float) -> float:
+    """1 - P(no relevant pair) from log P(no relevant pair), without the cancellation 1 - prod(1 - q) suffers when
+    every q is tiny (the mixture's shift can make them so)."""
+    return max(-math.expm1(log_none), 1e-300)
+
+
+def _answerable(p: np.ndarray, uncertain: list[int], a: float) -> tuple[float, np.ndarray]:
+    """alpha and p' of :func:`query_outcomes`'s mixture: the shift found by bisection (the count given a relevant
+    pair grows with it). Where alpha times one relevant pair is already more than the estimates' sum, the count
+    cannot be kept: the smallest shift tried makes the query's relevant pair one, found where the estimates put
+    their odds (the sum is one query's estimate; that it has a relevant pair is what a says). Kept for the last
+    few thousand queries: every run scored over a pool asks the same."""
+    mine = p[uncertain]
+    key = (mine.tobytes(), a)
+    if key not in _ANSWERABLE_CACHE:
+        if len(_ANSWERABLE_CACHE) >= 20_000:
+            _ANSWERABLE_CACHE.clear()
+        _ANSWERABLE_CACHE[key] = _answerable_shift(mine, a)
+    alpha, shifted = _ANSWERABLE_CACHE[key]
+    out = p.copy()
+    out[uncertain] = shifted
+    return alpha, out
+
+
+_ANSWERABLE_CACHE: dict[tuple[bytes, float], tuple[float, np.ndarray]] = {}
+
+
+def _answerable_shift(p: np.ndarray, a: float) -> tuple[float, np.ndarray]:
+    z = _logits(p)
+    total = float(p.sum())
+    alpha = 1.0 - (1.0 - a) * float(np.prod(1.0 - p))
+
+    def count(delta: float) -> tuple[float, np.ndarray]:
+        q = 1.0 / (1.0 + np.exp(-(z + delta)))
+        return alpha * float(q.sum()) / _some(float(np.log1p(-np.minimum(q, 1.0 - 1e-16)).sum())), q
+
+    low, high = -30.0, 30.0
+    expected, q = count(low)
+    if expected >= total:
+        return alpha, q
+    for _ in range(50):
+        middle = (low + high) / 2
+        expected, q = count(middle)
+        low, high = (low, middle) if expected > total else (middle, high)
+    return alpha, count((low + high) / 2)[1]
+
+
+ANSWERABLE = (0.0, 0.25, 0.5, 0.75, 1.0)  # the shares of the estimate's "no relevant pair" the verdicts weigh
+
+
+def answerable_weights(pairs, by_query, estimates, random: list[int]) -> tuple[tuple[float, float], ...]:
+    """How far to believe, for each a in :data:`ANSWERABLE`, that a query the estimates might leave without a
+    relevant pair has one after all (:func:`query_outcomes`): the posterior over that grid (uniform prior) of the
+    randomly drawn verdicts' likelihood, query by query. The independent model (a = 0) gave SciFact's queries,
+    each of which has a relevant pair, a chance of about a quarter of having none, so its recall came out 0.2 low;
+    the verdicts seldom tell a from a' sharply, and the interval then carries the spread between them."""
+    drawn = set(random)
+    logs = np.zeros(len(ANSWERABLE))
+    for query_id, members in by_query.items():
+        known, p = estimates[query_id]
+        if not _mixed(p, known):
             continue
-        base = expected_ratio(metric, k, p, c)
-        total += base
-        for j, i in enumerate(members):
-            if use == "ppi" and i in drawn and not known[j]:
-                revealed = p.copy()
-                revealed[j] = pairs[i].label
-                change = expected_ratio(metric, k, revealed, c) - base
-                total += change / pairs[i].probability
-                influence[i] = change
-    return total, influence
+        given = [j for j, i in enumerate(members) if i in drawn and not known[j]]
+        labels = np.array([pairs[members[j]].label for j in given], dtype=float)
+        uncertain = [j for j in range(len(members)) if not known[j]]
+        for slot, a in enumerate(ANSWERABLE):
+            alpha, q = (1.0 - float(np.prod(1.0 - p[uncertain])), p) if a == 0.0 else _answerable(p, uncertain, a)
+            log_none = float(np.log1p(-np.minimum(q[uncertain], 1.0 - 1e-16)).sum())
+            all_zero = not labels.any()
+            if all_zero:  # the seen pairs all 0 and some other pair relevant: P(seen 0) P(another relevant)
+                rest = [j for j in uncertain if j not in set(given)]
+                seen = float(np.prod(1.0 - q[given])) * _some(float(np.log1p(-np.minimum(q[rest], 1 - 1e-16)).sum()))
+            else:
+                seen = float(np.prod(np.where(labels == 1, q[given], 1.0 - q[given])))
+            likelihood = alpha * seen / _some(log_none)
+            likelihood += (1.0 - alpha) * all_zero
+            logs[slot] += math.log(max(likelihood, 1e-300))
+    weights = np.exp(logs - logs.max())
+    weights /= weights.sum()
+    return tuple((a, float(w)) for a, w in zip(ANSWERABLE, weights) if w > 1e-6)
 
 
 @dataclass(frozen=True)
@@ -351,9 +504,13 @@ class _Calibration:
     which labels are certain and every pair's recalibrated estimate (:func:`_query_estimates`). The same for every
     run scored over one pool, so :meth:`of` keeps the last few."""
 
-    spread: float
+    spreads: tuple[float, ...]  # per fold of queries: from the other folds' verdicts
     estimates: dict[str, tuple[list[bool], np.ndarray]]
-    share: float = 0.0  # a relevant pair's chance of grade 2 (:func:`grade_share`)
+    shares: tuple[float, ...] = (0.0,) * FOLDS  # per fold: a relevant pair's chance of grade 2 (:func:`grade_share`)
+    answerable: tuple[tuple[float, float], ...] = ((0.0, 1.0),)  # (a, weight): :func:`answerable_weights`
+
+    def share(self, query_id: str) -> float:
+        return self.shares[fold_of(query_id, FOLDS)]
 
     @staticmethod
     def of(pairs, by_query, labelled) -> _Calibration:
@@ -361,15 +518,20 @@ class _Calibration:
         if key in _CALIBRATIONS:
             return _CALIBRATIONS[key]
         drawn = set(labelled)
-        recalibrated = _fold_recalibrations(pairs, [i for i in labelled if not _certain(pairs[i])])
-        spread = _query_spread(pairs, by_query, drawn, recalibrated)
+        random = [i for i in labelled if not _certain(pairs[i])]
+        recalibrated = _fold_recalibrations(pairs, random)
+        spreads = tuple(_query_spread(pairs, by_query, drawn, recalibrated, fold) for fold in range(FOLDS))
+        estimates = {}
+        for query_id, members in by_query.items():
+            fold = fold_of(query_id, FOLDS)
+            estimates[query_id] = _query_estimates(pairs, members, drawn, recalibrated[fold], spreads[fold])
         calibration = _Calibration(
-            spread,
-            {
-                query_id: _query_estimates(pairs, members, drawn, recalibrated[fold_of(query_id, FOLDS)], spread)
-                for query_id, members in by_query.items()
-            },
-            grade_share(pairs, labelled),
+            spreads,
+            estimates,
+            tuple(
+                grade_share(pairs, [i for i in random if fold_of(pairs[i].query_id, FOLDS) != f]) for f in range(FOLDS)
+            ),
+            answerable_weights(pairs, by_query, estimates, random),
         )
         if len(_CALIBRATIONS) >= 4:
             _CALIBRATIONS.pop(next(iter(_CALIBRATIONS)))
@@ -383,16 +545,19 @@ _CALIBRATIONS: dict[tuple, _Calibration] = {}  # the last few pools' calibration
 SPREADS = (0.25, 0.5, 1.0, 2.0)  # the spreads (sd in log-odds) of the queries' offsets the verdicts choose from
 
 
-def _query_spread(pairs, by_query, drawn, recalibrated) -> float:
+def _query_spread(pairs, by_query, drawn, recalibrated, left_out: int | None = None) -> float:
     """How far queries' own offsets from the recalibrated estimate spread (the sd in log-odds of the normal prior
     :func:`_query_offset` pulls each offset with), chosen from :data:`SPREADS` by the verdicts' marginal likelihood
     (Laplace's approximation, summed over queries): empirical Bayes. Queries whose relevant counts the estimate
     misjudges each in its own way (CISI) choose a wide spread, so each query's verdicts move its estimates; where
     they differ little (SciFact, a relevant pair or two a query) a narrow one keeps a few verdicts from emptying a
     query (with one spread of 1 for all, SciFact's recall@100 intervals covered in 0.64 of cases, with 0.5 CISI's
-    nDCG@10 in 0.85)."""
+    nDCG@10 in 0.85). Without the queries of fold ``left_out``: the spread its queries' offsets are pulled with
+    comes from the other folds' verdicts, so no verdict moves its own pair's estimate through it."""
     queries = []
     for query_id, members in by_query.items():
+        if fold_of(query_id, FOLDS) == left_out:
+            continue
         calibrate = recalibrated[fold_of(query_id, FOLDS)]
         given = [i for i in members if i in drawn and not _certain(pairs[i])]
         if given:
@@ -594,14 +759,33 @@ def _ratio_from_labels(pairs, by_query, labelled, metric: str, k: int) -> tuple[
 
 def grade_share(pairs, labelled) -> float:
     """The share of relevant pairs that are highly relevant (grade 2), what nDCG's expected gains rest on: from the
-    verdicts drawn at random (weighted by 1 / pi, so it is the pool's share, not the draw's), else from every
-    labelled relevant pair; 0 (every relevant pair a 1, binary gains) when no label says."""
+    verdicts among ``labelled`` drawn at random, weighted by 1 / pi (so it is the pool's share, not the draw's); 0
+    (every relevant pair a 1, binary gains) when none of them is relevant. Certain labels do not count: a synthetic
+    question's source is a 2 by construction, not a sample of the pool."""
     random = [i for i in labelled if pairs[i].label and not _certain(pairs[i])]
-    if random:
-        weights = np.array([1.0 / pairs[i].probability for i in random])
-        return float(weights @ np.array([pairs[i].gain == 2 for i in random], dtype=float) / weights.sum())
-    relevant = [pair for pair in pairs if pair.label]
-    return sum(pair.gain == 2 for pair in relevant) / len(relevant) if relevant else 0.0
+    if not random:
+        return 0.0
+    weights = np.array([1.0 / pairs[i].probability for i in random])
+    high = np.array([(pairs[i].grade if pairs[i].grade is not None else 1) >= 2 for i in random], dtype=float)
+    return float(weights @ high / weights.sum())
+
+
+def _binomial(n: int, share: float) -> np.ndarray:
+    """Row r, column m: P(M = m) for M ~ Binomial(r, share), r and m from 0 to n (kept for the last few)."""
+    key = (n, share)
+    if key not in _BINOMIALS:
+        table = np.zeros((n + 1, n + 1))
+        table[0, 0] = 1.0
+        for r in range(1, n + 1):
+            table[r, 1:] = table[r - 1, :-1] * share
+            table[r, :] += table[r - 1, :] * (1.0 - share)
+        if len(_BINOMIALS) >= 64:
+            _BINOMIALS.pop(next(iter(_BINOMIALS)))
+        _BINOMIALS[key] = table
+    return _BINOMIALS[key]
+
+
+_BINOMIALS: dict[tuple[int, float], np.ndarray] = {}
 
 
 def _split_ideals(k: int, n: int, share: float, high: int, low: int) -> np.ndarray:
@@ -609,11 +793,7 @@ def _split_ideals(k: int, n: int, share: float, high: int, low: int) -> np.ndarr
     relevant, each of grade 2 with chance ``share`` independently (so M of them, binomial); 0 where IDCG is 0."""
     steps = np.concatenate([[0.0], np.cumsum(1.0 / np.log2(np.arange(k) + 2))])  # DCG of t ideal gain-1 places
     m = np.arange(n + 1)
-    binomial = np.zeros((n + 1, n + 1))
-    binomial[0, 0] = 1.0
-    for r in range(1, n + 1):
-        binomial[r, 1:] = binomial[r - 1, :-1] * share
-        binomial[r, :] += binomial[r - 1, :] * (1.0 - share)
+    binomial = _binomial(n, share)
     tops = np.minimum(m[None, :] + high, k)  # the grade-2 pairs fill the first places, the grade-1 ones the next
     ends = np.minimum(m[:, None] + high + low, k) + np.zeros((1, n + 1), dtype=int)
     ideal = steps[tops] + steps[ends]  # IDCG = 2 d(tops) + (d(ends) - d(tops))
