@@ -129,6 +129,9 @@ def test_score_on_a_release_with_estimates_gives_the_difference_estimator_for_pr
     assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5,ndcg@5"]) == 0
     shown = capsys.readouterr().out
     assert "prediction-powered" in shown and "applies: prediction-powered" in shown and "ndcg@5*" in shown
+    assert "from the drawn verdicts:" in shown  # what the verdicts made of grades and of queries with no answer
+    assumed = report["assumptions"]
+    assert assumed["grade_2_share"] == 0.0 and 0.0 <= assumed["answerable"] <= 1.0  # the verdicts here are 0 or 1
 
 
 def test_compare_on_a_release_with_estimates_gives_the_paired_prediction_powered_difference(

@@ -304,6 +304,18 @@ def recalibrated(pairs: Sequence[PooledPair]) -> np.ndarray:
     return _plugged(pairs, by_query, _Calibration.of(pairs, by_query, labelled))
 
 
+def assumptions(pairs: Sequence[PooledPair]) -> dict:
+    """What the verdicts drawn at random made of the two things the estimate does not say, for a report: the share
+    of relevant pairs that are grade 2 (nDCG's gains) and how much of independent labels' chance that a query has
+    no relevant pair the verdicts found real (0: all of it, 1: every query has one), each as the figures use it."""
+    pairs, by_query, labelled = _grouped(pairs)
+    calibration = _Calibration.of(pairs, by_query, labelled)
+    return {
+        "grade_2_share": round(float(np.mean(calibration.shares)), 4),
+        "answerable": round(sum(a * weight for a, weight in calibration.answerable), 4),
+    }
+
+
 def _grouped(pairs: Sequence[PooledPair]) -> tuple[Sequence[PooledPair], dict[str, list[int]], list[int]]:
     """The pairs, their positions by query, and the positions of the labelled ones."""
     by_query: dict[str, list[int]] = {}

@@ -157,6 +157,7 @@ def prediction_report(rows: Sequence[dict], run: Run, specs: Sequence[MetricSpec
         "applies": which,
         "why": why,
         "relevance": "relevant from grade 1 on; nDCG's gain is the grade (0, 1, 2)",
+        "assumptions": ppi.assumptions(members) if random else None,
         "queries": len(query_ids),
         "pairs": len(pairs),
         "metrics": metrics,

@@ -159,6 +159,13 @@ def prediction_lines(report: dict) -> list[str]:
             "[yellow]warning:[/] no drawn verdict falls in this run's top results, so its intervals cannot show how "
             "the estimates err there (they may be too narrow); draw more pairs for review (`select`)"
         )
+    assumed = report.get("assumptions")
+    if assumed and report["applies"] == "ppi":
+        lines.append(
+            f"from the drawn verdicts: {assumed['grade_2_share']:.0%} of relevant pairs are highly relevant (nDCG's "
+            f"gain 2); queries the estimate might leave with no relevant pair have one after all, by "
+            f"{assumed['answerable']:.0%} of that doubt"
+        )
     return lines
 
 
