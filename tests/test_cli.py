@@ -450,3 +450,28 @@ def test_quiet_does_not_hide_the_items_the_terminal_reviewer_asks_about(queued_w
         capsys, "review", "--reviewer", "ann", "--workspace", str(queued_workspace.root), "--quiet"
     )
     assert code == EXIT_OK and "real query 0" in printed
+
+
+def test_run_json_on_a_failing_stage_still_lists_the_stages_that_ended_before_it(tmp_path, capsys, monkeypatch):
+    import yaml
+
+    from testset_builder import api
+    from testset_builder.errors import InputError
+
+    target = tmp_path / "my-set"
+    assert main(["init", str(target)]) == 0
+    config = target / "testset-builder.yaml"
+    settings = yaml.safe_load(config.read_text(encoding="utf-8"))
+    settings["run"]["sources"] = [str(Path(__file__).resolve().parents[1] / "docs")]
+    config.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
+
+    def fails(*args, **kwargs):
+        raise InputError("the generator's endpoint refused the key")
+
+    monkeypatch.setattr(api, "synthesize", fails)  # the third stage fails, after chunk and plan ended
+    capsys.readouterr()
+    assert main(["run", str(config), "--json"]) == EXIT_BAD_INPUT
+    document = json.loads(capsys.readouterr().out)
+    assert document["exit_code"] == EXIT_BAD_INPUT and "refused the key" in document["error"]
+    assert list(document["stages"]) == ["chunk", "plan"]
+    assert document["stages"]["chunk"]["result"]["chunks_added"] > 0

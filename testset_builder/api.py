@@ -507,15 +507,25 @@ def run(
     releases what needs no human), the estimate refit on the verdicts, release (when the content changed),
     baseline runs and a report. ``limits.max_cost_usd`` bounds the whole run. ``progress(stage)`` gives a context
     manager holding the stage's progress bar (or None); ``on_stage(name, result)`` hears of each stage as it
-    ends. A rerun after a crash, a budget stop or a review goes on where it was and pays for nothing twice."""
+    ends. A rerun after a crash, a budget stop or a review goes on where it was and pays for nothing twice. When a
+    stage raises, the error carries the stages before it as ``run_so_far`` (a :class:`RunResult`)."""
+    if not config.run.sources:
+        raise InputError(NO_SOURCES)
+    result = RunResult({})
+    try:
+        return _run_stages(config, result, review, progress, on_stage)
+    except BaseException as error:  # a stage failed: the error carries what the stages before it did (run --json)
+        error.run_so_far = result
+        raise
+
+
+def _run_stages(config: Config, result: RunResult, review: bool, progress, on_stage) -> RunResult:
+    """:func:`run`'s stages, filling ``result`` as each ends."""
     from .retrieval import dense_available
     from .store import draws, estimates
     from .store import logs as stored_logs
     from .store import review as review_store
 
-    if not config.run.sources:
-        raise InputError(NO_SOURCES)
-    result = RunResult({})
     limit, spent = config.limits.max_cost_usd, [0.0]
 
     def bar(stage: str):

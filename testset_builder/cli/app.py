@@ -285,9 +285,13 @@ def main(argv: list[str] | None = None) -> int:
 def _outcome(args: list[str], json_mode: bool) -> int:
     """Run the app on ``args`` and turn what happened into an exit code (and, with ``--json``, an error document)."""
 
-    def failed(code: int, message: str) -> int:
+    def failed(code: int, message: str, error: BaseException | None = None) -> int:
         if json_mode:
-            print(json.dumps({"error": message, "exit_code": code}))
+            document = {"error": message, "exit_code": code}
+            so_far = getattr(error, "run_so_far", None)  # run: the stages that ended before this one failed
+            if so_far is not None:
+                document["stages"] = so_far.as_dict()["stages"]
+            print(json.dumps(document))
         return code
 
     try:
@@ -304,10 +308,10 @@ def _outcome(args: list[str], json_mode: bool) -> int:
         return failed(EXIT_BAD_INPUT, error.format_message())
     except TestsetBuilderError as error:
         err.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)  # one line, unfolded
-        return failed(EXIT_BAD_INPUT, str(error))
-    except KeyboardInterrupt:
+        return failed(EXIT_BAD_INPUT, str(error), error)
+    except KeyboardInterrupt as error:
         err.print("interrupted: what was finished is kept; rerun to go on")
-        return failed(130, "interrupted")
+        return failed(130, "interrupted", error)
     except Exception as error:  # anything else is our bug: say so, show the traceback only on request
         if os.environ.get("TESTSET_BUILDER_DEBUG"):
             raise
@@ -316,5 +320,5 @@ def _outcome(args: list[str], json_mode: bool) -> int:
             "This is a bug in testset-builder; rerun with TESTSET_BUILDER_DEBUG=1 for the traceback.",
             highlight=False,
         )
-        return failed(EXIT_INTERNAL, f"internal error: {type(error).__name__}: {error}")
+        return failed(EXIT_INTERNAL, f"internal error: {type(error).__name__}: {error}", error)
     return EXIT_OK
