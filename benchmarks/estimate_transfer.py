@@ -317,11 +317,17 @@ def coverage(domain: Domain, prior, draws: int, share: float, strength: float) -
         name: {
             "ppi_coverage": float(np.mean(r["ppi"])), "human_coverage": float(np.mean(r["human"])),
             "ppi_width": float(np.mean(r["ppi_width"])), "human_width": float(np.mean(r["human_width"])),
-            "tau_ppi": float(np.mean(r["tau_ppi"])), "tau_estimate": float(np.mean(r["tau_estimate"])),
+            "tau_ppi": _mean_tau(r["tau_ppi"]), "tau_estimate": _mean_tau(r["tau_estimate"]),
             "outside_range": r["outside_range"], "zero_width": r["zero_width"], "cases": len(r["ppi"]),
         }
         for name, r in out.items()
     }  # fmt: skip
+
+
+def _mean_tau(values: list[float]) -> float | None:
+    """The mean of the draws' Kendall taus; a draw whose figures all tie (every recall at 1) has none."""
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else None
 
 
 # the domain fit: the prior refitted on the workspace's own synthetic questions (measured, not shipped) ---------------
@@ -457,8 +463,8 @@ def main(argv: list[str] | None = None) -> dict:
             for metric, r in row["ppi"].items():
                 print(
                     f"  {metric:<10} PPI coverage {r['ppi_coverage']:.2f} (width {r['ppi_width']:.3f}), human-only "
-                    f"{r['human_coverage']:.2f} (width {r['human_width']:.3f}); tau PPI {r['tau_ppi']:.2f}, estimate "
-                    f"alone {r['tau_estimate']:.2f}; {r['cases']} cases over {len(held_out.systems)} systems, "
+                    f"{r['human_coverage']:.2f} (width {r['human_width']:.3f}); tau PPI {fmt(r['tau_ppi'])}, estimate "
+                    f"alone {fmt(r['tau_estimate'])}; {r['cases']} cases over {len(held_out.systems)} systems, "
                     f"{r['outside_range']} outside [0, 1], {r['zero_width']} of zero width"
                 )
         report["domains"][held_out.name] = row
