@@ -515,7 +515,8 @@ def run(
     try:
         return _run_stages(config, result, review, progress, on_stage)
     except BaseException as error:  # a stage failed: the error carries what the stages before it did (run --json)
-        error.run_so_far = result
+        with contextlib.suppress(Exception):  # an exception that takes no attributes keeps its own message
+            error.run_so_far = result
         raise
 
 

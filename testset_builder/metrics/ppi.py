@@ -310,9 +310,10 @@ def assumptions(pairs: Sequence[PooledPair]) -> dict:
     no relevant pair the verdicts found real (0: all of it, 1: every query has one), each as the figures use it."""
     pairs, by_query, labelled = _grouped(pairs)
     calibration = _Calibration.of(pairs, by_query, labelled)
+    answerable = calibration.answerable
     return {
-        "grade_2_share": round(float(np.mean(calibration.shares)), 4),
-        "answerable": round(sum(a * weight for a, weight in calibration.answerable), 4),
+        "grade_2_share": round(grade_share(pairs, labelled), 4),
+        "answerable": None if answerable == ((0.0, 1.0),) else round(sum(a * w for a, w in answerable), 4),
     }
 
 
@@ -402,6 +403,7 @@ def query_outcomes(metric: str, k: int, p: np.ndarray, known, c: np.ndarray, mem
     exactly; a = 1 says every such query has a relevant pair. Its figure is alpha E'[M] / (1 - P0'), a relevant
     verdict's value is that under p' alone, and a not-relevant one's is alpha (1 - p'_j) E'[M | y_j = 0] /
     ((1 - P0') P(y_j = 0))."""
+    p = np.asarray(p, dtype=float)
     uncertain = [j for j in range(len(p)) if not known[j]]
     mixture = a > 0.0 and bool(uncertain) and _mixed(p, known)
     alpha, q = _answerable(p, uncertain, a) if mixture else (1.0, p)
@@ -419,7 +421,7 @@ def query_outcomes(metric: str, k: int, p: np.ndarray, known, c: np.ndarray, mem
         return base, uncertain, values, chances
     logs = np.log1p(-np.minimum(qu, 1.0 - 1e-16))
     scale = alpha / _some(logs.sum())
-    some_without = np.array([_some(logs.sum() - logs[j]) for j in range(len(qu))])
+    some_without = np.maximum(-np.expm1(logs.sum() - logs), 1e-300)
     not_relevant = scale * (1.0 - qu) * some_without + (1.0 - alpha)
     values = values.copy()
     values[:, 0] = scale * (1.0 - qu) * values[:, 0] / not_relevant
@@ -434,44 +436,49 @@ def _some(log_none: float) -> float:
 
 
 def _answerable(p: np.ndarray, uncertain: list[int], a: float) -> tuple[float, np.ndarray]:
-    """alpha and p' of :func:`query_outcomes`'s mixture: the shift found by bisection (the count given a relevant
-    pair grows with it). Where alpha times one relevant pair is already more than the estimates' sum, the count
-    cannot be kept: the smallest shift tried makes the query's relevant pair one, found where the estimates put
-    their odds (the sum is one query's estimate; that it has a relevant pair is what a says). Kept for the last
-    few thousand queries: every run scored over a pool asks the same."""
-    mine = p[uncertain]
-    key = (mine.tobytes(), a)
+    """alpha and p' of :func:`query_outcomes`'s mixture (:func:`_answerable_shift`). Kept for the last few thousand
+    queries: every run scored over a pool asks the same."""
+    mine = np.asarray(p, dtype=float)[uncertain]
+    key = (len(mine), mine.tobytes(), a)
     if key not in _ANSWERABLE_CACHE:
         if len(_ANSWERABLE_CACHE) >= 20_000:
             _ANSWERABLE_CACHE.clear()
         _ANSWERABLE_CACHE[key] = _answerable_shift(mine, a)
     alpha, shifted = _ANSWERABLE_CACHE[key]
-    out = p.copy()
+    out = np.array(p, dtype=float)
     out[uncertain] = shifted
     return alpha, out
 
 
-_ANSWERABLE_CACHE: dict[tuple[bytes, float], tuple[float, np.ndarray]] = {}
+_ANSWERABLE_CACHE: dict[tuple[int, bytes, float], tuple[float, np.ndarray]] = {}
+
+
+SHIFT_FLOOR = -4.0  # the mixture shrinks a query's odds by at most e^4: below, it would say "exactly one relevant"
 
 
 def _answerable_shift(p: np.ndarray, a: float) -> tuple[float, np.ndarray]:
+    """alpha and the shifted estimates for :func:`_answerable`. The shift keeps the expected count; it is not taken
+    below :data:`SHIFT_FLOOR`, where alpha is lowered instead until the count is kept. Unbounded, a query whose sum
+    of estimates is below alpha went to "exactly one relevant pair", under which two relevant verdicts in one query
+    had a likelihood near 0, and that one query decided a for every other."""
     z = _logits(p)
     total = float(p.sum())
     alpha = 1.0 - (1.0 - a) * float(np.prod(1.0 - p))
 
-    def count(delta: float) -> tuple[float, np.ndarray]:
+    def shifted(delta: float) -> tuple[np.ndarray, float]:
         q = 1.0 / (1.0 + np.exp(-(z + delta)))
-        return alpha * float(q.sum()) / _some(float(np.log1p(-np.minimum(q, 1.0 - 1e-16)).sum())), q
+        return q, float(q.sum()) / _some(float(np.log1p(-np.minimum(q, 1.0 - 1e-16)).sum()))  # E'[R | R >= 1]
 
-    low, high = -30.0, 30.0
-    expected, q = count(low)
-    if expected >= total:
-        return alpha, q
+    q, given_some = shifted(SHIFT_FLOOR)
+    given_some = max(given_some, 1.0)  # E[R | R >= 1] is at least 1 (all the estimates may underflow to 0)
+    if alpha * given_some >= total:
+        return min(alpha, total / given_some), q
+    low, high = SHIFT_FLOOR, 30.0
     for _ in range(50):
         middle = (low + high) / 2
-        expected, q = count(middle)
-        low, high = (low, middle) if expected > total else (middle, high)
-    return alpha, count((low + high) / 2)[1]
+        q, given_some = shifted(middle)
+        low, high = (low, middle) if alpha * given_some > total else (middle, high)
+    return alpha, shifted((low + high) / 2)[0]
 
 
 ANSWERABLE = (0.0, 0.25, 0.5, 0.75, 1.0)  # the shares of the estimate's "no relevant pair" the verdicts weigh
@@ -479,34 +486,46 @@ ANSWERABLE = (0.0, 0.25, 0.5, 0.75, 1.0)  # the shares of the estimate's "no rel
 
 def answerable_weights(pairs, by_query, estimates, random: list[int]) -> tuple[tuple[float, float], ...]:
     """How far to believe, for each a in :data:`ANSWERABLE`, that a query the estimates might leave without a
-    relevant pair has one after all (:func:`query_outcomes`): the posterior over that grid (uniform prior) of the
-    randomly drawn verdicts' likelihood, query by query. The independent model (a = 0) gave SciFact's queries,
+    relevant pair has one after all (:func:`query_outcomes`): the mixing weights of the shares over the queries, by
+    maximum likelihood of the randomly drawn verdicts (EM: each query is of some share, which one unknown), so that
+    no single query can veto a share for all the others. The independent model (a = 0) gave SciFact's queries,
     each of which has a relevant pair, a chance of about a quarter of having none, so its recall came out 0.2 low;
     the verdicts seldom tell a from a' sharply, and the interval then carries the spread between them."""
     drawn = set(random)
-    logs = np.zeros(len(ANSWERABLE))
+    rows, heard = [], False
     for query_id, members in by_query.items():
         known, p = estimates[query_id]
         if not _mixed(p, known):
             continue
         given = [j for j, i in enumerate(members) if i in drawn and not known[j]]
+        heard = heard or bool(given)
         labels = np.array([pairs[members[j]].label for j in given], dtype=float)
         uncertain = [j for j in range(len(members)) if not known[j]]
+        rest = sorted(set(uncertain) - set(given))
+        all_zero = not labels.any()
+        logs = np.zeros(len(ANSWERABLE))
         for slot, a in enumerate(ANSWERABLE):
             alpha, q = (1.0 - float(np.prod(1.0 - p[uncertain])), p) if a == 0.0 else _answerable(p, uncertain, a)
             log_none = float(np.log1p(-np.minimum(q[uncertain], 1.0 - 1e-16)).sum())
-            all_zero = not labels.any()
             if all_zero:  # the seen pairs all 0 and some other pair relevant: P(seen 0) P(another relevant)
-                rest = [j for j in uncertain if j not in set(given)]
                 seen = float(np.prod(1.0 - q[given])) * _some(float(np.log1p(-np.minimum(q[rest], 1 - 1e-16)).sum()))
             else:
                 seen = float(np.prod(np.where(labels == 1, q[given], 1.0 - q[given])))
             likelihood = alpha * seen / _some(log_none)
             likelihood += (1.0 - alpha) * all_zero
-            logs[slot] += math.log(max(likelihood, 1e-300))
-    weights = np.exp(logs - logs.max())
-    weights /= weights.sum()
-    return tuple((a, float(w)) for a, w in zip(ANSWERABLE, weights) if w > 1e-6)
+            logs[slot] = math.log(max(likelihood, 1e-300))
+        rows.append(logs)
+    if not heard:  # no verdict in a query it matters to: nothing to move the independent model by
+        return ((0.0, 1.0),)
+    likelihoods = np.exp(np.array(rows) - np.max(rows, axis=1, keepdims=True))  # each query's, up to a factor
+    weights = np.full(len(ANSWERABLE), 1.0 / len(ANSWERABLE))
+    for _ in range(200):  # EM for the shares' mixing weights: each query is of one share, which one unknown
+        belongs = likelihoods * weights
+        belongs /= belongs.sum(axis=1, keepdims=True)
+        weights = belongs.mean(axis=0)
+    kept = weights > 1e-6
+    weights = np.where(kept, weights, 0.0) / weights[kept].sum()
+    return tuple((a, float(w)) for a, w, keep in zip(ANSWERABLE, weights, kept) if keep)
 
 
 @dataclass(frozen=True)
@@ -540,9 +559,7 @@ class _Calibration:
         calibration = _Calibration(
             spreads,
             estimates,
-            tuple(
-                grade_share(pairs, [i for i in random if fold_of(pairs[i].query_id, FOLDS) != f]) for f in range(FOLDS)
-            ),
+            _fold_shares(pairs, random),
             answerable_weights(pairs, by_query, estimates, random),
         )
         if len(_CALIBRATIONS) >= 4:
@@ -767,6 +784,16 @@ def _ratio_from_labels(pairs, by_query, labelled, metric: str, k: int) -> tuple[
         for i in mine:
             influence[i] = by_d * _weight(metric, pairs[i].rank, k) * pairs[i].label + by_r * pairs[i].label
     return total, influence
+
+
+def _fold_shares(pairs, random: list[int]) -> tuple[float, ...]:
+    """Each fold's grade-2 share from the other folds' verdicts; the whole pool's where they hold no relevant one."""
+    pooled = grade_share(pairs, random)
+    out = []
+    for fold in range(FOLDS):
+        others = [i for i in random if fold_of(pairs[i].query_id, FOLDS) != fold]
+        out.append(grade_share(pairs, others) if any(pairs[i].label for i in others) else pooled)
+    return tuple(out)
 
 
 def grade_share(pairs, labelled) -> float:

@@ -161,11 +161,16 @@ def prediction_lines(report: dict) -> list[str]:
         )
     assumed = report.get("assumptions")
     if assumed and report["applies"] == "ppi":
-        lines.append(
-            f"from the drawn verdicts: {assumed['grade_2_share']:.0%} of relevant pairs are highly relevant (nDCG's "
-            f"gain 2); queries the estimate might leave with no relevant pair have one after all, by "
-            f"{assumed['answerable']:.0%} of that doubt"
+        said = (
+            f"from the drawn verdicts: {assumed['grade_2_share']:.0%} of relevant pairs are highly relevant "
+            "(nDCG's gain 2)"
         )
+        if assumed["answerable"] is not None:
+            said += (
+                f"; queries the estimate might leave with no relevant pair have one after all, by "
+                f"{assumed['answerable']:.0%} of that doubt"
+            )
+        lines.append(said)
     return lines
 
 
