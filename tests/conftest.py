@@ -280,6 +280,14 @@ def press(page, key: str) -> None:
     page.keyboard.press(key)
     shown.wait_for_element_state("hidden")
     page.wait_for_selector("#item")
+    settled(page)
+
+
+def settled(page) -> None:
+    """Wait until htmx has settled what it swapped in (it binds the new item's forms only then): a key pressed
+    before that submitted the form without htmx, and the page left for a plain POST's answer."""
+    page.wait_for_selector(".htmx-added, .htmx-settling, .htmx-swapping", state="detached")  # (the page's CSP
+    # forbids the string evaluation wait_for_function needs)
 
 
 def reviewing_page(opener, base: str, token: str, reviewer: str = "ann"):
