@@ -184,14 +184,13 @@ def _linearise(pairs: Sequence[PooledPair], metric: str, k: int, use: str) -> _L
         raise ValueError(f"unknown metric {metric!r}; prediction-powered estimates know {', '.join(METRICS)}")
     if use not in ("ppi", "human", "estimate"):
         raise ValueError("use is ppi, human or estimate")
-    by_query: dict[str, list[int]] = {}
-    for i, pair in enumerate(pairs):
-        by_query.setdefault(pair.query_id, []).append(i)
-        if use != "estimate" and pair.label is not None:
-            _check(pair)
+    pairs, by_query, labelled = _grouped(pairs)
     if not by_query:
         raise ValueError("no pairs")
-    labelled = [] if use == "estimate" else [i for i, pair in enumerate(pairs) if pair.label is not None]
+    if use == "estimate":
+        labelled = []
+    for i in labelled:
+        _check(pairs[i])
     calibration = _Calibration.of(pairs, by_query, labelled) if use == "ppi" else None
     by_answerable: dict[float, float] = {}
     if metric in ("precision", "dcg"):
@@ -352,7 +351,8 @@ def _ratio(
         total, influence = _ratio_from_labels(pairs, by_query, labelled, metric, k)
         return total, influence, {}
     drawn = set(labelled)
-    overall = grade_share(pairs, [i for i, pair in enumerate(pairs) if pair.label is not None])
+    if calibration is None:  # the estimate-only figure: the grade-2 share of every verdict drawn at random
+        overall = grade_share(pairs, [i for i, pair in enumerate(pairs) if pair.label is not None])
     weights = calibration.answerable if calibration is not None else ((0.0, 1.0),)
     totals = {a: 0.0 for a, _ in weights}
     influence: dict[int, float] = {}
@@ -429,6 +429,12 @@ def query_outcomes(metric: str, k: int, p: np.ndarray, known, c: np.ndarray, mem
     return scale * base, uncertain, values, chances
 
 
+def _log_none(q: np.ndarray) -> float:
+    """log P(no relevant pair) when each is relevant with its own ``q``, independently (a certain one, q = 1, is
+    held just below 1 so the logarithm stays finite)."""
+    return float(np.log1p(-np.minimum(q, 1.0 - 1e-16)).sum())
+
+
 def _some(log_none: float) -> float:
     """1 - P(no relevant pair) from log P(no relevant pair), without the cancellation 1 - prod(1 - q) suffers when
     every q is tiny (the mixture's shift can make them so)."""
@@ -467,7 +473,7 @@ def _answerable_shift(p: np.ndarray, a: float) -> tuple[float, np.ndarray]:
 
     def shifted(delta: float) -> tuple[np.ndarray, float]:
         q = 1.0 / (1.0 + np.exp(-(z + delta)))
-        return q, float(q.sum()) / _some(float(np.log1p(-np.minimum(q, 1.0 - 1e-16)).sum()))  # E'[R | R >= 1]
+        return q, float(q.sum()) / _some(_log_none(q))  # E'[R | R >= 1]
 
     q, given_some = shifted(SHIFT_FLOOR)
     given_some = max(given_some, 1.0)  # E[R | R >= 1] is at least 1 (all the estimates may underflow to 0)
@@ -506,12 +512,11 @@ def answerable_weights(pairs, by_query, estimates, random: list[int]) -> tuple[t
         logs = np.zeros(len(ANSWERABLE))
         for slot, a in enumerate(ANSWERABLE):
             alpha, q = (1.0 - float(np.prod(1.0 - p[uncertain])), p) if a == 0.0 else _answerable(p, uncertain, a)
-            log_none = float(np.log1p(-np.minimum(q[uncertain], 1.0 - 1e-16)).sum())
             if all_zero:  # the seen pairs all 0 and some other pair relevant: P(seen 0) P(another relevant)
-                seen = float(np.prod(1.0 - q[given])) * _some(float(np.log1p(-np.minimum(q[rest], 1 - 1e-16)).sum()))
+                seen = float(np.prod(1.0 - q[given])) * _some(_log_none(q[rest]))
             else:
                 seen = float(np.prod(np.where(labels == 1, q[given], 1.0 - q[given])))
-            likelihood = alpha * seen / _some(log_none)
+            likelihood = alpha * seen / _some(_log_none(q[uncertain]))
             likelihood += (1.0 - alpha) * all_zero
             logs[slot] = math.log(max(likelihood, 1e-300))
         rows.append(logs)
