@@ -7,10 +7,11 @@ text; its ``reference_context_ids`` field is checked, and so is whether any inpu
 
 What runs:
 
-- Corpus: the project's ``docs/`` (four Markdown files, about 1,400 words); both tools are asked for ``--questions``
-  (default 10). testset-builder chunks the folder (markdown chunker, 800/80) and synthesizes with the quickstart's
-  settings (styles, mining by the relevance estimate, critic off) through ``kind: openai``, ``base_url`` and
-  ``prompt_style: completion``, in a fresh workspace (nothing from its LLM cache).
+- Corpus: the project's demo corpus ``examples/corpus/`` (four Markdown files, about 1,400 words); both tools
+  are asked for ``--questions`` (default 10). testset-builder chunks the folder (markdown chunker, 800/80) and
+  synthesizes with the quickstart's settings (styles, mining by the relevance estimate, critic off) through
+  ``kind: openai``, ``base_url`` and ``prompt_style: completion``, in a fresh workspace (nothing from its LLM
+  cache).
 - Ragas twice, with its defaults otherwise, the LLM as ``LangchainLLMWrapper(ChatOpenAI(..., max_tokens=1024))`` and
   embeddings as ``LangchainEmbeddingsWrapper(OpenAIEmbeddings(...))`` (its testset quickstart's setup):
   ``ragas-documents``, ``generate_with_langchain_docs`` on the four files (its documented path), and
@@ -80,7 +81,7 @@ RAGAS_VENV = CACHE / "ragas-venv"
 TIKTOKEN_CACHE = CACHE / "tiktoken"
 WORK = CACHE / "vs-ragas"
 DEFAULT_JSON = CACHE / "vs-ragas.json"
-DOCS = ROOT / "docs"
+DOCS = ROOT / "examples" / "corpus"
 RAGAS_VERSION = "0.4.3"
 RAGAS_PINS = (f"ragas=={RAGAS_VERSION}", "langchain-community==0.3.31", "rapidfuzz==3.14.6")
 MODEL = "gemma-3-270m"
@@ -912,7 +913,7 @@ def main(argv: list[str] | None = None) -> dict:
         freeze = [line for line in listed.stdout.splitlines() if re.match(r"(ragas|langchain|openai|tiktoken)", line)]
     report = {
         "questions": args.questions,
-        "corpus": "docs/*.md",
+        "corpus": "examples/corpus/*.md",
         "ragas_pins": list(RAGAS_PINS),
         "ragas_venv_packages": freeze,
         "token_rule_standin": r"len(re.findall(r'\w+|[^\w\s]', text)) over the prompt text and each answer",

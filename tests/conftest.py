@@ -149,13 +149,14 @@ def local_server(tmp_path_factory):
 
 @pytest.fixture
 def docs_workspace(tmp_path):
-    """A workspace holding the project's docs/ chunked as the demo chunks them (markdown, 600 chars, 60 overlap)."""
+    """A workspace holding the project's demo corpus (examples/corpus/) chunked as the demo chunks them (markdown,
+    600 chars, 60 overlap)."""
     from testset_builder.config import ChunkingConfig
     from testset_builder.corpus.ingest import ingest
     from testset_builder.corpus.loaders import load_sources
     from testset_builder.store import open_workspace
 
-    docs = Path(__file__).resolve().parents[1] / "docs"
+    docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
     with open_workspace(tmp_path / "ws") as ws:
         ingest(ws, load_sources([docs]), ChunkingConfig(chunker="markdown", size=600, overlap=60), [docs])
         yield ws

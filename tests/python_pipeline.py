@@ -17,7 +17,7 @@ from testset_builder import api
 from testset_builder.stages import review
 
 root = Path(sys.argv[1])
-docs = Path(__file__).resolve().parents[1] / "docs"
+docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
 roles.make_provider = lambda config: FakeProvider(stand_in_model())  # the one stand-in: no network, no key
 config = api.load_config(
     demo_config(),

@@ -43,7 +43,7 @@ def released(tmp_path, capsys):
     from testset_builder.stages.release import write_release
     from testset_builder.store import open_workspace, rows
 
-    docs = HERE.parent / "docs"
+    docs = HERE.parent / "examples" / "corpus"
     assert main(["chunk", str(docs), "--workspace", str(tmp_path / "ws"), "--json"]) == 0
     capsys.readouterr()
     with open_workspace(tmp_path / "ws") as ws:

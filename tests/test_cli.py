@@ -462,7 +462,7 @@ def test_run_json_on_a_failing_stage_still_lists_the_stages_that_ended_before_it
     assert main(["init", str(target)]) == 0
     config = target / "testset-builder.yaml"
     settings = yaml.safe_load(config.read_text(encoding="utf-8"))
-    settings["run"]["sources"] = [str(Path(__file__).resolve().parents[1] / "docs")]
+    settings["run"]["sources"] = [str(Path(__file__).resolve().parents[1] / "examples" / "corpus")]
     config.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
 
     def fails(*args, **kwargs):

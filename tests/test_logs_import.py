@@ -82,7 +82,7 @@ def docs_chunked(root):
     from testset_builder.corpus.ingest import ingest
     from testset_builder.corpus.loaders import load_sources
 
-    docs = Path(__file__).resolve().parents[1] / "docs"
+    docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
     ws = open_workspace(root)
     ingest(ws, load_sources([docs]), ChunkingConfig(chunker="markdown", size=600, overlap=60), [docs])
     return ws

@@ -81,7 +81,7 @@ def test_run_imports_a_log_draws_its_failures_proposes_them_and_releases_them_an
     from conftest import require
 
     require("testset_builder.llm.local_provider")
-    docs = Path(__file__).resolve().parents[1] / "docs"
+    docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
     log = tmp_path / "log.jsonl"
     topics = ["how is ndcg computed", "what does recall count", "how do I review pairs", "what is a release"]
     log.write_text(

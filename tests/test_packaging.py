@@ -112,7 +112,7 @@ def test_a_wheel_installed_in_a_fresh_venv_runs_chunk_synthesize_and_release_wit
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)], check=True)
 
     work = tmp_path / "elsewhere"
-    shutil.copytree(ROOT / "docs", work / "docs")
+    shutil.copytree(ROOT / "examples" / "corpus", work / "docs")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
 

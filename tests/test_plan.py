@@ -143,7 +143,7 @@ def test_a_dry_run_prints_the_plan_as_json_and_writes_nothing(tmp_path, capsys):
     config = tmp_path / "set.yaml"
     config.write_text(
         "workspace: ws\ngenerator: {kind: openai, model: gpt-4o-mini}\nsynthesize: {questions: 20}\n"
-        f"run:\n  sources: [{EXAMPLES.parent / 'docs'}]\n  queries: {EXAMPLES / 'queries.txt'}\n",
+        f"run:\n  sources: [{EXAMPLES / 'corpus'}]\n  queries: {EXAMPLES / 'queries.txt'}\n",
         encoding="utf-8",
     )
     code = main(["run", str(config), "--dry-run", "--json", "--max-cost-usd", "0.001"])

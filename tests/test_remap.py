@@ -118,7 +118,7 @@ def test_a_release_without_spans_or_a_target_without_the_documents_is_refused_wi
 
 
 # the command ----------------------------------------------------------------------------------------------------
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[1] / "examples" / "corpus"
 
 
 def run_json(capsys, *argv: str) -> tuple[int, dict]:
@@ -128,7 +128,7 @@ def run_json(capsys, *argv: str) -> tuple[int, dict]:
 
 @pytest.fixture
 def two_chunkings(docs_workspace, tmp_path):
-    """docs/ chunked twice: markdown 600/60 (with six synthetic questions quoting their evidence and one human
+    """The demo corpus chunked twice: markdown 600/60 (with six synthetic questions quoting their evidence and one human
     label, released as 1.0.0) and recursive 300/0 in ``other``."""
     ws = docs_workspace
     client = LLMClient(FakeProvider(quoting, prompt_style="chat"), ws, "synthesize")

@@ -15,7 +15,7 @@ from conftest import TEST_OUTPUT, answer_doubted_through_api, answer_drawn_throu
 from testset_builder.cli import main
 
 pytestmark = pytest.mark.slow
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[1] / "examples" / "corpus"
 
 
 def run(config: Path, *flags: str) -> tuple[int, dict]:

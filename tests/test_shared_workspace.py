@@ -19,7 +19,7 @@ from fault_server import FaultServer
 from testset_builder.cli import EXIT_OK, EXIT_PARTIAL, main
 from testset_builder.store import open_workspace, rows
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[1] / "examples" / "corpus"
 QUERIES = ["how is ndcg computed", "what does recall at k ignore", "why pool candidates from several retrievers"]
 
 

@@ -32,7 +32,7 @@ from testset_builder.stages.synthesize import synthesize
 from testset_builder.store import open_workspace, rows
 from testset_builder.store import review as review_store
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[1] / "examples" / "corpus"
 LONG = (
     "Recall at k counts the relevant chunks that a retriever returns among its first k results for a query. It ignores "
     "their order inside the cut-off, which is why teams pair it with nDCG when ranking quality matters to readers."

@@ -90,7 +90,7 @@ def released_workspace(tmp_path, capsys):
     from testset_builder.stages.release import write_release
     from testset_builder.store import open_workspace, rows
 
-    docs = Path(__file__).resolve().parents[1] / "docs"
+    docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
     assert main(["chunk", str(docs), "--workspace", str(tmp_path / "ws"), "--json"]) == 0
     capsys.readouterr()
     with open_workspace(tmp_path / "ws") as ws:

@@ -53,7 +53,7 @@ def echo_kind():
 
 
 def test_a_provider_registered_in_one_file_writes_the_questions_and_the_plan_reads_its_abilities(tmp_path, echo_kind):
-    docs = Path(__file__).resolve().parents[1] / "docs"
+    docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
     config = api.load_config(
         None, workspace=tmp_path / "ws", generator={"kind": echo_kind, "model": "echo-1"},
         synthesize={"questions": 3, "critic": False, "mine": False, "styles": {"natural": 1.0}},
