@@ -7,8 +7,8 @@ import json
 import pytest
 
 from testset_builder.errors import InputError
+from testset_builder.export.logs import LogFields, LogRecord, Retrieved, Unreadable, read_log
 from testset_builder.stages.logs.matching import ChunkMatcher
-from testset_builder.stages.logs.records import LogFields, LogRecord, Retrieved, Unreadable, read_log
 from testset_builder.stages.logs.scrub import Scrubber
 
 
@@ -132,7 +132,7 @@ def test_invalid_utf8_is_a_reported_line_not_a_crash(tmp_path):
 
 
 def test_a_line_longer_than_the_limit_is_reported_and_passed_over_without_being_held(tmp_path, monkeypatch):
-    from testset_builder.stages.logs import records
+    from testset_builder.export import logs as records
 
     monkeypatch.setattr(records, "MAX_LINE_BYTES", 64)
     log = tmp_path / "log.jsonl"

@@ -1,6 +1,7 @@
 """A file format added in one file: CSV qrels (a header, then query-id,corpus-id,score), registered with its reader,
 writer and how to recognise a file of it. `score --qrels` reads such a file by itself, and `export --format csv`
-writes a release in it; both go through the one registry every built-in format is in."""
+writes a release in it; both go through the one registry every built-in format is in. A production log's format is
+added the same way: `import-logs --format` and the config's `logs.format` take it."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ import pytest
 from testset_builder.cli import main
 from testset_builder.errors import InputError
 from testset_builder.export import (
+    LOG_FORMATS,
     RELEASE_EXPORTS,
+    LogFormat,
     ReleaseExport,
     TableFormat,
     formats,
     read_qrels,
+    register_log_format,
     register_qrels_format,
     register_release_export,
 )
@@ -104,3 +108,48 @@ def released_workspace(tmp_path, capsys):
             ])  # fmt: skip
         write_release(ws, "1.0.0")
     return tmp_path / "ws", "1.0.0", {"q1": {c: 2 - n for n, c in enumerate(chunks)}}
+
+
+def read_tab_log(path: Path, fields):
+    """A toy log: one request a line, ``query<TAB>chunk id,chunk id,...`` (the ids ranked), nothing else."""
+    from testset_builder.export.logs import LogRecord, Retrieved, Unreadable
+
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        query, tab, ids = line.partition("\t")
+        if not tab or not query.strip():
+            yield Unreadable(number, "expected query<TAB>ids")
+            continue
+        ranked = [Retrieved(rank=r, chunk_id=c) for r, c in enumerate(filter(None, ids.split(",")), 1)]
+        yield LogRecord(line=number, query=query.strip(), retrieved=ranked)
+
+
+@pytest.fixture
+def tab_log_format():
+    register_log_format(LogFormat("tab", read_tab_log, "query<TAB>ids"))
+    yield
+    LOG_FORMATS.pop("tab", None)
+
+
+def test_a_log_format_registered_in_one_file_is_imported_by_import_logs(tmp_path, tab_log_format, capsys):
+    from testset_builder.config import LogsConfig
+    from testset_builder.store import logs as stored_logs
+    from testset_builder.store import open_workspace, rows
+
+    docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
+    assert main(["chunk", str(docs), "--workspace", str(tmp_path / "ws"), "--json"]) == 0
+    with open_workspace(tmp_path / "ws") as ws:
+        chunks = [c for c, *_ in rows.live_chunk_rows(ws.db)][:2]
+    log = tmp_path / "requests.tab"
+    log.write_text(f"how is ndcg computed\t{chunks[0]},{chunks[1]}\nno tab here\nwhat is recall\t{chunks[1]}\n",
+                   encoding="utf-8")  # fmt: skip
+    capsys.readouterr()
+    assert main(["import-logs", str(log), "--format", "tab", "--workspace", str(tmp_path / "ws"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["records"] == 2 and summary["unreadable"] == 1
+    with open_workspace(tmp_path / "ws") as ws:
+        texts = {q["query_id"]: rows.get_query(ws.db, q["query_id"]).text for q in stored_logs.logged_queries(ws.db)}
+        retrieved = {texts[q]: [c for _, c, _ in ranked] for q, ranked in stored_logs.production_run(ws.db).items()}
+    assert retrieved == {"how is ndcg computed": chunks, "what is recall": chunks[1:]}
+    assert LogsConfig(format="tab").format == "tab"  # the config takes it too
+    with pytest.raises(ValueError, match="tab"):  # and an unknown one is refused, naming the registered ones
+        LogsConfig(format="xml")

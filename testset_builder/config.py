@@ -359,10 +359,19 @@ class LogFieldsConfig(Strict):
 class LogsConfig(Strict):
     """How ``import-logs`` reads production RAG logs."""
 
-    format: Literal["jsonl", "csv", "otel"] = "jsonl"
+    format: str = Field(
+        default="jsonl", description="jsonl, csv, otel, or a format registered with export.register_log_format"
+    )
     fields: LogFieldsConfig = LogFieldsConfig()
     scrub_pii: bool = Field(default=True, description="replace e-mails and phone numbers before anything is stored")
     pii_patterns: list[str] = Field(default_factory=list, description="more regular expressions to replace")
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, name: str) -> str:
+        from .export.formats import known_log_format
+
+        return known_log_format(name)
 
 
 class RunConfig(Strict):

@@ -21,7 +21,7 @@ def import_logs(
         str | None,
         typer.Option(
             "--format",
-            help="jsonl, csv or otel (OpenInference / OpenLLMetry spans). Config: logs.format.",
+            help="jsonl, csv, otel (OpenInference / OpenLLMetry spans) or a registered format. Config: logs.format.",
             show_default=False,
         ),
     ] = None,

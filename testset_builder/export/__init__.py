@@ -15,17 +15,21 @@ from ..tables import Qrels, Run
 from ._lines import check_readable, first_line
 from .beir import is_beir_qrels_header, read_beir_qrels, write_beir_qrels
 from .formats import (
+    LOG_FORMATS,
     QRELS,
     RELEASE_EXPORTS,
     RUNS,
+    LogFormat,
     ReleaseExport,
     TableFormat,
     detected,
+    register_log_format,
     register_qrels_format,
     register_release_export,
     register_run_format,
 )
 from .jsonl import read_jsonl_qrels, read_jsonl_run, write_jsonl_qrels, write_jsonl_run
+from .logs import read_log
 from .trec import read_trec_qrels, read_trec_run, write_trec_qrels, write_trec_run
 
 QrelsFormat = str  # "auto", or a registered qrels format (formats.QRELS: trec, beir, jsonl, ...)
@@ -116,9 +120,11 @@ def read_run(path: str | Path, format: RunFormat = "auto", name: str | None = No
 
 
 __all__ = [
+    "LOG_FORMATS",
     "QRELS",
     "RELEASE_EXPORTS",
     "RUNS",
+    "LogFormat",
     "ReleaseExport",
     "TableFormat",
     "detect_qrels_format",
@@ -126,10 +132,12 @@ __all__ = [
     "read_beir_qrels",
     "read_jsonl_qrels",
     "read_jsonl_run",
+    "read_log",
     "read_qrels",
     "read_run",
     "read_trec_qrels",
     "read_trec_run",
+    "register_log_format",
     "register_qrels_format",
     "register_release_export",
     "register_run_format",

@@ -1,7 +1,8 @@
 """Every file format the tool reads or writes for labels and runs, found through one registry: each format is one
-entry holding its reader, its writer and how to recognise a file of it. ``read_qrels``, ``read_run``, ``export``
-and the commands' ``--format`` options read these tables; :func:`register_qrels_format`,
-:func:`register_run_format` and :func:`register_release_export` add one (a format of your own in one file).
+entry holding its reader, its writer and how to recognise a file of it. ``read_qrels``, ``read_run``, ``export``,
+``read_log`` and the commands' ``--format`` options read these tables; :func:`register_qrels_format`,
+:func:`register_run_format`, :func:`register_release_export` and :func:`register_log_format` add one (a format of
+your own in one file).
 
 A release export writes a loaded release (anything with ``path``, ``queries``, ``corpus`` and ``qrels_table()``)
 into an empty folder.
@@ -36,9 +37,20 @@ class ReleaseExport:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class LogFormat:
+    """A production log's format: ``read(path, fields)`` streams its records and unreadable lines
+    (:class:`~.logs.LogRecord`, :class:`~.logs.Unreadable`), ``fields`` being the config's ``logs.fields``."""
+
+    name: str
+    read: Callable[[Path, Any], Any]
+    description: str = ""
+
+
 QRELS: dict[str, TableFormat] = {}
 RUNS: dict[str, TableFormat] = {}
 RELEASE_EXPORTS: dict[str, ReleaseExport] = {}
+LOG_FORMATS: dict[str, LogFormat] = {}
 
 
 def _register(table: dict, entry, what: str):
@@ -63,6 +75,19 @@ def register_run_format(fmt: TableFormat) -> TableFormat:
 def register_release_export(fmt: ReleaseExport) -> ReleaseExport:
     """Make ``fmt`` a format ``export`` (and ``testset-builder export --format``) writes a release in."""
     return _register(RELEASE_EXPORTS, fmt, "export")
+
+
+def register_log_format(fmt: LogFormat) -> LogFormat:
+    """Make ``fmt`` a format ``import-logs --format`` (and the config's ``logs.format``) reads."""
+    return _register(LOG_FORMATS, fmt, "log")
+
+
+def known_log_format(name: str) -> str:
+    """``name`` when a log format of that name is registered (the built-in ones, jsonl, csv and otel, are registered
+    when the package ``export`` is imported, as it is by importing this module)."""
+    if name not in LOG_FORMATS:
+        raise ValueError(f"unknown log format {name!r}: one of {', '.join(LOG_FORMATS)}")
+    return name
 
 
 def detected(table: dict[str, TableFormat], path: Path, line: str) -> str | None:

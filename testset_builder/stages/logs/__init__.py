@@ -1,2 +1,2 @@
-"""Production RAG logs: read (:mod:`.records`), scrub personal data (:mod:`.scrub`), match retrieved texts back to
-chunks (:mod:`.matching`)."""
+"""Production RAG logs: read (:mod:`testset_builder.export.logs`, one registered reader a format), scrub personal
+data (:mod:`.scrub`), match retrieved texts back to chunks (:mod:`.matching`), import (:mod:`.importer`)."""

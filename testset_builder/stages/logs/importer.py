@@ -22,6 +22,7 @@ from pathlib import Path
 from ..._hashing import file_sha256
 from ...config import LogsConfig
 from ...errors import InputError
+from ...export.logs import LogRecord, Unreadable, read_log
 from ...records import Query, QueryOrigin
 from ...retrieval.pool import Candidate
 from ...store import logs as stored_logs
@@ -29,7 +30,6 @@ from ...store import rows
 from ...store.workspace import Workspace
 from ..queries import MAX_QUERY_CHARS, derived_id
 from .matching import ChunkMatcher
-from .records import LogRecord, Unreadable, read_log
 from .scrub import Scrubber
 
 SHOWN = 20  # problems listed by line in the summary; all are counted

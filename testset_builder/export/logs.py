@@ -1,4 +1,5 @@
-"""Production RAG log records, read as a stream: one record a request, from JSON lines, CSV, or OpenTelemetry spans.
+"""Production RAG log records, read as a stream: one record a request, from JSON lines, CSV, or OpenTelemetry spans
+(each a log format in the registry of :mod:`.formats`; :func:`~.formats.register_log_format` adds one).
 
 A record holds what the live system saw and did: the user's query, what it retrieved (chunk ids with their ranks,
 or the retrieved texts, matched back to chunks later and never guessed), its answer, the feedback (thumbs, a
@@ -19,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...config import LogFieldsConfig as LogFields
-from ...errors import InputError
+from ..config import LogFieldsConfig as LogFields
+from ..errors import InputError
+from .formats import LOG_FORMATS, LogFormat, register_log_format
 
 THUMBS_UP = {"up", "+1", "1", "true", "yes", "good", "positive", "thumbs_up", "👍"}
 THUMBS_DOWN = {"down", "-1", "0", "false", "no", "bad", "negative", "thumbs_down", "👎"}
@@ -342,14 +344,17 @@ def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]
         yield record_of({**trace, "line": number})
 
 
-READERS = {"jsonl": read_jsonl, "csv": read_csv, "otel": read_otel}
+register_log_format(LogFormat("jsonl", read_jsonl, "one JSON object a request; fields by the config's logs.fields"))
+register_log_format(LogFormat("csv", read_csv, "one row a request with a header; lists as JSON in a cell"))
+register_log_format(LogFormat("otel", read_otel, "OpenInference / OpenLLMetry spans, one a line; a trace a request"))
 
 
 def read_log(path: str | Path, format: str, fields: LogFields | None = None) -> Iterator[LogRecord | Unreadable]:
-    """Records (and unreadable lines) of a log, streamed; ``format`` is jsonl, csv or otel."""
+    """Records (and unreadable lines) of a log, streamed; ``format`` is a registered log format (jsonl, csv, otel,
+    or one added with :func:`~.formats.register_log_format`)."""
     path = Path(path)
-    if format not in READERS:
-        raise InputError(f"unknown log format {format!r}; use {', '.join(READERS)}")
+    if format not in LOG_FORMATS:
+        raise InputError(f"unknown log format {format!r}; use {', '.join(LOG_FORMATS)}")
     if not path.is_file():
         raise InputError("no such log file", path=path)
-    return READERS[format](path, fields or LogFields())
+    return LOG_FORMATS[format].read(path, fields or LogFields())
