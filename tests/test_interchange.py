@@ -13,6 +13,7 @@ from conftest import require
 
 from testset_builder.cli import main
 from testset_builder.errors import InputError
+from testset_builder.export import review_tools
 from testset_builder.records import JudgmentSource
 from testset_builder.stages import interchange
 from testset_builder.stages.release import load_release, write_release
@@ -131,7 +132,7 @@ def label_studio_export(tasks, annotations):
             made.append(
                 {
                     "id": number * 10 + index, "completed_by": who, "was_cancelled": cancelled, "lead_time": 4.5,
-                    "result": [] if cancelled else [interchange._choice(grade)], "ground_truth": False,
+                    "result": [] if cancelled else [review_tools._choice(grade)], "ground_truth": False,
                     "created_at": when, "updated_at": when, "task": number, "project": 1,
                 }
             )  # fmt: skip
@@ -169,7 +170,7 @@ def test_a_label_studio_round_trip_brings_grades_back_as_human_verdicts(queued_w
     assert (first["format"], first["new_verdicts"], first["unanswered"]) == ("label-studio", 3, 1)
     assert first["reviewers"] == ["label-studio:1", "label-studio:bo@example.com"]
 
-    annotated[0]["annotations"][0].update(result=[interchange._choice(2)], updated_at=later)  # user 1 changed to 2
+    annotated[0]["annotations"][0].update(result=[review_tools._choice(2)], updated_at=later)  # user 1 changed to 2
     (tmp_path / "export.json").write_text(json.dumps(annotated))
     second = import_file(ws, tmp_path / "export.json", capsys)
     assert (second["new_verdicts"], second["unchanged"]) == (1, 2)
@@ -221,7 +222,7 @@ def grade_record(item_id, value, user="u1", status="submitted", question="releva
         (json.dumps([grade_record("ITEM0", 1), grade_record("ITEM0", 2, user="u" * 80)]), "record 2: annotator 'uuu"),
         (json.dumps([grade_record("ITEM0", 1), grade_record("p-<script>", 1)]), "1 items are not"),
         (
-            json.dumps([{"data": {"item_id": "ITEM0"}, "annotations": [{"result": [interchange._choice(1)]}]}]),
+            json.dumps([{"data": {"item_id": "ITEM0"}, "annotations": [{"result": [review_tools._choice(1)]}]}]),
             "without",
         ),
     ],
@@ -270,7 +271,7 @@ def test_imported_annotators_carry_the_readable_names_their_tool_knows_them_by(q
     assert main([*args, "--annotators", str(tmp_path / "users.json")]) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["reviewers"] == ["label-studio:9", "label-studio:ann", "label-studio:bob@example.com"]
-    annotated[0]["annotations"][0]["result"] = [interchange._choice(0)]  # ann changed her mind
+    annotated[0]["annotations"][0]["result"] = [review_tools._choice(0)]  # ann changed her mind
     annotated[0]["annotations"][0]["updated_at"] = "2026-01-02T10:00:00Z"
     (tmp_path / "export.json").write_text(json.dumps(annotated))
     assert main(args) == 0  # no file this time: the names are kept in the workspace
@@ -300,4 +301,4 @@ def test_imported_annotators_carry_the_readable_names_their_tool_knows_them_by(q
 def test_a_bad_annotators_file_is_refused_with_what_is_wrong(tmp_path, content, message):
     (tmp_path / "users.json").write_text(content)
     with pytest.raises(InputError, match=message):
-        interchange.read_annotators(tmp_path / "users.json")
+        review_tools.read_annotators(tmp_path / "users.json")

@@ -1,7 +1,8 @@
 """A file format added in one file: CSV qrels (a header, then query-id,corpus-id,score), registered with its reader,
 writer and how to recognise a file of it. `score --qrels` reads such a file by itself, and `export --format csv`
 writes a release in it; both go through the one registry every built-in format is in. A production log's format is
-added the same way: `import-logs --format` and the config's `logs.format` take it."""
+added the same way: `import-logs --format` and the config's `logs.format` take it; and an annotation tool's files:
+`review-export --format` writes them, `review-import` recognises and reads them back as verdicts."""
 
 from __future__ import annotations
 
@@ -16,14 +17,17 @@ from testset_builder.errors import InputError
 from testset_builder.export import (
     LOG_FORMATS,
     RELEASE_EXPORTS,
+    REVIEW_FORMATS,
     LogFormat,
     ReleaseExport,
+    ReviewFormat,
     TableFormat,
     formats,
     read_qrels,
     register_log_format,
     register_qrels_format,
     register_release_export,
+    register_review_format,
 )
 from testset_builder.tables import Qrels
 
@@ -153,3 +157,52 @@ def test_a_log_format_registered_in_one_file_is_imported_by_import_logs(tmp_path
     assert LogsConfig(format="tab").format == "tab"  # the config takes it too
     with pytest.raises(ValueError, match="tab"):  # and an unknown one is refused, naming the registered ones
         LogsConfig(format="xml")
+
+
+def read_sheet(records: list[dict]):
+    """A toy annotation tool's export: one record a grade, ``{"sheet_item", "annotator", "grade"}`` (no grade yet:
+    unanswered)."""
+    from testset_builder.export.review_tools import ImportedGrade, named_annotator
+
+    grades = [
+        ImportedGrade(r["sheet_item"], named_annotator("sheet", r["annotator"], f"row {n}"), int(r["grade"]))
+        for n, r in enumerate(records, 1)
+        if r.get("grade") is not None
+    ]
+    return grades, sum(r.get("grade") is None for r in records)
+
+
+@pytest.fixture
+def sheet_format():
+    register_review_format(
+        ReviewFormat(
+            "sheet",
+            lambda pairs, suggestions: {"sheet.json": [{"sheet_item": p.item_id, "query": p.query} for p in pairs]},
+            read_sheet,
+            lambda record: "sheet_item" in record,
+            "a toy annotation sheet",
+        )
+    )
+    yield
+    REVIEW_FORMATS.pop("sheet", None)
+
+
+def test_a_review_format_registered_in_one_file_is_exported_and_imported_as_verdicts(
+    queued_workspace, tmp_path, sheet_format, capsys
+):
+    from testset_builder.records import JudgmentSource
+    from testset_builder.store import rows
+
+    ws = queued_workspace
+    assert main(["review-export", "--format", "sheet", "--out", str(tmp_path / "out"), "--workspace", str(ws.root),
+                 "--json"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["items"] == 3  # the three pending pairs
+    sheet = json.loads((tmp_path / "out" / "sheet.json").read_text(encoding="utf-8"))
+    answered = [{**row, "annotator": "kim", "grade": n % 3} for n, row in enumerate(sheet)]
+    answered[-1]["grade"] = None
+    (tmp_path / "answered.json").write_text(json.dumps(answered), encoding="utf-8")
+    assert main(["review-import", str(tmp_path / "answered.json"), "--workspace", str(ws.root), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["format"] == "sheet" and summary["new_verdicts"] == 2 and summary["unanswered"] == 1
+    humans = [j for j in rows.iter_judgments(ws.db) if j.source is JudgmentSource.human]
+    assert sorted((j.reviewer, j.grade) for j in humans) == [("sheet:kim", 0), ("sheet:kim", 1)]

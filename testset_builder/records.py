@@ -17,6 +17,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from .errors import InputError
+
 GRADE_IRRELEVANT = 0
 GRADE_RELEVANT = 1
 GRADE_HIGHLY_RELEVANT = 2
@@ -45,6 +47,14 @@ def id_problem(value: str) -> str | None:
         if ch.isspace() or unicodedata.category(ch) == "Cc":
             return f"an id cannot contain whitespace or control characters ({ch!r} in {value[:60]!r})"
     return None
+
+
+def reviewer_name(name: str) -> str:
+    """A reviewer's name as stored: whitespace runs made one space; 1 to 80 characters, else an InputError."""
+    name = " ".join(str(name or "").split())
+    if not name or len(name) > 80:
+        raise InputError("a reviewer needs a name of 1 to 80 characters")
+    return name
 
 
 def _valid_id(value: str) -> str:

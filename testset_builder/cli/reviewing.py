@@ -517,7 +517,10 @@ def _pairs_table(title: str, pairs: list[dict], shared: str, kappa: str, fmt):
     return table
 
 
-FormatOption = Annotated[str, typer.Option("--format", "-f", help="argilla or label-studio.", show_default=False)]
+FormatOption = Annotated[
+    str,
+    typer.Option("--format", "-f", help="argilla, label-studio, or a registered review format.", show_default=False),
+]
 
 
 @app.command("review-export")
@@ -577,7 +580,12 @@ def review_import(
     workspace: WorkspaceOption = None,
     config: ConfigOption = None,
     fmt: Annotated[
-        str | None, typer.Option("--format", "-f", help="argilla or label-studio (default: told from the file).")
+        str | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="argilla, label-studio or a registered review format (default: told from the file).",
+        ),
     ] = None,
     annotators: Annotated[
         Path | None,
@@ -599,7 +607,8 @@ def review_import(
 
     Example: `testset-builder review-import annotations.json --workspace testset --annotators users.json`.
     """
-    from ..stages.interchange import import_annotations, read_annotators
+    from ..export.review_tools import read_annotators
+    from ..stages.interchange import import_annotations
 
     resolved = settings(config, workspace)
     names = read_annotators(annotators) if annotators is not None else None

@@ -18,18 +18,22 @@ from .formats import (
     LOG_FORMATS,
     QRELS,
     RELEASE_EXPORTS,
+    REVIEW_FORMATS,
     RUNS,
     LogFormat,
     ReleaseExport,
+    ReviewFormat,
     TableFormat,
     detected,
     register_log_format,
     register_qrels_format,
     register_release_export,
+    register_review_format,
     register_run_format,
 )
 from .jsonl import read_jsonl_qrels, read_jsonl_run, write_jsonl_qrels, write_jsonl_run
 from .logs import read_log
+from .review_tools import read_annotators
 from .trec import read_trec_qrels, read_trec_run, write_trec_qrels, write_trec_run
 
 QrelsFormat = str  # "auto", or a registered qrels format (formats.QRELS: trec, beir, jsonl, ...)
@@ -123,12 +127,15 @@ __all__ = [
     "LOG_FORMATS",
     "QRELS",
     "RELEASE_EXPORTS",
+    "REVIEW_FORMATS",
     "RUNS",
     "LogFormat",
     "ReleaseExport",
+    "ReviewFormat",
     "TableFormat",
     "detect_qrels_format",
     "detect_run_format",
+    "read_annotators",
     "read_beir_qrels",
     "read_jsonl_qrels",
     "read_jsonl_run",
@@ -140,6 +147,7 @@ __all__ = [
     "register_log_format",
     "register_qrels_format",
     "register_release_export",
+    "register_review_format",
     "register_run_format",
     "write_beir_qrels",
     "write_jsonl_qrels",

@@ -1,8 +1,8 @@
 """Every file format the tool reads or writes for labels and runs, found through one registry: each format is one
 entry holding its reader, its writer and how to recognise a file of it. ``read_qrels``, ``read_run``, ``export``,
-``read_log`` and the commands' ``--format`` options read these tables; :func:`register_qrels_format`,
-:func:`register_run_format`, :func:`register_release_export` and :func:`register_log_format` add one (a format of
-your own in one file).
+``read_log``, the review interchange and the commands' ``--format`` options read these tables;
+:func:`register_qrels_format`, :func:`register_run_format`, :func:`register_release_export`,
+:func:`register_log_format` and :func:`register_review_format` add one (a format of your own in one file).
 
 A release export writes a loaded release (anything with ``path``, ``queries``, ``corpus`` and ``qrels_table()``)
 into an empty folder.
@@ -47,10 +47,24 @@ class LogFormat:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class ReviewFormat:
+    """An annotation tool's files (:mod:`.review_tools`): ``write(pairs, suggestions)`` gives the files to hand it,
+    ``{name: text or JSON-able}``, for the pairs wanting verdicts; ``read(records)`` the grades in its export and how
+    many records had none; ``detect(record)``: whether an exported record is in this format."""
+
+    name: str
+    write: Callable[[list, bool], dict[str, Any]]
+    read: Callable[[list[dict]], tuple[list, int]]
+    detect: Callable[[dict], bool] | None = None
+    description: str = ""
+
+
 QRELS: dict[str, TableFormat] = {}
 RUNS: dict[str, TableFormat] = {}
 RELEASE_EXPORTS: dict[str, ReleaseExport] = {}
 LOG_FORMATS: dict[str, LogFormat] = {}
+REVIEW_FORMATS: dict[str, ReviewFormat] = {}
 
 
 def _register(table: dict, entry, what: str):
@@ -80,6 +94,11 @@ def register_release_export(fmt: ReleaseExport) -> ReleaseExport:
 def register_log_format(fmt: LogFormat) -> LogFormat:
     """Make ``fmt`` a format ``import-logs --format`` (and the config's ``logs.format``) reads."""
     return _register(LOG_FORMATS, fmt, "log")
+
+
+def register_review_format(fmt: ReviewFormat) -> ReviewFormat:
+    """Make ``fmt`` a format ``review-export`` writes and ``review-import`` reads."""
+    return _register(REVIEW_FORMATS, fmt, "review")
 
 
 def known_log_format(name: str) -> str:

@@ -36,7 +36,7 @@ from .. import review_actions
 from ..config import ReviewConfig
 from ..errors import InputError, ReviewConflictError, UnknownIdError
 from ..metrics.agreement import cohen_kappa, pairwise_agreement
-from ..records import Judgment, JudgmentSource, JudgmentStatus, Query
+from ..records import Judgment, JudgmentSource, JudgmentStatus, Query, reviewer_name
 from ..store import failure_tags as tag_store
 from ..store import review as store
 from ..store import rows
@@ -135,7 +135,7 @@ def next_item(
     differently, each with their grades (the reviewer is the release's adjudicator); with ``skipped``, the items this
     reviewer skipped, to answer them after all."""
     settings = settings or ReviewConfig()
-    reviewer = _reviewer(reviewer)
+    reviewer = reviewer_name(reviewer)
     kinds = _kinds(settings)
     dropped = dropped_questions(workspace)
     graded = disagreements_graded(workspace) if adjudicate else None
@@ -167,7 +167,7 @@ def free_again_at(workspace: Workspace, reviewer: str, settings: ReviewConfig | 
     settings = settings or ReviewConfig()
     return store.soonest_lease_end(
         workspace.db,
-        _reviewer(reviewer),
+        reviewer_name(reviewer),
         utc_timestamp(),
         _kinds(settings),
         workspace_overlap(workspace, settings),
@@ -183,7 +183,7 @@ def _kinds(settings: ReviewConfig) -> tuple[str, ...]:
 def leave(workspace: Workspace, reviewer: str) -> int:
     """The reviewer stops: the items they hold go back to the queue now, not when their leases end; returns how
     many."""
-    reviewer = _reviewer(reviewer)
+    reviewer = reviewer_name(reviewer)
     with workspace.transaction() as db:
         return store.release_leases_of(db, reviewer)
 
@@ -226,7 +226,7 @@ def logged_context(workspace: Workspace, query_id: str, chunk_id: str | None, re
          "snippet": text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rstrip() + "…"}
         for rank, chunk, score, text, title in tag_store.logged_results(db, query_id)
     ]  # fmt: skip
-    standing = tag_store.standing_tag(db, query_id, _reviewer(reviewer))
+    standing = tag_store.standing_tag(db, query_id, reviewer_name(reviewer))
     ratings = summary["ratings"]
     return {
         "query_id": query_id, "answer": summary["last_answer"], "comment": summary["last_comment"],
@@ -282,13 +282,6 @@ def neighbours(workspace: Workspace, chunk_id: str) -> dict:
     return {"before": text(at - 1) if at is not None else None, "after": text(at + 1) if at is not None else None}
 
 
-def _reviewer(name: str) -> str:
-    name = " ".join(str(name or "").split())
-    if not name or len(name) > 80:
-        raise InputError("a reviewer needs a name of 1 to 80 characters")
-    return name
-
-
 ROLES = ("reviewer", "admin")
 
 
@@ -303,7 +296,7 @@ class Principal:
     def acting_as(self, claimed: str | None) -> str:
         """The reviewer a request acts as: the token's own, or (workspace token) the one it names."""
         if self.name is None:
-            return _reviewer(claimed or "")
+            return reviewer_name(claimed or "")
         if claimed and " ".join(claimed.split()) != self.name:
             raise PermissionError(f"this token is {self.name}'s: it cannot act as {claimed!r}")
         return self.name
@@ -312,7 +305,7 @@ class Principal:
 def add_reviewer(workspace: Workspace, name: str, role: str = "reviewer") -> str:
     """A new token for reviewer ``name`` (any earlier one of theirs stops working); returned once, stored only as
     its SHA-256."""
-    name = _reviewer(name)
+    name = reviewer_name(name)
     if role not in ROLES:
         raise InputError(f"a reviewer's role is one of {', '.join(ROLES)}, not {role!r}")
     token = "rv-" + secrets.token_urlsafe(24)
@@ -374,7 +367,7 @@ def record_verdict(
     """:func:`submit` inside a transaction the caller holds (an import stores a whole file in one): ``grade`` for a
     grade; ``reason`` for a drop or a skip; ``edited_text`` for an edit; ``comment`` and ``seconds`` (time spent) for
     any; ``overlap`` as :func:`submit` says."""
-    reviewer = _reviewer(reviewer)
+    reviewer = reviewer_name(reviewer)
     _check_key(idempotency_key, "a verdict")
     seen = store.verdict_by_key(db, idempotency_key)
     if seen is not None:
@@ -475,7 +468,7 @@ def undo(
     """Take back the reviewer's own last verdict and lease its item back to them, so that the next item they get is
     the one they undid (then the one they were holding); None when there is nothing to take back."""
     settings = settings or ReviewConfig()
-    reviewer = _reviewer(reviewer)
+    reviewer = reviewer_name(reviewer)
     with workspace.transaction() as db:
         seen = store.verdict_by_key(db, idempotency_key)
         if seen is not None:
@@ -564,7 +557,7 @@ def tag_failure(
 ) -> TagResult:
     """Tag a logged query's failure (one of :data:`FAILURE_TAGS`); it supersedes this reviewer's earlier tag on the
     query. The same idempotency key again returns the stored tag and stores nothing."""
-    reviewer = _reviewer(reviewer)
+    reviewer = reviewer_name(reviewer)
     _check_key(idempotency_key, "a tag")
     with workspace.transaction() as db:
         seen = tag_store.tag_by_key(db, idempotency_key)
@@ -586,7 +579,7 @@ def tag_failure(
 def untag_failure(workspace: Workspace, reviewer: str, query_id: str, idempotency_key: str) -> TagResult | None:
     """Take back this reviewer's standing tag on the query (their tag before it stands again); None when they
     have none. The same idempotency key again returns the stored undo."""
-    reviewer = _reviewer(reviewer)
+    reviewer = reviewer_name(reviewer)
     _check_key(idempotency_key, "a tag")
     with workspace.transaction() as db:
         seen = tag_store.tag_by_key(db, idempotency_key)

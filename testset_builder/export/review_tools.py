@@ -1,0 +1,372 @@
+"""The files of annotation tools, Argilla and Label Studio: what testset-builder writes for them (the pairs still
+wanting verdicts, the LLM judge's grade as a suggestion or prediction, the dataset settings / labelling config to
+make the project from) and how it reads their annotation exports back. Each tool is a review format in the registry
+of :mod:`.formats` (:func:`~.formats.register_review_format` adds one); ``stages.interchange`` takes the pairs from
+a workspace and records the grades read here as verdicts.
+
+Shapes (their packages' own, checked against them in the tests):
+
+- Argilla 2.x: ``records.json`` is what ``dataset.records.to_json()`` writes and ``dataset.records.from_json()``
+  reads (``fields``, ``metadata``, ``suggestions``, ``responses`` by question name); ``settings.json`` is what
+  ``rg.Settings.to_json()`` writes. The flattened form (``dataset.records.to_list(flatten=True)``, keys such as
+  ``relevance.responses``, ``relevance.responses.users``) is read too, as JSON or JSON lines.
+- Label Studio: ``tasks.json`` is a task list to import (``data`` and ``predictions``); ``label_config.xml`` the
+  project's labelling interface; the annotated file is the project's JSON export (``annotations`` with
+  ``result``, ``completed_by``, ``was_cancelled``, ``lead_time``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from ..records import Judgment, reviewer_name
+from .formats import REVIEW_FORMATS, ReviewFormat, register_review_format
+
+QUESTION = "relevance"  # the Argilla question / Label Studio control that carries the grade
+GRADES = {0: "not relevant", 1: "relevant", 2: "highly relevant"}
+GUIDELINES = (
+    "Is the chunk relevant to the query? 0: not relevant (it does not help answer the query); 1: relevant (it "
+    "helps, partly or with other chunks); 2: highly relevant (it answers the query). Leave the record unanswered "
+    "or discard it when unsure."
+)
+LABEL_STUDIO_CONFIG = f"""<View>
+  <Header value="Query"/>
+  <Text name="query" value="$query"/>
+  <Header value="$title"/>
+  <Text name="chunk" value="$chunk"/>
+  <Choices name="{QUESTION}" toName="chunk" choice="single" required="true" showInline="true">
+    <Choice value="0" hint="{GRADES[0]}"/>
+    <Choice value="1" hint="{GRADES[1]}"/>
+    <Choice value="2" hint="{GRADES[2]}"/>
+  </Choices>
+</View>
+"""
+
+
+@dataclass(frozen=True)
+class PendingPair:
+    """A (query, chunk) item as another tool gets it."""
+
+    item_id: str
+    query_id: str
+    query: str
+    chunk_id: str
+    chunk: str
+    title: str
+    proposal: Judgment | None
+
+
+@dataclass(frozen=True)
+class ImportedGrade:
+    """One annotator's grade on one item, read from another tool's export."""
+
+    item_id: str
+    reviewer: str
+    grade: int
+    seconds: float | None = None
+
+
+def _agent(proposal: Judgment) -> str:
+    made = proposal.lineage
+    return f"testset-builder judge ({made.provider}/{made.model})" if made else "testset-builder judge"
+
+
+def _score(proposal: Judgment) -> float | None:
+    return None if proposal.confidence is None else round(min(1.0, max(0.0, proposal.confidence)), 6)
+
+
+def argilla_records(pairs: list[PendingPair], suggestions: bool = True) -> list[dict]:
+    """Records as ``dataset.records.to_json()`` writes them; the LLM grade is the ``relevance`` suggestion."""
+    records = []
+    for pair in pairs:
+        suggested = {}
+        if suggestions and pair.proposal is not None:
+            proposal = pair.proposal
+            suggested = {QUESTION: {"value": proposal.grade, "score": _score(proposal), "agent": _agent(proposal)}}
+        records.append(
+            {
+                "id": pair.item_id,
+                "fields": {"query": pair.query, "chunk": pair.chunk},
+                "metadata": {"item_id": pair.item_id, "query_id": pair.query_id, "chunk_id": pair.chunk_id,
+                             "title": pair.title},
+                "suggestions": suggested,
+                "responses": {},
+                "vectors": {},
+                "status": "pending",
+                "_server_id": None,
+            }
+        )  # fmt: skip
+    return records
+
+
+def argilla_settings() -> dict:
+    """The dataset settings as ``rg.Settings.to_json()`` writes them: two text fields and a 0-2 rating."""
+
+    def text_field(name: str, title: str) -> dict:
+        return {
+            "id": None, "inserted_at": None, "updated_at": None, "name": name, "title": title, "required": True,
+            "description": None, "dataset_id": None, "type": "text",
+            "settings": {"type": "text", "use_markdown": False},
+        }  # fmt: skip
+
+    def metadata(name: str) -> dict:
+        return {
+            "id": None, "inserted_at": None, "updated_at": None, "name": name, "title": name,
+            "visible_for_annotators": name == "title", "dataset_id": None,
+            "settings": {"type": "terms", "values": None, "visible_for_annotators": name == "title"},
+        }  # fmt: skip
+
+    question = {
+        "id": None, "inserted_at": None, "updated_at": None, "name": QUESTION,
+        "title": "How relevant is the chunk to the query?",
+        "description": "; ".join(f"{grade}: {label}" for grade, label in GRADES.items()),
+        "required": True, "dataset_id": None, "type": "rating",
+        "settings": {"type": "rating", "options": [{"value": grade} for grade in GRADES]},
+    }  # fmt: skip
+    return {
+        "guidelines": GUIDELINES,
+        "questions": [question],
+        "fields": [text_field("query", "Query"), text_field("chunk", "Chunk")],
+        "vectors": [],
+        "metadata": [metadata(name) for name in ("item_id", "query_id", "chunk_id", "title")],
+        "allow_extra_metadata": True,
+        "distribution": {"strategy": "overlap", "min_submitted": 1},
+        "mapping": None,
+    }
+
+
+def label_studio_tasks(pairs: list[PendingPair], suggestions: bool = True) -> list[dict]:
+    """Tasks to import into a Label Studio project made with :data:`LABEL_STUDIO_CONFIG`; the LLM grade is a
+    prediction."""
+    tasks = []
+    for pair in pairs:
+        data = {
+            "item_id": pair.item_id, "query_id": pair.query_id, "chunk_id": pair.chunk_id, "query": pair.query,
+            "chunk": pair.chunk, "title": pair.title,
+        }  # fmt: skip
+        task: dict = {"data": data}
+        if suggestions and pair.proposal is not None:
+            proposal = pair.proposal
+            prediction: dict = {"model_version": _agent(proposal), "result": [_choice(proposal.grade)]}
+            if (score := _score(proposal)) is not None:
+                prediction["score"] = score
+            task["predictions"] = [prediction]
+        tasks.append(task)
+    return tasks
+
+
+def _choice(grade: int) -> dict:
+    return {"from_name": QUESTION, "to_name": "chunk", "type": "choices", "value": {"choices": [str(grade)]}}
+
+
+def read_records(path: Path) -> list[dict]:
+    """A JSON list of records, or JSON lines of them."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InputError(f"not UTF-8 text ({error.reason} at byte {error.start})", path=path) from None
+    if not text.strip():
+        raise InputError("the file is empty: export the annotated records from Argilla or Label Studio", path=path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                data.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise InputError(f"line {number} is not JSON: {error.msg}", path=path) from None
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list) or not all(isinstance(record, dict) for record in data):
+        raise InputError("expected a list of records (JSON objects)", path=path)
+    return data
+
+
+def is_label_studio(record: dict) -> bool:
+    return "data" in record and ("annotations" in record or "predictions" in record or "id" in record)
+
+
+def is_argilla(record: dict) -> bool:
+    return "fields" in record or "responses" in record or any(k.startswith(f"{QUESTION}.") for k in record)
+
+
+def detect_format(records: list[dict]) -> str:
+    """The first registered review format that recognises a record (records in order)."""
+    for record in records:
+        for fmt in REVIEW_FORMATS.values():
+            if fmt.detect is not None and fmt.detect(record):
+                return fmt.name
+    raise InputError(
+        "cannot tell the format: expected Argilla records (fields, responses) or Label Studio tasks (data, "
+        f"annotations); pass --format ({', '.join(REVIEW_FORMATS)})"
+    )
+
+
+def _grade(value, where: str) -> int:
+    if isinstance(value, list | tuple) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, bool) or str(value).strip() not in ("0", "1", "2"):
+        raise InputError(f"{where}: {value!r} is not a grade (0, 1 or 2)")
+    return int(str(value).strip())
+
+
+def _item_id(record: dict, where: str, *places: dict | None) -> str:
+    for place in places:
+        if isinstance(place, dict) and isinstance(place.get("item_id"), str) and place["item_id"]:
+            return place["item_id"]
+    if isinstance(record.get("id"), str) and record["id"]:
+        return record["id"]
+    raise InputError(f"{where}: no item_id (was it exported by testset-builder review-export?)")
+
+
+def read_argilla(records: list[dict]) -> tuple[list[ImportedGrade], int]:
+    """Submitted grades from Argilla records, and how many records had none. Flattened records carry each
+    response's status; nested ones (``records.to_json``) do not, so a response there without one is refused rather
+    than taken for a submitted answer (it may be a draft)."""
+    grades, unanswered = [], 0
+    for index, record in enumerate(records, 1):
+        where = f"record {index}"
+        metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else None
+        item_id = _item_id(record, where, metadata, record)
+        if isinstance(record.get("responses"), dict):
+            answers = record["responses"].get(QUESTION) or []
+            if not isinstance(answers, list):
+                raise InputError(f"{where}: responses.{QUESTION} should be a list")
+            found = [
+                (a.get("value"), a.get("user_id"), a.get("status", MISSING)) for a in answers if isinstance(a, dict)
+            ]
+        else:
+            values = record.get(f"{QUESTION}.responses") or []
+            users = record.get(f"{QUESTION}.responses.users") or []
+            statuses = record.get(f"{QUESTION}.responses.status") or [MISSING] * len(values)
+            if not (len(values) == len(users) == len(statuses)):
+                raise InputError(f"{where}: {QUESTION}.responses, .users and .status differ in length")
+            found = list(zip(values, users, statuses))
+        taken = 0
+        for value, user, status in found:
+            if not user:
+                raise InputError(f"{where}: a response without a user_id")
+            if status is MISSING and value is not None:
+                raise InputError(
+                    f"{where}: the response of user {str(user)[:80]!r} has no status, so a draft cannot be told from a "
+                    "submitted answer (Argilla's nested records.to_json leaves it out): export the records "
+                    "flattened, with their .responses.status, and import that"
+                )
+            if status != "submitted" or value is None:
+                continue  # a draft or a discarded response says nothing yet
+            grades.append(ImportedGrade(item_id, named_annotator("argilla", user, where), _grade(value, where)))
+            taken += 1
+        unanswered += taken == 0
+    return grades, unanswered
+
+
+def _annotator(annotation: dict, where: str) -> str:
+    who = annotation.get("completed_by")
+    if isinstance(who, dict):
+        who = who.get("email") or who.get("id")
+    if who in (None, ""):
+        raise InputError(f"{where}: an annotation without completed_by")
+    return named_annotator("label-studio", who, where)
+
+
+MISSING = object()  # a response whose export says nothing of its status
+
+
+def named_annotator(tool: str, who, where: str) -> str:
+    """The reviewer an imported annotator becomes (``tool:name``, checked as every reviewer's name is), checked
+    here, where the error can say where."""
+    try:
+        return reviewer_name(f"{tool}:{who}")
+    except InputError as error:
+        raise InputError(f"{where}: annotator {str(who)[:60]!r}: {error}") from None
+
+
+def read_label_studio(tasks: list[dict]) -> tuple[list[ImportedGrade], int]:
+    """Grades from a Label Studio JSON export (cancelled annotations skipped), and how many tasks had none."""
+    grades, unanswered = [], 0
+    for index, task in enumerate(tasks, 1):
+        where = f"task {index}"
+        if not isinstance(task.get("data"), dict):
+            raise InputError(f"{where}: no data object")
+        item_id = _item_id(task, where, task["data"])
+        latest: dict[str, ImportedGrade] = {}
+        for annotation in sorted(task.get("annotations") or [], key=lambda a: str(a.get("updated_at") or "")):
+            if not isinstance(annotation, dict) or annotation.get("was_cancelled"):
+                continue
+            chosen = [
+                r for r in annotation.get("result") or [] if isinstance(r, dict) and r.get("from_name") == QUESTION
+            ]
+            if not chosen:
+                continue
+            value = (chosen[-1].get("value") or {}).get("choices")
+            reviewer = _annotator(annotation, where)
+            seconds = annotation.get("lead_time")
+            seconds = float(seconds) if isinstance(seconds, int | float) and seconds >= 0 else None
+            latest[reviewer] = ImportedGrade(item_id, reviewer, _grade(value, where), seconds)
+        grades.extend(latest.values())
+        unanswered += not latest
+    return grades, unanswered
+
+
+def read_annotators(path: Path) -> dict[str, str]:
+    """Readable names for another tool's annotator ids: a JSON or YAML mapping ``{id: name}``, or a list of the
+    tool's user records (Argilla's users, Label Studio's ``/api/users``) named by ``username``, else ``email``,
+    else first and last name."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
+    except OSError as error:
+        raise InputError(f"cannot read the annotators file ({error.strerror or error})", path=path) from None
+    except (UnicodeDecodeError, yaml.YAMLError) as error:
+        raise InputError(f"the annotators file is not JSON or YAML ({str(error).splitlines()[0]})", path=path) from None
+    if isinstance(data, dict):
+        pairs = list(data.items())
+    elif isinstance(data, list) and all(isinstance(user, dict) for user in data):
+        pairs = []
+        for index, user in enumerate(data, 1):
+            full = " ".join(str(user.get(k) or "") for k in ("first_name", "last_name")).strip()
+            name = user.get("username") or user.get("email") or full
+            if user.get("id") in (None, "") or not name:
+                raise InputError(f"user {index} needs an id and a username, email or name", path=path)
+            pairs.append((user["id"], name))
+    else:
+        raise InputError("the annotators file holds {id: name} or a list of users with an id and a name", path=path)
+    names = {}
+    for who, name in pairs:
+        if not str(who).strip() or not str(name or "").strip():
+            raise InputError(f"annotator {str(who)[:60]!r} needs a non-empty id and name", path=path)
+        names[str(who).strip()] = " ".join(str(name).split())
+    return names
+
+
+register_review_format(
+    ReviewFormat(
+        "argilla",
+        lambda pairs, suggestions: {
+            "records.json": argilla_records(pairs, suggestions),
+            "settings.json": argilla_settings(),
+        },
+        read_argilla,
+        is_argilla,
+        "Argilla 2.x records (records.to_json, or flattened) and dataset settings",
+    )
+)
+register_review_format(
+    ReviewFormat(
+        "label-studio",
+        lambda pairs, suggestions: {
+            "tasks.json": label_studio_tasks(pairs, suggestions),
+            "label_config.xml": LABEL_STUDIO_CONFIG,
+        },
+        read_label_studio,
+        is_label_studio,
+        "Label Studio tasks with predictions, its labelling config, and its JSON export",
+    )
+)
