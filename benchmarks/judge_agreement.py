@@ -37,6 +37,7 @@ from testset_builder.config import ChunkingConfig, ProposeConfig, resolve_config
 from testset_builder.corpus.ingest import ingest  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
 from testset_builder.export import read_qrels  # noqa: E402
+from testset_builder.export.queries import QueryFile  # noqa: E402
 from testset_builder.llm.roles import open_roles  # noqa: E402
 from testset_builder.metrics.agreement import cohen_kappa, precision_recall  # noqa: E402
 from testset_builder.records import Query, QueryOrigin  # noqa: E402
@@ -46,7 +47,6 @@ from testset_builder.retrieval.indexes import WorkspaceIndexes  # noqa: E402
 from testset_builder.retrieval.pool import pool, pool_recall  # noqa: E402
 from testset_builder.stages.judge import Judge, JudgePair  # noqa: E402
 from testset_builder.stages.propose import propose  # noqa: E402
-from testset_builder.stages.queries import QueryFile  # noqa: E402
 from testset_builder.store import open_workspace, rows  # noqa: E402
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from testset_builder.export.queries import derived_id
 from testset_builder.stages.logs.importer import import_logs
-from testset_builder.stages.queries import derived_id
 from testset_builder.store import review as review_store
 from testset_builder.store import rows
 from testset_builder.store.workspace import Workspace, utc_timestamp

@@ -23,8 +23,8 @@ from testset_builder.export import (
     write_trec_run,
 )
 from testset_builder.export.beir import beir_corpus_text, beir_queries_text, read_beir_corpus, read_beir_queries
+from testset_builder.export.queries import read_queries
 from testset_builder.records import id_problem
-from testset_builder.stages.queries import read_queries
 from testset_builder.tables import Qrels, Run
 
 HOSTILE = [

@@ -9,8 +9,8 @@ import pytest
 
 from testset_builder.cli import main
 from testset_builder.config import LogsConfig
+from testset_builder.export.queries import derived_id
 from testset_builder.stages.logs.importer import import_logs
-from testset_builder.stages.queries import derived_id
 from testset_builder.store import logs as stored_logs
 from testset_builder.store import open_workspace, rows
 

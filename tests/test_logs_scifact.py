@@ -10,13 +10,13 @@ import numpy as np
 
 from testset_builder.cli import main
 from testset_builder.export import read_qrels
+from testset_builder.export.queries import derived_id
 from testset_builder.metrics import evaluate
 from testset_builder.metrics.online import online_signals
 from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus
 from testset_builder.retrieval import BM25Index
 from testset_builder.stages.logs.failures import select_logged
 from testset_builder.stages.logs.importer import import_logs
-from testset_builder.stages.queries import derived_id
 from testset_builder.stages.release import load_release, write_release
 from testset_builder.stages.review import tag_failure
 from testset_builder.store import open_workspace, rows

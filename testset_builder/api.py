@@ -204,12 +204,12 @@ def propose(
 ) -> ProposeResult:
     """Pool candidates for real queries and estimate each pair's relevance (with ``judge``, the config's judge
     grades them too). ``queries``: a file of queries (JSONL, CSV, TSV or text), or a
-    :class:`~testset_builder.stages.queries.QueryFile`; ``from_logs``: the logged queries a failure-first draw chose
+    :class:`~testset_builder.export.queries.QueryFile`; ``from_logs``: the logged queries a failure-first draw chose
     instead."""
+    from .export.queries import QueryFile, read_queries
     from .stages.judge import Judge
     from .stages.logs.failures import drawn_queries
     from .stages.propose import propose as proposing
-    from .stages.queries import QueryFile, read_queries
 
     if (queries is None) == (not from_logs):
         raise InputError("give a queries file or from_logs (the logged queries a failure-first draw chose)")
@@ -411,8 +411,8 @@ def plan(config: Config, *, workspace=None):
     ``run.sources`` chunked in memory (a dry run: nothing is written). A :class:`~testset_builder.stages.plan.Plan`."""
     from .corpus.chunkers import chunk_document
     from .corpus.loaders import load_sources
+    from .export.queries import read_queries
     from .stages.plan import measurements, plan_run
-    from .stages.queries import read_queries
     from .stages.sampling import SourceChunk
     from .store import rows
 

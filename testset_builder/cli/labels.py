@@ -395,9 +395,9 @@ def audit(
     import csv
 
     from ..export import read_qrels
+    from ..export.queries import read_queries
     from ..stages.judge import Judge
     from ..stages.propose import audit as run_audit
-    from ..stages.queries import read_queries
 
     resolved = settings(config, workspace, limits__max_cost_usd=max_cost_usd)
     labels = read_qrels(qrels)

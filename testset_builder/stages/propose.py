@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..config import ProposeConfig
 from ..errors import InputError
+from ..export.queries import QueryFile
 from ..metrics.agreement import cohen_kappa
 from ..records import Judgment
 from ..retrieval import dense_available
@@ -27,7 +28,6 @@ from ..tables import Qrels
 from .estimate import estimate_workspace
 from .judge import Judge, JudgePair
 from .labelling import JudgingCounts, judge_and_queue, store_queries
-from .queries import QueryFile
 
 
 @dataclass

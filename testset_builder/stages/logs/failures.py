@@ -136,8 +136,8 @@ def select_logged(workspace, limit: int, uniform_share: float = 0.2, seed: int =
 def drawn_queries(workspace):
     """The logged queries failure-first draws chose, as a query file for ``propose``."""
     from ...errors import InputError
+    from ...export.queries import QueryFile
     from ...store import rows
-    from ..queries import QueryFile
 
     drawn = stored_logs.drawn_logged(workspace.db)
     if not drawn:

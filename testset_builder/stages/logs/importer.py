@@ -23,12 +23,12 @@ from ..._hashing import file_sha256
 from ...config import LogsConfig
 from ...errors import InputError
 from ...export.logs import LogRecord, Unreadable, read_log
+from ...export.queries import MAX_QUERY_CHARS, derived_id
 from ...records import Query, QueryOrigin
 from ...retrieval.pool import Candidate
 from ...store import logs as stored_logs
 from ...store import rows
 from ...store.workspace import Workspace
-from ..queries import MAX_QUERY_CHARS, derived_id
 from .matching import ChunkMatcher
 from .scrub import Scrubber
 

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..corpus.dedup import normalise
+from .._hashing import normalise
 from ..corpus.loaders import Skipped
 from ..errors import InputError
 from ..records import Query, QueryOrigin, id_problem
