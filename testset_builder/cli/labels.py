@@ -392,10 +392,9 @@ def audit(
 
     Example: `testset-builder audit --qrels qrels.tsv --queries queries.jsonl --workspace testset --out disagree.tsv`.
     """
-    import csv
-
     from ..export import read_qrels
     from ..export.queries import read_queries
+    from ..export.reports import write_audit_tsv
     from ..stages.judge import Judge
     from ..stages.propose import audit as run_audit
 
@@ -416,14 +415,7 @@ def audit(
             ),
         )
     if out_file:
-        with out_file.open("w", encoding="utf-8", newline="") as handle:
-            writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
-            writer.writerow(["query-id", "corpus-id", "label", "judge", "confidence", "rationale"])
-            for d in summary.disagreements:
-                confidence = "" if d["confidence"] is None else f"{d['confidence']:.3f}"
-                writer.writerow(
-                    [d["query_id"], d["chunk_id"], d["label"], d["judge"], confidence, d["rationale"] or ""]
-                )
+        write_audit_tsv(summary.disagreements, out_file)
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         exit_for(summary.judging.incomplete)
@@ -485,7 +477,7 @@ def estimate(
     """
     from .. import api
     from ..export import read_qrels
-    from ..metrics.report import check_writable
+    from ..export.reports import check_writable, write_estimates
 
     resolved = settings(config, workspace)
     wanted = []
@@ -529,17 +521,6 @@ def quality_words(validation: dict) -> str:
     auc = validation["refit_auc"] if kept else validation["centre_auc"]
     ece = validation["refit_ece"] if kept else validation["centre_ece"]
     return f"{validation['reason']}; {in_words(auc, ece, validation['labels'])}"
-
-
-def write_estimates(rows: list[dict], path: Path) -> None:
-    columns = ("query-id", "corpus-id", "p_relevant", "model", "verdicts")
-    if path.suffix == ".tsv":
-        text = "\t".join(columns) + "\n" + "".join("\t".join(str(r[c]) for c in columns) + "\n" for r in rows)
-    else:
-        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
 
 
 @app.command("select")

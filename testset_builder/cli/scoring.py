@@ -155,15 +155,14 @@ def score(
     import numpy as np
 
     from ..errors import InputError
+    from ..export.reports import check_writable, write_per_query_csv
     from ..metrics import parse_metrics
     from ..metrics.guidance import cluster_line, half_width_line, recall_curves_table, runs_table, set_size_line
     from ..metrics.report import (
-        check_writable,
         prediction_lines,
         prediction_table,
         queries_line,
         score_table,
-        write_per_query_csv,
     )  # fmt: skip
 
     parse_metrics(metrics)  # a bad metric is named before any file is read
@@ -272,15 +271,14 @@ def compare(
     Example: `testset-builder compare bm25.trec dense.trec --release testset@latest --fail-if-worse ndcg@10:0.01`.
     """
     from ..errors import InputError
+    from ..export.reports import check_writable, write_per_query_csv
     from ..metrics import parse_metrics
     from ..metrics.gate import parse_gate
     from ..metrics.guidance import cluster_line, gate_lines, set_size_line
     from ..metrics.report import (
-        check_writable,
         comparison_table,
         prediction_difference_table,
         queries_line,
-        write_per_query_csv,
     )  # fmt: skip
 
     if len(runs) < 2:

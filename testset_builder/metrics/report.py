@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import csv
-from pathlib import Path
-
 import numpy as np
 from rich.table import Table
 
-from ..errors import InputError
 from .compare import Comparison
 from .evaluate import Evaluation
 from .stats import bootstrap_intervals, design_effects
@@ -187,25 +183,3 @@ def prediction_difference_table(baseline: str, differences: list[dict]) -> Table
         cell = f"{row['mean']:+.4f}" + (f" [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]" if "ci_low" in row else "")
         table.add_row(row["metric"], row["run"], cell, "prediction-powered" if row["use"] == "ppi" else "estimate")
     return table
-
-
-def write_per_query_csv(evaluations: list[Evaluation], path: str | Path) -> None:
-    """One row per (run, query) with a column per metric; queries in the evaluations' (sorted id) order."""
-    names = [str(spec) for spec in evaluations[0].metrics]
-    check_writable(path, "--per-query")
-    with Path(path).open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["run", "query_id", *names])
-        for evaluation in evaluations:
-            columns = [evaluation.per_query[name] for name in names]
-            for i, query_id in enumerate(evaluation.query_ids):
-                writer.writerow([evaluation.run_name, query_id, *(repr(float(column[i])) for column in columns)])
-
-
-def check_writable(path: str | Path, option: str) -> None:
-    """A clear error before any work when ``path`` cannot be written: its folder is missing, or it is a folder."""
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"{option}: is a directory, expected a file name", path=path)
-    if not path.parent.is_dir():
-        raise InputError(f"{option}: no such folder {str(path.parent)!r} (create it first)", path=path)
