@@ -20,6 +20,7 @@ import hmac
 import re
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, Form, HTTPException, Query, Request, Response
@@ -134,10 +135,72 @@ def highlight(text: str, query: str) -> Markup:
     return Markup("").join(parts)
 
 
+@dataclass
+class Served:
+    """What every route of the review app shares: the open workspace, its token, the review settings, the
+    templates, and the checks of who is asking and in which mode."""
+
+    workspace: Workspace
+    token: str
+    settings: ReviewConfig
+    templates: Jinja2Templates
+    guidelines: Markup | None
+    grade_buttons: tuple  # (grade, label, what it means)
+
+    def identify(self, request: Request, given: str) -> None:
+        """Who holds ``given`` (the workspace's token or a reviewer's own, :func:`review.principal`): kept on the
+        request for the routes; 401 for anyone else."""
+        who = review.principal(self.workspace, given, self.token)
+        if who is None:
+            raise HTTPException(status_code=401, detail="a valid review token is needed (open the URL serve printed)")
+        request.state.principal, request.state.form_token = who, form_token(given)
+
+    def authorised(self, request: Request) -> None:
+        """The JSON API: the bearer token only (a cookie is sent by the browser whoever's page asks)."""
+        if request.method not in ("GET", "HEAD"):
+            _refuse_other_origins(request)
+        self.identify(request, _bearer(request) or "")
+
+    async def page_authorised(self, request: Request) -> None:
+        """The page: the bearer token, or the cookie the serve link set; a state-changing request must come from
+        this origin, and one the cookie authorises must carry the form token."""
+        given = _bearer(request)
+        self.identify(request, request.cookies.get(TOKEN_COOKIE, "") if given is None else given)
+        if request.method in ("GET", "HEAD"):
+            return
+        _refuse_other_origins(request)
+        if given is None:
+            sent = str((await request.form()).get("form_token", ""))
+            if not hmac.compare_digest(sent.encode(), request.state.form_token.encode()):
+                raise HTTPException(status_code=403, detail="refused: the form lacks this page's form token")
+
+    def serving(self, request: Request, mode: str) -> str:
+        """The page's mode, checked: adjudication is for an admin's token (or the workspace's)."""
+        if mode not in MODES:
+            raise HTTPException(status_code=400, detail=f"mode is one of {', '.join(MODES)}")
+        if mode == "adjudicate" and request.state.principal.role != "admin":
+            raise HTTPException(status_code=403, detail="only an admin reviewer settles disagreements")
+        return mode
+
+    def next_in(self, mode: str, reviewer: str):
+        """The reviewer's next item in a mode: the queue, their skipped items, or the disagreements."""
+        return review.next_item(
+            self.workspace, reviewer, self.settings, adjudicate=mode == "adjudicate", skipped=mode == "skipped"
+        )
+
+    def overlap_in(self, mode: str) -> int | None:
+        """The overlap a verdict given in a mode is held to: none for an adjudicator's (always taken)."""
+        return None if mode == "adjudicate" else review.workspace_overlap(self.workspace, self.settings)
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    return header[7:].strip() if header.lower().startswith("bearer ") else None
+
+
 def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None = None) -> FastAPI:
     """The review app for an open workspace; ``token`` guards every route."""
     settings = settings or ReviewConfig()
-    guidelines = render_guidelines(settings.guidelines_text())
     grade_buttons = tuple(
         (grade, meaning.split(":", 1)[0] if ":" in meaning else "", meaning.split(":", 1)[-1].strip())
         for grade, meaning in settings.grades.items()
@@ -146,7 +209,10 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
     environment = Environment(
         loader=PackageLoader("testset_builder.review_ui", "templates"), autoescape=select_autoescape()
     )
-    templates = Jinja2Templates(env=environment)
+    served = Served(
+        workspace, token, settings, Jinja2Templates(env=environment), render_guidelines(settings.guidelines_text()),
+        grade_buttons,
+    )  # fmt: skip
     app.mount("/static", StaticFiles(packages=[("testset_builder.review_ui", "static")]), name="static")
 
     @app.middleware("http")
@@ -167,59 +233,17 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
         status = 404 if isinstance(error, UnknownIdError) else 409 if isinstance(error, ReviewConflictError) else 400
         return JSONResponse({"error": str(error)}, status_code=status)
 
-    def bearer(request: Request) -> str | None:
-        header = request.headers.get("authorization", "")
-        return header[7:].strip() if header.lower().startswith("bearer ") else None
+    _api_routes(app, served)
+    _page_routes(app, served)
+    return app
 
-    def identify(request: Request, given: str) -> None:
-        """Who holds ``given`` (the workspace's token or a reviewer's own, :func:`review.principal`): kept on the
-        request for the routes; 401 for anyone else."""
-        who = review.principal(workspace, given, token)
-        if who is None:
-            raise HTTPException(status_code=401, detail="a valid review token is needed (open the URL serve printed)")
-        request.state.principal, request.state.form_token = who, form_token(given)
 
-    def authorised(request: Request) -> None:
-        """The JSON API: the bearer token only (a cookie is sent by the browser whoever's page asks)."""
-        if request.method not in ("GET", "HEAD"):
-            _refuse_other_origins(request)
-        identify(request, bearer(request) or "")
+def _api_routes(app: FastAPI, served: Served) -> None:
+    """The JSON API under ``/api``: the bearer token, reviewer or workspace, decides who acts."""
+    workspace, settings = served.workspace, served.settings
+    serving, next_in, overlap_in = served.serving, served.next_in, served.overlap_in
+    auth = [Depends(served.authorised)]
 
-    async def page_authorised(request: Request) -> None:
-        """The page: the bearer token, or the cookie the serve link set; a state-changing request must come from
-        this origin, and one the cookie authorises must carry the form token."""
-        given = bearer(request)
-        identify(request, request.cookies.get(TOKEN_COOKIE, "") if given is None else given)
-        if request.method in ("GET", "HEAD"):
-            return
-        _refuse_other_origins(request)
-        if given is None:
-            sent = str((await request.form()).get("form_token", ""))
-            if not hmac.compare_digest(sent.encode(), request.state.form_token.encode()):
-                raise HTTPException(status_code=403, detail="refused: the form lacks this page's form token")
-
-    auth = [Depends(authorised)]
-    page_auth = [Depends(page_authorised)]
-
-    def serving(request: Request, mode: str) -> str:
-        """The page's mode, checked: adjudication is for an admin's token (or the workspace's)."""
-        if mode not in MODES:
-            raise HTTPException(status_code=400, detail=f"mode is one of {', '.join(MODES)}")
-        if mode == "adjudicate" and request.state.principal.role != "admin":
-            raise HTTPException(status_code=403, detail="only an admin reviewer settles disagreements")
-        return mode
-
-    def next_in(mode: str, reviewer: str):
-        """The reviewer's next item in a mode: the queue, their skipped items, or the disagreements."""
-        return review.next_item(
-            workspace, reviewer, settings, adjudicate=mode == "adjudicate", skipped=mode == "skipped"
-        )
-
-    def overlap_in(mode: str) -> int | None:
-        """The overlap a verdict given in a mode is held to: none for an adjudicator's (always taken)."""
-        return None if mode == "adjudicate" else review.workspace_overlap(workspace, settings)
-
-    # the JSON API -------------------------------------------------------------------------------------------------
     @app.get("/api/next", dependencies=auth)
     def api_next(request: Request, reviewer: str | None = None, mode: str = "queue"):
         """The next item (``mode``: the queue, your skipped items, or disagreements for an admin); 204 when none is
@@ -266,7 +290,14 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
     def api_neighbours(chunk_id: str):
         return review.neighbours(workspace, chunk_id)
 
-    # the page -----------------------------------------------------------------------------------------------------
+
+def _page_routes(app: FastAPI, served: Served) -> None:
+    """The review page and the forms it posts (htmx swaps in each next item)."""
+    workspace, token, settings, templates = served.workspace, served.token, served.settings, served.templates
+    serving, next_in, overlap_in = served.serving, served.next_in, served.overlap_in
+    grade_buttons, guidelines = served.grade_buttons, served.guidelines
+    page_auth = [Depends(served.page_authorised)]
+
     @app.get("/")
     def entry(request: Request, given: Annotated[str, Query(alias="token")] = ""):
         """The link serve prints (``/?token=T``): set the token cookie and go to the review page, so the token
@@ -421,8 +452,6 @@ def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None =
     def ui_document(request: Request, chunk_id: str):
         whole = review.document_around(workspace, chunk_id)
         return templates.TemplateResponse(request, "document.html", {"request": request, **whole})
-
-    return app
 
 
 def _seconds_until(moment: str, now: float) -> int:
