@@ -142,3 +142,18 @@ def test_compare_from_python_is_the_compare_command_and_takes_a_retriever(releas
     by_text = {texts[q]: ranked.get(q, {}) for q in texts}
     with_callable = api.compare(spec, [files[0], lambda text: sorted(by_text[text], key=by_text[text].get)[::-1]])
     assert len(with_callable.runs) == 2 and not with_callable.failed
+
+
+def test_the_queue_from_python_is_what_queue_json_prints(queued_workspace, capsys):
+    ws = queued_workspace
+    config = api.load_config(workspace=str(ws.root))
+    head = api.queue(config, limit=2)
+    assert main(["queue", "--workspace", str(ws.root), "--limit", "2", "--json"]) == 0
+    assert head.as_dict() == json.loads(capsys.readouterr().out)
+    assert head.total == 3 and [i["query_id"] for i in head.items] == ["r0", "r1"]  # priorities 3, 2, then 1
+    assert head.items[0]["grade"] == 2 and head.items[0]["rationale"] == "looks right"
+    assert len(api.queue(config, limit=5).items) == 3
+    listed = api.queue(config, questions=True)
+    assert listed.total == 1 and listed.questions[0]["query_id"] == "s0" and listed.questions[0]["status"] == "kept"
+    assert main(["queue", "--workspace", str(ws.root), "--questions", "--json"]) == 0
+    assert listed.as_dict() == json.loads(capsys.readouterr().out)

@@ -295,6 +295,36 @@ def estimate(config: Config, *, workspace=None, pairs: Sequence[tuple[str, str]]
 
 
 @dataclass
+class QueueResult:
+    """The review queue's head (``items``, highest priority first) and its size, or with ``questions`` the
+    synthetic questions and how many there are."""
+
+    total: int
+    items: list[dict] = field(default_factory=list)
+    questions: list[dict] | None = None
+
+    def as_dict(self) -> dict:
+        if self.questions is not None:
+            return {"total": self.total, "questions": self.questions}
+        return {"total": self.total, "items": self.items}
+
+
+def queue(
+    config: Config, *, limit: int = 20, questions: bool = False, full: bool = False, workspace=None
+) -> QueueResult:
+    """What reviewers see next: the first ``limit`` queued pairs with the judge's and the estimate's view (chunk
+    texts cut to 200 characters unless ``full``), or with ``questions`` the synthetic questions. Reads only."""
+    from .stages.queue import queued_pairs, synthetic_questions
+
+    with _opened(config, workspace, readonly=True) as ws:
+        if questions:
+            listed, total = synthetic_questions(ws, limit)
+            return QueueResult(total, questions=listed)
+        items, total = queued_pairs(ws, limit, None if full else 200)
+    return QueueResult(total, items)
+
+
+@dataclass
 class ReleaseResult:
     version: str
     new: bool

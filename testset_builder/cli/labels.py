@@ -644,43 +644,14 @@ def queue(
     """
     from rich.table import Table
 
-    from ..stages.review import llm_proposal
-    from ..store import estimates as stored_estimates
-    from ..store import review as review_store
-    from ..store import rows
+    from .. import api
 
     resolved = settings(config, workspace)
     width = None if full else 60
-    with open_workspace_for(resolved, readonly=True) as ws:
-        if questions:
-            return _list_questions(ws, limit, full, json_output)
-        estimated = stored_estimates.estimates(ws.db)
-        items = []
-        for entry in review_store.queued_items(ws.db, limit=limit, kind="pair"):
-            latest = llm_proposal(ws, entry.query_id, entry.chunk_id)
-            query = rows.get_query(ws.db, entry.query_id)
-            p_relevant = None if not (latest and latest.grade_probs) else round(latest.p_relevant, 3)
-            chunk_text = rows.get_chunk(ws.db, entry.chunk_id).text
-            items.append(
-                {
-                    "item_id": entry.item_id,
-                    "priority": entry.priority,
-                    "reason": entry.reason,
-                    "query_id": query.query_id,
-                    "query": query.text,
-                    "chunk_id": entry.chunk_id,
-                    "grade": latest.grade if latest else None,
-                    "p_relevant": p_relevant,
-                    "estimate": (
-                        estimated[(entry.query_id, entry.chunk_id)].p_relevant
-                        if (entry.query_id, entry.chunk_id) in estimated
-                        else None
-                    ),
-                    "rationale": latest.rationale if latest else None,
-                    "chunk": chunk_text if full else chunk_text[:200],
-                }
-            )
-        total = review_store.queue_size(ws.db, kind="pair")
+    listed = api.queue(resolved, limit=limit, questions=questions, full=full)
+    if questions:
+        return _list_questions(listed, full, json_output)
+    items, total = listed.items, listed.total
     if json_output:
         print(json.dumps({"total": total, "items": items}, indent=2, ensure_ascii=False))
         return
@@ -697,32 +668,12 @@ def queue(
     out.print(table)
 
 
-def _list_questions(ws, limit: int, full: bool, json_output: bool) -> None:
+def _list_questions(result, full: bool, json_output: bool) -> None:
     from rich.table import Table
 
-    from ..store import review as review_store
-    from ..store import rows
-
-    dropped = review_store.dropped_queries(ws.db)
-    listed = []
-    for query_id in rows.synthetic_query_ids(ws.db)[:limit]:
-        query = rows.get_query(ws.db, query_id)
-        listed.append(
-            {
-                "query_id": query_id,
-                "text": query.text,
-                "style": query.style,
-                "source_chunk_id": query.source_chunk_id,
-                "status": "dropped" if query_id in dropped else "kept",
-                "edited_from": query.metadata.get("edited_from"),
-            }
-        )
+    listed = result.questions
     if json_output:
-        print(
-            json.dumps(
-                {"total": len(rows.synthetic_query_ids(ws.db)), "questions": listed}, indent=2, ensure_ascii=False
-            )
-        )
+        print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
         return
     table = Table(title=f"synthetic questions: {len(listed)}", title_justify="left")
     for column in ("question", "style", "source chunk", "status"):

@@ -6,6 +6,9 @@ first: a confident "irrelevant" is the last thing worth a human minute, a coin-f
 grades divided by log 3 (for the relevance estimate's P(relevant), its binary entropy divided by log 2). Without
 probabilities (a provider with no log-probabilities) the sampled grade stands in for P(relevant) (1 or 0) and the
 uncertainty is unknown, taken as 0.5. Disagreements found by an audit get a bonus of 2, so they head the queue.
+
+:func:`queued_pairs` and :func:`synthetic_questions` are what ``queue`` shows: the queue's head with the judge's and
+the estimate's view of each pair, and the synthetic questions with their review status.
 """
 
 from __future__ import annotations
@@ -36,3 +39,63 @@ def estimate_priority(p_relevant: float) -> float:
     p = min(1.0, max(0.0, p_relevant))
     entropy = -sum(x * math.log(x) for x in (p, 1.0 - p) if x > 0)
     return round(p + entropy / math.log(2), 6)
+
+
+def queued_pairs(workspace, limit: int = 20, text_chars: int | None = 200) -> tuple[list[dict], int]:
+    """The first ``limit`` queued (query, chunk) pairs, highest priority first, each with the judge's latest
+    grade and P(relevant) and the estimate's; the chunk's text cut to ``text_chars`` (None: whole). Also the
+    queue's size."""
+    from ..store import estimates as stored_estimates
+    from ..store import review as review_store
+    from ..store import rows
+    from .review import llm_proposal
+
+    db = workspace.db
+    entries = review_store.queued_items(db, limit=limit, kind="pair")
+    estimated = stored_estimates.estimates(db)
+    queries = {q: rows.get_query(db, q) for q in {e.query_id for e in entries}}
+    items = []
+    for entry in entries:
+        latest = llm_proposal(workspace, entry.query_id, entry.chunk_id)
+        chunk_text = rows.get_chunk(db, entry.chunk_id).text
+        estimate = estimated.get((entry.query_id, entry.chunk_id))
+        items.append(
+            {
+                "item_id": entry.item_id,
+                "priority": entry.priority,
+                "reason": entry.reason,
+                "query_id": entry.query_id,
+                "query": queries[entry.query_id].text,
+                "chunk_id": entry.chunk_id,
+                "grade": latest.grade if latest else None,
+                "p_relevant": round(latest.p_relevant, 3) if latest and latest.grade_probs else None,
+                "estimate": estimate.p_relevant if estimate is not None else None,
+                "rationale": latest.rationale if latest else None,
+                "chunk": chunk_text if text_chars is None else chunk_text[:text_chars],
+            }
+        )
+    return items, review_store.queue_size(db, kind="pair")
+
+
+def synthetic_questions(workspace, limit: int = 20) -> tuple[list[dict], int]:
+    """The first ``limit`` synthetic questions with style, source chunk and whether a reviewer dropped them; and
+    how many there are."""
+    from ..store import review as review_store
+    from ..store import rows
+
+    dropped = review_store.dropped_queries(workspace.db)
+    ids = rows.synthetic_query_ids(workspace.db)
+    listed = []
+    for query_id in ids[:limit]:
+        query = rows.get_query(workspace.db, query_id)
+        listed.append(
+            {
+                "query_id": query_id,
+                "text": query.text,
+                "style": query.style,
+                "source_chunk_id": query.source_chunk_id,
+                "status": "dropped" if query_id in dropped else "kept",
+                "edited_from": query.metadata.get("edited_from"),
+            }
+        )
+    return listed, len(ids)
