@@ -110,8 +110,8 @@ def test_openinference_spans_become_one_record_per_trace(tmp_path):
     assert first.retrieved == [Retrieved(1, "doc#9", None, 0.8), Retrieved(2, None, "Some text.", None)]
     assert (first.answer, first.session, first.thumbs) == ("an answer", "s9", -1)
     problems = [i for i in items if isinstance(i, Unreadable)]
-    # a line that is no span (5), and a trace with no query, reported at the end of the file where it ended (5)
-    assert sorted(p.line for p in problems) == [5, 5] and any("t3 has no query" in p.reason for p in problems)
+    # a trace with no query, reported at its last span's line (4), and an object the file's end cut short (5)
+    assert sorted(p.line for p in problems) == [4, 5] and any("t3 has no query" in p.reason for p in problems)
     assert [r.line for r in items if isinstance(r, LogRecord)] == [2, 3]  # each trace at the line it ended
 
 

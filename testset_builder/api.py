@@ -235,13 +235,14 @@ def propose(
     return ProposeResult(summary, [str(s) for s in query_file.skipped])
 
 
-def import_logs(config: Config, log: str | Path, *, workspace=None):
-    """Import a production log (JSONL or CSV of queries, what was retrieved, the answer, feedback); returns a
-    :class:`~testset_builder.stages.logs.importer.LogImportSummary`."""
+def import_logs(config: Config, log: str | Path, *, workspace=None, force: bool = False):
+    """Import a production log (JSON lines, CSV or OpenTelemetry traces of queries, what was retrieved, the answer,
+    feedback); returns a :class:`~testset_builder.stages.logs.importer.LogImportSummary`. ``force`` imports again a
+    file whose earlier import stored no record."""
     from .stages.logs.importer import import_logs as importing
 
     with _opened(config, workspace) as ws:
-        return importing(ws, Path(log), config.logs)
+        return importing(ws, Path(log), config.logs, force=force)
 
 
 def select(config: Config, budget: int, *, uniform_share: float = 0.2, seed: int = 0, workspace=None):

@@ -34,6 +34,10 @@ def import_logs(
             show_default=False,
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Import again a file recorded as imported although its import stored no record."),
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Import a production RAG log: each record's query, what the live system retrieved, its answer, feedback,
@@ -42,10 +46,14 @@ def import_logs(
     Queries become real queries with their frequency and first and last seen; feedback and clicks are summed per
     query; the latest retrieval of each query is the production run, and its chunks join the query's candidate
     pool with their production rank. Retrieved results by id must name chunks of the workspace, results by text
-    are matched exactly or normalised: an unknown id or an unmatched text is counted and listed with its line,
-    never guessed. Field names are mapped by the config's `logs.fields` (dotted paths for nested JSON). The log
-    streams in batches; importing the same file again adds nothing, and an interrupted import resumes where it
-    stopped.
+    are matched exactly or normalised, and an unknown id (a framework's node id) is matched by its text when the
+    log has it: what matches nothing is counted and listed with its line, never guessed. Field names are mapped by
+    the config's `logs.fields` (dotted paths for nested JSON). OpenTelemetry traces (--format otel) are read as
+    the SDK's and the Collector's exporters write them: OTLP JSON, hex or base64 ids, and the console exporter.
+
+    A log whose first lines give no record, or more unreadable lines than records, is refused before anything is
+    stored (exit 1), so it can be imported again with the right --format. The log streams in batches; importing
+    the same file again adds nothing, and an interrupted import resumes where it stopped.
 
     Example: `testset-builder import-logs rag-log.jsonl --workspace testset --format jsonl`.
     """
@@ -53,7 +61,7 @@ def import_logs(
 
     resolved = settings(config, workspace, logs__format=format, logs__scrub_pii=scrub_pii)
     with open_workspace_for(resolved) as ws:
-        summary = api.import_logs(resolved, log, workspace=ws)
+        summary = api.import_logs(resolved, log, workspace=ws, force=force)
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return
@@ -64,13 +72,15 @@ def import_logs(
     out.print(
         f"imported {escape(log.name)}{resumed}: {summary.records} records, {summary.new_queries} new queries; "
         f"{summary.results} retrieved results: {summary.by_id} by id, {summary.by_exact_text} by exact and "
-        f"{summary.by_normalised_text} by normalised text, {summary.unknown_ids} unknown ids, "
+        f"{summary.by_normalised_text} by normalised text, {summary.unknown_ids} unknown ids "
+        f"({summary.unknown_ids_by_text} of them matched by their text), "
         f"{summary.unmatched_texts} unmatched texts; {summary.unreadable} lines unreadable"
         + (f"; scrubbed {', '.join(f'{n} {k}' for k, n in summary.scrubbed.items())}" if summary.scrubbed else ""),
         highlight=False,
     )
     for problem in summary.problems:
         err.print(f"[yellow]skipped[/] {escape(problem)}", highlight=False)
-    hidden = summary.unreadable + summary.unknown_ids + summary.unmatched_texts - len(summary.problems)
+    listed = summary.unreadable + summary.unknown_ids - summary.unknown_ids_by_text + summary.unmatched_texts
+    hidden = listed - len(summary.problems)
     if hidden > 0:
         err.print(f"... and {hidden} more (counted above)")

@@ -242,22 +242,174 @@ def read_csv(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]:
             raise InputError(f"the CSV cannot be read past line {reader.line_num} ({error})", path=path) from None
 
 
-# OpenTelemetry: spans as OpenInference / OpenLLMetry export them --------------------------------------------------
+# OpenTelemetry: traces as the SDK's and the Collector's exporters write them --------------------------------------
 OTEL_QUERY = ("input.value", "retrieval.query", "gen_ai.prompt.0.content")
 OTEL_ANSWER = ("output.value", "gen_ai.completion.0.content")
 
 
+def _json_values(path: Path) -> Iterator[tuple[int, int, Any]]:
+    """Each JSON value of a file, with its first and last line: one a line (JSON lines), or an object spread over
+    lines from a line holding only ``{`` to the ``}`` closing it (the SDK's console exporter, a pretty-printed
+    export). What cannot be read comes as an :class:`Unreadable`, and reading goes on after it."""
+    parts: list[str] = []
+    start = size = depth = 0
+    in_string = escaped = False
+    number = 0
+    for number, text in _lines(path):
+        if text.startswith("\x00"):
+            if parts:
+                yield start, number - 1, Unreadable(start, f"lines {start}-{number - 1}: an object cut short")
+                parts = []
+            yield number, number, Unreadable(number, text[1:])
+            continue
+        if not parts:
+            if not text.strip():
+                continue
+            try:
+                yield number, number, json.loads(text)
+                continue
+            except ValueError as error:
+                if text.strip() != "{":
+                    yield number, number, Unreadable(number, f"not JSON ({error.msg})")
+                    continue
+            start, size, depth, in_string, escaped = number, 0, 0, False, False
+        parts.append(text)
+        size += len(text)
+        for char in text:  # braces outside strings, to find where the object ends
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif char == "\\":
+                    escaped = True
+                elif char == '"':
+                    in_string = False
+            elif char == '"':
+                in_string = True
+            elif char in "{[":
+                depth += 1
+            elif char in "}]":
+                depth -= 1
+        if depth <= 0:
+            try:
+                yield start, number, json.loads("".join(parts))
+            except ValueError as error:
+                yield start, number, Unreadable(start, f"lines {start}-{number}: not JSON ({error.msg})")
+            parts = []
+        elif size > MAX_LINE_BYTES:
+            yield start, number, Unreadable(start, f"an object of over {MAX_LINE_BYTES:,} bytes")
+            parts = []
+    if parts:
+        yield start, number, Unreadable(start, f"lines {start}-{number}: an object cut short by the end of the file")
+
+
+def _any_value(value: Any) -> Any:
+    """An OTLP ``AnyValue`` (``{"stringValue": ...}``, ``{"intValue": "7"}``, arrays, key-value lists) as Python."""
+    if not isinstance(value, dict):
+        return value
+    for key in ("stringValue", "boolValue", "doubleValue", "bytesValue"):
+        if key in value:
+            return value[key]
+    if "intValue" in value:
+        return int(value["intValue"])
+    if "arrayValue" in value:
+        return [_any_value(v) for v in (value["arrayValue"] or {}).get("values") or []]
+    if "kvlistValue" in value:
+        pairs = (value["kvlistValue"] or {}).get("values") or []
+        return {kv.get("key"): _any_value(kv.get("value")) for kv in pairs if isinstance(kv, dict)}
+    return None
+
+
+def _flattened(value: Any, prefix: str, into: dict[str, Any]) -> None:
+    """Nested attributes (OpenInference's ``{"input": {"value": ...}}``, ``retrieval.documents`` as a list) as the
+    dotted keys the semantic conventions name."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _flattened(inner, f"{prefix}.{key}" if prefix else str(key), into)
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        for index, inner in enumerate(value):
+            _flattened(inner, f"{prefix}.{index}", into)
+    else:
+        into[prefix] = value
+
+
 def _attributes(span: dict) -> dict[str, Any]:
-    """A span's attributes as a flat dict, from OTLP's ``[{key, value: {stringValue | ...}}]`` or a plain object."""
+    """A span's attributes as a flat dict, from OTLP's ``[{key, value: {stringValue | ...}}]`` or an object
+    (nested or flat)."""
     raw = span.get("attributes") or {}
-    if isinstance(raw, dict):
-        return raw
-    flat = {}
-    for item in raw:
-        if isinstance(item, dict) and "key" in item:
-            value = item.get("value") or {}
-            flat[item["key"]] = next(iter(value.values()), None) if isinstance(value, dict) else value
+    if isinstance(raw, list):
+        raw = {item["key"]: _any_value(item.get("value")) for item in raw if isinstance(item, dict) and "key" in item}
+    if not isinstance(raw, dict):
+        raise ValueError("attributes are neither a list nor an object")
+    flat: dict[str, Any] = {}
+    _flattened(raw, "", flat)
     return flat
+
+
+def _span_id(value: Any) -> str | None:
+    """A trace or span id as lower-case hex: from hex (OTLP JSON, ``0x``-prefixed in the console exporter) or from
+    base64 (protobuf's JSON mapping); any other string as it is. Empty or all zeros: none."""
+    if value in (None, ""):
+        return None
+    text = str(value).strip()
+    bare = text[2:] if text[:2].lower() == "0x" else text
+    if len(bare) in (16, 32) and all(c in "0123456789abcdefABCDEF" for c in bare):
+        bare = bare.lower()
+    elif len(text) in (12, 24) and text.endswith("="):
+        import base64
+        import binascii
+
+        try:
+            raw = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raw = b""
+        bare = raw.hex() if len(raw) in (8, 16) else text
+    else:
+        bare = text
+    return None if not bare.strip("0") else bare
+
+
+def _start(value: Any) -> str | None:
+    """When a span started, as ISO 8601: from nanoseconds since the epoch (OTLP) or as written (the console's)."""
+    if value in (None, ""):
+        return None
+    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+        from datetime import UTC, datetime
+
+        return datetime.fromtimestamp(int(value) / 1e9, UTC).isoformat().replace("+00:00", "Z")
+    return str(value)
+
+
+def _spans(value: Any) -> list[dict]:
+    """The spans in one JSON value: an OTLP export (``resourceSpans`` / ``scopeSpans`` / ``spans``), one OTLP span,
+    or one span as the SDK's console exporter writes it (ids under ``context``); each as ``{trace, span, parent,
+    attributes, start}``. ValueError when it is none of these."""
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON {type(value).__name__}, not a span")
+    if "resourceSpans" in value:
+        found = []
+        for resource in value.get("resourceSpans") or []:
+            scopes = (resource or {}).get("scopeSpans") or (resource or {}).get("instrumentationLibrarySpans") or []
+            for scope in scopes:
+                found.extend(_span(span) for span in (scope or {}).get("spans") or [])
+        return found
+    return [_span(value)]
+
+
+def _span(raw: Any) -> dict:
+    if not isinstance(raw, dict):
+        raise ValueError("a span is not an object")
+    context = raw.get("context") if isinstance(raw.get("context"), dict) else {}
+    trace = _span_id(raw.get("traceId") or raw.get("trace_id") or context.get("trace_id"))
+    if trace is None:
+        raise ValueError("no trace id")
+    parent = raw.get("parentSpanId") or raw.get("parent_span_id") or raw.get("parent_id")
+    return {
+        "trace": trace,
+        "span": _span_id(raw.get("spanId") or raw.get("span_id") or context.get("span_id")),
+        "parent": _span_id(parent),
+        "attributes": _attributes(raw),
+        "start": _start(raw.get("startTimeUnixNano") or raw.get("start_time")),
+    }
 
 
 def _documents(attributes: dict[str, Any]) -> list[Retrieved]:
@@ -283,70 +435,79 @@ def _first(attributes: dict[str, Any], keys: Iterable[str]) -> Any:
     return next((attributes[k] for k in keys if attributes.get(k) not in (None, "")), None)
 
 
+def _trace_record(trace_id: str, line: int, spans: list[dict], fields: LogFields) -> LogRecord | Unreadable:
+    """A trace's record: the query and answer from its root span (the one without a parent in the trace), else
+    from any span; the documents of the first span (by start) that retrieved some; feedback from any span."""
+    ids = {s["span"] for s in spans}
+    roots = [s for s in spans if s["parent"] is None or s["parent"] not in ids]
+    ordered = sorted(spans, key=lambda s: s["start"] or "")
+    attributes: dict[str, Any] = {}
+    for span in [*(s for s in ordered if s not in roots), *roots]:  # the root last, so its attributes win
+        attributes.update(span["attributes"])
+    query = _text(_first(attributes, (*OTEL_QUERY, fields.query)), "the query")
+    if query is None:
+        return Unreadable(line, f"trace {trace_id} has no query ({', '.join(OTEL_QUERY)})")
+    try:
+        documents = next((d for d in (_documents(s["attributes"]) for s in ordered) if d), [])
+        return LogRecord(
+            line=line,
+            query=query,
+            retrieved=documents,
+            answer=_text(_first(attributes, (*OTEL_ANSWER, fields.answer)), "the answer"),
+            thumbs=_thumbs(attributes.get(fields.thumbs)),
+            rating=_number(attributes.get(fields.rating), "rating"),
+            comment=_text(attributes.get(fields.comment), "the comment"),
+            cited=_ids(attributes.get(fields.cited), "cited"),
+            clicked=_ids(attributes.get(fields.clicked), "clicked"),
+            timestamp=next((s["start"] for s in roots if s["start"]), None)
+            or (ordered[0]["start"] if ordered else None),
+            session=_text(_first(attributes, ("session.id", fields.session)), "the session"),
+        )
+    except ValueError as error:
+        return Unreadable(line, f"trace {trace_id}: {error}")
+
+
 def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]:
-    """One span a line (OTLP JSON or a flat ``{trace_id, span_id, parent_span_id, attributes}``); a trace is one
-    record: its query and answer from the root span, its documents from the retriever span, feedback from the
-    attributes named by ``fields`` on any span. A trace ends at its root span, or at the end of the file; its record
-    carries the line where it ended, so records come in line order (what a resumed import counts on)."""
-    open_traces: dict[str, dict] = {}
-
-    def record_of(trace: dict) -> LogRecord | Unreadable:
-        attributes: dict[str, Any] = {}
-        for span in trace["spans"]:  # the root last, so its attributes win
-            attributes.update(span)
-        retrieved = trace["documents"]
-        query = _text(_first(attributes, (*OTEL_QUERY, fields.query)), "the query")
-        if query is None:
-            return Unreadable(trace["line"], f"trace {trace['id']} has no query ({', '.join(OTEL_QUERY)})")
-        try:
-            return LogRecord(
-                line=trace["line"],
-                query=query,
-                retrieved=retrieved,
-                answer=_text(_first(attributes, (*OTEL_ANSWER, fields.answer)), "the answer"),
-                thumbs=_thumbs(attributes.get(fields.thumbs)),
-                rating=_number(attributes.get(fields.rating), "rating"),
-                comment=_text(attributes.get(fields.comment), "the comment"),
-                cited=_ids(attributes.get(fields.cited), "cited"),
-                clicked=_ids(attributes.get(fields.clicked), "clicked"),
-                timestamp=_text(trace.get("start"), "the timestamp"),
-                session=_text(_first(attributes, ("session.id", fields.session)), "the session"),
-            )
-        except ValueError as error:
-            return Unreadable(trace["line"], str(error))
-
-    number = 0
-    for number, span in _objects(path):
-        if isinstance(span, Unreadable):
-            yield Unreadable(number, f"not a span ({span.reason})")
+    """OpenTelemetry traces, one record each, from what exporters write: OTLP JSON (the Collector's file exporter
+    and the SDK's OTLP encoder: an export request a line, ids hex or base64), one span a line (OTLP, flat, or the
+    console exporter's one-line form), or the SDK's console exporter (one span over many lines). Spans of a trace
+    may come in any order and anywhere in the file: a first pass notes the line where each trace's last span is,
+    the second emits a trace's record there. So records come in line order (what a resumed import counts on), and
+    what is held is one line, each trace's last line, and the spans of traces still open."""
+    last: dict[str, int] = {}
+    for _, end, value in _json_values(path):
+        if not isinstance(value, Unreadable):
+            try:
+                for span in _spans(value):
+                    last[span["trace"]] = end
+            except ValueError:
+                pass  # said in the second pass
+    open_traces: dict[str, list[dict]] = {}
+    final = 0
+    for start, end, value in _json_values(path):
+        final = end
+        if isinstance(value, Unreadable):
+            yield value
             continue
         try:
-            trace_id = str(span.get("traceId") or span.get("trace_id") or "")
-            if not trace_id:
-                raise ValueError("no trace id")
-            attributes = _attributes(span)
-            documents = _documents(attributes)
+            spans = _spans(value)
         except ValueError as error:
-            yield Unreadable(number, f"not a span ({error})")
+            yield Unreadable(start, f"not a span ({error})")
             continue
-        trace = open_traces.setdefault(trace_id, {"id": trace_id, "line": number, "spans": [], "documents": []})
-        parent = span.get("parentSpanId") or span.get("parent_span_id") or span.get("parent_id")
-        if documents and not trace["documents"]:
-            trace["documents"] = documents
-        if parent:
-            trace["spans"].insert(0, attributes)
-        else:
-            trace["spans"].append(attributes)
-            trace["start"] = span.get("startTimeUnixNano") or span.get("start_time")
-            trace["line"] = number
-            yield record_of(open_traces.pop(trace_id))
-    for trace in open_traces.values():  # traces whose root never came: still records if they say enough
-        yield record_of({**trace, "line": number})
+        for span in spans:
+            open_traces.setdefault(span["trace"], []).append(span)
+        for trace_id in dict.fromkeys(span["trace"] for span in spans):
+            if last.get(trace_id, end) <= end:  # its last span: the trace is whole
+                yield _trace_record(trace_id, end, open_traces.pop(trace_id), fields)
+    for trace_id, spans in open_traces.items():  # only when the file changed between the passes
+        yield _trace_record(trace_id, final, spans, fields)
 
 
 register_log_format(LogFormat("jsonl", read_jsonl, "one JSON object a request; fields by the config's logs.fields"))
 register_log_format(LogFormat("csv", read_csv, "one row a request with a header; lists as JSON in a cell"))
-register_log_format(LogFormat("otel", read_otel, "OpenInference / OpenLLMetry spans, one a line; a trace a request"))
+register_log_format(
+    LogFormat("otel", read_otel, "OpenTelemetry traces (OTLP JSON, console exporter); OpenInference attributes")
+)
 
 
 def read_log(path: str | Path, format: str, fields: LogFields | None = None) -> Iterator[LogRecord | Unreadable]:

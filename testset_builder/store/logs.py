@@ -54,6 +54,11 @@ def advance_import(db: sqlite3.Connection, import_id: str, lines_done: int, coun
     )
 
 
+def forget_import(db: sqlite3.Connection, import_id: str) -> None:
+    """Drop an import's record, so the file can be imported again (only for one that stored no record)."""
+    db.execute("DELETE FROM log_imports WHERE import_id = ?", (import_id,))
+
+
 def finish_import(db: sqlite3.Connection, import_id: str, counts: dict) -> None:
     db.execute(
         "UPDATE log_imports SET status = 'done', counts = ?, finished_at = ? WHERE import_id = ?",

@@ -7,10 +7,16 @@ answer and the retrieval of its latest record. The retrieval is the production s
 query's candidate pool with their production rank (retriever ``production``), so the estimate, ``select`` and the
 reviewers see what the live system showed.
 
-Retrieved results name chunks by id (an id the workspace does not have is counted and listed with its line, never
-replaced) or by text (matched exactly or normalised, see :mod:`.matching`; a text matching no chunk, or several
-unrelated ones, is counted and listed). A log file is one import, by the sha256 of its bytes: importing it again
-adds nothing, and an import killed part-way resumes after the last committed batch, counting no record twice.
+Retrieved results name chunks by id or by text (matched exactly or normalised, see :mod:`.matching`; a text
+matching no chunk, or several unrelated ones, is counted and listed). An id the workspace does not have (a
+LlamaIndex or LangChain node id) is matched by the result's text when the log carries it, else counted and listed
+with its line, never guessed. A log file is one import, by the sha256 of its bytes: importing it again adds
+nothing, and an import killed part-way resumes after the last committed batch, counting no record twice.
+
+Before anything is stored the head of the log is read as a sample: when none of its lines gives a record, or more
+than half are unreadable, the import stops with an error that says what the lines looked like (another format?),
+and the file is not recorded, so a rerun with the right ``--format`` works. ``force`` imports again a file whose
+earlier import stored no record (one made before this check, which recorded an unreadable file as imported).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pathlib import Path
 from ..._hashing import file_sha256
 from ...config import LogsConfig
 from ...errors import InputError
+from ...export.formats import LOG_FORMATS
 from ...export.logs import LogRecord, Unreadable, read_log
 from ...export.queries import MAX_QUERY_CHARS, derived_id
 from ...records import Query, QueryOrigin
@@ -51,6 +58,7 @@ class LogImportSummary:
     by_exact_text: int = 0
     by_normalised_text: int = 0
     unknown_ids: int = 0
+    unknown_ids_by_text: int = 0  # results whose id the workspace lacks, matched by their text instead
     unmatched_texts: int = 0
     records_with_retrieval: int = 0
     scrubbed: dict[str, int] = field(default_factory=dict)
@@ -67,7 +75,7 @@ class LogImportSummary:
 
 COUNTED = (
     "records", "unreadable", "new_queries", "results", "by_id", "by_exact_text", "by_normalised_text", "unknown_ids",
-    "unmatched_texts", "records_with_retrieval",
+    "unknown_ids_by_text", "unmatched_texts", "records_with_retrieval",
 )  # fmt: skip
 
 
@@ -105,18 +113,40 @@ class _Batch:
                 log.retrieval, log.retrieved_at = retrieval, stamp or log.retrieved_at
 
 
+SAMPLE = 200  # the head of the log read before anything is stored: lines that should give records
+
+
 def import_logs(
-    workspace: Workspace, path: str | Path, settings: LogsConfig | None = None, batch_size: int = 2000
+    workspace: Workspace,
+    path: str | Path,
+    settings: LogsConfig | None = None,
+    batch_size: int = 2000,
+    force: bool = False,
 ) -> LogImportSummary:
     """See the module docstring."""
     settings, path = settings or LogsConfig(), Path(path)
     if not path.is_file():
         raise InputError("no such log file", path=path)
     with workspace.exclusive("import-logs"):
-        return _import(workspace, path, settings, batch_size)
+        return _import(workspace, path, settings, batch_size, force)
 
 
-def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: int) -> LogImportSummary:
+def _check_sample(path: Path, settings: LogsConfig, items: list) -> None:
+    """Refuse a log whose head (``items``) gives no record, or more unreadable lines than records."""
+    records = sum(isinstance(item, LogRecord) for item in items)
+    unreadable = len(items) - records
+    if records == 0 or unreadable > records:
+        shown = "; ".join(str(item) for item in items if isinstance(item, Unreadable))[:600] or "no line in it"
+        others = ", ".join(f for f in LOG_FORMATS if f != settings.format)
+        raise InputError(
+            f"read as {settings.format}, {records} of the first {len(items)} items give a record and {unreadable} "
+            f"cannot be read ({shown}): is it another format (--format {others}) or do its field names need the "
+            "config's logs.fields? Nothing was imported",
+            path=path,
+        )
+
+
+def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: int, force: bool) -> LogImportSummary:
     clock, db = time.perf_counter(), workspace.db
     if not stored_logs.has_live_chunks(db):
         raise InputError(
@@ -127,15 +157,23 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
     import_id = file_sha256(path)
     summary = LogImportSummary(path.name, settings.format, import_id)
     state = stored_logs.import_state(db, import_id)
+    if force and state is not None:
+        stored = stored_logs.import_counts(db, import_id).get("records", 0)
+        if stored:
+            raise InputError(
+                f"--force: its earlier import stored {stored} records, and importing it again would count each of "
+                "them twice; --force is for a file whose import stored none",
+                path=path,
+            )
+        with workspace.transaction() as tx:
+            stored_logs.forget_import(tx, import_id)
+        state = None
     if state is not None:
         _restore(summary, stored_logs.import_counts(db, import_id))
         if state[0] == "done":
             summary.already_imported = True
             return summary
         summary.resumed_after_line = state[1]
-    else:
-        with workspace.transaction() as tx:
-            stored_logs.begin_import(tx, import_id, path.name, settings.format)
     matcher = ChunkMatcher.of(db)
     scrubber = Scrubber(settings.pii_patterns)
     scrubber.counts.update(summary.scrubbed)  # a resumed import goes on counting
@@ -167,7 +205,11 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             db, (r.chunk_id for i in items if isinstance(i, LogRecord) for r in i.retrieved if r.chunk_id is not None)
         )
         matched = matcher.match_all(
-            r.text for i in items if isinstance(i, LogRecord) for r in i.retrieved if r.chunk_id is None
+            r.text
+            for i in items
+            if isinstance(i, LogRecord)
+            for r in i.retrieved
+            if r.text is not None and (r.chunk_id is None or r.chunk_id not in known)
         )
         for item in items:
             if isinstance(item, Unreadable):
@@ -182,19 +224,24 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             retrieval = []
             for result in item.retrieved:
                 summary.results += 1
-                if result.chunk_id is not None:
-                    if result.chunk_id in known:
-                        summary.by_id += 1
-                        retrieval.append((result.rank, result.chunk_id, result.score))
-                    else:
-                        summary.unknown_ids += 1
-                        summary.note(item.line, f"result {result.rank}: no chunk {result.chunk_id!r} in the workspace")
+                if result.chunk_id is not None and result.chunk_id in known:
+                    summary.by_id += 1
+                    retrieval.append((result.rank, result.chunk_id, result.score))
                     continue
+                if result.chunk_id is not None:
+                    summary.unknown_ids += 1
+                    if result.text is None:
+                        summary.note(item.line, f"result {result.rank}: no chunk {result.chunk_id!r} in the workspace")
+                        continue
                 found, how = matched[result.text]
+                if found is None and result.chunk_id is not None:  # counted as an unknown id
+                    summary.note(item.line, f"result {result.rank}: no chunk {result.chunk_id!r}, and its text: {how}")
+                    continue
                 if found is None:
                     summary.unmatched_texts += 1
                     summary.note(item.line, f"result {result.rank}: {how}")
                     continue
+                summary.unknown_ids_by_text += result.chunk_id is not None
                 summary.by_exact_text += how == "exact"
                 summary.by_normalised_text += how == "normalised"
                 retrieval.append((result.rank, found, result.score))
@@ -204,15 +251,42 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             batch.add(query, item, retrieval)
 
     pending: list[LogRecord | Unreadable] = []
-    for item in read_log(path, settings.format, settings.fields):
-        if item.line <= summary.resumed_after_line:
-            continue
-        last_line = max(last_line, item.line)
-        pending.append(item)
-        if len(pending) >= batch_size:
+    checked = state is not None  # a resumed import passed the check when it began
+
+    def begin(head: list) -> None:
+        """Before anything is stored: the head of the log must read as this format (see the module docstring)."""
+        nonlocal checked
+        _check_sample(path, settings, head)
+        with workspace.transaction() as tx:
+            stored_logs.begin_import(tx, import_id, path.name, settings.format)
+        checked = True
+
+    def take(item: LogRecord | Unreadable) -> None:
+        """An item into the batch; a full batch is written first, at a line's end (every item of its lines in)."""
+        nonlocal pending, last_line
+        if len(pending) >= batch_size and item.line > last_line:
             fold(pending)
             pending = []
             flush(last_line)
+        last_line = max(last_line, item.line)
+        pending.append(item)
+
+    head: list[LogRecord | Unreadable] = []
+    for item in read_log(path, settings.format, settings.fields):
+        if item.line <= summary.resumed_after_line:
+            continue
+        if checked:
+            take(item)
+            continue
+        head.append(item)
+        if len(head) >= SAMPLE:
+            begin(head)
+            for held in head:
+                take(held)
+    if not checked:
+        begin(head)
+        for held in head:
+            take(held)
     fold(pending)
     flush(last_line)
     with workspace.transaction() as tx:
