@@ -52,6 +52,7 @@ def test_score_json_is_machine_readable_with_intervals(capsys):
     assert report["queries"] == {
         "evaluated_queries": 5,
         "qrels_queries_without_run": 0,
+        "qrels_queries_without_run_ids": [],
         "dropped_run_queries": 0,
         "queries_without_relevant": 0,
     }
@@ -71,8 +72,28 @@ def test_score_reports_missing_and_dropped_queries(capsys, tmp_path):
     run.write_text("q1 Q0 d1 1 2.0 partial\nq9 Q0 d1 1 1.0 partial\n")
     code, out, _ = run_cli(capsys, "score", "--qrels", QRELS, "--run", str(run), "--metrics", "mrr", "--no-ci")
     assert code == EXIT_OK
-    assert "4 had no results in the run and score 0" in out
+    assert "4 had no results in the run and score 0 (q2, q3, q4, q5)" in out
     assert "1 run queries not in the qrels were dropped" in out
+
+
+def test_score_and_compare_name_each_runs_empty_queries_and_no_detectable_difference_over_one(capsys, tmp_path):
+    full, partial = tmp_path / "full.trec", tmp_path / "partial.trec"
+    full.write_text("".join(f"q{i} Q0 d1 1 1.0 full\n" for i in range(1, 6)))
+    partial.write_text("q1 Q0 d1 1 2.0 partial\nq2 Q0 d1 1 1.0 partial\n")
+    for command in (["score", "--runs", str(partial), str(full)], ["compare", str(full), str(partial)]):
+        code, out, _ = run_cli(capsys, *command, "--qrels", QRELS, "--metrics", "mrr")
+        assert code == EXIT_OK
+        flat = " ".join(out.split())
+        assert "3 had no results in partial and score 0 (q3, q4, q5)" in flat  # said whichever run comes first
+        assert "had no results in full" not in flat
+    qrels = tmp_path / "three.qrels"
+    qrels.write_text("q1 0 d1 1\nq2 0 d2 1\nq3 0 d3 1\n")
+    runs = tmp_path / "a.trec", tmp_path / "b.trec"
+    runs[0].write_text("q1 Q0 d1 1 3 a\nq2 Q0 d2 1 1 a\n")
+    runs[1].write_text("q1 Q0 d1 1 3 b\n")
+    code, out, _ = run_cli(capsys, "compare", *map(str, runs), "--qrels", str(qrels), "--metrics", "recall@10")
+    detectable = " ".join(out.split()).split("smallest difference it detects", 1)[1]
+    assert "none (it would take a difference over 1" in detectable  # 3 queries detect nothing a metric can show
 
 
 def test_compare_flags_a_clearly_better_run_as_significant(capsys, tmp_path):

@@ -159,6 +159,7 @@ def score(
     from ..metrics import parse_metrics
     from ..metrics.guidance import cluster_line, half_width_line, recall_curves_table, runs_table, set_size_line
     from ..metrics.report import (
+        other_runs_empty_lines,
         prediction_lines,
         prediction_table,
         queries_line,
@@ -208,7 +209,9 @@ def score(
                 out.print(line, highlight=False)
     curves = {r["run"]: np.asarray(r["recall_curve"]) for r in reports}  # what the JSON holds, drawn
     out.print(recall_curves_table(curves, {r["run"]: r["target_recall"] for r in reports}))
-    out.print(queries_line(reports[0]["queries"]))
+    out.print(queries_line(reports[0]["queries"], reports[0]["run"] if len(reports) > 1 else None), highlight=False)
+    for line in other_runs_empty_lines([(r["run"], r["queries"]) for r in reports]):
+        out.print(line, highlight=False)
     if clusters.by != "query" or clusters.asked == "document":
         out.print(cluster_line(clusters.describe(), effects), highlight=False)
     if best is None and ci:
@@ -277,6 +280,7 @@ def compare(
     from ..metrics.guidance import cluster_line, gate_lines, set_size_line
     from ..metrics.report import (
         comparison_table,
+        other_runs_empty_lines,
         prediction_difference_table,
         queries_line,
     )  # fmt: skip
@@ -304,7 +308,9 @@ def compare(
         out.print(comparison_table(result, resampled))
         if differences:
             out.print(prediction_difference_table(loaded[0].name, differences))
-        out.print(queries_line(evaluations[0].summary.as_dict()))
+        out.print(queries_line(evaluations[0].summary.as_dict(), evaluations[0].run_name), highlight=False)
+        for line in other_runs_empty_lines([(e.run_name, e.summary.as_dict()) for e in evaluations]):
+            out.print(line, highlight=False)
         if clusters.by != "query" or clusters.asked == "document":
             effects = {f"{row.metric} ({row.candidate})": row.design_effect for row in result.rows}
             out.print(cluster_line(clusters.describe(), effects), highlight=False)

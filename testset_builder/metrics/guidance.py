@@ -101,6 +101,11 @@ def _count(value: int) -> str:
     return f"{value:,}"
 
 
+def _difference(value: float) -> str:
+    """A detectable difference of a metric in [0, 1]: one of 1 or more is none at all."""
+    return f"{value:.3f}" if value < 1 else "none (it would take a difference over 1: too few queries)"
+
+
 def set_size_line(sizes: list[SetSize], label: str = "", most: int = 3, tests: int = 1) -> str:
     """One line: the set, the smallest differences it detects, the queries a named difference needs, the rule (the
     first ``most`` metrics with some variation; the rest are in --json). ``tests``: how many differences the command
@@ -111,7 +116,9 @@ def set_size_line(sizes: list[SetSize], label: str = "", most: int = 3, tests: i
     where = f"{first.queries} queries"
     if first.clusters != first.queries:
         where += f" in {first.clusters} clusters (about {first.effective_queries:.0f} independent queries' worth)"
-    detectable = ", ".join(f"{s.metric} {s.min_detectable_difference:.3f}" for s in shown) or "n/a (no variation)"
+    detectable = (
+        ", ".join(f"{s.metric} {_difference(s.min_detectable_difference)}" for s in shown) or "n/a (no variation)"
+    )
     line = (
         f"set size{label}: {where}; smallest difference it detects (paired, two-sided alpha {first.alpha:g}, "
         f"{first.power:.0%} power): {detectable}"

@@ -35,14 +35,19 @@ class MatchSummary:
     queries_without_run: int
     dropped_run_queries: int
     queries_without_relevant: int
+    without_run_ids: tuple[str, ...] = ()  # the first NAMED of the queries the run gave nothing for
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict:
         return {
             "evaluated_queries": self.evaluated_queries,
             "qrels_queries_without_run": self.queries_without_run,
+            "qrels_queries_without_run_ids": list(self.without_run_ids),
             "dropped_run_queries": self.dropped_run_queries,
             "queries_without_relevant": self.queries_without_relevant,
         }
+
+
+NAMED = 20  # queries named where a run has nothing for them (all are counted)
 
 
 @dataclass(frozen=True, eq=False)
@@ -282,6 +287,9 @@ def build_grade_matrix(qrels: Qrels, run: Run, depth: int | None = None) -> Grad
         queries_without_run=int(np.count_nonzero(num_retrieved == 0)),
         dropped_run_queries=int(dropped),
         queries_without_relevant=int(np.count_nonzero(num_relevant == 0)),
+        without_run_ids=tuple(
+            str(q) for q in np.asarray(query_ids.to_pylist(), dtype=object)[num_retrieved == 0][:NAMED]
+        ),
     )
     return GradeMatrix(
         query_ids=np.asarray(query_ids.to_pylist(), dtype=object),

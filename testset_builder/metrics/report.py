@@ -67,15 +67,32 @@ def score_table(report: dict) -> Table:
     return table
 
 
-def queries_line(summary: dict) -> str:
+def queries_line(summary: dict, run: str | None = None) -> str:
+    """Which queries were scored and why some score 0 (``run``: the run named in it)."""
     parts = [f"{summary['evaluated_queries']} queries scored (all qrels queries)"]
-    if summary["qrels_queries_without_run"]:
-        parts.append(f"{summary['qrels_queries_without_run']} had no results in the run and score 0")
+    if empty := empty_queries(summary, run):
+        parts.append(empty)
     if summary["dropped_run_queries"]:
         parts.append(f"{summary['dropped_run_queries']} run queries not in the qrels were dropped")
     if summary["queries_without_relevant"]:
         parts.append(f"{summary['queries_without_relevant']} have no relevant chunk and score 0")
     return "; ".join(parts)
+
+
+def empty_queries(summary: dict, run: str | None = None) -> str | None:
+    """The queries a run gave nothing for, which score 0, named (the first few) and counted; None if none."""
+    count = summary["qrels_queries_without_run"]
+    if not count:
+        return None
+    named = summary.get("qrels_queries_without_run_ids") or []
+    more = count - len(named)
+    listed = f" ({', '.join(named)}{f' and {more} more' if more > 0 else ''})" if named else ""
+    return f"{count} had no results in {'the run' if run is None else run} and score 0{listed}"
+
+
+def other_runs_empty_lines(summaries: list[tuple[str, dict]]) -> list[str]:
+    """For the runs after the first: the queries each gave nothing for (each run may leave others empty)."""
+    return [f"  {line}" for run, summary in summaries[1:] if (line := empty_queries(summary, run))]
 
 
 def comparison_table(comparison: Comparison, resampled: str = "queries") -> Table:
