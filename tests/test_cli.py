@@ -496,3 +496,26 @@ def test_run_json_on_a_failing_stage_still_lists_the_stages_that_ended_before_it
     assert document["exit_code"] == EXIT_BAD_INPUT and "refused the key" in document["error"]
     assert list(document["stages"]) == ["chunk", "plan"]
     assert document["stages"]["chunk"]["result"]["chunks_added"] > 0
+
+
+def test_relevance_level_counts_only_grades_at_or_above_it_as_trec_eval_l_does(capsys, tmp_path):
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    graded = {f"q{i}": {f"d{j}": (i + j) % 4 for j in range(8)} for i in range(6)}
+    graded = {q: {d: g for d, g in by.items() if g} for q, by in graded.items()}
+    ranked = {f"q{i}": {f"d{j}": float((7 * j + i) % 11) for j in range(10)} for i in range(6)}
+    qrels, run = tmp_path / "graded.qrels", tmp_path / "run.trec"
+    qrels.write_text("".join(f"{q} 0 {d} {g}\n" for q, by in graded.items() for d, g in by.items()))
+    run.write_text("".join(f"{q} Q0 {d} 1 {s} r\n" for q, by in ranked.items() for d, s in by.items()))
+    names = {"recall@5": "recall_5", "precision@5": "P_5", "map": "map", "mrr": "recip_rank", "ndcg@10": "ndcg_cut_10"}
+    for level in (1, 2, 3):
+        code, out, _ = run_cli(capsys, "score", "--qrels", str(qrels), "--run", str(run), "--metrics",
+                               ",".join(names), "--relevance-level", str(level), "--json", "--no-ci")  # fmt: skip
+        assert code == EXIT_OK
+        ours = json.loads(out)["metrics"]
+        reference = pytrec_eval.RelevanceEvaluator(graded, set(names.values()), relevance_level=level).evaluate(ranked)
+        for name, theirs in names.items():
+            expected = sum(reference[q][theirs] for q in graded) / len(graded)
+            assert ours[name]["mean"] == pytest.approx(expected, abs=1e-12), (level, name)
+    code, out, _ = run_cli(capsys, "score", "--qrels", str(qrels), "--run", str(run), "-m", "recall@5",
+                           "--relevance-level", "2", "--no-ci")  # fmt: skip
+    assert "relevant: grade >= 2" in " ".join(out.split())

@@ -713,10 +713,13 @@ def score(
     targets: Sequence[float] = (0.9, 0.95),
     detect: float | None = None,
     alpha: float = 0.05,
+    relevance_level: int = 1,
 ) -> ScoreResult:
     """Score runs against a release's labels (or ``qrels``, a file or a Qrels table, with ``release`` None) with
     trec_eval's conventions. ``runs``: one or a list of ``Run`` objects, run files (TREC or JSONL), or retriever
-    callables (:func:`retrieve` runs them on the release's queries, top ``k``)."""
+    callables (:func:`retrieve` runs them on the release's queries, top ``k``). ``relevance_level``: the grade the
+    binary metrics (recall, precision, MAP, MRR, hit rate, R-precision) count as relevant, trec_eval's ``-l``;
+    nDCG's gains are the grades. Prediction-powered figures are for level 1 only, and left out otherwise."""
     from .metrics import parse_metrics
     from .metrics.clusters import resolve_clusters
     from .metrics.many import against_best as versus_best
@@ -727,14 +730,15 @@ def score(
     specs = parse_metrics(metrics if isinstance(metrics, str) else list(metrics))
     labels, estimates, source_document, queries = _labels(release, qrels)
     made = _runs(runs, queries, k)
-    scored = [evaluate_with_curve(labels, r, specs) for r in made]
+    scored = [evaluate_with_curve(labels, r, specs, relevance_level=relevance_level) for r in made]
     evaluations = [evaluation for evaluation, _ in scored]
     clusters = resolve_clusters(evaluations[0].query_ids, cluster_by, source_document)
     reports = score_dicts(evaluations, ci=ci, resamples=resamples, seed=seed, clusters=clusters.codes)
     for report_of, (_, curve) in zip(reports, scored):
         report_of["recall_curve"] = [float(v) for v in curve]
         report_of["target_recall"] = {str(t): smallest_k(curve, t) for t in targets}
-    if estimates:
+        report_of["relevance_level"] = relevance_level
+    if estimates and relevance_level == 1:
         for report_of, r in zip(reports, made):
             report_of["prediction_powered"] = prediction_report(estimates, r, specs)
     best = versus_best(evaluations, clusters.codes, alpha=alpha, seed=seed) if len(evaluations) > 1 else None
@@ -832,10 +836,11 @@ def compare(
     cluster_by: str = "auto",
     detect: float | None = None,
     fail_if_worse: Sequence[str] = (),
+    relevance_level: int = 1,
 ) -> CompareResult:
     """Compare runs (the first is the baseline) on a release's labels (or ``qrels``): paired differences, intervals,
     t and randomization tests, Holm-corrected; ``fail_if_worse`` (``"ndcg@10:0.01"``) gates regressions. ``runs``
-    as :func:`score` takes them, two or more."""
+    and ``relevance_level`` as :func:`score` takes them, two or more runs."""
     from .metrics import evaluate, parse_metrics
     from .metrics.clusters import resolve_clusters
     from .metrics.compare import compare as compare_runs
@@ -849,14 +854,15 @@ def compare(
     made = _runs(runs, queries, k)
     if len(made) < 2:
         raise InputError("compare needs at least two runs (the first is the baseline)")
-    evaluations = [evaluate(labels, r, specs) for r in made]
+    evaluations = [evaluate(labels, r, specs, relevance_level=relevance_level) for r in made]
     clusters = resolve_clusters(evaluations[0].query_ids, cluster_by, source_document)
     result = compare_runs(
         evaluations[0], evaluations[1:], test=test, alpha=alpha, resamples=resamples, seed=seed,
         clusters=clusters.codes, detect=detect,
     )  # fmt: skip
     gate = regression_gate(evaluations[0], evaluations[1:], rules, clusters.codes, alpha, resamples, seed)
-    differences = prediction_differences(estimates, made[0], made[1:], specs) if estimates else None
+    powered = estimates and relevance_level == 1
+    differences = prediction_differences(estimates, made[0], made[1:], specs) if powered else None
     return CompareResult(result, made, evaluations, clusters, gate, bool(rules), differences)
 
 

@@ -83,6 +83,15 @@ PerQueryOption = Annotated[
     Path | None, typer.Option("--per-query", help="Also write per-query values to this CSV file.", show_default=False)
 ]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed for bootstrap and randomization resampling.")]
+RelevanceLevelOption = Annotated[
+    int,
+    typer.Option(
+        "--relevance-level",
+        min=1,
+        help="The grade a chunk needs to count as relevant in recall, precision, MAP, MRR, hit rate and R-precision "
+        "(trec_eval -l; 2 for TREC DL's convention); nDCG's gains are the grades whatever it is.",
+    ),
+]
 WorkspaceOption = Annotated[
     Path | None,
     typer.Option(

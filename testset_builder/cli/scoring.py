@@ -17,11 +17,19 @@ from .app import (
     OptionalQrelsOption,
     PerQueryOption,
     ReleaseOption,
+    RelevanceLevelOption,
     SeedOption,
     app,
     err,
     out,
 )
+
+
+def level_line(level: int, release: bool) -> str:
+    """What ``--relevance-level`` changed, said under the figures."""
+    line = f"relevant: grade >= {level} for recall, precision, MAP, MRR, hit rate and R-precision; nDCG uses the grades"
+    return line + ("; prediction-powered figures are for level 1 only, so none are given" if release else "")
+
 
 EXIT_REGRESSION = api.EXIT_REGRESSION  # compare --fail-if-worse: a run is significantly worse than the baseline
 
@@ -128,6 +136,7 @@ def score(
     ] = "0.9,0.95",
     detect: DetectOption = None,
     alpha: AlphaOption = 0.05,
+    relevance_level: RelevanceLevelOption = 1,
 ) -> None:
     """Score runs against qrels with trec_eval's conventions.
 
@@ -175,7 +184,7 @@ def score(
         raise InputError("give exactly one of --qrels FILE or --release WORKSPACE@VERSION")
     scored = api.score(
         release, read_runs(paths), metrics, qrels=qrels, ci=ci, resamples=resamples, seed=seed,
-        cluster_by=cluster_by, targets=targets, detect=detect, alpha=alpha,
+        cluster_by=cluster_by, targets=targets, detect=detect, alpha=alpha, relevance_level=relevance_level,
     )  # fmt: skip
     reports, evaluations, best = scored.reports, scored.evaluations, scored.against_best
     clusters = scored.cluster_design
@@ -210,6 +219,8 @@ def score(
     curves = {r["run"]: np.asarray(r["recall_curve"]) for r in reports}  # what the JSON holds, drawn
     out.print(recall_curves_table(curves, {r["run"]: r["target_recall"] for r in reports}))
     out.print(queries_line(reports[0]["queries"], reports[0]["run"] if len(reports) > 1 else None), highlight=False)
+    if relevance_level != 1:
+        out.print(level_line(relevance_level, release is not None), highlight=False)
     for line in other_runs_empty_lines([(r["run"], r["queries"]) for r in reports]):
         out.print(line, highlight=False)
     if clusters.by != "query" or clusters.asked == "document":
@@ -252,6 +263,7 @@ def compare(
             show_default=False,
         ),
     ] = None,
+    relevance_level: RelevanceLevelOption = 1,
 ) -> None:
     """Compare runs on the same qrels: paired differences, 95% bootstrap intervals, t and randomization tests.
 
@@ -295,7 +307,7 @@ def compare(
         raise InputError("give exactly one of --qrels FILE or --release WORKSPACE@VERSION")
     compared = api.compare(
         release, read_runs(runs), metrics, qrels=qrels, test=test, alpha=alpha, resamples=resamples, seed=seed,
-        cluster_by=cluster_by, detect=detect, fail_if_worse=fail_if_worse or [],
+        cluster_by=cluster_by, detect=detect, fail_if_worse=fail_if_worse or [], relevance_level=relevance_level,
     )  # fmt: skip
     result, loaded, evaluations = compared.comparison, compared.runs, compared.evaluations
     clusters, gate, differences, failed = compared.cluster_design, compared.gate, compared.differences, compared.failed
@@ -309,6 +321,8 @@ def compare(
         if differences:
             out.print(prediction_difference_table(loaded[0].name, differences))
         out.print(queries_line(evaluations[0].summary.as_dict(), evaluations[0].run_name), highlight=False)
+        if relevance_level != 1:
+            out.print(level_line(relevance_level, release is not None), highlight=False)
         for line in other_runs_empty_lines([(e.run_name, e.summary.as_dict()) for e in evaluations]):
             out.print(line, highlight=False)
         if clusters.by != "query" or clusters.asked == "document":

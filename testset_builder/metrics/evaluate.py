@@ -57,18 +57,21 @@ def required_depth(metrics: list[MetricSpec]) -> int | None:
     return max(spec.k for spec in metrics)
 
 
-def evaluate(qrels: Qrels, run: Run, metrics: str | list[str] | list[MetricSpec]) -> Evaluation:
+def evaluate(
+    qrels: Qrels, run: Run, metrics: str | list[str] | list[MetricSpec], relevance_level: int = 1
+) -> Evaluation:
     """Score ``run`` against ``qrels`` on ``metrics`` (``"ndcg@10,recall@100"`` or parsed specs).
 
     The mean of each metric is over every query of the qrels: queries the run missed score 0, run queries the
-    qrels lack are dropped (``evaluation.summary`` counts both).
+    qrels lack are dropped (``evaluation.summary`` counts both). ``relevance_level``: the grade the binary metrics
+    count as relevant (trec_eval's ``-l``; nDCG's gains are the grades whatever it is).
     """
     specs = (
         metrics
         if metrics and isinstance(metrics, list) and isinstance(metrics[0], MetricSpec)
         else parse_metrics(metrics)
     )
-    matrix = build_grade_matrix(qrels, run, depth=required_depth(specs))
+    matrix = build_grade_matrix(qrels, run, depth=required_depth(specs), relevance_level=relevance_level)
     return score_matrix(matrix, specs, run_name=run.name)
 
 

@@ -20,11 +20,13 @@ DEFAULT_TARGETS = (0.9, 0.95)
 
 
 def evaluate_with_curve(
-    qrels: Qrels, run: Run, specs: list[MetricSpec], max_k: int = CURVE_DEPTH
+    qrels: Qrels, run: Run, specs: list[MetricSpec], max_k: int = CURVE_DEPTH, relevance_level: int = 1
 ) -> tuple[Evaluation, np.ndarray]:
     """Score ``run`` on ``specs`` and its mean recall@k for k = 1..max_k, from one grade matrix."""
     depth = required_depth(specs)
-    matrix = build_grade_matrix(qrels, run, depth=None if depth is None else max(depth, max_k))
+    matrix = build_grade_matrix(
+        qrels, run, depth=None if depth is None else max(depth, max_k), relevance_level=relevance_level
+    )
     return score_matrix(matrix, specs, run_name=run.name), recall_curve(matrix, max_k)
 
 

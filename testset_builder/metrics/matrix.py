@@ -56,7 +56,8 @@ class GradeMatrix:
 
     ``grades[i, r]`` is the qrels grade of the chunk at rank ``r + 1`` for query ``query_ids[i]`` (0 when unjudged
     or when fewer than ``r + 1`` chunks were retrieved). ``ideal[i]`` holds the query's positive grades sorted
-    descending (0-padded). ``num_relevant[i]`` counts its chunks with grade >= 1.
+    descending (0-padded). ``num_relevant[i]`` counts its chunks with grade >= ``relevance_level`` (1 unless
+    asked: trec_eval's ``-l``), the grade the binary metrics count as relevant; nDCG's gains are the grades.
     """
 
     query_ids: np.ndarray
@@ -65,6 +66,7 @@ class GradeMatrix:
     num_relevant: np.ndarray
     num_retrieved: np.ndarray
     summary: MatchSummary
+    relevance_level: int = RELEVANCE_THRESHOLD
 
     @property
     def depth(self) -> int:
@@ -72,7 +74,7 @@ class GradeMatrix:
 
     @cached_property
     def relevant(self) -> np.ndarray:
-        return self.grades >= RELEVANCE_THRESHOLD
+        return self.grades >= self.relevance_level
 
     @cached_property
     def relevant_cumsum(self) -> np.ndarray:
@@ -230,19 +232,22 @@ def _moved_by(swaps: np.ndarray, positions: np.ndarray) -> np.ndarray:
     return np.where(old[at] == positions, new[at], positions)
 
 
-def build_grade_matrix(qrels: Qrels, run: Run, depth: int | None = None) -> GradeMatrix:
+def build_grade_matrix(
+    qrels: Qrels, run: Run, depth: int | None = None, relevance_level: int = RELEVANCE_THRESHOLD
+) -> GradeMatrix:
     """Rank ``run`` per query and look up each result's grade in ``qrels``, keeping the top ``depth`` ranks.
 
-    ``depth=None`` keeps every retrieved result (needed by metrics without a cutoff).
+    ``depth=None`` keeps every retrieved result (needed by metrics without a cutoff). ``relevance_level``: the
+    grade a chunk needs to count as relevant (trec_eval's ``-l``).
     """
+    if relevance_level < 1:
+        raise ValueError(f"the relevance level is a grade of 1 or more, not {relevance_level}")
     qrels_table, run_table = qrels.table, run.table
     query_ids = pc.unique(qrels_table.column(QUERY_ID)).sort()
     n_queries = len(query_ids)
     qrels_rows = pc.index_in(qrels_table.column(QUERY_ID), value_set=query_ids).to_numpy()
     ideal = _ideal_grades(qrels_table, qrels_rows, n_queries)
-    num_relevant = np.bincount(
-        qrels_rows[qrels_table.column(GRADE).to_numpy() >= RELEVANCE_THRESHOLD], minlength=n_queries
-    )
+    num_relevant = np.bincount(qrels_rows[qrels_table.column(GRADE).to_numpy() >= relevance_level], minlength=n_queries)
 
     codes = run.query_codes
     first_ids = run_table.column(QUERY_ID).take(pa.array(codes.first_rows))
@@ -298,4 +303,5 @@ def build_grade_matrix(qrels: Qrels, run: Run, depth: int | None = None) -> Grad
         num_relevant=num_relevant,
         num_retrieved=num_retrieved,
         summary=summary,
+        relevance_level=relevance_level,
     )
