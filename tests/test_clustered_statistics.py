@@ -184,3 +184,52 @@ def test_document_clusters_fall_back_to_the_query_and_say_so():
     unknown = resolve_clusters(["a", "b"], "document", None)
     assert unknown.by == "query" and "no source document known" in unknown.describe()
     assert resolve_clusters(["q1", "q2"], "query", documents.get).codes is None
+
+
+def test_real_queries_that_share_relevant_documents_resample_together_transitively():
+    relevant = {"q1": ["d1"], "q2": ["d1", "d2"], "q3": ["d2"], "q4": ["d9"], "q5": []}
+    shared = resolve_clusters(["q1", "q2", "q3", "q4", "q5"], "relevant", relevant=relevant)
+    codes = shared.codes.tolist()
+    assert codes[0] == codes[1] == codes[2] and len(set(codes)) == 3  # q1-q2 by d1, q2-q3 by d2; q4, q5 alone
+    assert (shared.by, shared.groups, shared.alone) == ("relevant", 3, 2)
+    assert "5 queries in 3 clusters" in shared.describe()
+    auto = resolve_clusters(["q1", "q2", "q3", "q4", "q5"], "auto", relevant=relevant)
+    assert auto.codes is None and auto.sharing == 3  # auto stays per query, and says that three may not be independent
+    assert "--cluster-by relevant" in auto.describe()
+
+
+def test_a_clusters_file_groups_queries_by_the_field_the_user_names(tmp_path):
+    from testset_builder.errors import InputError
+    from testset_builder.export.queries import read_query_clusters
+
+    path = tmp_path / "sessions.csv"
+    path.write_text("query_id,session\nq1,s1\nq2,s1\nq3,s2\nq4,\n", encoding="utf-8")
+    given = read_query_clusters(path, "session")
+    assert given == {"q1": "s1", "q2": "s1", "q3": "s2"}
+    clusters = resolve_clusters(["q1", "q2", "q3", "q4"], "auto", {"q1": "doc"}.get, given=given)
+    assert clusters.by == "given" and clusters.groups == 3 and clusters.alone == 1  # q4 has none: alone
+    with pytest.raises(InputError, match="--cluster-field"):
+        read_query_clusters(path, "user")
+    with pytest.raises(InputError, match="needs --clusters"):
+        resolve_clusters(["q1"], "given")
+
+
+def test_score_and_compare_cluster_by_a_file_or_by_shared_relevant_documents(tmp_path, capsys):
+    import json
+
+    from testset_builder.cli import main
+
+    qrels, a, b = tmp_path / "qrels.tsv", tmp_path / "a.trec", tmp_path / "b.trec"
+    qrels.write_text("".join(f"q{i} 0 d{i // 2} 1\n" for i in range(8)))  # q0-q1 share d0, q2-q3 d1, ...
+    a.write_text("".join(f"q{i} Q0 d{i // 2} 1 1.0 a\n" for i in range(8)))
+    b.write_text("".join(f"q{i} Q0 x{i} 1 1.0 b\n" for i in range(8)))
+    clusters = tmp_path / "users.jsonl"
+    clusters.write_text("".join(json.dumps({"id": f"q{i}", "user": f"u{i % 3}"}) + "\n" for i in range(8)))
+    runs = [str(a), str(b)]
+    assert main(["score", "--qrels", str(qrels), "--run", str(a), "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)["clusters"]
+    assert said["by"] == "query" and said["queries_sharing_relevant_documents"] == 8
+    assert main(["compare", *runs, "--qrels", str(qrels), "--cluster-by", "relevant", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["clusters"]["clusters"] == 4
+    assert main(["compare", *runs, "--qrels", str(qrels), "--clusters", str(clusters), "--cluster-field", "user"]) == 0
+    assert "by the clusters file: 8 queries in 3 clusters" in " ".join(capsys.readouterr().out.split())

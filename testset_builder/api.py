@@ -714,25 +714,29 @@ def score(
     detect: float | None = None,
     alpha: float = 0.05,
     relevance_level: int = 1,
+    clusters=None,
+    cluster_field: str = "cluster",
 ) -> ScoreResult:
     """Score runs against a release's labels (or ``qrels``, a file or a Qrels table, with ``release`` None) with
     trec_eval's conventions. ``runs``: one or a list of ``Run`` objects, run files (TREC or JSONL), or retriever
     callables (:func:`retrieve` runs them on the release's queries, top ``k``). ``relevance_level``: the grade the
     binary metrics (recall, precision, MAP, MRR, hit rate, R-precision) count as relevant, trec_eval's ``-l``;
-    nDCG's gains are the grades. Prediction-powered figures are for level 1 only, and left out otherwise."""
+    nDCG's gains are the grades. Prediction-powered figures are for level 1 only, and left out otherwise.
+    ``clusters``: a file (JSONL, CSV, TSV) or a mapping of each query's cluster (a session, a user) under
+    ``cluster_field``, for ``cluster_by`` auto or given; ``cluster_by="relevant"`` joins queries that share a relevant
+    document."""
     from .metrics import parse_metrics
-    from .metrics.clusters import resolve_clusters
     from .metrics.many import against_best as versus_best
     from .metrics.many import evaluate_with_curve, smallest_k
     from .metrics.prediction import prediction_report
     from .metrics.report import score_dicts
 
     specs = parse_metrics(metrics if isinstance(metrics, str) else list(metrics))
-    labels, estimates, source_document, queries = _labels(release, qrels)
+    labels, estimates, source_document, queries, document_of = _labels(release, qrels)
     made = _runs(runs, queries, k)
     scored = [evaluate_with_curve(labels, r, specs, relevance_level=relevance_level) for r in made]
     evaluations = [evaluation for evaluation, _ in scored]
-    clusters = resolve_clusters(evaluations[0].query_ids, cluster_by, source_document)
+    clusters = _clusters_of(evaluations[0], labels, cluster_by, source_document, document_of, clusters, cluster_field)
     reports = score_dicts(evaluations, ci=ci, resamples=resamples, seed=seed, clusters=clusters.codes)
     for report_of, (_, curve) in zip(reports, scored):
         report_of["recall_curve"] = [float(v) for v in curve]
@@ -751,15 +755,33 @@ GATE_RULE = "fail when the one-sided (1 - alpha/g) bootstrap upper bound of mean
 
 
 def _labels(release, qrels):
-    """(labels, estimates, source_document, queries) of a release, or of a qrels file or table (release None)."""
+    """(labels, estimates, source_document, queries, document_of) of a release, or of a qrels file or table
+    (release None): ``document_of`` gives a labelled chunk's document (a qrels file's ids are taken as documents)."""
     from .export import read_qrels
 
     if (qrels is None) == (release is None):
         raise InputError("give a release, or qrels (and no release)")
     if release is not None:
         loaded = load_release(release)
-        return loaded.qrels_table(), loaded.estimates, loaded.source_document, loaded.queries
-    return (read_qrels(qrels) if isinstance(qrels, str | Path) else qrels), [], None, None
+
+        def document_of(chunk_id: str) -> str:
+            return loaded.chunk_spans.get(chunk_id, {}).get("doc_id") or chunk_id
+
+        return loaded.qrels_table(), loaded.estimates, loaded.source_document, loaded.queries, document_of
+    return (read_qrels(qrels) if isinstance(qrels, str | Path) else qrels), [], None, None, str
+
+
+def _clusters_of(evaluation, labels, cluster_by: str, source_document, document_of, clusters, cluster_field: str):
+    """How queries resample together (:func:`~.metrics.clusters.resolve_clusters`): ``clusters`` a file (or a
+    mapping) of each query's cluster under ``cluster_field``; the relevant documents from the labels."""
+    from .export.queries import read_query_clusters
+    from .metrics.clusters import resolve_clusters
+
+    given = read_query_clusters(clusters, cluster_field) if isinstance(clusters, str | Path) else clusters
+    relevant: dict[str, set[str]] = {}
+    for query_id, by in labels.to_dict().items():
+        relevant[query_id] = {document_of(c) for c, grade in by.items() if grade >= 1}
+    return resolve_clusters(evaluation.query_ids, cluster_by, source_document, relevant, given)
 
 
 def _runs(runs, queries, k: int) -> list:
@@ -837,12 +859,13 @@ def compare(
     detect: float | None = None,
     fail_if_worse: Sequence[str] = (),
     relevance_level: int = 1,
+    clusters=None,
+    cluster_field: str = "cluster",
 ) -> CompareResult:
     """Compare runs (the first is the baseline) on a release's labels (or ``qrels``): paired differences, intervals,
     t and randomization tests, Holm-corrected; ``fail_if_worse`` (``"ndcg@10:0.01"``) gates regressions. ``runs``
-    and ``relevance_level`` as :func:`score` takes them, two or more runs."""
+    ``relevance_level`` and ``clusters`` as :func:`score` takes them, two or more runs."""
     from .metrics import evaluate, parse_metrics
-    from .metrics.clusters import resolve_clusters
     from .metrics.compare import compare as compare_runs
     from .metrics.gate import parse_gate, regression_gate
     from .metrics.prediction import prediction_differences
@@ -850,12 +873,12 @@ def compare(
     specs = parse_metrics(metrics if isinstance(metrics, str) else list(metrics))
     rules = parse_gate(list(fail_if_worse))
     specs += [spec for spec in parse_metrics([r.metric for r in rules]) if spec not in specs] if rules else []
-    labels, estimates, source_document, queries = _labels(release, qrels)
+    labels, estimates, source_document, queries, document_of = _labels(release, qrels)
     made = _runs(runs, queries, k)
     if len(made) < 2:
         raise InputError("compare needs at least two runs (the first is the baseline)")
     evaluations = [evaluate(labels, r, specs, relevance_level=relevance_level) for r in made]
-    clusters = resolve_clusters(evaluations[0].query_ids, cluster_by, source_document)
+    clusters = _clusters_of(evaluations[0], labels, cluster_by, source_document, document_of, clusters, cluster_field)
     result = compare_runs(
         evaluations[0], evaluations[1:], test=test, alpha=alpha, resamples=resamples, seed=seed,
         clusters=clusters.codes, detect=detect,

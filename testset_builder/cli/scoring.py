@@ -38,10 +38,21 @@ ClusterByOption = Annotated[
     typer.Option(
         "--cluster-by",
         help="What resamples together in intervals and paired tests: document (a synthetic question's source "
-        "document, from the release's meta/; a query with none known is its own cluster), query, or auto "
-        "(document where the release knows it, else query).",
+        "document, from the release's meta/; a query with none known is its own cluster), relevant (queries that "
+        "share a relevant document), given (--clusters FILE), query, or auto (the clusters file when given, else "
+        "document where the release knows it, else query).",
     ),
 ]
+ClustersOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--clusters",
+        help="Each query's cluster (a session, a user, a topic): JSONL, CSV or TSV with a query id and the field "
+        "--cluster-field names.",
+        show_default=False,
+    ),
+]
+ClusterFieldOption = Annotated[str, typer.Option("--cluster-field", help="The --clusters file's cluster field.")]
 DetectOption = Annotated[
     float | None,
     typer.Option(
@@ -131,6 +142,8 @@ def score(
     ] = 1000,
     seed: SeedOption = 0,
     cluster_by: ClusterByOption = "auto",
+    clusters_file: ClustersOption = None,
+    cluster_field: ClusterFieldOption = "cluster",
     target_recall: Annotated[
         str, typer.Option("--target-recall", help="Recalls whose smallest reaching k (up to 100) each run reports.")
     ] = "0.9,0.95",
@@ -185,6 +198,7 @@ def score(
     scored = api.score(
         release, read_runs(paths), metrics, qrels=qrels, ci=ci, resamples=resamples, seed=seed,
         cluster_by=cluster_by, targets=targets, detect=detect, alpha=alpha, relevance_level=relevance_level,
+        clusters=clusters_file, cluster_field=cluster_field,
     )  # fmt: skip
     reports, evaluations, best = scored.reports, scored.evaluations, scored.against_best
     clusters = scored.cluster_design
@@ -223,7 +237,7 @@ def score(
         out.print(level_line(relevance_level, release is not None), highlight=False)
     for line in other_runs_empty_lines([(r["run"], r["queries"]) for r in reports]):
         out.print(line, highlight=False)
-    if clusters.by != "query" or clusters.asked == "document":
+    if clusters.by != "query" or clusters.asked == "document" or clusters.sharing:
         out.print(cluster_line(clusters.describe(), effects), highlight=False)
     if best is None and ci:
         out.print(half_width_line(reports[0]), highlight=False)
@@ -252,6 +266,8 @@ def compare(
     per_query: PerQueryOption = None,
     seed: SeedOption = 0,
     cluster_by: ClusterByOption = "auto",
+    clusters_file: ClustersOption = None,
+    cluster_field: ClusterFieldOption = "cluster",
     detect: DetectOption = None,
     fail_if_worse: Annotated[
         list[str] | None,
@@ -308,6 +324,7 @@ def compare(
     compared = api.compare(
         release, read_runs(runs), metrics, qrels=qrels, test=test, alpha=alpha, resamples=resamples, seed=seed,
         cluster_by=cluster_by, detect=detect, fail_if_worse=fail_if_worse or [], relevance_level=relevance_level,
+        clusters=clusters_file, cluster_field=cluster_field,
     )  # fmt: skip
     result, loaded, evaluations = compared.comparison, compared.runs, compared.evaluations
     clusters, gate, differences, failed = compared.cluster_design, compared.gate, compared.differences, compared.failed
@@ -325,7 +342,7 @@ def compare(
             out.print(level_line(relevance_level, release is not None), highlight=False)
         for line in other_runs_empty_lines([(e.run_name, e.summary.as_dict()) for e in evaluations]):
             out.print(line, highlight=False)
-        if clusters.by != "query" or clusters.asked == "document":
+        if clusters.by != "query" or clusters.asked == "document" or clusters.sharing:
             effects = {f"{row.metric} ({row.candidate})": row.design_effect for row in result.rows}
             out.print(cluster_line(clusters.describe(), effects), highlight=False)
         for candidate in result.candidates:

@@ -137,3 +137,51 @@ def read_queries(
     if not result.queries:
         raise InputError("no queries found", path=path)
     return result
+
+
+def read_query_clusters(path: str | Path, field: str = "cluster", id_field: str | None = None) -> dict[str, str]:
+    """Each query's cluster from a file the user keeps: JSON lines or CSV / TSV with a header, the query id under
+    ``id_field`` (default: the usual names, ``_id``, ``id``, ``query_id``, ...) and the cluster under ``field`` (a
+    session, a user, a topic: queries that are not independent of each other). A row without a cluster leaves its
+    query alone; a query given two clusters is an error."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as error:
+        raise InputError(f"cannot read the clusters file ({error.strerror})", path=path) from None
+    except UnicodeDecodeError as error:
+        raise InputError(f"not UTF-8 (byte {error.start})", path=path) from None
+    rows: list[tuple[int, dict]] = []
+    if path.suffix.lower() in (".csv", ".tsv"):
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+        try:
+            rows = [(reader.line_num, row) for row in reader]
+        except csv.Error as error:
+            raise InputError(f"not valid CSV ({error})", path=path, line=reader.line_num) from None
+    else:
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise InputError(f"not JSON ({error.msg})", path=path, line=number) from None
+                if not isinstance(record, dict):
+                    raise InputError("not a JSON object", path=path, line=number)
+                rows.append((number, record))
+    clusters: dict[str, str] = {}
+    for number, row in rows:
+        id_key = _pick(row, id_field, ID_FIELDS)
+        if id_key is None or row.get(id_key) in (None, ""):
+            raise InputError(f"no query id ({id_field or ' / '.join(ID_FIELDS)})", path=path, line=number)
+        if field not in row:
+            raise InputError(
+                f"no field {field!r} (name the cluster's field with --cluster-field)", path=path, line=number
+            )
+        query_id, cluster = str(row[id_key]).strip(), row[field]
+        if cluster in (None, ""):
+            continue
+        if clusters.setdefault(query_id, str(cluster)) != str(cluster):
+            raise InputError(f"query {query_id!r} is given two clusters", path=path, line=number)
+    if not clusters:
+        raise InputError(f"no query has a cluster in field {field!r}", path=path)
+    return clusters

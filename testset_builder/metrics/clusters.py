@@ -4,12 +4,14 @@ Several synthetic questions written from one source document share its vocabular
 easy for a retriever, its siblings tend to be too. Treating them as independent makes intervals too narrow and
 paired tests too eager (the issue's simulation: 43% false positives at alpha 0.05). Intervals and tests therefore
 resample clusters: by default a synthetic question's source document, and the query itself otherwise (real
-queries, or qrels that say nothing about where a question came from).
+queries, or qrels that say nothing about where a question came from). Real queries can be clustered too: by a
+field the user keeps (a session, a user, a topic: ``given``), or by the relevant documents they share
+(``relevant``: queries joined whenever they share one, transitively), which the summary suggests where it matters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -17,8 +19,8 @@ import numpy as np
 
 from ..errors import InputError
 
-ClusterBy = Literal["auto", "query", "document"]
-CLUSTER_CHOICES = ("auto", "query", "document")
+ClusterBy = Literal["auto", "query", "document", "relevant", "given"]
+CLUSTER_CHOICES = ("auto", "query", "document", "relevant", "given")
 DESIGN_EFFECT_THAT_MATTERS = 1.2  # intervals about 10% wider (sqrt(1.2)) than independence would make them
 
 
@@ -26,8 +28,9 @@ DESIGN_EFFECT_THAT_MATTERS = 1.2  # intervals about 10% wider (sqrt(1.2)) than i
 class Clusters:
     """The cluster of each evaluated query (``codes[i]`` for ``query_ids[i]``), or None: each query alone.
 
-    ``by`` is what the clusters are (``query`` or ``document``); ``alone`` counts the queries that are their own
-    cluster because no source document is known for them, under ``document``/``auto``."""
+    ``by`` is what the clusters are (``query``, ``document``, ``relevant`` or ``given``); ``alone`` counts the
+    queries that are their own cluster because nothing joins them to another; ``sharing``: queries that share a
+    relevant document with another (said where each query is its own cluster, since they may not be independent)."""
 
     asked: str
     by: str
@@ -35,11 +38,30 @@ class Clusters:
     queries: int
     groups: int
     alone: int
+    sharing: int = 0
 
     def describe(self) -> str:
         if self.codes is None and self.by == "query":
-            why = " (no source document known)" if self.asked != "query" and self.alone else ""
-            return f"by query: {self.queries} queries, each its own cluster{why}"
+            why = (
+                " (no source document known)" if self.asked not in ("query", "relevant", "given") and self.alone else ""
+            )
+            text = f"by query: {self.queries} queries, each its own cluster{why}"
+            if self.sharing:
+                text += (
+                    f"; {self.sharing} of them share relevant documents with others and may not be independent: "
+                    "--cluster-by relevant resamples them together, or --clusters FILE by a field you keep"
+                )
+            return text
+        if self.by == "relevant":
+            return (
+                f"by shared relevant documents: {self.queries} queries in {self.groups} clusters "
+                f"({self.alone} queries share none and are each their own cluster)"
+            )
+        if self.by == "given":
+            return (
+                f"by the clusters file: {self.queries} queries in {self.groups} clusters "
+                f"({self.alone} queries it gives no cluster are each their own)"
+            )
         documents = self.groups - self.alone
         text = f"by source document: {self.queries} queries in {self.groups} clusters ({documents} documents"
         if self.alone:
@@ -53,25 +75,75 @@ class Clusters:
             "queries": self.queries,
             "clusters": self.groups,
             "queries_alone": self.alone,
+            "queries_sharing_relevant_documents": self.sharing,
             "description": self.describe(),
         }
 
 
 def resolve_clusters(
-    query_ids: Sequence[str], cluster_by: str = "auto", source_document: Callable[[str], str | None] | None = None
+    query_ids: Sequence[str],
+    cluster_by: str = "auto",
+    source_document: Callable[[str], str | None] | None = None,
+    relevant: Mapping[str, Iterable[str]] | None = None,
+    given: Mapping[str, str] | None = None,
 ) -> Clusters:
     """Clusters for ``query_ids``: ``query`` (each alone), ``document`` (a query's source document where known,
-    else the query alone) or ``auto`` (``document`` when any source document is known, else ``query``).
+    else the query alone), ``relevant`` (queries sharing a document in ``relevant``, query -> its relevant
+    documents, joined transitively), ``given`` (the cluster ``given`` names for a query, else the query alone) or
+    ``auto`` (``given`` when a clusters file is given, else ``document`` when any source document is known, else
+    ``query``, saying how many queries share relevant documents).
 
     When every cluster holds a single query the codes are None, so scoring takes the plain path."""
     if cluster_by not in CLUSTER_CHOICES:
         raise InputError(f"--cluster-by: unknown choice {cluster_by!r}; use {', '.join(CLUSTER_CHOICES)}")
     n = len(query_ids)
+    if cluster_by == "given" and not given:
+        raise InputError("--cluster-by given needs --clusters FILE (each query's cluster)")
+    if given and cluster_by in ("auto", "given"):
+        keys = [f"c:{given[str(q)]}" if str(q) in given else f"q:{q}" for q in query_ids]
+        alone = sum(str(q) not in given for q in query_ids)
+        return _clusters(cluster_by, "given", keys, alone)
+    if cluster_by == "relevant":
+        keys, alone = _shared(query_ids, relevant or {})
+        return _clusters(cluster_by, "relevant", keys, alone)
     documents = [source_document(str(q)) for q in query_ids] if source_document and cluster_by != "query" else []
     known = sum(d is not None for d in documents)
     if cluster_by == "query" or known == 0:
-        return Clusters(cluster_by, "query", None, n, n, n if cluster_by != "query" else 0)
+        sharing = 0
+        if relevant and cluster_by == "auto":
+            keys, alone = _shared(query_ids, relevant)
+            sharing = n - alone
+        return Clusters(cluster_by, "query", None, n, n, n if cluster_by != "query" else 0, sharing)
     keys = [f"d:{d}" if d is not None else f"q:{q}" for q, d in zip(query_ids, documents)]
+    return _clusters(cluster_by, "document", keys, n - known)
+
+
+def _clusters(asked: str, by: str, keys: list[str], alone: int) -> Clusters:
+    n = len(keys)
+    if n == 0:
+        return Clusters(asked, by, None, 0, 0, 0)
     _, codes = np.unique(np.asarray(keys, dtype=object), return_inverse=True)
     groups = int(codes.max()) + 1
-    return Clusters(cluster_by, "document", None if groups == n else codes.astype(np.int64), n, groups, n - known)
+    return Clusters(asked, by, None if groups == n else codes.astype(np.int64), n, groups, alone)
+
+
+def _shared(query_ids: Sequence[str], relevant: Mapping[str, Iterable[str]]) -> tuple[list[str], int]:
+    """Each query's cluster key when queries sharing a relevant document join (union-find, transitively), and how
+    many queries share none."""
+    parent = list(range(len(query_ids)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}
+    for i, query in enumerate(query_ids):
+        for document in set(relevant.get(str(query), ())):
+            j = first.setdefault(document, i)
+            if j != i:
+                parent[root(i)] = root(j)
+    roots = [root(i) for i in range(len(query_ids))]
+    sizes = np.bincount(roots, minlength=len(query_ids))
+    return [f"r:{r}" for r in roots], int(sum(sizes[r] == 1 for r in roots))
