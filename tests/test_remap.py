@@ -79,14 +79,31 @@ def test_labelled_chunks_of_one_query_in_one_new_chunk_merge_and_the_new_chunk_g
     assert result.counts()["new_labels_merged"] == 1
 
 
-def test_a_label_no_new_chunk_covers_enough_of_is_listed_lost_with_the_best_coverage_and_a_lower_bar_splits_it():
+def test_a_label_no_new_chunk_covers_enough_of_is_ambiguous_and_each_overlapping_chunk_is_proposed_for_review():
     release = release_of({"a": (0, 100)}, {"q": {"a": 1}})
-    spans = [(0, 30), (30, 60), (60, 100), (100, 500)]
-    (outcome,) = plan(release, spans).outcomes
-    assert outcome.outcome == "lost" and "no chunk covers 0.5 of the chunk span (at most 0.40, by n2)" in outcome.reason
-    assert plan(release, spans).counts()["lost_relevant"] == 1
+    spans = [(0, 30), (30, 60), (60, 100), (100, 500)]  # big chunks cut small: none holds half of the label
+    result = plan(release, spans)
+    (outcome,) = result.outcomes
+    assert outcome.outcome == "ambiguous" and "no chunk covers 0.5 of the chunk span (at most 0.40)" in outcome.reason
+    assert [(p.chunk_id, p.coverage, p.parent_grade) for p in result.proposals] == [
+        ("n2", 0.4, 1), ("n0", 0.3, 1), ("n1", 0.3, 1),
+    ]  # fmt: skip
+    counts = result.counts()
+    assert (counts["ambiguous"], counts["lost"], counts["proposals_queued"], counts["new_labels"]) == (1, 0, 3, 0)
+    assert counts["queries_waiting_review"] == 1 and counts["queries_lost"] == 0
     (lower,) = plan(release, spans, min_coverage=0.3).outcomes
     assert lower.outcome == "split" and len(lower.to) == 3
+    (gone,) = plan(release, [(100, 500)]).outcomes  # nothing overlaps it any more: lost, and said why
+    assert gone.outcome == "lost" and "no chunk overlaps the chunk span" in gone.reason
+
+
+def test_an_edit_inside_a_labelled_span_keeps_the_label_as_proposals_where_its_first_and_last_words_still_are():
+    release = release_of({"a": (100, 250)}, {"q": {"a": 2}})
+    edited = TEXT[:160] + "AN INSERTED CLAUSE, " + TEXT[180:]  # the middle of chunk a rewritten, its edges kept
+    result = plan(release, [(0, 200), (200, len(edited))], text=edited, sha="v2")
+    (outcome,) = result.outcomes
+    assert outcome.outcome == "ambiguous" and outcome.relocated and "text inside" in outcome.reason
+    assert {p.chunk_id for p in result.proposals} == {"n0", "n1"} and not result.labels
 
 
 def test_an_evidence_span_decides_which_new_chunk_inherits_instead_of_the_old_chunk():
@@ -162,7 +179,8 @@ def test_remap_projects_a_release_onto_another_chunking_and_a_later_release_ther
     )
     assert code == 0, result
     counts = result["counts"]
-    assert counts["labels"] == 7 and counts["lost"] + counts["one_to_one"] + counts["split"] + counts["merged"] == 7
+    outcomes = ("lost", "one_to_one", "split", "merged", "ambiguous")
+    assert counts["labels"] == 7 and sum(counts[name] for name in outcomes) == 7
     assert counts["new_labels"] >= 7 - counts["lost"] and len(result["lost"]) == counts["lost"]
     assert result["parent"] == {
         "workspace": source.name, "name": source.name, "version": "1.0.0",
@@ -186,6 +204,45 @@ def test_remap_projects_a_release_onto_another_chunking_and_a_later_release_ther
 
     code, later = run_json(capsys, "release", "--version", "2.1.0", "--workspace", str(other))
     assert code == 0 and later["same_as_parent"] and later["content_sha256"] == remapped.manifest["content_sha256"]
+
+
+def test_remap_to_much_smaller_chunks_queues_the_labels_it_cannot_place_for_review_instead_of_dropping_them(
+    two_chunkings, tmp_path, capsys
+):
+    from testset_builder.stages import review
+    from testset_builder.store import review as review_store
+
+    source, _ = two_chunkings
+    with open_workspace(source) as ws:  # a human label on the longest chunk, released as 1.1.0
+        longest = max(
+            (c for doc in {r[1] for r in rows.live_chunk_rows(ws.db)} for c in rows.live_chunks_of(ws.db, doc)),
+            key=lambda c: len(c.text),
+        )
+        with ws.transaction() as db:
+            rows.put_queries(db, [Query(query_id="real-2", text="what does a release hold?", origin=QueryOrigin.real)])
+            rows.add_judgments(db, [Judgment(judgment_id="h2", query_id="real-2", chunk_id=longest.chunk_id, grade=2,
+                                             source=JudgmentSource.human, reviewer="ann",
+                                             status=JudgmentStatus.final)])  # fmt: skip
+        write_release(ws, "1.1.0")
+    small = tmp_path / "small"
+    with open_workspace(small) as ws:
+        ingest(ws, load_sources([DOCS]), ChunkingConfig(chunker="recursive", size=120, overlap=0), [DOCS])
+    code, result = run_json(
+        capsys, "remap", "--release", f"{source}@1.1.0", "--to-workspace", str(small), "--version", "1.0.0"
+    )
+    assert code == 0, result
+    counts = result["counts"]
+    ambiguous = [row for row in result["outcomes"] if row["outcome"] == "ambiguous"]
+    assert any(row["query_id"] == "real-2" for row in ambiguous)  # the human label on a 600-char chunk
+    assert counts["ambiguous"] == len(ambiguous) and counts["proposals_queued"] >= len(ambiguous)
+    with open_workspace(small) as ws:
+        items = [i for i in review_store.queued_items(ws.db, kind="pair") if i.reason.startswith("remap from")]
+        assert len(items) == counts["proposals_queued"] and {i.query_id for i in items} >= {"real-2"}
+        item = next(i for i in items if i.query_id == "real-2")
+        review.submit(ws, "ann", item.item_id, "grade", "k1", grade=2)  # a reviewer settles one
+    code, _ = run_json(capsys, "release", "--version", "1.1.0", "--workspace", str(small))
+    assert code == 0
+    assert load_release(small / "releases" / "1.1.0").qrels["real-2"][item.chunk_id] == 2
 
 
 def test_remap_refuses_an_existing_version_an_unknown_release_and_an_older_release_without_meta(

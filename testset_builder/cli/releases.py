@@ -333,10 +333,13 @@ def remap(
     Each label is anchored to a span of its document: the evidence the question was written from when the release
     has it (meta/evidence.jsonl), else its chunk's span (meta/chunks.jsonl). A chunk of --to-workspace inherits the
     label when it covers at least --min-coverage of that span (default 0.5). Where a document's text changed, the
-    labelled text is looked for in the new text (verbatim, then whitespace-normalised), else the label is lost.
-    Every label ends one-to-one, split (several new chunks inherit it), merged (its new chunk inherits other labels
-    of the query too: the grade is the max) or lost, each counted and listed (all of them with --json and in the new
-    release's meta/remap.jsonl). Lost labels do not fail the command.
+    labelled text is looked for in the new text (verbatim, then whitespace-normalised, then by its first and last
+    words when the text inside it was edited). Every label ends one-to-one, split (several new chunks inherit it),
+    merged (its new chunk inherits other labels of the query too: the grade is the max), ambiguous (no new chunk
+    covers enough of it, as when chunks get smaller, or its inside was edited: every new chunk overlapping it is
+    queued for review in --to-workspace, so a reviewer's verdict labels it) or lost (nothing overlaps it any more),
+    each counted and listed (all of them with --json and in the new release's meta/remap.jsonl). Lost and ambiguous
+    labels do not fail the command.
 
     --to-workspace keeps the remapped labels as judgments with their origin (a human label becomes a human verdict
     of reviewer remap:WORKSPACE@VERSION, a synthetic source label stays one, an unverified LLM label stays an
@@ -362,9 +365,11 @@ def remap(
     out.print(
         f"remapped {parent['workspace'] or parent['name']}@{parent['version']} -> {summary.path}: "
         f"{counts['labels']} labels: {counts['one_to_one']} one-to-one, {counts['split']} split, "
-        f"{counts['merged']} merged, {counts['lost']} lost ({counts['lost_relevant']} of them relevant); "
-        f"{counts['relocated']} relocated in changed documents; {counts['new_labels']} labels on new chunks "
-        f"({counts['new_labels_merged']} merged) for {counts['queries']} queries ({counts['queries_lost']} lost)",
+        f"{counts['merged']} merged, {counts['ambiguous']} ambiguous ({counts['proposals_queued']} chunks queued for "
+        f"review in {escape(str(to_workspace or ws.root.name))}), {counts['lost']} lost ({counts['lost_relevant']} of "
+        f"them relevant); {counts['relocated']} relocated in changed documents; {counts['new_labels']} labels on new "
+        f"chunks ({counts['new_labels_merged']} merged) for {counts['queries']} queries "
+        f"({counts['queries_waiting_review']} more waiting for review, {counts['queries_lost']} lost)",
         highlight=False,
     )
     for row in summary.lost[:20]:

@@ -10,9 +10,11 @@ looked for in the new text (verbatim, then whitespace-normalised, nearest the ol
 
 Each parent label ends as one of: ``one-to-one`` (one new chunk inherits it, and that chunk inherits nothing else
 for the query), ``split`` (several new chunks inherit it), ``merged`` (its one new chunk also inherits other labels
-of the query: the new chunk's grade is the max of them) or ``lost`` (no new chunk covers enough, or the changed
-text no longer holds it; the reason says which). Every outcome is counted, listed and written to the release's
-``meta/remap.jsonl``; nothing is dropped silently.
+of the query: the new chunk's grade is the max of them), ``ambiguous`` (no new chunk covers enough of it, as when
+big chunks are cut into small ones, or the text changed inside it but its first and last words are still there:
+each new chunk overlapping it is queued for review as a proposal, and a reviewer's verdict labels it) or ``lost``
+(no new chunk overlaps it, or the changed text no longer holds it; the reason says which). Every outcome is
+counted, listed and written to the release's ``meta/remap.jsonl``; nothing is dropped silently.
 
 The remapped labels are stored in the target workspace as judgments carrying their origin (a human label stays a
 human verdict, by reviewer ``remap:<workspace>@<version>``; a synthetic source label stays one; an unverified LLM
@@ -31,14 +33,17 @@ from ...errors import InputError
 from ...records import Chunk, Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin, Span
 from ...spans import coverage, covers, locate
 from ...store import corpus as stored_corpus
+from ...store import review as review_store
 from ...store import rows
-from ...store.workspace import Workspace
+from ...store.workspace import Workspace, utc_timestamp
 from .reader import LoadedRelease, qrel_origins
 from .versions import existing_versions, parse_version
 from .writer import ReleaseSummary, RemapOrigin, write_release
 
-OUTCOMES = ("one-to-one", "split", "merged", "lost")
+OUTCOMES = ("one-to-one", "split", "merged", "ambiguous", "lost")
+EDGE_CHARS = 40  # of an anchor's first and last words, looked for where the text inside it changed
 ORIGIN_RANK = {"human": 2, "synthetic-source": 1, "llm-unverified": 0}  # which origin a merged label keeps on a tie
+REMAP_PRIORITY = 1.0  # an ambiguous label's chunks come before the judge's proposals of equal likelihood
 UNKNOWN = "llm-unverified"  # a label whose origin the release does not say is carried as a proposal, never as human
 
 
@@ -54,7 +59,10 @@ class RemapPolicy:
                 f"a new chunk inherits it when it covers at least {self.min_coverage:g} of the anchor",
                 "a new chunk that inherits several labels of a query gets the max grade (merged)",
                 "where the document's text changed, the anchor's text is looked for in the new text (verbatim, "
-                "then whitespace-normalised); not found, the label is lost",
+                "then whitespace-normalised); not found, its first and last words are, and the span between them "
+                "is the anchor, ambiguous; else the label is lost",
+                "a label no new chunk covers enough of is ambiguous: each new chunk overlapping it is queued for "
+                "review as a proposal",
             ],
         }
 
@@ -86,10 +94,22 @@ class NewLabel:
     evidence: Span | None
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """A new chunk overlapping an ambiguous label, queued for a reviewer's verdict."""
+
+    query_id: str
+    chunk_id: str
+    parent_chunk_id: str
+    parent_grade: int
+    coverage: float  # the share of the anchor it holds
+
+
 @dataclass
 class RemapPlan:
     outcomes: list[Outcome]
     labels: list[NewLabel]
+    proposals: list[Proposal] = field(default_factory=list)
 
     def counts(self) -> dict:
         tally = {name: sum(o.outcome == name for o in self.outcomes) for name in OUTCOMES}
@@ -102,8 +122,12 @@ class RemapPlan:
             "relocated": sum(o.relocated for o in self.outcomes),
             "new_labels": len(self.labels),
             "new_labels_merged": sum(len(label.parents) > 1 for label in self.labels),
+            "proposals_queued": len({(p.query_id, p.chunk_id) for p in self.proposals}),
             "queries": len(kept_queries),
-            "queries_lost": len({o.query_id for o in self.outcomes} - kept_queries),
+            "queries_waiting_review": len({p.query_id for p in self.proposals} - kept_queries),
+            "queries_lost": len(
+                {o.query_id for o in self.outcomes} - kept_queries - {p.query_id for p in self.proposals}
+            ),
         }
 
 
@@ -136,20 +160,27 @@ def plan_remap(
             f"{', '.join(repr(d) for d in missing[:3])}): chunk the same corpus into it first"
         )
     origins = origins or {}
-    outcomes, inherited = [], {}
+    outcomes, inherited, proposals = [], {}, []
     for query_id, chunk_id, grade in labelled:
         outcome, targets = _project(release, query_id, chunk_id, grade, texts, chunks_of, policy)
         outcomes.append(outcome)
+        if outcome.outcome == "ambiguous":
+            proposals.extend(Proposal(query_id, to["chunk_id"], chunk_id, grade, to["coverage"]) for to in outcome.to)
+            continue
         for chunk, evidence in targets:
             inherited.setdefault((query_id, chunk.chunk_id), []).append((outcome, chunk, evidence))
+    labelled_pairs = set(inherited)
+    proposals = [p for p in proposals if (p.query_id, p.chunk_id) not in labelled_pairs]  # a label stands
     for outcome in outcomes:
+        if outcome.outcome == "ambiguous":
+            continue
         if len(outcome.to) > 1:
             outcome.outcome = "split"
         elif outcome.to:
             shared = len(inherited[(outcome.query_id, outcome.to[0]["chunk_id"])]) > 1
             outcome.outcome = "merged" if shared else "one-to-one"
     labels = [_merged(query_id, sources, origins) for (query_id, _), sources in sorted(inherited.items())]
-    return RemapPlan(outcomes, labels)
+    return RemapPlan(outcomes, labels, proposals)
 
 
 def _project(release, query_id, chunk_id, grade, texts, chunks_of, policy) -> tuple[Outcome, list]:
@@ -160,8 +191,11 @@ def _project(release, query_id, chunk_id, grade, texts, chunks_of, policy) -> tu
     outcome = Outcome(query_id, chunk_id, grade, "evidence" if evidence else "chunk")
     text, sha = texts[span["doc_id"]]
     holds = span.get("doc_sha256") in (None, sha) and text[anchor[0] : anchor[1]] == anchor_text
+    edited = False
     if not holds:
         found = locate(anchor_text, text, near=anchor[0])
+        if found is None:
+            found, edited = _between_edges(anchor_text, text, anchor[0]), True
         if found is None:
             outcome.reason = f"the document's text changed and no longer holds the labelled {outcome.anchor} text"
             return outcome, []
@@ -169,10 +203,20 @@ def _project(release, query_id, chunk_id, grade, texts, chunks_of, policy) -> tu
     chunks = chunks_of(span["doc_id"])
     shares = [(coverage(anchor, (c.start, c.end)), c) for c in chunks]
     targets = [(share, c) for share, c in shares if covers(anchor, (c.start, c.end), policy.min_coverage)]
-    if not targets:
-        best = max(shares, key=lambda pair: pair[0], default=(0.0, None))
-        closest = f" (at most {best[0]:.2f}, by {best[1].chunk_id})" if best[1] is not None else ""
-        outcome.reason = f"no chunk covers {policy.min_coverage:g} of the {outcome.anchor} span{closest}"
+    if not targets or edited:
+        overlapping = sorted(((share, c) for share, c in shares if share > 0), key=lambda pair: -pair[0])
+        if overlapping:
+            outcome.outcome = "ambiguous"
+            outcome.to = [{"chunk_id": c.chunk_id, "coverage": round(share, 4)} for share, c in overlapping]
+            outcome.reason = (
+                f"the text inside the labelled {outcome.anchor} span changed (its first and last words are still "
+                "there): each chunk overlapping it is queued for review"
+                if edited
+                else f"no chunk covers {policy.min_coverage:g} of the {outcome.anchor} span (at most "
+                f"{overlapping[0][0]:.2f}): the {len(overlapping)} chunks overlapping it are queued for review"
+            )
+            return outcome, []
+        outcome.reason = f"no chunk overlaps the {outcome.anchor} span"
         return outcome, []
     outcome.to = [{"chunk_id": c.chunk_id, "coverage": round(share, 4)} for share, c in targets]
     kept = []
@@ -185,6 +229,20 @@ def _project(release, query_id, chunk_id, grade, texts, chunks_of, policy) -> tu
             else (chunk, None)
         )
     return outcome, kept
+
+
+def _between_edges(anchor_text: str, text: str, near: int) -> tuple[int, int] | None:
+    """Where an anchor whose inside was edited lies now: from its first words to its last (each found nearest the
+    old place), when both are still there in order and the span is within half to twice the old length."""
+    edge = min(EDGE_CHARS, len(anchor_text) // 2)
+    if edge < 8:
+        return None
+    head = locate(anchor_text[:edge], text, near=near)
+    tail = locate(anchor_text[-edge:], text, near=near + len(anchor_text) - edge)
+    if head is None or tail is None or tail[1] <= head[0]:
+        return None
+    length = tail[1] - head[0]
+    return (head[0], tail[1]) if len(anchor_text) / 2 <= length <= 2 * len(anchor_text) else None
 
 
 def _merged(query_id: str, sources: list, origins: dict) -> NewLabel:
@@ -267,6 +325,14 @@ def remap_release(
         parent = parent_of(release)
         _refuse_another_policy(target, plan, f"{parent['workspace'] or parent['name']}@{parent['version']}", policy)
         counts = plan.counts()
+        if not plan.labels and plan.proposals:
+            _store(target, release, plan, parent, policy.describe())  # kept for review, so nothing is lost
+            raise InputError(
+                f"no label of release {release.version} maps onto one chunk of {target.root.name} as it is "
+                f"({counts['ambiguous']} ambiguous, {counts['lost']} lost): the {counts['proposals_queued']} chunks "
+                "overlapping them are queued for review there; review them (`testset-builder serve`), then "
+                "`release` that workspace"
+            )
         if not plan.labels:
             raise InputError(
                 f"no label of release {release.version} survived the remap ({counts['lost']} lost; e.g. "
@@ -325,14 +391,32 @@ def _release_policy(release: LoadedRelease, configured: ReleaseConfig | None) ->
 
 def _store(target: Workspace, release: LoadedRelease, plan: RemapPlan, parent: dict, policy: dict) -> None:
     label = f"{parent['workspace'] or parent['name']}@{parent['version']}"
-    by_query: dict[str, list[NewLabel]] = {}
+    by_query: dict[str, list[NewLabel]] = {p.query_id: [] for p in plan.proposals}
     for new in plan.labels:
         by_query.setdefault(new.query_id, []).append(new)
     queries = [_query(release, query_id, labels, label, policy) for query_id, labels in sorted(by_query.items())]
     judgments = [_judgment(new, parent, label) for new in plan.labels]
+    best: dict[tuple[str, str], Proposal] = {}
+    for proposal in plan.proposals:  # one item a pair: the parent label it holds most of
+        key = (proposal.query_id, proposal.chunk_id)
+        if key not in best or proposal.coverage > best[key].coverage:
+            best[key] = proposal
+    items = [
+        review_store.QueuedItem(
+            review_store.pair_item_id(p.query_id, p.chunk_id),
+            "pair",
+            p.query_id,
+            p.chunk_id,
+            round(REMAP_PRIORITY + p.coverage, 6),
+            f"remap from {label}: {p.coverage:.0%} of a grade-{p.parent_grade} label on {p.parent_chunk_id}",
+            1,
+        )
+        for p in best.values()
+    ]
     with target.transaction() as db:
         rows.put_queries_checked(db, queries)
         rows.add_judgments(db, judgments)
+        review_store.enqueue(db, items, utc_timestamp())
 
 
 def _query(release: LoadedRelease, query_id: str, labels: list[NewLabel], label: str, policy: dict) -> Query:
