@@ -157,3 +157,32 @@ def test_the_queue_from_python_is_what_queue_json_prints(queued_workspace, capsy
     assert listed.total == 1 and listed.questions[0]["query_id"] == "s0" and listed.questions[0]["status"] == "kept"
     assert main(["queue", "--workspace", str(ws.root), "--questions", "--json"]) == 0
     assert listed.as_dict() == json.loads(capsys.readouterr().out)
+
+
+def test_a_run_asked_for_more_questions_than_the_corpus_gives_makes_what_it_can_says_so_and_goes_on(
+    tmp_path, monkeypatch
+):
+    from fake_provider import FakeProvider, demo_config, stand_in_model
+
+    import testset_builder.llm.roles as roles
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name, topic in (("one.md", "Recall"), ("two.md", "Precision")):  # two documents, a chunk each
+        (corpus / name).write_text(
+            f"# {topic}\n\n{topic} at k is a share of the chunks a retriever returns in its top k results; it is "
+            f"averaged over the queries of a test set, each query counting the same, and reported with an interval "
+            f"so that a reader knows how far the figure could move on another sample of queries.\n",
+            encoding="utf-8",
+        )
+    monkeypatch.setattr(roles, "make_provider", lambda config: FakeProvider(stand_in_model()))
+    config = api.load_config(
+        demo_config(), workspace=tmp_path / "ws", run__sources=[str(corpus)], synthesize__questions=6,
+        run__baselines=["bm25"],
+    )  # fmt: skip
+    done = api.run(config, review=False)
+    made = done.stages["synthesize"]
+    assert 0 < made.made < 6 and made.incomplete and not made.retryable
+    assert "eligible chunks was used" in made.shortfall
+    assert done.status == "done" and done.release and Path(done.report).exists()  # it went on to release and report
+    assert done.as_dict()["stages"]["synthesize"]["exit_code"] == 0

@@ -522,7 +522,12 @@ class RunResult:
 
 
 def _fell_short(result) -> bool:
-    return bool(getattr(result, "incomplete", False)) and not getattr(result, "batch_id", None)
+    """Whether a stage left work a rerun can do (``run`` stops there): failed LLM calls, the budget's stop. One
+    that did less than asked for want of material (synthesize: every chunk used) did what it could, and ``run``
+    goes on, its summary saying so."""
+    if getattr(result, "batch_id", None) or not getattr(result, "incomplete", False):
+        return False
+    return bool(getattr(result, "retryable", True))
 
 
 def run(

@@ -81,9 +81,14 @@ def said(stage: str, result) -> str:
         )
     if stage == "synthesize":
         doubted = f"; {result['doubted']} doubted, held back until reviewed" if result.get("doubted") else ""
+        fewer = (
+            f"; fewer than asked ({result['shortfall']}), going on with these"
+            if result.get("shortfall") and not result.get("retryable")
+            else ""
+        )
         return (
             f"{result['made']} questions made, {result['already_made']} already made; {result['calls']} LLM calls "
-            f"({result['cache_hits']} from the cache){doubted}"
+            f"({result['cache_hits']} from the cache){doubted}{fewer}"
         )
     if stage in ("propose", "propose-logs"):
         return f"{result['queries']} queries, {result['candidates']} candidate rows pooled"

@@ -94,8 +94,14 @@ class SynthesizeSummary:
             or self.mining.incomplete
         )
 
+    @property
+    def retryable(self) -> bool:
+        """Whether a rerun can make more: LLM work failed or the budget stopped it. A shortfall for want of chunks
+        or rounds is not (temperature 0 and the cache give a rerun the same questions)."""
+        return bool(self.generation_failed or self.critic_failed or self.budget_stopped or self.mining.incomplete)
+
     def as_dict(self) -> dict:
-        return {**asdict(self), "incomplete": self.incomplete}
+        return {**asdict(self), "incomplete": self.incomplete, "retryable": self.retryable}
 
 
 async def synthesize(
