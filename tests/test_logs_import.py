@@ -140,3 +140,19 @@ def test_the_command_reports_counts_as_json_and_a_workspace_without_chunks_is_re
         pass
     assert main(["import-logs", str(path), "--workspace", str(tmp_path / "bare"), "--json"]) == 1
     assert "no chunks" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_every_records_personal_data_is_scrubbed_and_counted_not_only_what_is_kept(docs_workspace, tmp_path):
+    """Each record's answer and comment are scrubbed (and counted) as they are read, though only a query's latest
+    answer is kept: the count is what the log held, and nothing unscrubbed is ever stored."""
+    records = [
+        {"query": "same question", "answer": f"write to user{i}@example.com", "comment": f"or boss{i}@example.org",
+         "timestamp": f"2026-11-0{i + 1}T10:00:00Z"}
+        for i in range(4)
+    ]  # fmt: skip
+    path = tmp_path / "mail.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    summary = import_logs(docs_workspace, path)
+    assert summary.scrubbed == {"email": 8}
+    (logged,) = stored_logs.logged_queries(docs_workspace.db)
+    assert logged["last_answer"] == "write to [email]" and logged["last_comment"] == "or [email]"

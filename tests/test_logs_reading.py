@@ -144,6 +144,13 @@ def test_a_line_longer_than_the_limit_is_reported_and_passed_over_without_being_
     assert (items[2].line, items[2].query) == (3, "after the long one")
 
 
+def test_decimal_numbers_such_as_p_values_are_not_taken_for_phone_numbers():
+    scrub = Scrubber()
+    text = "p = 0.000012345 at pi 3.14159265358; call 555.123.4567 or +33 1 42 68 53 00"
+    assert scrub(text) == "p = 0.000012345 at pi 3.14159265358; call [phone] or [phone]"
+    assert scrub.counts["phone"] == 2
+
+
 def test_personal_data_is_scrubbed_and_counted():
     scrub = Scrubber(patterns=[r"EMP-\d{5}"])
     text = "mail jane.doe@example.com or call +44 20 7946 0958 about EMP-12345 in 2024 (3 rooms)"

@@ -182,8 +182,6 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
 
     def flush(through: int) -> None:
         nonlocal batch
-        for log in batch.logs.values():
-            log.last_answer, log.last_comment = scrub(log.last_answer), scrub(log.last_comment)
         with workspace.transaction() as tx:
             summary.new_queries += rows.put_queries(tx, batch.queries.values())
             stored_logs.add_query_logs(tx, batch.logs.values())
@@ -217,6 +215,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
                 summary.note(item.line, item.reason)
                 continue
             text = " ".join((scrub(item.query) or "").split())
+            item.answer, item.comment = scrub(item.answer), scrub(item.comment)  # each record's: all are counted
             if len(text) > MAX_QUERY_CHARS:
                 summary.unreadable += 1
                 summary.note(item.line, f"a query of {len(text)} characters (at most {MAX_QUERY_CHARS})")

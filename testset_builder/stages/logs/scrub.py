@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from ...errors import InputError
 
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
-# a leading + or digit, then at least 8 more digits with the usual separators; years and small counts do not match
-PHONE = re.compile(r"(?<![\w.])\+?\d(?:[\s().-]*\d){8,14}(?![\w.])")
+# a leading + or digit, then at least 8 more digits with the usual separators; years and small counts do not match,
+# nor a decimal number (a p-value 0.000012345, a measurement 3.14159265): one point between two runs of digits
+PHONE = re.compile(r"(?<![\w.])(?!\d+\.\d+(?![\d\s().-]*\d))\+?\d(?:[\s().-]*\d){8,14}(?![\w.])")
 
 
 @dataclass
