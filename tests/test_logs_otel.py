@@ -193,3 +193,58 @@ def test_force_imports_a_file_an_older_version_recorded_as_imported_with_no_reco
     assert json.loads(capsys.readouterr().out)["already_imported"]
     assert main(["import-logs", str(path), "--workspace", root, "--format", "otel", "--force", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["records"] == TRACES
+
+
+def phoenix_file(ws, path, pages: int = 3, nested: bool = False):
+    """Pages of Phoenix's REST span list (``GET /v1/projects/{project}/spans``: ``{"data": [span, ...],
+    "next_cursor"}``), each span as its OpenAPI schema documents it (``context: {trace_id, span_id}``, ``parent_id``,
+    ``span_kind``, ``start_time``, ``attributes``), pretty-printed one page after another; ``nested``: attributes as
+    nested objects (``{"input": {"value": ...}}``), as OpenInference's own JSON writes them."""
+    collected = Collected()
+    ids, passages = workspace_chunks(ws)
+    expected = rag_traces(ids, passages, collected)
+    spans = list(collected.memory.get_finished_spans())[::-1]  # newest first, as the API lists them
+
+    def nest(flat: dict) -> dict:
+        out: dict = {}
+        for key, value in flat.items():
+            node = out
+            *parents, last = key.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[last] = value
+
+        def listed(node):  # {"0": ..., "1": ...} as the list OpenInference writes (retrieval.documents)
+            if not isinstance(node, dict):
+                return node
+            node = {key: listed(value) for key, value in node.items()}
+            return [node[k] for k in sorted(node, key=int)] if node and all(k.isdigit() for k in node) else node
+
+        return listed(out)
+
+    documents = []
+    for span in spans:
+        attributes = dict(span.attributes)
+        documents.append({
+            "id": f"U3Bhbjo{span.context.span_id}", "name": span.name,
+            "context": {"trace_id": f"{span.context.trace_id:032x}", "span_id": f"{span.context.span_id:016x}"},
+            "span_kind": attributes.get("openinference.span.kind", "CHAIN"),
+            "parent_id": f"{span.parent.span_id:016x}" if span.parent else None,
+            "start_time": "2026-12-05T01:00:00+00:00", "end_time": "2026-12-05T01:00:01+00:00",
+            "status_code": "OK", "status_message": "", "events": [],
+            "attributes": nest(attributes) if nested else attributes,
+        })  # fmt: skip
+    size = -(-len(documents) // pages)
+    text = "".join(
+        json.dumps({"data": documents[i : i + size], "next_cursor": None}, indent=2) + "\n"
+        for i in range(0, len(documents), size)
+    )
+    path.write_text(text, encoding="utf-8")
+    return expected
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["flat-attributes", "nested-attributes"])
+def test_phoenix_rest_span_pages_import_one_record_a_trace(docs_workspace, tmp_path, nested):
+    path = tmp_path / "phoenix.json"
+    expected = phoenix_file(docs_workspace, path, nested=nested)
+    assert_imported(docs_workspace, path, expected)

@@ -249,8 +249,8 @@ OTEL_ANSWER = ("output.value", "gen_ai.completion.0.content")
 
 def _json_values(path: Path) -> Iterator[tuple[int, int, Any]]:
     """Each JSON value of a file, with its first and last line: one a line (JSON lines), or an object spread over
-    lines from a line holding only ``{`` to the ``}`` closing it (the SDK's console exporter, a pretty-printed
-    export). What cannot be read comes as an :class:`Unreadable`, and reading goes on after it."""
+    lines from a line holding only ``{`` (or ``[``) to the bracket closing it (the SDK's console exporter, a
+    pretty-printed export). What cannot be read comes as an :class:`Unreadable`, and reading goes on after it."""
     parts: list[str] = []
     start = size = depth = 0
     in_string = escaped = False
@@ -269,7 +269,7 @@ def _json_values(path: Path) -> Iterator[tuple[int, int, Any]]:
                 yield number, number, json.loads(text)
                 continue
             except ValueError as error:
-                if text.strip() != "{":
+                if text.strip() not in ("{", "["):
                     yield number, number, Unreadable(number, f"not JSON ({error.msg})")
                     continue
             start, size, depth, in_string, escaped = number, 0, 0, False, False
@@ -381,10 +381,17 @@ def _start(value: Any) -> str | None:
 
 def _spans(value: Any) -> list[dict]:
     """The spans in one JSON value: an OTLP export (``resourceSpans`` / ``scopeSpans`` / ``spans``), one OTLP span,
-    or one span as the SDK's console exporter writes it (ids under ``context``); each as ``{trace, span, parent,
-    attributes, start}``. ValueError when it is none of these."""
+    one span as the SDK's console exporter or Phoenix's REST API writes it (ids under ``context``, ``parent_id``),
+    a page of Phoenix's span list (``{"data": [...], "next_cursor"}``) or an array of any of these; each as
+    ``{trace, span, parent, attributes, start}``. ValueError when it is none of these."""
+    if isinstance(value, list):  # an array of spans (or of export requests)
+        return [span for item in value for span in _spans(item)]
     if not isinstance(value, dict):
         raise ValueError(f"a JSON {type(value).__name__}, not a span")
+    if (
+        isinstance(value.get("data"), list) and "context" not in value
+    ):  # a page of Phoenix's REST API: {data, next_cursor}
+        return _spans(value["data"])
     if "resourceSpans" in value:
         found = []
         for resource in value.get("resourceSpans") or []:
