@@ -519,3 +519,12 @@ def test_relevance_level_counts_only_grades_at_or_above_it_as_trec_eval_l_does(c
     code, out, _ = run_cli(capsys, "score", "--qrels", str(qrels), "--run", str(run), "-m", "recall@5",
                            "--relevance-level", "2", "--no-ci")  # fmt: skip
     assert "relevant: grade >= 2" in " ".join(out.split())
+
+
+def test_runs_propose_line_says_real_queries_get_labels_only_from_review_when_no_judge_ran():
+    from testset_builder.cli.pipeline import said
+
+    pooled = {"queries": 5, "candidates": 75, "judging": {"judged": 0, "already_judged": 0}}
+    assert "get labels only from reviewers' verdicts" in said("propose", pooled)
+    judged = {"queries": 5, "candidates": 75, "judging": {"judged": 75, "already_judged": 0}}
+    assert said("propose", judged) == "5 queries, 75 candidate rows pooled"

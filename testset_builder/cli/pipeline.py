@@ -91,7 +91,14 @@ def said(stage: str, result) -> str:
             f"({result['cache_hits']} from the cache){doubted}{fewer}"
         )
     if stage in ("propose", "propose-logs"):
-        return f"{result['queries']} queries, {result['candidates']} candidate rows pooled"
+        line = f"{result['queries']} queries, {result['candidates']} candidate rows pooled"
+        judging = result.get("judging") or {}
+        if not (judging.get("judged") or judging.get("already_judged")):  # pools only: nothing labels them yet
+            line += (
+                "; no judge ran, so these real queries get labels only from reviewers' verdicts (`select` draws "
+                "pairs for review; until then a release gives them the estimate's figures, not labels)"
+            )
+        return line
     if stage == "import-logs":
         if result["already_imported"]:
             return f"{result['source']} imported before: nothing added"
