@@ -345,3 +345,22 @@ def test_the_queue_command_lists_proposals_highest_priority_first(workspace, tmp
     assert priorities == sorted(priorities, reverse=True) and all(item["query"] in QUERIES for item in listed["items"])
     assert all(0.0 <= item["p_relevant"] <= 1.0 and item["grade"] in (0, 1, 2) for item in listed["items"])
     assert main(["queue", "--workspace", str(workspace.root)]) == 0 and "review queue" in capsys.readouterr().out
+
+
+def test_the_propose_command_pools_only_by_default_when_the_judge_is_the_embedded_model(
+    docs_workspace, tmp_path, capsys, monkeypatch
+):
+    import testset_builder.llm.roles as roles
+
+    def no_model(config):  # the embedded judge must not even start
+        raise AssertionError("the embedded judge was started")
+
+    monkeypatch.setattr(roles, "make_provider", no_model)
+    queries = Path(__file__).resolve().parents[1] / "examples" / "queries.txt"
+    root = str(docs_workspace.root)
+    args = ["propose", "--queries", str(queries), "--workspace", root, "--config", "quickstart", "--retrievers", "bm25"]
+    assert main([*args, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["judging"]["judged"] == 0 and document["candidates"] > 0
+    assert main(args) == 0
+    assert "pools only (the embedded local judge is near chance" in capsys.readouterr().err

@@ -294,8 +294,14 @@ def propose(
         ),
     ] = None,
     judge: Annotated[
-        bool, typer.Option("--judge/--no-judge", help="Grade the pool with the LLM judge, or only pool.")
-    ] = True,
+        bool | None,
+        typer.Option(
+            "--judge/--no-judge",
+            help="Grade the pool with the LLM judge, or only pool (default: the judge, unless it is the embedded "
+            "local model, which is near chance: then the relevance estimate grades, as in `run`).",
+            show_default=False,
+        ),
+    ] = None,
     max_cost_usd: MaxCostOption = None,
     batch: BatchOption = False,
     strict: Annotated[
@@ -330,6 +336,13 @@ def propose(
     )
     if (queries is None) == (not from_logs):
         raise InputError("give --queries FILE or --from-logs (the logged queries a failure-first draw chose)")
+    if judge is None:
+        judge = api.judges_pools(resolved)
+        if not judge and not json_output:
+            err.print(
+                "judging: pools only (the embedded local judge is near chance; the relevance estimate grades): "
+                "pass --judge to have it grade anyway"
+            )
     with open_workspace_for(resolved) as ws:
         with llm_bar(json_output) as progress:  # the judge's calls, and the encoding of the chunks
             proposed = api.propose(
