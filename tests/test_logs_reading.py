@@ -211,3 +211,38 @@ def test_a_logged_passage_matches_its_chunk_only_under_its_own_documents_title()
         "Pooling depth\nDeeper pools find more relevant chunks.": ("p#1", "exact"),
         "nothing like it": (None, "no chunk has this text"),
     }
+
+
+def console_span(trace: str, span: str, query: str | None = None) -> str:
+    """One span as the SDK's console exporter writes it (indented over many lines)."""
+    attributes = {"input.value": query} if query else {"openinference.span.kind": "RETRIEVER"}
+    parent = None if query else "0x" + "1" * 16
+    body = {"name": "s", "context": {"trace_id": "0x" + trace * 32, "span_id": "0x" + span * 16},
+            "parent_id": parent, "attributes": attributes}  # fmt: skip
+    return json.dumps(body, indent=4) + "\n"
+
+
+def test_a_malformed_trace_file_spoils_only_what_is_malformed(tmp_path):
+    log = tmp_path / "console.log"
+    cut = console_span("a", "1", "lost question")[:60] + "\n"  # the exporter killed mid-span
+    whole = [console_span(t, "1", f"question {t}") for t in "bcd"]
+    spoiled = console_span("e", "1", "spoiled question").replace('"s"', '"\udcff"').encode("utf-8", "surrogateescape")
+    request = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "f" * 32, "spanId": "2" * 16,
+         "attributes": [{"key": "input.value", "value": {"stringValue": "q f"}}]},
+        {"spanId": "3" * 16},  # no trace id
+        {"traceId": "9" * 32, "spanId": "4" * 16, "attributes": [{"key": "n", "value": {"intValue": None}}]},
+        {"traceId": "8" * 32, "spanId": "5" * 16, "startTimeUnixNano": "9" * 30},
+    ]}]}]}  # fmt: skip
+    with log.open("wb") as handle:
+        handle.write(cut.encode() + "".join(whole).encode() + spoiled + (json.dumps(request) + "\n").encode())
+    items = list(read_log(log, "otel"))
+    records = [i.query for i in items if isinstance(i, LogRecord)]
+    assert records == ["question b", "question c", "question d", "q f"]  # nothing after a bad item is lost
+    problems = [i.reason for i in items if isinstance(i, Unreadable)]
+    assert len(problems) == 5  # the cut span, the spoiled one (once), and three bad spans of the request
+    assert "cut short" in problems[0] and "not UTF-8" in problems[1]
+    assert any("no trace id" in p for p in problems) and any("intValue" in p for p in problems)
+    assert any("out of range" in p for p in problems)
+    lines = [i.line for i in items]
+    assert lines == sorted(lines)  # in line order, as a resumed import counts on

@@ -248,18 +248,25 @@ OTEL_ANSWER = ("output.value", "gen_ai.completion.0.content")
 
 
 def _json_values(path: Path) -> Iterator[tuple[int, int, Any]]:
-    """Each JSON value of a file, with its first and last line: one a line (JSON lines), or an object spread over
+    """Each JSON value of a file, with its first and last line: one a line (JSON lines), or a value spread over
     lines from a line holding only ``{`` (or ``[``) to the bracket closing it (the SDK's console exporter, a
-    pretty-printed export). What cannot be read comes as an :class:`Unreadable`, and reading goes on after it."""
+    pretty-printed export). What cannot be read comes as one :class:`Unreadable` per value, and reading goes on
+    after it: a value cut short ends where the next one starts (a line holding only ``{`` or ``[``, unindented),
+    and a line that is not text inside a value spoils that value alone."""
     parts: list[str] = []
     start = size = depth = 0
     in_string = escaped = False
+    spoiled: str | None = None  # why the value being read cannot be read (a line of it was not UTF-8, say)
     number = 0
     for number, text in _lines(path):
+        opens = text.rstrip("\r\n") in ("{", "[")
+        if parts and opens:  # a new top-level value while one is open: the open one was cut short
+            yield start, number - 1, Unreadable(start, f"lines {start}-{number - 1}: an object cut short")
+            parts, spoiled = [], None
         if text.startswith("\x00"):
             if parts:
-                yield start, number - 1, Unreadable(start, f"lines {start}-{number - 1}: an object cut short")
-                parts = []
+                spoiled = spoiled or f"line {number}: {text[1:]}"
+                continue
             yield number, number, Unreadable(number, text[1:])
             continue
         if not parts:
@@ -275,7 +282,7 @@ def _json_values(path: Path) -> Iterator[tuple[int, int, Any]]:
             start, size, depth, in_string, escaped = number, 0, 0, False, False
         parts.append(text)
         size += len(text)
-        for char in text:  # braces outside strings, to find where the object ends
+        for char in text:  # brackets outside strings, to find where the value ends
             if in_string:
                 if escaped:
                     escaped = False
@@ -289,33 +296,49 @@ def _json_values(path: Path) -> Iterator[tuple[int, int, Any]]:
                 depth += 1
             elif char in "}]":
                 depth -= 1
+        if in_string and text.endswith("\n"):  # a JSON string never spans lines: this one was cut
+            in_string = escaped = False
         if depth <= 0:
-            try:
-                yield start, number, json.loads("".join(parts))
-            except ValueError as error:
-                yield start, number, Unreadable(start, f"lines {start}-{number}: not JSON ({error.msg})")
-            parts = []
+            if spoiled:
+                yield start, number, Unreadable(start, f"lines {start}-{number}: {spoiled}")
+            else:
+                try:
+                    yield start, number, json.loads("".join(parts))
+                except ValueError as error:
+                    yield start, number, Unreadable(start, f"lines {start}-{number}: not JSON ({error.msg})")
+            parts, spoiled = [], None
         elif size > MAX_LINE_BYTES:
             yield start, number, Unreadable(start, f"an object of over {MAX_LINE_BYTES:,} bytes")
-            parts = []
+            parts, spoiled = [], None
     if parts:
         yield start, number, Unreadable(start, f"lines {start}-{number}: an object cut short by the end of the file")
 
 
 def _any_value(value: Any) -> Any:
-    """An OTLP ``AnyValue`` (``{"stringValue": ...}``, ``{"intValue": "7"}``, arrays, key-value lists) as Python."""
+    """An OTLP ``AnyValue`` (``{"stringValue": ...}``, ``{"intValue": "7"}``, arrays, key-value lists) as Python;
+    ValueError for one that is none of these."""
     if not isinstance(value, dict):
         return value
     for key in ("stringValue", "boolValue", "doubleValue", "bytesValue"):
         if key in value:
             return value[key]
     if "intValue" in value:
-        return int(value["intValue"])
+        try:
+            return int(value["intValue"])
+        except (TypeError, ValueError):
+            raise ValueError(f"intValue {value['intValue']!r} is not an integer") from None
     if "arrayValue" in value:
-        return [_any_value(v) for v in (value["arrayValue"] or {}).get("values") or []]
+        inner = value["arrayValue"]
+        inner = inner.get("values") if isinstance(inner, dict) else inner
+        if not isinstance(inner, list):
+            raise ValueError("an arrayValue without a list of values")
+        return [_any_value(v) for v in inner]
     if "kvlistValue" in value:
-        pairs = (value["kvlistValue"] or {}).get("values") or []
-        return {kv.get("key"): _any_value(kv.get("value")) for kv in pairs if isinstance(kv, dict)}
+        inner = value["kvlistValue"]
+        inner = inner.get("values") if isinstance(inner, dict) else inner
+        if not isinstance(inner, list):
+            raise ValueError("a kvlistValue without a list of values")
+        return {str(kv.get("key")): _any_value(kv.get("value")) for kv in inner if isinstance(kv, dict)}
     return None
 
 
@@ -337,7 +360,9 @@ def _attributes(span: dict) -> dict[str, Any]:
     (nested or flat)."""
     raw = span.get("attributes") or {}
     if isinstance(raw, list):
-        raw = {item["key"]: _any_value(item.get("value")) for item in raw if isinstance(item, dict) and "key" in item}
+        raw = {
+            str(item["key"]): _any_value(item.get("value")) for item in raw if isinstance(item, dict) and "key" in item
+        }
     if not isinstance(raw, dict):
         raise ValueError("attributes are neither a list nor an object")
     flat: dict[str, Any] = {}
@@ -375,31 +400,63 @@ def _start(value: Any) -> str | None:
     if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
         from datetime import UTC, datetime
 
-        return datetime.fromtimestamp(int(value) / 1e9, UTC).isoformat().replace("+00:00", "Z")
+        try:
+            return datetime.fromtimestamp(int(value) / 1e9, UTC).isoformat().replace("+00:00", "Z")
+        except (OverflowError, OSError, ValueError):
+            raise ValueError(f"start time {str(value)[:30]} is out of range") from None
     return str(value)
 
 
-def _spans(value: Any) -> list[dict]:
-    """The spans in one JSON value: an OTLP export (``resourceSpans`` / ``scopeSpans`` / ``spans``), one OTLP span,
-    one span as the SDK's console exporter or Phoenix's REST API writes it (ids under ``context``, ``parent_id``),
-    a page of Phoenix's span list (``{"data": [...], "next_cursor"}``) or an array of any of these; each as
-    ``{trace, span, parent, attributes, start}``. ValueError when it is none of these."""
+BROKEN = (ValueError, TypeError, AttributeError, OverflowError)  # what a malformed span or attribute raises
+
+
+def _spans(value: Any) -> tuple[list[dict], list[str]]:
+    """The spans in one JSON value, and why any of them could not be read (each span on its own: one bad span
+    spoils no other): an OTLP export (``resourceSpans`` / ``scopeSpans`` / ``spans``), one OTLP span, one span as
+    the SDK's console exporter or Phoenix's REST API writes it (ids under ``context``, ``parent_id``), a page of
+    Phoenix's span list (``{"data": [...], "next_cursor"}``) or an array of any of these; each span as ``{trace,
+    span, parent, attributes, start}``."""
     if isinstance(value, list):  # an array of spans (or of export requests)
-        return [span for item in value for span in _spans(item)]
+        found, problems = [], []
+        for item in value:
+            spans, wrong = _spans(item)
+            found.extend(spans)
+            problems.extend(wrong)
+        return found, problems
     if not isinstance(value, dict):
-        raise ValueError(f"a JSON {type(value).__name__}, not a span")
-    if (
-        isinstance(value.get("data"), list) and "context" not in value
-    ):  # a page of Phoenix's REST API: {data, next_cursor}
+        return [], [f"a JSON {type(value).__name__}, not a span"]
+    if isinstance(value.get("data"), list) and "context" not in value:  # a page of Phoenix's REST API
         return _spans(value["data"])
-    if "resourceSpans" in value:
-        found = []
-        for resource in value.get("resourceSpans") or []:
-            scopes = (resource or {}).get("scopeSpans") or (resource or {}).get("instrumentationLibrarySpans") or []
-            for scope in scopes:
-                found.extend(_span(span) for span in (scope or {}).get("spans") or [])
-        return found
-    return [_span(value)]
+    if "resourceSpans" not in value:
+        return _one(value)
+    found, problems = [], []
+    resources = value.get("resourceSpans")
+    for resource in resources if isinstance(resources, list) else [resources]:
+        scopes = (
+            resource.get("scopeSpans") or resource.get("instrumentationLibrarySpans")
+            if isinstance(resource, dict)
+            else None
+        )
+        if not isinstance(scopes, list):
+            problems.append("a resourceSpans entry without a list of scopeSpans")
+            continue
+        for scope in scopes:
+            spans = scope.get("spans") if isinstance(scope, dict) else None
+            if not isinstance(spans, list):
+                problems.append("a scopeSpans entry without a list of spans")
+                continue
+            for raw in spans:
+                one, wrong = _one(raw)
+                found.extend(one)
+                problems.extend(wrong)
+    return found, problems
+
+
+def _one(raw: Any) -> tuple[list[dict], list[str]]:
+    try:
+        return [_span(raw)], []
+    except BROKEN as error:
+        return [], [str(error) or type(error).__name__]
 
 
 def _span(raw: Any) -> dict:
@@ -445,16 +502,16 @@ def _first(attributes: dict[str, Any], keys: Iterable[str]) -> Any:
 def _trace_record(trace_id: str, line: int, spans: list[dict], fields: LogFields) -> LogRecord | Unreadable:
     """A trace's record: the query and answer from its root span (the one without a parent in the trace), else
     from any span; the documents of the first span (by start) that retrieved some; feedback from any span."""
-    ids = {s["span"] for s in spans}
-    roots = [s for s in spans if s["parent"] is None or s["parent"] not in ids]
-    ordered = sorted(spans, key=lambda s: s["start"] or "")
-    attributes: dict[str, Any] = {}
-    for span in [*(s for s in ordered if s not in roots), *roots]:  # the root last, so its attributes win
-        attributes.update(span["attributes"])
-    query = _text(_first(attributes, (*OTEL_QUERY, fields.query)), "the query")
-    if query is None:
-        return Unreadable(line, f"trace {trace_id} has no query ({', '.join(OTEL_QUERY)})")
     try:
+        ids = {s["span"] for s in spans}
+        roots = [s for s in spans if s["parent"] is None or s["parent"] not in ids]
+        ordered = sorted(spans, key=lambda s: s["start"] or "")
+        attributes: dict[str, Any] = {}
+        for span in [*(s for s in ordered if s not in roots), *roots]:  # the root last, so its attributes win
+            attributes.update(span["attributes"])
+        query = _text(_first(attributes, (*OTEL_QUERY, fields.query)), "the query")
+        if query is None or not query.strip():
+            return Unreadable(line, f"trace {trace_id} has no query ({', '.join(OTEL_QUERY)})")
         documents = next((d for d in (_documents(s["attributes"]) for s in ordered) if d), [])
         return LogRecord(
             line=line,
@@ -466,29 +523,26 @@ def _trace_record(trace_id: str, line: int, spans: list[dict], fields: LogFields
             comment=_text(attributes.get(fields.comment), "the comment"),
             cited=_ids(attributes.get(fields.cited), "cited"),
             clicked=_ids(attributes.get(fields.clicked), "clicked"),
-            timestamp=next((s["start"] for s in roots if s["start"]), None)
-            or (ordered[0]["start"] if ordered else None),
+            timestamp=next((s["start"] for s in [*roots, *ordered] if s["start"]), None),
             session=_text(_first(attributes, ("session.id", fields.session)), "the session"),
         )
-    except ValueError as error:
+    except BROKEN as error:
         return Unreadable(line, f"trace {trace_id}: {error}")
 
 
 def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]:
     """OpenTelemetry traces, one record each, from what exporters write: OTLP JSON (the Collector's file exporter
     and the SDK's OTLP encoder: an export request a line, ids hex or base64), one span a line (OTLP, flat, or the
-    console exporter's one-line form), or the SDK's console exporter (one span over many lines). Spans of a trace
-    may come in any order and anywhere in the file: a first pass notes the line where each trace's last span is,
-    the second emits a trace's record there. So records come in line order (what a resumed import counts on), and
-    what is held is one line, each trace's last line, and the spans of traces still open."""
+    console exporter's one-line form), the SDK's console exporter (one span over many lines), Phoenix's span pages.
+    Spans of a trace may come in any order and anywhere in the file: a first pass notes the line where each
+    trace's last span is, the second emits a trace's record there. So records come in line order (what a resumed
+    import counts on). What is held: one value of the file at a time, each trace id with its last line (a few
+    dozen bytes a trace), and the spans of the traces still open."""
     last: dict[str, int] = {}
     for _, end, value in _json_values(path):
         if not isinstance(value, Unreadable):
-            try:
-                for span in _spans(value):
-                    last[span["trace"]] = end
-            except ValueError:
-                pass  # said in the second pass
+            for span in _spans(value)[0]:
+                last[span["trace"]] = end
     open_traces: dict[str, list[dict]] = {}
     final = 0
     for start, end, value in _json_values(path):
@@ -496,11 +550,9 @@ def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]
         if isinstance(value, Unreadable):
             yield value
             continue
-        try:
-            spans = _spans(value)
-        except ValueError as error:
-            yield Unreadable(start, f"not a span ({error})")
-            continue
+        spans, problems = _spans(value)
+        for problem in problems:
+            yield Unreadable(start, f"not a span ({problem})")
         for span in spans:
             open_traces.setdefault(span["trace"], []).append(span)
         for trace_id in dict.fromkeys(span["trace"] for span in spans):
