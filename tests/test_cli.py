@@ -528,3 +528,12 @@ def test_runs_propose_line_says_real_queries_get_labels_only_from_review_when_no
     assert "get labels only from reviewers' verdicts" in said("propose", pooled)
     judged = {"queries": 5, "candidates": 75, "judging": {"judged": 75, "already_judged": 0}}
     assert said("propose", judged) == "5 queries, 75 candidate rows pooled"
+
+
+def test_query_ids_that_look_like_markup_are_printed_as_they_are(capsys, tmp_path):
+    qrels, run = tmp_path / "q.qrels", tmp_path / "r.trec"
+    qrels.write_text("q[/x] 0 d1 1\na[red]b 0 d2 1\nq1 0 d1 1\n")
+    run.write_text("q1 Q0 d1 1 1.0 r\n")
+    code, out, _ = run_cli(capsys, "score", "--qrels", str(qrels), "--run", str(run), "-m", "recall@10", "--no-ci")
+    assert code == EXIT_OK
+    assert "2 had no results in the run and score 0 (a[red]b, q[/x])" in " ".join(out.split())

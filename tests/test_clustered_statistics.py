@@ -7,10 +7,13 @@ ratio of bootstrap variances, and the detection rate of simulated sets whose tru
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
+from testset_builder.errors import InputError
 from testset_builder.metrics import MatchSummary, MetricSpec
 from testset_builder.metrics.clusters import resolve_clusters
 from testset_builder.metrics.compare import compare
@@ -187,13 +190,14 @@ def test_document_clusters_fall_back_to_the_query_and_say_so():
 
 
 def test_real_queries_that_share_relevant_documents_resample_together_transitively():
-    relevant = {"q1": ["d1"], "q2": ["d1", "d2"], "q3": ["d2"], "q4": ["d9"], "q5": []}
-    shared = resolve_clusters(["q1", "q2", "q3", "q4", "q5"], "relevant", relevant=relevant)
+    relevant = {"q1": ["d1"], "q2": ["d1", "d2"], "q3": ["d2"], "q4": ["d9"], "q5": [], "q6": ["d7"], "q7": ["d8"]}
+    names = sorted(relevant)
+    shared = resolve_clusters(names, "relevant", relevant=relevant)
     codes = shared.codes.tolist()
-    assert codes[0] == codes[1] == codes[2] and len(set(codes)) == 3  # q1-q2 by d1, q2-q3 by d2; q4, q5 alone
-    assert (shared.by, shared.groups, shared.alone) == ("relevant", 3, 2)
-    assert "5 queries in 3 clusters" in shared.describe()
-    auto = resolve_clusters(["q1", "q2", "q3", "q4", "q5"], "auto", relevant=relevant)
+    assert codes[0] == codes[1] == codes[2] and len(set(codes)) == 5  # q1-q2 by d1, q2-q3 by d2; the rest alone
+    assert (shared.by, shared.groups, shared.alone) == ("relevant", 5, 4)
+    assert "7 queries in 5 clusters" in shared.describe()
+    auto = resolve_clusters(names, "auto", relevant=relevant)
     assert auto.codes is None and auto.sharing == 3  # auto stays per query, and says that three may not be independent
     assert "--cluster-by relevant" in auto.describe()
 
@@ -233,3 +237,26 @@ def test_score_and_compare_cluster_by_a_file_or_by_shared_relevant_documents(tmp
     assert json.loads(capsys.readouterr().out)["clusters"]["clusters"] == 4
     assert main(["compare", *runs, "--qrels", str(qrels), "--clusters", str(clusters), "--cluster-field", "user"]) == 0
     assert "by the clusters file: 8 queries in 3 clusters" in " ".join(capsys.readouterr().out.split())
+
+
+def test_shared_relevant_clusters_are_the_same_whatever_the_hash_seed_and_refused_when_they_swallow_the_set(tmp_path):
+    import subprocess
+    import sys
+
+    script = (
+        "from testset_builder.metrics.clusters import resolve_clusters\n"
+        "relevant = {f'q{i}': [f'd{i % 7}', f'd{(i * 3) % 11}x'] for i in range(30)}\n"
+        "relevant.update({f'r{i}': [f'solo{i}'] for i in range(30)})\n"
+        "print(resolve_clusters(sorted(relevant), 'relevant', relevant=relevant).codes.tolist())\n"
+    )
+    seen = {
+        subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONHASHSEED": str(seed)},
+                       capture_output=True, text=True, check=True).stdout
+        for seed in (1, 2, 3, 4)
+    }  # fmt: skip
+    assert len(seen) == 1  # the same clusters, so the same seeded intervals, on every run
+    chained = {f"q{i}": [f"d{i}", f"d{i + 1}"] for i in range(10)}  # each shares with the next: one chain
+    with pytest.raises(InputError, match="joins 10 of the 10 queries into one cluster"):
+        resolve_clusters(sorted(chained), "relevant", relevant=chained)
+    auto = resolve_clusters(sorted(chained), "auto", relevant=chained)
+    assert auto.sharing == 10 and "--cluster-by relevant" not in auto.describe()  # not suggested where it cannot work

@@ -367,3 +367,37 @@ def test_scifact_labelled_at_128_tokens_and_remapped_to_512_keeps_a_label_on_eve
     assert not lost_documents, f"relevant documents lost their label: {lost_documents[:5]}"
     assert counts["split"] > 0 and counts["merged"] > 0  # a real re-chunking: both happen
     assert remapped.manifest["counts"]["qrels_by_origin"]["human"] == counts["new_labels"]
+
+
+def test_a_proposal_is_kept_where_another_label_places_a_lower_grade_on_the_same_chunk():
+    release = release_of({"a": (0, 100), "b": (0, 300)}, {"q": {"a": 0, "b": 2}})
+    result = plan(release, [(0, 100), (100, 200), (200, 300), (300, 500)])
+    outcomes = {o.chunk_id: o.outcome for o in result.outcomes}
+    assert outcomes == {"a": "one-to-one", "b": "ambiguous"}
+    assert [(label.chunk.chunk_id, label.grade) for label in result.labels] == [("n0", 0)]
+    # n0 holds a grade-0 label, but the grade-2 label around it may make it relevant: a reviewer decides
+    assert sorted(p.chunk_id for p in result.proposals) == ["n0", "n1", "n2"]
+
+
+def test_after_a_remap_where_every_label_was_ambiguous_a_lower_min_coverage_can_still_be_tried(tmp_path, capsys):
+    source, target = tmp_path / "source", tmp_path / "target"
+    with open_workspace(source) as ws:
+        ingest(ws, load_sources([DOCS]), ChunkingConfig(chunker="markdown", size=600, overlap=60), [DOCS])
+        longest = max(
+            (c for doc in {r[1] for r in rows.live_chunk_rows(ws.db)} for c in rows.live_chunks_of(ws.db, doc)),
+            key=lambda c: len(c.text),
+        )
+        with ws.transaction() as db:
+            rows.put_queries(db, [Query(query_id="real-1", text="what does a release hold?", origin=QueryOrigin.real)])
+            rows.add_judgments(db, [Judgment(judgment_id="h1", query_id="real-1", chunk_id=longest.chunk_id, grade=2,
+                                             source=JudgmentSource.human, reviewer="ann",
+                                             status=JudgmentStatus.final)])  # fmt: skip
+        write_release(ws, "1.0.0")
+    with open_workspace(target) as ws:
+        ingest(ws, load_sources([DOCS]), ChunkingConfig(chunker="recursive", size=120, overlap=0), [DOCS])
+    remap = ["remap", "--release", f"{source}@1.0.0", "--to-workspace", str(target), "--version", "1.0.0"]
+    code, result = run_json(capsys, *remap)
+    assert code == 1 and "queued for review" in result["error"] and "--min-coverage" in result["error"]
+    code, result = run_json(capsys, *remap, "--min-coverage", "0.1")
+    assert code == 0, result
+    assert result["counts"]["new_labels"] >= 1 and result["counts"]["ambiguous"] == 0

@@ -741,7 +741,9 @@ def score(
     made = _runs(runs, queries, k)
     scored = [evaluate_with_curve(labels, r, specs, relevance_level=relevance_level) for r in made]
     evaluations = [evaluation for evaluation, _ in scored]
-    clusters = _clusters_of(evaluations[0], labels, cluster_by, source_document, document_of, clusters, cluster_field)
+    clusters = _clusters_of(
+        evaluations[0], labels, cluster_by, source_document, document_of, clusters, cluster_field, relevance_level
+    )
     reports = score_dicts(evaluations, ci=ci, resamples=resamples, seed=seed, clusters=clusters.codes)
     for report_of, (_, curve) in zip(reports, scored):
         report_of["recall_curve"] = [float(v) for v in curve]
@@ -776,7 +778,10 @@ def _labels(release, qrels):
     return (read_qrels(qrels) if isinstance(qrels, str | Path) else qrels), [], None, None, str
 
 
-def _clusters_of(evaluation, labels, cluster_by: str, source_document, document_of, clusters, cluster_field: str):
+def _clusters_of(
+    evaluation, labels, cluster_by: str, source_document, document_of, clusters, cluster_field: str,
+    relevance_level: int = 1,
+):  # fmt: skip
     """How queries resample together (:func:`~.metrics.clusters.resolve_clusters`): ``clusters`` a file (or a
     mapping) of each query's cluster under ``cluster_field``; the relevant documents from the labels."""
     from .export.queries import read_query_clusters
@@ -785,7 +790,7 @@ def _clusters_of(evaluation, labels, cluster_by: str, source_document, document_
     given = read_query_clusters(clusters, cluster_field) if isinstance(clusters, str | Path) else clusters
     relevant: dict[str, set[str]] = {}
     for query_id, by in labels.to_dict().items():
-        relevant[query_id] = {document_of(c) for c, grade in by.items() if grade >= 1}
+        relevant[query_id] = {document_of(c) for c, grade in by.items() if grade >= relevance_level}
     return resolve_clusters(evaluation.query_ids, cluster_by, source_document, relevant, given)
 
 
@@ -883,7 +888,9 @@ def compare(
     if len(made) < 2:
         raise InputError("compare needs at least two runs (the first is the baseline)")
     evaluations = [evaluate(labels, r, specs, relevance_level=relevance_level) for r in made]
-    clusters = _clusters_of(evaluations[0], labels, cluster_by, source_document, document_of, clusters, cluster_field)
+    clusters = _clusters_of(
+        evaluations[0], labels, cluster_by, source_document, document_of, clusters, cluster_field, relevance_level
+    )
     result = compare_runs(
         evaluations[0], evaluations[1:], test=test, alpha=alpha, resamples=resamples, seed=seed,
         clusters=clusters.codes, detect=detect,

@@ -103,7 +103,8 @@ def said(stage: str, result) -> str:
         if result["already_imported"]:
             return f"{result['source']} imported before: nothing added"
         return (
-            f"{result['records']} records, {result['new_queries']} new queries; {result['unknown_ids']} unknown ids, "
+            f"{result['records']} records, {result['new_queries']} new queries; "
+            f"{result['unknown_ids'] - result.get('unknown_ids_by_text', 0)} unknown ids, "
             f"{result['unmatched_texts']} unmatched texts, {result['unreadable']} lines unreadable"
         )
     if stage == "select-logs":

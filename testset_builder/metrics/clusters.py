@@ -11,6 +11,7 @@ field the user keeps (a session, a user, a topic: ``given``), or by the relevant
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -39,6 +40,7 @@ class Clusters:
     groups: int
     alone: int
     sharing: int = 0
+    relevant_usable: bool = False  # whether --cluster-by relevant would leave enough clusters to resample
 
     def describe(self) -> str:
         if self.codes is None and self.by == "query":
@@ -47,9 +49,10 @@ class Clusters:
             )
             text = f"by query: {self.queries} queries, each its own cluster{why}"
             if self.sharing:
+                how = "--cluster-by relevant resamples them together, or " if self.relevant_usable else ""
                 text += (
                     f"; {self.sharing} of them share relevant documents with others and may not be independent: "
-                    "--cluster-by relevant resamples them together, or --clusters FILE by a field you keep"
+                    f"{how}--clusters FILE by a field you keep (a session, a user)"
                 )
             return text
         if self.by == "relevant":
@@ -105,15 +108,22 @@ def resolve_clusters(
         return _clusters(cluster_by, "given", keys, alone)
     if cluster_by == "relevant":
         keys, alone = _shared(query_ids, relevant or {})
+        largest = max(Counter(keys).values(), default=0)
+        if n and largest > n / 2:
+            raise InputError(
+                f"--cluster-by relevant: sharing relevant documents joins {largest} of the {n} queries into one "
+                "cluster, so there is too little to resample; give --clusters FILE (a session, a user) or "
+                "--cluster-by query"
+            )
         return _clusters(cluster_by, "relevant", keys, alone)
     documents = [source_document(str(q)) for q in query_ids] if source_document and cluster_by != "query" else []
     known = sum(d is not None for d in documents)
     if cluster_by == "query" or known == 0:
-        sharing = 0
+        sharing, usable = 0, False
         if relevant and cluster_by == "auto":
             keys, alone = _shared(query_ids, relevant)
-            sharing = n - alone
-        return Clusters(cluster_by, "query", None, n, n, n if cluster_by != "query" else 0, sharing)
+            sharing, usable = n - alone, max(Counter(keys).values(), default=0) <= n / 2
+        return Clusters(cluster_by, "query", None, n, n, n if cluster_by != "query" else 0, sharing, usable)
     keys = [f"d:{d}" if d is not None else f"q:{q}" for q, d in zip(query_ids, documents)]
     return _clusters(cluster_by, "document", keys, n - known)
 
@@ -140,10 +150,11 @@ def _shared(query_ids: Sequence[str], relevant: Mapping[str, Iterable[str]]) -> 
 
     first: dict[str, int] = {}
     for i, query in enumerate(query_ids):
-        for document in set(relevant.get(str(query), ())):
+        for document in sorted(set(relevant.get(str(query), ()))):
             j = first.setdefault(document, i)
-            if j != i:
-                parent[root(i)] = root(j)
+            a, b = root(i), root(j)
+            if a != b:  # towards the smaller index: the same clusters, and codes, whatever the hash seed
+                parent[max(a, b)] = min(a, b)
     roots = [root(i) for i in range(len(query_ids))]
     sizes = np.bincount(roots, minlength=len(query_ids))
     return [f"r:{r}" for r in roots], int(sum(sizes[r] == 1 for r in roots))

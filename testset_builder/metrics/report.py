@@ -84,10 +84,12 @@ def empty_queries(summary: dict, run: str | None = None) -> str | None:
     count = summary["qrels_queries_without_run"]
     if not count:
         return None
-    named = summary.get("qrels_queries_without_run_ids") or []
+    from rich.markup import escape
+
+    named = [escape(str(q)) for q in summary.get("qrels_queries_without_run_ids") or []]
     more = count - len(named)
     listed = f" ({', '.join(named)}{f' and {more} more' if more > 0 else ''})" if named else ""
-    return f"{count} had no results in {'the run' if run is None else run} and score 0{listed}"
+    return f"{count} had no results in {'the run' if run is None else escape(run)} and score 0{listed}"
 
 
 def other_runs_empty_lines(summaries: list[tuple[str, dict]]) -> list[str]:

@@ -157,6 +157,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
     import_id = file_sha256(path)
     summary = LogImportSummary(path.name, settings.format, import_id)
     state = stored_logs.import_state(db, import_id)
+    forget = False  # --force: the earlier import's record goes, in the transaction that begins the new one
     if force and state is not None:
         stored = stored_logs.import_counts(db, import_id).get("records", 0)
         if stored:
@@ -165,9 +166,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
                 "them twice; --force is for a file whose import stored none",
                 path=path,
             )
-        with workspace.transaction() as tx:
-            stored_logs.forget_import(tx, import_id)
-        state = None
+        state, forget = None, True
     if state is not None:
         _restore(summary, stored_logs.import_counts(db, import_id))
         if state[0] == "done":
@@ -257,6 +256,8 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         nonlocal checked
         _check_sample(path, settings, head)
         with workspace.transaction() as tx:
+            if forget:
+                stored_logs.forget_import(tx, import_id)
             stored_logs.begin_import(tx, import_id, path.name, settings.format)
         checked = True
 

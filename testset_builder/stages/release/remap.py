@@ -43,7 +43,8 @@ from .writer import ReleaseSummary, RemapOrigin, write_release
 OUTCOMES = ("one-to-one", "split", "merged", "ambiguous", "lost")
 EDGE_CHARS = 40  # of an anchor's first and last words, looked for where the text inside it changed
 ORIGIN_RANK = {"human": 2, "synthetic-source": 1, "llm-unverified": 0}  # which origin a merged label keeps on a tie
-REMAP_PRIORITY = 1.0  # an ambiguous label's chunks come before the judge's proposals of equal likelihood
+REMAP_PRIORITY = 2.0  # an ambiguous label's chunks: above every estimate-driven priority (at most 2, which estimate
+# reorders), below pairs drawn for review (3 and up)
 UNKNOWN = "llm-unverified"  # a label whose origin the release does not say is carried as a proposal, never as human
 
 
@@ -169,8 +170,9 @@ def plan_remap(
             continue
         for chunk, evidence in targets:
             inherited.setdefault((query_id, chunk.chunk_id), []).append((outcome, chunk, evidence))
-    labelled_pairs = set(inherited)
-    proposals = [p for p in proposals if (p.query_id, p.chunk_id) not in labelled_pairs]  # a label stands
+    standing = {key: max(o.grade for o, _, _ in sources) for key, sources in inherited.items()}
+    # a pair another label places keeps it; it is still proposed when the ambiguous label says more (a higher grade)
+    proposals = [p for p in proposals if standing.get((p.query_id, p.chunk_id), -1) < p.parent_grade]
     for outcome in outcomes:
         if outcome.outcome == "ambiguous":
             continue
@@ -331,7 +333,7 @@ def remap_release(
                 f"no label of release {release.version} maps onto one chunk of {target.root.name} as it is "
                 f"({counts['ambiguous']} ambiguous, {counts['lost']} lost): the {counts['proposals_queued']} chunks "
                 "overlapping them are queued for review there; review them (`testset-builder serve`), then "
-                "`release` that workspace"
+                "`release` that workspace, or remap again with a lower --min-coverage"
             )
         if not plan.labels:
             raise InputError(
@@ -365,7 +367,8 @@ def _refuse_another_policy(target: Workspace, plan: RemapPlan, label: str, polic
     wanted = sorted({new.query_id for new in plan.labels})
     for query_id in sorted(rows.existing_query_ids(target.db, wanted)):
         metadata = rows.get_query(target.db, query_id).metadata
-        if metadata.get("remapped_from") == label and metadata.get("remap_policy") != policy.describe():
+        stamped = "remap_policy" in metadata  # a query that got proposals only holds no label of that remap
+        if metadata.get("remapped_from") == label and stamped and metadata["remap_policy"] != policy.describe():
             raise InputError(
                 f"this workspace already holds the labels of {label} remapped with {metadata.get('remap_policy')}; "
                 f"remapping it again with {policy.describe()} would mix the two: remap into a fresh workspace "
@@ -407,7 +410,7 @@ def _store(target: Workspace, release: LoadedRelease, plan: RemapPlan, parent: d
             "pair",
             p.query_id,
             p.chunk_id,
-            round(REMAP_PRIORITY + p.coverage, 6),
+            round(REMAP_PRIORITY + p.coverage / 2, 6),
             f"remap from {label}: {p.coverage:.0%} of a grade-{p.parent_grade} label on {p.parent_chunk_id}",
             1,
         )
@@ -432,7 +435,7 @@ def _query(release: LoadedRelease, query_id: str, labels: list[NewLabel], label:
         source_chunk_id=new_source.chunk.chunk_id if new_source else None,
         metadata={
             "remapped_from": label,
-            "remap_policy": policy,
+            **({"remap_policy": policy} if labels else {}),  # a query with proposals only holds no remapped label
             **({"parent_source_chunk_id": source} if source else {}),
         },
     )
