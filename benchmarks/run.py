@@ -9,6 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import chunking_speed
+import encoding_speed
 import estimate_transfer
 import ingest_scale
 import judge_agreement
@@ -24,6 +25,8 @@ if __name__ == "__main__":
     metrics_speed.main([])
     print("\n== chunking: testset-builder vs langchain-text-splitters vs semchunk on SciFact ==")
     chunking_speed.main([])
+    print("\n== dense encoding: PyTorch vs ONNX Runtime int8 on SciFact (texts/s, retrieval and estimate quality) ==")
+    encoding_speed.main([])
     print("\n== chunk at scale: a 1 GB generated corpus, then one file added and one changed (MB/s, peak RSS) ==")
     ingest_scale.main([])
     print("\n== LLM layer: throughput under a rate limit, vs sequential; local model speed ==")

@@ -69,10 +69,18 @@ def require(module: str):
         pytest.skip(f"{module} is not installed: {error}", allow_module_level=True)
 
 
+@pytest.fixture(scope="session")
+def _onnx_dir(tmp_path_factory):
+    """One folder for the session's int8 ONNX export of the dense model: made once (seconds), shared by every test
+    and the processes they start, where a per-test HOME would export it again in each."""
+    return tmp_path_factory.mktemp("onnx")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_environment(tmp_path, monkeypatch):
+def _isolated_environment(tmp_path, monkeypatch, _onnx_dir):
     """Point HOME and caches at a temp dir and drop API keys, so no test can use a real account."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TESTSET_BUILDER_ONNX_DIR", str(_onnx_dir))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "XDG_CACHE_HOME", "TESTSET_BUILDER_CACHE_DIR"):

@@ -97,3 +97,48 @@ def test_bm25_scores_follow_lucenes_formula_with_the_k1_and_b_asked_for(k1, b, t
         assert again.scores([query])[0] == pytest.approx(expected, rel=1e-5)
     keys = {BM25Index.key(ids, texts, False, k1=k, b=bb) for k, bb in ((1.5, 0.75), (0.9, 0.4), (2.0, 1.0))}
     assert len(keys) == 3 and BM25Index.key(ids, texts, False) == BM25Index.key(ids, texts, False, k1=1.5, b=0.75)
+
+
+def test_an_interrupted_dense_encoding_goes_on_from_its_last_finished_piece(tmp_path, monkeypatch):
+    """A fake encoder (a vector from each text's hash) that dies part-way: the pieces it finished stay on disk, and
+    the rerun encodes only the rest, giving the very file an uninterrupted encoding gives."""
+    import hashlib
+
+    import numpy as np
+
+    from testset_builder.retrieval import dense
+    from testset_builder.retrieval._common import Corpus
+
+    monkeypatch.setattr(dense, "PIECE", 50)
+    ids = [f"c{i:04d}" for i in range(230)]
+    texts = [f"text number {i}" for i in ids]
+    encoded: list[str] = []
+
+    def vector(text: str) -> np.ndarray:
+        raw = np.frombuffer(hashlib.sha256(text.encode()).digest(), dtype=np.uint8).astype(np.float32)
+        return raw / np.linalg.norm(raw)
+
+    def engine(limit: int | None):
+        def encode_batches(batches, model):
+            for _, batch_texts in batches:
+                if limit is not None and len(encoded) + len(batch_texts) > limit:
+                    raise KeyboardInterrupt  # killed part-way through a piece
+                encoded.extend(batch_texts)
+                yield np.stack([vector(t) for t in batch_texts])
+
+        return encode_batches
+
+    corpus = Corpus.of(ids, texts)
+    with pytest.raises(KeyboardInterrupt):
+        dense.DenseIndex.for_corpus(tmp_path / "a", corpus, encode_batches=engine(limit=170))
+    finished = len(encoded)
+    pieces = sorted((tmp_path / "a").glob("*.pieces/*.npy"))
+    assert pieces and not list((tmp_path / "a").glob("dense-*.npy"))  # finished pieces kept, no index yet
+    kept = sum(np.load(p).shape[0] for p in pieces)
+    assert 0 < kept <= finished < len(ids)
+    encoded.clear()
+    resumed = dense.DenseIndex.for_corpus(tmp_path / "a", corpus, encode_batches=engine(limit=None))
+    assert len(encoded) == len(ids) - kept and encoded == texts[kept:]  # only what was not finished
+    assert not list((tmp_path / "a").glob("*.pieces"))  # the pieces are gone once joined
+    whole = dense.DenseIndex.for_corpus(tmp_path / "b", corpus, encode_batches=engine(limit=None))
+    assert np.array_equal(np.asarray(resumed.embeddings), np.asarray(whole.embeddings))

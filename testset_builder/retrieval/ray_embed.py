@@ -1,7 +1,7 @@
 """The Ray embedding engine of ``index --engine ray``: chunk embeddings encoded by Ray Data actors.
 
 It is an :data:`~.dense.EncodeBatches` like :func:`~.dense.encode_in_process`: (chunk ids, texts) batches in, one
-float32 array per batch out, in the order given, so :func:`~.dense.write_embeddings` writes the same float16 file.
+float32 array per batch out, in the order given, so :meth:`~.dense.DenseIndex.for_corpus` writes the same float16 file.
 Each batch is encoded as one call to the same :func:`~.dense.encode` the in-process engine makes (a batch's make-up
 decides the padding, and so the last bits of its vectors), on an actor that loaded the model once; this module only
 moves texts to the actors and vectors back.

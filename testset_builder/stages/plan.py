@@ -295,7 +295,7 @@ def _encoding(
 ) -> None:
     """The dense encoding of the corpus, when a stage will need it and the workspace does not hold it yet: once per
     corpus, its time from this machine's measured rate (else assumed)."""
-    from ..retrieval.dense import DEFAULT_MODEL, ENCODE_PRIOR, dense_available, encoding_rate
+    from ..retrieval.dense import DEFAULT_MODEL, dense_available, encode_prior, encoding_rate
 
     synth = config.synthesize
     needed = dense_available() and (
@@ -314,7 +314,7 @@ def _encoding(
     how = (
         f"measured on this machine, {rate:.0f} chunks/s"
         if measured_here
-        else f"not measured on this machine yet, assumed {ENCODE_PRIOR:.0f} chunks/s (an idle 2-core machine)"
+        else f"not measured on this machine yet, assumed {encode_prior():.0f} chunks/s (an idle 2-core machine)"
     )
     plan.timing.append(f"dense encoding of {len(chunks):,} chunks, once ({DEFAULT_MODEL}): {how}")
 
