@@ -206,6 +206,21 @@ def test_remap_projects_a_release_onto_another_chunking_and_a_later_release_ther
     assert code == 0 and later["same_as_parent"] and later["content_sha256"] == remapped.manifest["content_sha256"]
 
 
+def released_with_a_label_on_the_longest_chunk(root, query_id: str, version: str) -> None:
+    """A reviewer's grade-2 label for ``query_id`` on the workspace's longest chunk, then release ``version``."""
+    with open_workspace(root) as ws:
+        longest = max(
+            (c for doc in {r[1] for r in rows.live_chunk_rows(ws.db)} for c in rows.live_chunks_of(ws.db, doc)),
+            key=lambda c: len(c.text),
+        )
+        with ws.transaction() as db:
+            rows.put_queries(db, [Query(query_id=query_id, text="what does a release hold?", origin=QueryOrigin.real)])
+            rows.add_judgments(db, [Judgment(judgment_id=f"h-{query_id}", query_id=query_id, grade=2,
+                                             chunk_id=longest.chunk_id, source=JudgmentSource.human, reviewer="ann",
+                                             status=JudgmentStatus.final)])  # fmt: skip
+        write_release(ws, version)
+
+
 def test_remap_to_much_smaller_chunks_queues_the_labels_it_cannot_place_for_review_instead_of_dropping_them(
     two_chunkings, tmp_path, capsys
 ):
@@ -213,17 +228,7 @@ def test_remap_to_much_smaller_chunks_queues_the_labels_it_cannot_place_for_revi
     from testset_builder.store import review as review_store
 
     source, _ = two_chunkings
-    with open_workspace(source) as ws:  # a human label on the longest chunk, released as 1.1.0
-        longest = max(
-            (c for doc in {r[1] for r in rows.live_chunk_rows(ws.db)} for c in rows.live_chunks_of(ws.db, doc)),
-            key=lambda c: len(c.text),
-        )
-        with ws.transaction() as db:
-            rows.put_queries(db, [Query(query_id="real-2", text="what does a release hold?", origin=QueryOrigin.real)])
-            rows.add_judgments(db, [Judgment(judgment_id="h2", query_id="real-2", chunk_id=longest.chunk_id, grade=2,
-                                             source=JudgmentSource.human, reviewer="ann",
-                                             status=JudgmentStatus.final)])  # fmt: skip
-        write_release(ws, "1.1.0")
+    released_with_a_label_on_the_longest_chunk(source, "real-2", "1.1.0")
     small = tmp_path / "small"
     with open_workspace(small) as ws:
         ingest(ws, load_sources([DOCS]), ChunkingConfig(chunker="recursive", size=120, overlap=0), [DOCS])
@@ -383,16 +388,7 @@ def test_after_a_remap_where_every_label_was_ambiguous_a_lower_min_coverage_can_
     source, target = tmp_path / "source", tmp_path / "target"
     with open_workspace(source) as ws:
         ingest(ws, load_sources([DOCS]), ChunkingConfig(chunker="markdown", size=600, overlap=60), [DOCS])
-        longest = max(
-            (c for doc in {r[1] for r in rows.live_chunk_rows(ws.db)} for c in rows.live_chunks_of(ws.db, doc)),
-            key=lambda c: len(c.text),
-        )
-        with ws.transaction() as db:
-            rows.put_queries(db, [Query(query_id="real-1", text="what does a release hold?", origin=QueryOrigin.real)])
-            rows.add_judgments(db, [Judgment(judgment_id="h1", query_id="real-1", chunk_id=longest.chunk_id, grade=2,
-                                             source=JudgmentSource.human, reviewer="ann",
-                                             status=JudgmentStatus.final)])  # fmt: skip
-        write_release(ws, "1.0.0")
+    released_with_a_label_on_the_longest_chunk(source, "real-1", "1.0.0")
     with open_workspace(target) as ws:
         ingest(ws, load_sources([DOCS]), ChunkingConfig(chunker="recursive", size=120, overlap=0), [DOCS])
     remap = ["remap", "--release", f"{source}@1.0.0", "--to-workspace", str(target), "--version", "1.0.0"]

@@ -8,6 +8,7 @@ line number of the first bad line.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -39,6 +40,19 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
             line = line.strip()
             if line:
                 yield number, line
+
+
+def json_objects(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of a JSON-lines file; a line that is not a JSON object raises
+    with its number."""
+    for number, line in numbered_lines(path):
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(f"not valid JSON ({error.msg} at column {error.colno})", path=path, line=number) from None
+        if not isinstance(value, dict):
+            raise InputError(f"expected a JSON object, got {type(value).__name__}", path=path, line=number)
+        yield number, value
 
 
 def check_id(value: str, path: Path, line: int) -> str:

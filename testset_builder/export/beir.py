@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ..errors import InputError
 from ..tables import CHUNK_ID, GRADE, QRELS_SCHEMA, QUERY_ID, Qrels
-from ._lines import check_pair, check_readable, fast_read, first_line, numbered_lines, read_with_fallback
+from ._lines import check_pair, check_readable, fast_read, first_line, json_objects, numbered_lines, read_with_fallback
 
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
 
@@ -87,13 +87,7 @@ def beir_queries_text(queries: Iterable[dict]) -> str:
 
 def _records(path: Path, fields: tuple[str, ...]) -> Iterable[tuple[int, dict]]:
     check_readable(path)
-    for number, line in numbered_lines(path):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(f"not valid JSON ({error.msg})", path=path, line=number) from None
-        if not isinstance(record, dict):
-            raise InputError("expected a JSON object", path=path, line=number)
+    for number, record in json_objects(path):
         missing = [f for f in fields if not isinstance(record.get(f), (str, int)) or str(record.get(f)) == ""]
         if missing:
             raise InputError(f"missing {' and '.join(repr(f) for f in missing)}", path=path, line=number)

@@ -12,18 +12,7 @@ import pyarrow as pa
 
 from ..errors import InputError
 from ..tables import CHUNK_ID, GRADE, QRELS_SCHEMA, QUERY_ID, RUN_SCHEMA, SCORE, Qrels, Run
-from ._lines import check_id, check_pair, check_readable, numbered_lines
-
-
-def _objects(path: Path):
-    for number, line in numbered_lines(path):
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(f"not valid JSON ({error.msg} at column {error.colno})", path=path, line=number) from None
-        if not isinstance(value, dict):
-            raise InputError(f"expected a JSON object, got {type(value).__name__}", path=path, line=number)
-        yield number, value
+from ._lines import check_id, check_pair, check_readable, json_objects
 
 
 def _id_field(value: dict[str, Any], field: str, path: Path, line: int) -> str:
@@ -46,7 +35,7 @@ def read_jsonl_run(path: str | Path, name: str | None = None) -> Run:
     path = Path(path)
     check_readable(path)
     queries, chunks, scores, seen = [], [], [], {}
-    for number, value in _objects(path):
+    for number, value in json_objects(path):
         query_id = _id_field(value, QUERY_ID, path, number)
         results = value.get("results")
         if not isinstance(results, list):
@@ -66,7 +55,7 @@ def read_jsonl_qrels(path: str | Path) -> Qrels:
     path = Path(path)
     check_readable(path)
     queries, chunks, grades, seen = [], [], [], {}
-    for number, value in _objects(path):
+    for number, value in json_objects(path):
         query_id = _id_field(value, QUERY_ID, path, number)
         chunk_id = _id_field(value, CHUNK_ID, path, number)
         check_pair(seen, (query_id, chunk_id), path, number)

@@ -19,6 +19,7 @@ from .._hashing import normalise
 from ..corpus.loaders import Skipped
 from ..errors import InputError
 from ..records import Query, QueryOrigin, id_problem
+from ._lines import check_readable, json_objects
 
 ID_FIELDS = ("_id", "id", "query_id", "query-id", "qid")
 MAX_QUERY_CHARS = 2000  # longer is a document, not a query, and need not fit a judge's prompt
@@ -159,15 +160,8 @@ def read_query_clusters(path: str | Path, field: str = "cluster", id_field: str 
         except csv.Error as error:
             raise InputError(f"not valid CSV ({error})", path=path, line=reader.line_num) from None
     else:
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise InputError(f"not JSON ({error.msg})", path=path, line=number) from None
-                if not isinstance(record, dict):
-                    raise InputError("not a JSON object", path=path, line=number)
-                rows.append((number, record))
+        check_readable(path)
+        rows = list(json_objects(path))
     clusters: dict[str, str] = {}
     for number, row in rows:
         id_key = _pick(row, id_field, ID_FIELDS)
