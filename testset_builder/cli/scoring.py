@@ -25,10 +25,18 @@ from .app import (
 )
 
 
-def level_line(level: int, release: bool) -> str:
-    """What ``--relevance-level`` changed, said under the figures."""
-    line = f"relevant: grade >= {level} for recall, precision, MAP, MRR, hit rate and R-precision; nDCG uses the grades"
-    return line + ("; prediction-powered figures are for level 1 only, so none are given" if release else "")
+def coverage_lines(runs: list[tuple[str, dict]], name_first: bool, level: int, release: bool) -> list[str]:
+    """Under the figures: which queries were scored and why some score 0 (the first run, named with ``name_first``;
+    every other run that left queries empty), and what ``--relevance-level`` changed when it is not 1."""
+    from ..metrics.report import other_runs_empty_lines, queries_line
+
+    lines = [queries_line(runs[0][1], runs[0][0] if name_first else None)]
+    if level != 1:
+        lines.append(
+            f"relevant: grade >= {level} for recall, precision, MAP, MRR, hit rate and R-precision; nDCG uses the "
+            "grades" + ("; prediction-powered figures are for level 1 only, so none are given" if release else "")
+        )
+    return lines + other_runs_empty_lines(runs)
 
 
 EXIT_REGRESSION = api.EXIT_REGRESSION  # compare --fail-if-worse: a run is significantly worse than the baseline
@@ -181,10 +189,8 @@ def score(
     from ..metrics import parse_metrics
     from ..metrics.guidance import cluster_line, half_width_line, recall_curves_table, runs_table, set_size_line
     from ..metrics.report import (
-        other_runs_empty_lines,
         prediction_lines,
         prediction_table,
-        queries_line,
         score_table,
     )  # fmt: skip
 
@@ -232,12 +238,10 @@ def score(
                 out.print(line, highlight=False)
     curves = {r["run"]: np.asarray(r["recall_curve"]) for r in reports}  # what the JSON holds, drawn
     out.print(recall_curves_table(curves, {r["run"]: r["target_recall"] for r in reports}))
-    out.print(queries_line(reports[0]["queries"], reports[0]["run"] if len(reports) > 1 else None), highlight=False)
-    if relevance_level != 1:
-        out.print(level_line(relevance_level, release is not None), highlight=False)
-    for line in other_runs_empty_lines([(r["run"], r["queries"]) for r in reports]):
+    runs = [(r["run"], r["queries"]) for r in reports]
+    for line in coverage_lines(runs, len(reports) > 1, relevance_level, release is not None):
         out.print(line, highlight=False)
-    if clusters.by != "query" or clusters.asked == "document" or clusters.sharing:
+    if clusters.worth_saying:
         out.print(cluster_line(clusters.describe(), effects), highlight=False)
     if best is None and ci:
         out.print(half_width_line(reports[0]), highlight=False)
@@ -308,9 +312,7 @@ def compare(
     from ..metrics.guidance import cluster_line, gate_lines, set_size_line
     from ..metrics.report import (
         comparison_table,
-        other_runs_empty_lines,
         prediction_difference_table,
-        queries_line,
     )  # fmt: skip
 
     if len(runs) < 2:
@@ -337,12 +339,10 @@ def compare(
         out.print(comparison_table(result, resampled))
         if differences:
             out.print(prediction_difference_table(loaded[0].name, differences))
-        out.print(queries_line(evaluations[0].summary.as_dict(), evaluations[0].run_name), highlight=False)
-        if relevance_level != 1:
-            out.print(level_line(relevance_level, release is not None), highlight=False)
-        for line in other_runs_empty_lines([(e.run_name, e.summary.as_dict()) for e in evaluations]):
+        runs = [(e.run_name, e.summary.as_dict()) for e in evaluations]
+        for line in coverage_lines(runs, True, relevance_level, release is not None):
             out.print(line, highlight=False)
-        if clusters.by != "query" or clusters.asked == "document" or clusters.sharing:
+        if clusters.worth_saying:
             effects = {f"{row.metric} ({row.candidate})": row.design_effect for row in result.rows}
             out.print(cluster_line(clusters.describe(), effects), highlight=False)
         for candidate in result.candidates:

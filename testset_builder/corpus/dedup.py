@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._disjoint import DisjointSets
 from .._hashing import normalise, normalised_sha256
 
 BANDS, ROWS = 16, 4
@@ -287,17 +288,8 @@ def duplicate_groups(
 ) -> list[tuple[str, list[str]]]:
     """``[(kind, [chunk ids])]`` for every group of two or more; kind is "exact" when all members normalise equal.
     The whole-corpus reference: the store's incremental index gives the same groups."""
-    parent = list(range(len(texts)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    def union(i: int, j: int) -> None:
-        parent[find(i)] = find(j)
-
+    sets = DisjointSets(len(texts))
+    find, union = sets.find, sets.union
     digests = [normalised_sha256(t) for t in texts]
     first_of: dict[str, int] = {}
     for i, digest in enumerate(digests):

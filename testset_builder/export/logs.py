@@ -328,18 +328,20 @@ def _any_value(value: Any) -> Any:
         except (TypeError, ValueError):
             raise ValueError(f"intValue {value['intValue']!r} is not an integer") from None
     if "arrayValue" in value:
-        inner = value["arrayValue"]
-        inner = inner.get("values") if isinstance(inner, dict) else inner
-        if not isinstance(inner, list):
-            raise ValueError("an arrayValue without a list of values")
-        return [_any_value(v) for v in inner]
+        return [_any_value(v) for v in _values_of(value, "arrayValue")]
     if "kvlistValue" in value:
-        inner = value["kvlistValue"]
-        inner = inner.get("values") if isinstance(inner, dict) else inner
-        if not isinstance(inner, list):
-            raise ValueError("a kvlistValue without a list of values")
-        return {str(kv.get("key")): _any_value(kv.get("value")) for kv in inner if isinstance(kv, dict)}
+        pairs = _values_of(value, "kvlistValue")
+        return {str(kv.get("key")): _any_value(kv.get("value")) for kv in pairs if isinstance(kv, dict)}
     return None
+
+
+def _values_of(value: dict, kind: str) -> list:
+    """The ``values`` list of an OTLP ``arrayValue`` or ``kvlistValue`` (or the list itself, as some writers put it)."""
+    inner = value[kind]
+    inner = inner.get("values") if isinstance(inner, dict) else inner
+    if not isinstance(inner, list):
+        raise ValueError(f"a {kind} without a list of values")
+    return inner
 
 
 def _flattened(value: Any, prefix: str, into: dict[str, Any]) -> None:

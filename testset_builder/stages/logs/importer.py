@@ -252,7 +252,8 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
     checked = state is not None  # a resumed import passed the check when it began
 
     def begin(head: list) -> None:
-        """Before anything is stored: the head of the log must read as this format (see the module docstring)."""
+        """Before anything is stored: the head of the log must read as this format (see the module docstring);
+        then the import is recorded and the head goes into the batch."""
         nonlocal checked
         _check_sample(path, settings, head)
         with workspace.transaction() as tx:
@@ -260,6 +261,8 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
                 stored_logs.forget_import(tx, import_id)
             stored_logs.begin_import(tx, import_id, path.name, settings.format)
         checked = True
+        for held in head:
+            take(held)
 
     def take(item: LogRecord | Unreadable) -> None:
         """An item into the batch; a full batch is written first, at a line's end (every item of its lines in)."""
@@ -281,12 +284,8 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         head.append(item)
         if len(head) >= SAMPLE:
             begin(head)
-            for held in head:
-                take(held)
     if not checked:
         begin(head)
-        for held in head:
-            take(held)
     fold(pending)
     flush(last_line)
     with workspace.transaction() as tx:
