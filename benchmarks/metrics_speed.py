@@ -6,6 +6,12 @@ small file to warm up (imports, numba compilation for ranx), then timed end to e
 from disk and compute recall@10, precision@10, MRR, nDCG@10, MAP and hit rate@5. The scoring-only time (inputs
 already in memory) is reported too.
 
+Then whole processes, as a user runs them from a shell, at two sizes: the 100,000-query run, and 20 runs of 50
+queries (a small job, where start-up is most of the time): ``testset-builder score --json`` with its bootstrap
+intervals, recall@k curve and set-size line, and with ``--no-ci``, against a Python script that reads the same
+files and scores them with pytrec_eval, and one with ranx. Bytecode is cached as an installed package's is
+(``PYTHONPYCACHEPREFIX`` under the cache folder), and each command runs once before it is timed.
+
     python benchmarks/metrics_speed.py [--queries 100000] [--depth 100] [--repeat 3]
 
 ``--repeat N`` runs each contender N times (a fresh process each, interleaved) and keeps its fastest end-to-end
@@ -162,6 +168,119 @@ def measure(name: str, paths: tuple[Path, Path], warm: tuple[Path, Path]) -> dic
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+SCRIPTS = {  # whole-process contenders: read the qrels and every run named, print each run's means as JSON
+    "pytrec_eval": """
+import glob, json, sys
+import pytrec_eval
+metrics = {TREC!r}
+with open(sys.argv[1]) as handle:
+    evaluator = pytrec_eval.RelevanceEvaluator(pytrec_eval.parse_qrel(handle), set(metrics))
+out = {{}}
+for path in sorted(glob.glob(sys.argv[2])):
+    with open(path) as handle:
+        per_query = evaluator.evaluate(pytrec_eval.parse_run(handle))
+    out[path] = {{m: sum(v[m.replace(".", "_")] for v in per_query.values()) / len(per_query) for m in metrics}}
+print(json.dumps(out))
+""",
+    "ranx": """
+import glob, json, sys, warnings
+warnings.simplefilter("ignore")
+import ranx
+qrels = ranx.Qrels.from_file(sys.argv[1], kind="trec")
+out = {{}}
+for path in sorted(glob.glob(sys.argv[2])):
+    run = ranx.Run.from_file(path, kind="trec")
+    out[path] = {{k: float(v) for k, v in ranx.evaluate(qrels, run, {RANX!r}, make_comparable=True).items()}}
+print(json.dumps(out))
+""",
+}
+
+
+def _environment() -> dict:
+    """The environment a user's installed package runs in: bytecode cached (here under the cache folder)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(CACHE / "pycache")
+    return env
+
+
+def process_commands(qrels: Path, runs: str) -> dict[str, list[str]]:
+    """Each whole-process contender's command line for the qrels and the runs (a glob)."""
+    ours = [sys.executable, "-m", "testset_builder", "score", "--qrels", str(qrels), "--runs", runs]
+    ours += ["--metrics", OURS, "--json"]
+    commands = {"testset-builder score": ours, "testset-builder --no-ci": [*ours, "--no-ci"]}
+    for name, script in SCRIPTS.items():
+        commands[name] = [sys.executable, "-c", script.format(TREC=TREC, RANX=RANX), str(qrels), runs]
+    return commands
+
+
+def time_process(command: list[str]) -> tuple[float, dict | str]:
+    """Wall time of one whole process, and its JSON output (or its last error line)."""
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=_environment())
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        return elapsed, lines[-1] if lines else f"exit {done.returncode}"
+    return elapsed, json.loads(done.stdout)
+
+
+def _means_of(name: str, output: dict) -> list[list[float]]:
+    """Each run's six means, in OURS' order, from a whole-process contender's output."""
+    if name.startswith("testset-builder"):
+        reports = output.get("runs", [output])
+        return [[r["metrics"][m]["mean"] for m in OURS.split(",")] for r in reports]
+    names = TREC if name == "pytrec_eval" else RANX
+    return [[by_path[m] for m in names] for _, by_path in sorted(output.items())]
+
+
+def processes(label: str, qrels: Path, runs: str, repeat: int) -> list[dict]:
+    """Time every whole-process contender ``repeat`` times (interleaved, after one untimed run each), keep each
+    one's fastest, print the table with ratios to pytrec_eval, and check the means agree."""
+    commands = process_commands(qrels, runs)
+    for command in commands.values():
+        time_process(command)  # warm: bytecode written, files in the page cache
+    best: dict[str, dict] = {}
+    for _ in range(max(1, repeat)):
+        for name, command in commands.items():
+            elapsed, output = time_process(command)
+            if name not in best or ("error" not in best[name] and elapsed < best[name]["seconds"]):
+                best[name] = {"name": name, "seconds": elapsed}
+                if isinstance(output, str):
+                    best[name]["error"] = output
+                else:
+                    best[name]["means"] = _means_of(name, output)
+    reference = best.get("pytrec_eval", {})
+    print(f"\n{label}, whole process (fastest of {max(1, repeat)}):")
+    print(f"{'contender':<26}{'seconds':>10}{'vs pytrec_eval':>16}")
+    for r in best.values():
+        if "error" in r:
+            print(f"{r['name']:<26} failed: {r['error']}")
+            continue
+        ratio = reference["seconds"] / r["seconds"] if "seconds" in reference and "error" not in reference else None
+        said = f"{ratio:>15.2f}x" if ratio else f"{'':>16}"
+        how = "" if r is reference or not ratio else f"  ({'faster' if ratio >= 1 else 'slower'})"
+        print(f"{r['name']:<26}{r['seconds']:>10.2f}{said}{how}")
+    if "means" in reference:
+        for name in ("testset-builder score", "testset-builder --no-ci"):
+            gap = np.max(np.abs(np.subtract(best[name]["means"], reference["means"])))
+            if gap > 1e-9:
+                raise SystemExit(f"{name}'s means differ from pytrec_eval's by {gap}")
+        print("  testset-builder's means equal pytrec_eval's within 1e-9 for every run")
+    return list(best.values())
+
+
+def small_set(directory: Path, runs: int = 20, queries: int = 50) -> tuple[Path, str]:
+    """The small job: ``runs`` runs of ``queries`` queries (100 results, ~5 graded labels a query), cached."""
+    from many_runs_speed import write_set
+
+    if not (directory / "qrels.trec").exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        write_set(directory, runs=runs, queries=queries)
+    return directory / "qrels.trec", str(directory / "runs" / "*.trec")
+
+
 def _fastest(runs: list[dict]) -> dict:
     """The run with the least end-to-end time (an error only if every run failed)."""
     finished = [r for r in runs if "error" not in r]
@@ -218,7 +337,9 @@ def main(argv: list[str] | None = None) -> dict:
     print("  pytrec_eval's means equal ours within 1e-9; ranx's within 1e-6 (its own order of tied scores)")
     for line in differences:
         print(f"    {line}")
-    return {"metrics_speed": results}
+    whole = processes(f"{args.queries:,} queries x {args.depth}", paths[0], str(paths[1]), args.repeat)
+    small = processes("20 runs x 50 queries", *small_set(CACHE / "metrics-20x50"), max(5, args.repeat))  # cheap
+    return {"metrics_speed": results, "whole_process": whole, "small_job": small}
 
 
 if __name__ == "__main__":

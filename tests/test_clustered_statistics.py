@@ -11,6 +11,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
 from testset_builder.errors import InputError
@@ -260,3 +262,43 @@ def test_shared_relevant_clusters_are_the_same_whatever_the_hash_seed_and_refuse
         resolve_clusters(sorted(chained), "relevant", relevant=chained)
     auto = resolve_clusters(sorted(chained), "auto", relevant=chained)
     assert auto.sharing == 10 and "--cluster-by relevant" not in auto.describe()  # not suggested where it cannot work
+
+
+def _joined_by_hand(query_ids, relevant):
+    """Clusters by walking the pairs: a query joins every earlier query with a document in common, transitively."""
+    cluster = {q: {q} for q in query_ids}
+    for q in query_ids:
+        for p in query_ids:
+            if p < q and set(relevant.get(q, ())) & set(relevant.get(p, ())) and cluster[p] is not cluster[q]:
+                merged = cluster[p] | cluster[q]
+                for member in merged:
+                    cluster[member] = merged
+    return {q: min(cluster[q]) for q in query_ids}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_shared_relevant_clusters_match_joining_the_queries_by_hand_from_a_mapping_or_a_qrels_table(data):
+    from testset_builder.metrics.clusters import RelevantPairs
+    from testset_builder.tables import Qrels
+
+    n = data.draw(st.integers(0, 25))
+    names = sorted(f"q{i:02d}" for i in range(n))
+    graded = {
+        q: data.draw(st.dictionaries(st.sampled_from([f"c{j}" for j in range(30)]), st.integers(0, 2), max_size=3))
+        for q in [*names, "not-evaluated"]
+    }
+    document_of = {f"c{j}": f"doc{j // 3}" for j in range(30)}.get  # three chunks a document
+    relevant = {q: {document_of(c) for c, g in by.items() if g >= 1} for q, by in graded.items()}
+    expected = _joined_by_hand(names, relevant)
+    pairs = RelevantPairs.from_table(Qrels.from_dict({q: by for q, by in graded.items() if by}).table, 1, document_of)
+    for given_as in (relevant, pairs):
+        try:
+            clusters = resolve_clusters(names, "relevant", relevant=given_as)
+        except InputError:  # one cluster holds more than half: refused, as the hand count says it must be
+            assert max(list(expected.values()).count(r) for r in expected.values()) > n / 2
+            continue
+        codes = clusters.codes.tolist() if clusters.codes is not None else list(range(n))
+        together = {(a, b) for a in range(n) for b in range(n) if codes[a] == codes[b]}
+        assert together == {(a, b) for a in range(n) for b in range(n) if expected[names[a]] == expected[names[b]]}
+        assert clusters.alone == sum(list(expected.values()).count(r) == 1 for r in expected.values())

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from testset_builder.config import LogFieldsConfig as LogFields
 from testset_builder.errors import InputError
-from testset_builder.export.logs import LogFields, LogRecord, Retrieved, Unreadable, read_log
+from testset_builder.export.logs import LogRecord, Retrieved, Unreadable, read_log
 from testset_builder.stages.logs.matching import ChunkMatcher
 from testset_builder.stages.logs.scrub import Scrubber
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -57,3 +58,43 @@ def test_string_hashes_agree_across_slices_and_chunks():
     assert hashes[4] == hashes[6] and len(set(hashes.tolist())) == len(set(values))
     assert string_hash64(array.slice(2, 5))[2] == hashes[4]
     assert (string_hash64(pa.chunked_array([array.slice(0, 4), array.slice(4)])) == hashes).all()
+
+
+def test_arrow_columns_read_into_numpy_as_pyarrow_reads_them_slices_chunks_and_nulls_included():
+    from testset_builder._arrow import from_numpy, to_numpy
+
+    columns = [
+        pa.array([3, -1, 7, 2], pa.int64()).slice(1),
+        pa.array([0.5, 1.5, float("nan")], pa.float32()),
+        pa.array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], pa.uint8()).slice(3, 5),
+        pa.array([True, False, True, True, False, False, True, False, True, True] * 3).slice(5, 17),
+        pa.chunked_array([pa.array([1, 2, 3]).slice(2), pa.array([], pa.int64()), pa.array([4, 5])]),
+        pa.chunked_array([], pa.int32()),
+    ]
+    for column in columns:
+        ours = to_numpy(column)
+        theirs = column.to_numpy() if isinstance(column, pa.ChunkedArray) else column.to_numpy(zero_copy_only=False)
+        assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs, equal_nan=True)
+    with_nulls = pa.array([1, None, 3, None, 5], pa.int32()).slice(1)
+    assert to_numpy(with_nulls, fill=-1).tolist() == with_nulls.fill_null(-1).to_pylist()
+    assert to_numpy(pa.array([True, None, False]), fill=True).tolist() == [True, True, False]
+    for values in (np.arange(5, dtype=np.int64)[::2], np.array([0.25, -2.0]), np.array([True, False, True] * 4)):
+        assert from_numpy(values).to_pylist() == values.tolist()
+    with pytest.raises(TypeError, match="one-dimensional numeric"):
+        from_numpy(np.array(["a"]))
+
+
+def test_scoring_trec_files_never_imports_pandas(tmp_path):
+    """pandas is a tenth of a second of start-up that `score` does not need (pyarrow's to_numpy imports it)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "qrels.trec").write_text("q1 0 d1 2\nq1 0 d2 0\nq2 0 d3 1\n")
+    (tmp_path / "run.trec").write_text("q1 Q0 d2 1 2.0 r\nq1 Q0 d1 2 2.0 r\nq2 Q0 d9 1 1.0 r\nq3 Q0 d3 1 1.0 r\n")
+    script = (
+        "import sys\nfrom testset_builder.cli import main\n"
+        "code = main(['score', '--qrels', 'qrels.trec', '--run', 'run.trec', '--cluster-by', 'relevant'])\n"
+        "print(code, 'pandas' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert done.stdout.split()[-2:] == ["0", "False"], done.stdout + done.stderr

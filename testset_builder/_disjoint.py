@@ -1,5 +1,5 @@
 """Disjoint sets over ``0 .. n - 1`` (union-find with path halving): which items end up joined, transitively. Used
-by the corpus's near-duplicate groups and by the clusters of queries that share relevant documents."""
+by the corpus's near-duplicate groups."""
 
 from __future__ import annotations
 

@@ -784,14 +784,15 @@ def _clusters_of(
 ):  # fmt: skip
     """How queries resample together (:func:`~.metrics.clusters.resolve_clusters`): ``clusters`` a file (or a
     mapping) of each query's cluster under ``cluster_field``; the relevant documents from the labels."""
-    from .export.queries import read_query_clusters
-    from .metrics.clusters import resolve_clusters
+    from .metrics.clusters import RelevantPairs, resolve_clusters
 
-    given = read_query_clusters(clusters, cluster_field) if isinstance(clusters, str | Path) else clusters
-    relevant: dict[str, set[str]] = {}
-    for query_id, by in labels.to_dict().items():
-        relevant[query_id] = {document_of(c) for c, grade in by.items() if grade >= relevance_level}
-    return resolve_clusters(evaluation.query_ids, cluster_by, source_document, relevant, given)
+    given = clusters
+    if isinstance(clusters, str | Path):
+        from .export.queries import read_query_clusters
+
+        given = read_query_clusters(clusters, cluster_field)
+    pairs = RelevantPairs.from_table(labels.table, relevance_level, None if document_of is str else document_of)
+    return resolve_clusters(evaluation.query_ids, cluster_by, source_document, pairs, given)
 
 
 def _runs(runs, queries, k: int) -> list:

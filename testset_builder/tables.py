@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._arrow import from_numpy, to_numpy
 from ._hashing import pair_key64, string_buffers, string_hash64
 from ._threads import in_parallel
 from .errors import InputError
@@ -52,7 +53,7 @@ def _adjacent_changes(column: pa.ChunkedArray) -> np.ndarray:
         if previous is not None:
             parts.append(np.array([chunk[0].as_py() != previous]))
         if len(chunk) > 1:
-            parts.append(pc.not_equal(chunk.slice(1), chunk.slice(0, len(chunk) - 1)).to_numpy(zero_copy_only=False))
+            parts.append(to_numpy(pc.not_equal(chunk.slice(1), chunk.slice(0, len(chunk) - 1))))
         previous = chunk[len(chunk) - 1].as_py()
     return np.concatenate(parts) if parts else np.empty(0, dtype=bool)
 
@@ -62,11 +63,11 @@ def query_codes(query_ids: pa.ChunkedArray) -> QueryCodes:
     if n == 0:
         return QueryCodes(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), True)
     starts = np.flatnonzero(np.concatenate(([True], _adjacent_changes(query_ids))))
-    if pc.count_distinct(query_ids.take(pa.array(starts))).as_py() == len(starts):
+    if pc.count_distinct(query_ids.take(from_numpy(starts))).as_py() == len(starts):
         code_type = np.int32 if len(starts) < 2**31 else np.int64  # int32: half the memory of a ten-million-row run
         codes = np.repeat(np.arange(len(starts), dtype=code_type), np.diff(np.append(starts, n)))
         return QueryCodes(codes, starts, True)
-    codes = pc.dictionary_encode(query_ids.combine_chunks()).indices.to_numpy()  # int32 (Arrow's dictionary index)
+    codes = to_numpy(pc.dictionary_encode(query_ids.combine_chunks()).indices)  # int32 (Arrow's dictionary index)
     first_rows = np.full(int(codes.max()) + 1, n, dtype=np.int64)
     np.minimum.at(first_rows, codes, np.arange(n))
     return QueryCodes(codes, first_rows, False)
@@ -139,7 +140,7 @@ def duplicate_pair_rows(
     candidates = _candidate_repeat_rows(codes, chunk_hashes)
     if len(candidates) == 0:
         return candidates
-    indices = pa.array(candidates)
+    indices = from_numpy(candidates)
     pairs = zip(table.column(QUERY_ID).take(indices).to_pylist(), table.column(CHUNK_ID).take(indices).to_pylist())
     seen: set[tuple[str, str]] = set()
     repeats = []

@@ -18,11 +18,13 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import LogFieldsConfig as LogFields
 from ..errors import InputError
 from .formats import LOG_FORMATS, LogFormat, register_log_format
+
+if TYPE_CHECKING:  # config (pydantic models, YAML) is imported where a log is read: `score` never needs it
+    from ..config import LogFieldsConfig as LogFields
 
 THUMBS_UP = {"up", "+1", "1", "true", "yes", "good", "positive", "thumbs_up", "👍"}
 THUMBS_DOWN = {"down", "-1", "0", "false", "no", "bad", "negative", "thumbs_down", "👎"}
@@ -579,4 +581,8 @@ def read_log(path: str | Path, format: str, fields: LogFields | None = None) -> 
         raise InputError(f"unknown log format {format!r}; use {', '.join(LOG_FORMATS)}")
     if not path.is_file():
         raise InputError("no such log file", path=path)
-    return LOG_FORMATS[format].read(path, fields or LogFields())
+    if fields is None:
+        from ..config import LogFieldsConfig
+
+        fields = LogFieldsConfig()
+    return LOG_FORMATS[format].read(path, fields)

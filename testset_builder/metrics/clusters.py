@@ -16,9 +16,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from .._disjoint import DisjointSets
+from .._arrow import from_numpy, to_numpy
 from ..errors import InputError
+from ..tables import CHUNK_ID, GRADE, QUERY_ID
 
 ClusterBy = Literal["auto", "query", "document", "relevant", "given"]
 CLUSTER_CHOICES = ("auto", "query", "document", "relevant", "given")
@@ -93,13 +96,13 @@ def resolve_clusters(
     query_ids: Sequence[str],
     cluster_by: str = "auto",
     source_document: Callable[[str], str | None] | None = None,
-    relevant: Mapping[str, Iterable[str]] | None = None,
+    relevant: Mapping[str, Iterable[str]] | RelevantPairs | None = None,
     given: Mapping[str, str] | None = None,
 ) -> Clusters:
     """Clusters for ``query_ids``: ``query`` (each alone), ``document`` (a query's source document where known,
     else the query alone), ``relevant`` (queries sharing a document in ``relevant``, query -> its relevant
-    documents, joined transitively), ``given`` (the cluster ``given`` names for a query, else the query alone) or
-    ``auto`` (``given`` when a clusters file is given, else ``document`` when any source document is known, else
+    documents or :class:`RelevantPairs`, joined transitively), ``given`` (the cluster ``given`` names for a query,
+    else the query alone) or ``auto`` (``given`` when a clusters file is given, else ``document`` when any source document is known, else
     ``query``, saying how many queries share relevant documents).
 
     When every cluster holds a single query the codes are None, so scoring takes the plain path."""
@@ -142,16 +145,90 @@ def _clusters(asked: str, by: str, keys: list[str], alone: int) -> Clusters:
     return Clusters(asked, by, None if groups == n else codes.astype(np.int64), n, groups, alone)
 
 
-def _shared(query_ids: Sequence[str], relevant: Mapping[str, Iterable[str]]) -> tuple[list[str], int, int]:
+@dataclass(frozen=True)
+class RelevantPairs:
+    """The relevant (query, document) pairs, coded: pair ``i`` joins query ``queries[query_codes[i]]`` to the
+    document coded ``document_codes[i]``. What :func:`resolve_clusters` joins queries on, made from a qrels table's
+    columns (:meth:`from_table`) without a set per query, or from a mapping (:meth:`from_mapping`)."""
+
+    queries: list[str]
+    query_codes: np.ndarray
+    document_codes: np.ndarray
+
+    @classmethod
+    def from_table(
+        cls, table: pa.Table, relevance_level: int = 1, document_of: Callable[[str], str] | None = None
+    ) -> RelevantPairs:
+        """The pairs of a qrels table graded ``relevance_level`` or more; ``document_of`` gives a chunk's document
+        (None: each chunk id is a document)."""
+        keep = from_numpy(to_numpy(table.column(GRADE)) >= relevance_level)
+        queries = pc.dictionary_encode(table.column(QUERY_ID).filter(keep).combine_chunks())
+        chunks = pc.dictionary_encode(table.column(CHUNK_ID).filter(keep).combine_chunks())
+        document_codes = to_numpy(chunks.indices).astype(np.int64)
+        if document_of is not None:  # the chunks of one document share its code
+            code_of: dict[str, int] = {}
+            names = chunks.dictionary.to_pylist()
+            by_chunk = np.array([code_of.setdefault(document_of(c), len(code_of)) for c in names], dtype=np.int64)
+            document_codes = by_chunk[document_codes]
+        return cls(queries.dictionary.to_pylist(), to_numpy(queries.indices).astype(np.int64), document_codes)
+
+    @classmethod
+    def from_mapping(cls, relevant: Mapping[str, Iterable[str]]) -> RelevantPairs:
+        """The pairs of ``{query id: its relevant documents}``."""
+        code_of: dict[str, int] = {}
+        queries, query_codes, document_codes = [], [], []
+        for query, documents in relevant.items():
+            queries.append(str(query))
+            for document in documents:
+                query_codes.append(len(queries) - 1)
+                document_codes.append(code_of.setdefault(document, len(code_of)))
+        return cls(queries, np.asarray(query_codes, dtype=np.int64), np.asarray(document_codes, dtype=np.int64))
+
+
+def _edges(query_ids: Sequence[str], pairs: RelevantPairs) -> tuple[np.ndarray, np.ndarray, int]:
+    """(query row, document code) of each relevant pair whose query is evaluated, and the number of codes."""
+    row_of = {str(q): i for i, q in enumerate(query_ids)}
+    row_by_code = np.array([row_of.get(q, -1) for q in pairs.queries], dtype=np.int64)
+    rows = row_by_code[pairs.query_codes]
+    evaluated = rows >= 0
+    documents = int(pairs.document_codes.max()) + 1 if len(pairs.document_codes) else 0
+    return rows[evaluated], pairs.document_codes[evaluated], documents
+
+
+def _components(n: int, rows: np.ndarray, codes: np.ndarray, documents: int) -> np.ndarray:
+    """Each query row's root: the smallest row joined to it through shared documents, transitively.
+
+    Each document's queries are joined to its smallest query (a star per document), then labels are propagated
+    along the stars and shortened by pointer jumping until nothing changes: a few vectorised passes where a
+    union-find walks every pair in Python. Labels only ever fall to a row of the same component, and the smallest
+    row of a component keeps its own, so at the fixed point every row holds its component's smallest."""
+    labels = np.arange(n)
+    if len(rows) == 0:
+        return labels
+    first = np.full(documents, n)
+    np.minimum.at(first, codes, rows)
+    hub = first[codes]
+    while True:
+        before = labels.copy()
+        np.minimum.at(labels, rows, labels[hub])
+        np.minimum.at(labels, hub, labels[rows])
+        while True:  # pointer jumping: labels[i] <= i, so labels[labels] only shortens the chains
+            jumped = labels[labels]
+            if np.array_equal(jumped, labels):
+                break
+            labels = jumped
+        if np.array_equal(labels, before):
+            return labels
+
+
+def _shared(
+    query_ids: Sequence[str], relevant: Mapping[str, Iterable[str]] | RelevantPairs
+) -> tuple[list[str], int, int]:
     """Each query's cluster key when queries sharing a relevant document join (transitively), how many queries
     share none, and the size of the largest cluster."""
-    sets = DisjointSets(len(query_ids))
-    first: dict[str, int] = {}
-    for i, query in enumerate(query_ids):
-        for document in sorted(set(relevant.get(str(query), ()))):
-            a, b = sets.find(i), sets.find(first.setdefault(document, i))
-            if a != b:  # towards the smaller index: the same clusters, and codes, whatever the hash seed
-                sets.union(max(a, b), min(a, b))
-    roots = [sets.find(i) for i in range(len(query_ids))]
-    sizes = np.bincount(roots, minlength=len(query_ids))
-    return [f"r:{r}" for r in roots], int(sum(sizes[r] == 1 for r in roots)), int(sizes.max(initial=0))
+    n = len(query_ids)
+    pairs = relevant if isinstance(relevant, RelevantPairs) else RelevantPairs.from_mapping(relevant)
+    roots = _components(n, *_edges(query_ids, pairs))
+    sizes = np.bincount(roots, minlength=n)
+    keys = [f"r:{r}" for r in roots.tolist()]
+    return keys, int(np.count_nonzero(sizes[roots] == 1)), int(sizes.max(initial=0))

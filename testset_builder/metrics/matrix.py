@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._arrow import from_numpy, to_numpy
 from .._hashing import string_hash64
 from .._threads import in_parallel
 from ..tables import CHUNK_ID, GRADE, QUERY_ID, SCORE, Qrels, Run
@@ -90,7 +91,7 @@ class GradeMatrix:
 
 
 def _ideal_grades(qrels: pa.Table, rows: np.ndarray, n_queries: int) -> np.ndarray:
-    grades = qrels.column(GRADE).to_numpy()
+    grades = to_numpy(qrels.column(GRADE))
     positive = grades > 0
     rows, grades = rows[positive], grades[positive]
     if len(rows) == 0:
@@ -139,15 +140,15 @@ def _break_ties(
     starts_segment[1:] = ~np.isin(positions[1:] - 1, tied_after, assume_unique=True)
     segment = np.cumsum(starts_segment)
     rows = positions if table_rows is None else table_rows[positions]
-    id_rank = pc.rank(chunk_ids.take(pa.array(rows)), sort_keys="descending", tiebreaker="dense")
-    return np.stack((positions, positions[np.lexsort((id_rank.to_numpy(), segment))]))
+    id_rank = pc.rank(chunk_ids.take(from_numpy(rows)), sort_keys="descending", tiebreaker="dense")
+    return np.stack((positions, positions[np.lexsort((to_numpy(id_rank), segment))]))
 
 
 def _single_precision(scores: pa.ChunkedArray) -> np.ndarray:
     """The scores as float32 (as trec_eval stores them), converted chunk by chunk: no float64 copy of the column."""
     out, start = np.empty(len(scores), dtype=np.float32), 0
     for chunk in scores.chunks:
-        out[start : start + len(chunk)] = chunk.to_numpy()
+        out[start : start + len(chunk)] = to_numpy(chunk)
         start += len(chunk)
     return out
 
@@ -217,9 +218,9 @@ def _judged_rows(
     match_starts = np.cumsum(matches) - matches
     positions = np.repeat(first - match_starts, matches) + np.arange(len(rows))
     judged_rows = judged_order[positions]
-    run_ids = chunk_ids.take(pa.array(rows if table_rows is None else table_rows[rows]))
-    same_id = pc.equal(run_ids, qrels_table.column(CHUNK_ID).take(pa.array(judged_rows))).to_numpy(zero_copy_only=False)
-    rows, grades = rows[same_id], qrels_table.column(GRADE).to_numpy()[judged_rows[same_id]]
+    run_ids = chunk_ids.take(from_numpy(rows if table_rows is None else table_rows[rows]))
+    same_id = to_numpy(pc.equal(run_ids, qrels_table.column(CHUNK_ID).take(from_numpy(judged_rows))))
+    rows, grades = rows[same_id], to_numpy(qrels_table.column(GRADE))[judged_rows[same_id]]
     nonzero = grades != 0
     return rows[nonzero], grades[nonzero]
 
@@ -245,13 +246,13 @@ def build_grade_matrix(
     qrels_table, run_table = qrels.table, run.table
     query_ids = pc.unique(qrels_table.column(QUERY_ID)).sort()
     n_queries = len(query_ids)
-    qrels_rows = pc.index_in(qrels_table.column(QUERY_ID), value_set=query_ids).to_numpy()
+    qrels_rows = to_numpy(pc.index_in(qrels_table.column(QUERY_ID), value_set=query_ids))
     ideal = _ideal_grades(qrels_table, qrels_rows, n_queries)
-    num_relevant = np.bincount(qrels_rows[qrels_table.column(GRADE).to_numpy() >= relevance_level], minlength=n_queries)
+    num_relevant = np.bincount(qrels_rows[to_numpy(qrels_table.column(GRADE)) >= relevance_level], minlength=n_queries)
 
     codes = run.query_codes
-    first_ids = run_table.column(QUERY_ID).take(pa.array(codes.first_rows))
-    code_rows = pc.index_in(first_ids, value_set=query_ids).fill_null(-1).to_numpy()  # int32: half the traffic
+    first_ids = run_table.column(QUERY_ID).take(from_numpy(codes.first_rows))
+    code_rows = to_numpy(pc.index_in(first_ids, value_set=query_ids), fill=-1)  # int32: half the traffic
     dropped = int(np.count_nonzero(code_rows < 0))
     query_rows = code_rows[codes.codes]
     scores = _single_precision(run_table.column(SCORE))

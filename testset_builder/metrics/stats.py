@@ -20,6 +20,8 @@ same draws, as separate seeded calls would, at the cost of one draw.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 # resampling is done in blocks of at most this many cells, so memory stays flat whatever the query count
@@ -49,14 +51,29 @@ def cluster_totals(values: np.ndarray, clusters: np.ndarray | None) -> tuple[np.
     return totals, np.bincount(clusters, minlength=groups).astype(np.float64)
 
 
-def _draw_counts(rng: np.random.Generator, size: int, groups: int) -> np.ndarray:
-    """How many times each of ``groups`` units is drawn in each of ``size`` bootstrap resamples (size x groups).
+def _counts(draws: np.ndarray, groups: int) -> np.ndarray:
+    """How many times each of ``groups`` units is drawn in each resample, from a block of draws (size x groups):
+    ``rng.integers(0, groups, (size, groups))``, the same a gather of resampled indices would use, counted so that a
+    resample's sums become one matrix product; a resample at a time, where the counts stay in cache."""
+    counts = np.empty(draws.shape)
+    for row in range(len(draws)):
+        counts[row] = np.bincount(draws[row], minlength=groups)
+    return counts
 
-    The draws are ``rng.integers(0, groups, (size, groups))``, the same a gather of resampled indices would use,
-    counted so that a resample's sums become one matrix product."""
-    draws = rng.integers(0, groups, size=(size, groups))
-    draws += (np.arange(size) * groups)[:, None]
-    return np.bincount(draws.ravel(), minlength=size * groups).reshape(size, groups).astype(np.float64)
+
+def _draws(rng: np.random.Generator, groups: int, sizes: list[int]):
+    """Each block's draws in turn; the next block is drawn on a second thread while the caller counts this one (the
+    generator releases the GIL), from the one generator in the same order, so the draws are those of a single thread."""
+    if len(sizes) < 2:
+        yield from (rng.integers(0, groups, size=(size, groups)) for size in sizes)
+        return
+    with ThreadPoolExecutor(max_workers=1) as drawer:
+        pending = drawer.submit(rng.integers, 0, groups, (sizes[0], groups))
+        for following in [*sizes[1:], None]:
+            draws = pending.result()
+            if following is not None:
+                pending = drawer.submit(rng.integers, 0, groups, (following, groups))
+            yield draws
 
 
 def resampled_means(
@@ -67,8 +84,9 @@ def resampled_means(
     groups = len(totals)
     rng = np.random.default_rng(seed)
     means = []
-    for size in _blocks(resamples, groups, _BLOCK_CELLS // 2):  # counts, draws: two arrays of a block each
-        counts = _draw_counts(rng, size, groups)
+    blocks = list(_blocks(resamples, groups, _BLOCK_CELLS // 4))  # draws, the next block's, counts: a block each
+    for draws in _draws(rng, groups, blocks):
+        counts = _counts(draws, groups)
         means.append((counts @ totals) / (counts @ sizes)[:, None])
     return np.concatenate(means)
 
