@@ -102,8 +102,8 @@ def resolve_clusters(
     """Clusters for ``query_ids``: ``query`` (each alone), ``document`` (a query's source document where known,
     else the query alone), ``relevant`` (queries sharing a document in ``relevant``, query -> its relevant
     documents or :class:`RelevantPairs`, joined transitively), ``given`` (the cluster ``given`` names for a query,
-    else the query alone) or ``auto`` (``given`` when a clusters file is given, else ``document`` when any source document is known, else
-    ``query``, saying how many queries share relevant documents).
+    else the query alone) or ``auto`` (``given`` when a clusters file is given, else ``document`` when any source
+    document is known, else ``query``, saying how many queries share relevant documents).
 
     When every cluster holds a single query the codes are None, so scoring takes the plain path."""
     if cluster_by not in CLUSTER_CHOICES:
