@@ -46,7 +46,7 @@ test: lint
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP_DEV)
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/run.py $(BENCH)
 
 # guides/reference-cli.md and reference-config.md, generated from the code (a test holds them current)
 reference: $(STAMP_BASE)

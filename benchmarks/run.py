@@ -1,4 +1,10 @@
-"""`make bench`: every benchmark, each reporting ratios against the peers measured in the same run."""
+"""`make bench`: every benchmark, each reporting ratios against the peers measured in the same run.
+
+    python benchmarks/run.py                      # all of them, in this order
+    python benchmarks/run.py metrics encoding     # some of them: `make bench BENCH="metrics encoding ingest"`
+
+The load average is printed at the start and after each benchmark: on a shared machine wall times vary with it.
+"""
 
 from __future__ import annotations
 
@@ -8,41 +14,75 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import chunking_speed
-import encoding_speed
-import estimate_transfer
-import ingest_scale
-import judge_agreement
-import llm_throughput
-import log_import_scale
-import metrics_speed
-import pool_scale
-import synthetic_agreement
-import vs_ragas
+# name: (title, module, arguments); in the order `make bench` runs them
+BENCHMARKS = {
+    "metrics": ("metrics: testset-builder vs pytrec_eval vs ranx, in process and whole processes", "metrics_speed", []),
+    "chunking": ("chunking: testset-builder vs langchain-text-splitters vs semchunk on SciFact", "chunking_speed", []),
+    "encoding": (
+        "dense encoding: PyTorch vs ONNX Runtime int8 on SciFact (texts/s, retrieval and estimate quality)",
+        "encoding_speed",
+        [],
+    ),
+    "ingest": (
+        "chunk at scale: a 1 GB generated corpus, then one file added and one changed (MB/s, peak RSS)",
+        "ingest_scale",
+        [],
+    ),
+    "llm": ("LLM layer: throughput under a rate limit, vs sequential; local model speed", "llm_throughput", []),
+    "judge": (
+        "propose: pool recall on SciFact, and the judge (local model by default) against the human labels",
+        "judge_agreement",
+        [],
+    ),
+    "logs": (
+        "import-logs: a 1 GB production log in bounded memory, planted faults counted exactly",
+        "log_import_scale",
+        [],
+    ),
+    "pools": (
+        "pools at 1M chunks: BM25 and dense build, 1,000 queries, peak RSS, vs today's in-memory paths",
+        "pool_scale",
+        [],
+    ),
+    "transfer": (
+        "trust out of domain: the relevance estimate left out of its prior's fit, refits, PPI coverage",
+        "estimate_transfer",
+        [],
+    ),
+    "synthetic": (
+        "synthesize: does a synthetic SciFact set rank retrievers as the human labels do?",
+        "synthetic_agreement",
+        [],
+    ),
+    "ragas": (
+        "synthesize vs Ragas TestsetGenerator: calls, tokens, time per question, source chunk ids",
+        "vs_ragas",
+        [],
+    ),
+}
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (5 min {five:.1f}) on {os.cpu_count()} cores"
+
+
+def main(names: list[str]) -> None:
+    import importlib
+
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        raise SystemExit(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
+    print(f"== make bench: {_load()} ==")
+    for name in names or list(BENCHMARKS):
+        title, module, arguments = BENCHMARKS[name]
+        if name == "ragas" and os.environ.get("BENCH_SKIP_RAGAS"):
+            print("\n== vs Ragas: skipped (BENCH_SKIP_RAGAS is set) ==")
+            continue
+        print(f"\n== {title} ==", flush=True)
+        importlib.import_module(module).main(arguments)
+        print(f"   ({_load()})", flush=True)
+
 
 if __name__ == "__main__":
-    print("== metrics: testset-builder vs pytrec_eval vs ranx ==")
-    metrics_speed.main([])
-    print("\n== chunking: testset-builder vs langchain-text-splitters vs semchunk on SciFact ==")
-    chunking_speed.main([])
-    print("\n== dense encoding: PyTorch vs ONNX Runtime int8 on SciFact (texts/s, retrieval and estimate quality) ==")
-    encoding_speed.main([])
-    print("\n== chunk at scale: a 1 GB generated corpus, then one file added and one changed (MB/s, peak RSS) ==")
-    ingest_scale.main([])
-    print("\n== LLM layer: throughput under a rate limit, vs sequential; local model speed ==")
-    llm_throughput.main([])
-    print("\n== propose: pool recall on SciFact, and the judge (local model by default) against the human labels ==")
-    judge_agreement.main([])
-    print("\n== import-logs: a 1 GB production log in bounded memory, planted faults counted exactly ==")
-    log_import_scale.main([])
-    print("\n== pools at 1M chunks: BM25 and dense build, 1,000 queries, peak RSS, vs today's in-memory paths ==")
-    pool_scale.main([])
-    print("\n== trust out of domain: the relevance estimate left out of its prior's fit, refits, PPI coverage ==")
-    estimate_transfer.main([])
-    print("\n== synthesize: does a synthetic SciFact set rank retrievers as the human labels do? ==")
-    synthetic_agreement.main([])
-    if os.environ.get("BENCH_SKIP_RAGAS"):
-        print("\n== vs Ragas: skipped (BENCH_SKIP_RAGAS is set) ==")
-    else:
-        print("\n== synthesize vs Ragas TestsetGenerator: calls, tokens, time per question, source chunk ids ==")
-        vs_ragas.main([])
+    main(sys.argv[1:])
