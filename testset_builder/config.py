@@ -360,7 +360,8 @@ class LogsConfig(Strict):
     """How ``import-logs`` reads production RAG logs."""
 
     format: str = Field(
-        default="jsonl", description="jsonl, csv, otel, or a format registered with export.register_log_format"
+        default="jsonl",
+        description="jsonl, csv, otel, langfuse, or a format registered with export.register_log_format",
     )
     fields: LogFieldsConfig = LogFieldsConfig()
     scrub_pii: bool = Field(default=True, description="replace e-mails and phone numbers before anything is stored")

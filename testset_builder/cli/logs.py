@@ -21,7 +21,8 @@ def import_logs(
         str | None,
         typer.Option(
             "--format",
-            help="jsonl, csv, otel (OpenInference / OpenLLMetry spans) or a registered format. Config: logs.format.",
+            help="jsonl, csv, otel (OpenInference / OpenLLMetry spans), langfuse (its exports) or a registered format. "
+            "Config: logs.format.",
             show_default=False,
         ),
     ] = None,
@@ -49,7 +50,8 @@ def import_logs(
     are matched exactly or normalised, and an unknown id (a framework's node id) is matched by its text when the
     log has it: what matches nothing is counted and listed with its line, never guessed. Field names are mapped by
     the config's `logs.fields` (dotted paths for nested JSON). OpenTelemetry traces (--format otel) are read as
-    the SDK's and the Collector's exporters write them: OTLP JSON, hex or base64 ids, and the console exporter.
+    the SDK's and the Collector's exporters write them: OTLP JSON, hex or base64 ids, and the console exporter;
+    Langfuse's exports (--format langfuse) as trace and session downloads, table exports and API pages.
 
     A log whose first lines give no record, or more unreadable lines than records, is refused before anything is
     stored (exit 1), so it can be imported again with the right --format. The log streams in batches; importing

@@ -32,6 +32,7 @@ from .formats import (
     register_run_format,
 )
 from .jsonl import read_jsonl_qrels, read_jsonl_run, write_jsonl_qrels, write_jsonl_run
+from .langfuse import read_langfuse
 from .logs import read_log
 from .review_tools import read_annotators
 from .trec import read_trec_qrels, read_trec_run, write_trec_qrels, write_trec_run
@@ -139,6 +140,7 @@ __all__ = [
     "read_beir_qrels",
     "read_jsonl_qrels",
     "read_jsonl_run",
+    "read_langfuse",
     "read_log",
     "read_qrels",
     "read_run",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -534,19 +534,21 @@ def _trace_record(trace_id: str, line: int, spans: list[dict], fields: LogFields
         return Unreadable(line, f"trace {trace_id}: {error}")
 
 
-def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]:
-    """OpenTelemetry traces, one record each, from what exporters write: OTLP JSON (the Collector's file exporter
-    and the SDK's OTLP encoder: an export request a line, ids hex or base64), one span a line (OTLP, flat, or the
-    console exporter's one-line form), the SDK's console exporter (one span over many lines), Phoenix's span pages.
-    Spans of a trace may come in any order and anywhere in the file: a first pass notes the line where each
-    trace's last span is, the second emits a trace's record there. So records come in line order (what a resumed
-    import counts on). What is held: one value of the file at a time, each trace id with its last line (a few
-    dozen bytes a trace), and the spans of the traces still open."""
+def grouped_by_trace(
+    path: Path, items_of: Callable[[Any], tuple[list[dict], list[str]]], what: str
+) -> Iterator[tuple[str, int, list[dict]] | Unreadable]:
+    """The items of a trace file (spans, observations: dicts with their ``trace`` id) grouped by trace, each trace
+    as ``(trace id, line, its items)`` at the line of its last item, whatever the order and place of its items.
+    ``items_of`` gives the items of one JSON value and why any could not be read (each said as "not a ``what``").
+
+    A first pass notes the line where each trace's last item is; the second emits a trace there. So traces come in
+    line order (what a resumed import counts on). What is held: one value of the file at a time, each trace id
+    with its last line (a few dozen bytes a trace), and the items of the traces still open."""
     last: dict[str, int] = {}
     for _, end, value in _json_values(path):
         if not isinstance(value, Unreadable):
-            for span in _spans(value)[0]:
-                last[span["trace"]] = end
+            for item in items_of(value)[0]:
+                last[item["trace"]] = end
     open_traces: dict[str, list[dict]] = {}
     final = 0
     for start, end, value in _json_values(path):
@@ -554,16 +556,25 @@ def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]
         if isinstance(value, Unreadable):
             yield value
             continue
-        spans, problems = _spans(value)
+        items, problems = items_of(value)
         for problem in problems:
-            yield Unreadable(start, f"not a span ({problem})")
-        for span in spans:
-            open_traces.setdefault(span["trace"], []).append(span)
-        for trace_id in dict.fromkeys(span["trace"] for span in spans):
-            if last.get(trace_id, end) <= end:  # its last span: the trace is whole
-                yield _trace_record(trace_id, end, open_traces.pop(trace_id), fields)
-    for trace_id, spans in open_traces.items():  # only when the file changed between the passes
-        yield _trace_record(trace_id, final, spans, fields)
+            yield Unreadable(start, f"not {what} ({problem})")
+        for item in items:
+            open_traces.setdefault(item["trace"], []).append(item)
+        for trace_id in dict.fromkeys(item["trace"] for item in items):
+            if last.get(trace_id, end) <= end:  # its last item: the trace is whole
+                yield trace_id, end, open_traces.pop(trace_id)
+    for trace_id, items in open_traces.items():  # only when the file changed between the passes
+        yield trace_id, final, items
+
+
+def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]:
+    """OpenTelemetry traces, one record each, from what exporters write: OTLP JSON (the Collector's file exporter
+    and the SDK's OTLP encoder: an export request a line, ids hex or base64), one span a line (OTLP, flat, or the
+    console exporter's one-line form), the SDK's console exporter (one span over many lines), Phoenix's span pages.
+    Spans of a trace may come in any order and anywhere in the file (:func:`grouped_by_trace`)."""
+    for got in grouped_by_trace(path, _spans, "a span"):
+        yield got if isinstance(got, Unreadable) else _trace_record(*got, fields)
 
 
 register_log_format(LogFormat("jsonl", read_jsonl, "one JSON object a request; fields by the config's logs.fields"))
