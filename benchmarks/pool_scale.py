@@ -5,8 +5,9 @@ Needs ../shared/data/scifact. A workspace of ``--chunks`` chunks (default 1,000,
 deterministically into benchmarks/.cache/pool-scale/ (reused when present): SciFact's sentences, drawn by a seeded
 generator, ten chunks to a document titled by a SciFact title. The queries are SciFact's first 1,000.
 
-Each contender runs in its own process; its peak RSS is the child's own (``ru_maxrss``, which counts the pages of
-memory-mapped files it touched). Contenders:
+Each contender runs in its own process; its peak RSS is the child's own (``VmHWM``, which counts the pages of
+memory-mapped files it touched; unlike ``ru_maxrss`` it does not carry the parent's over ``fork`` and ``exec``).
+Contenders:
 
 - bm25 (ours): ``WorkspaceIndexes(ws, ("bm25",))`` on an empty index directory (reads the chunks from the store in
   batches, builds in bounded memory, memory-maps), then a second process opening the cached index and searching.
@@ -40,12 +41,12 @@ WORDS_PER_CHUNK = 100
 CHUNKS_PER_DOC = 10
 
 CHILD = """
-import json, resource, sys, time
+import json, sys, time
 sys.path.insert(0, {here!r})
 import pool_scale
 start = time.perf_counter()
 figures = pool_scale.CONTENDERS[sys.argv[1]](*sys.argv[2:])
-figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+figures["peak_rss_mb"] = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
 print(json.dumps(figures))
 """
 
