@@ -10,9 +10,10 @@ verbatim, or re-spaced and upper-cased so only the normalised match finds it), r
 does not have, texts that match no chunk, lines that are not JSON, and e-mail addresses in queries.
 
 Each import runs in its own process on a fresh copy of the workspace; its peak resident memory is the process's
-own (VmHWM, which unlike ru_maxrss does not carry over the RSS of the process that started it). Bounded memory means the peak does not grow with the log: the same import is run on a log a tenth
-the size, and a plain ``json.loads`` pass over the file (the floor for any Python reader of JSON lines) is timed
-in the same run for the throughput ratio.
+own (VmHWM, which unlike ru_maxrss does not carry over the RSS of the process that started it). Bounded memory
+means the peak does not grow with the log: the same import is run on a log a tenth the size, and a plain
+``json.loads`` pass over the file (the floor for any Python reader of JSON lines) is timed in the same run for the
+throughput ratio.
 
     python benchmarks/log_import_scale.py [--size-mb 1000] [--small-mb 100]
 """
