@@ -16,7 +16,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # name: (title, module, arguments); in the order `make bench` runs them
 BENCHMARKS = {
-    "metrics": ("metrics: testset-builder vs pytrec_eval vs ranx, in process and whole processes", "metrics_speed", ["--repeat", "3"]),
+    "metrics": (
+        "metrics: testset-builder vs pytrec_eval vs ranx, in process and whole processes",
+        "metrics_speed",
+        ["--repeat", "3"],
+    ),
     "chunking": ("chunking: testset-builder vs langchain-text-splitters vs semchunk on SciFact", "chunking_speed", []),
     "encoding": (
         "dense encoding: PyTorch vs ONNX Runtime int8 on SciFact (texts/s, retrieval and estimate quality)",
