@@ -302,3 +302,14 @@ def test_shared_relevant_clusters_match_joining_the_queries_by_hand_from_a_mappi
         together = {(a, b) for a in range(n) for b in range(n) if codes[a] == codes[b]}
         assert together == {(a, b) for a in range(n) for b in range(n) if expected[names[a]] == expected[names[b]]}
         assert clusters.alone == sum(list(expected.values()).count(r) == 1 for r in expected.values())
+
+
+def test_a_long_chain_of_queries_in_any_order_is_one_cluster_rooted_at_its_smallest_query():
+    from testset_builder.metrics.clusters import RelevantPairs, _shared
+
+    n = 3000
+    order = np.random.default_rng(5).permutation(n)  # the chain's neighbours far apart in the evaluated order
+    names = [f"q{i:05d}" for i in range(n)]
+    links = {names[order[i]]: [f"d{i}", f"d{i + 1}"] for i in range(n)}  # each shares a document with the next
+    keys, alone, largest = _shared(names, RelevantPairs.from_mapping(links))
+    assert set(keys) == {"r:0"} and (alone, largest) == (0, n)

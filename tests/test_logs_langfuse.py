@@ -44,7 +44,8 @@ def traces(ws) -> tuple[list[dict], dict[str, list[str]]]:
             {
                 "trace": {"id": trace_id, "name": "rag", "timestamp": at, "sessionId": f"session-{n % 2}",
                           "input": json.dumps({"question": question}), "output": json.dumps(f"answer {n}"),
-                          "scores": [{"name": "user-feedback", "value": 1 if n % 2 else 0, "comment": f"c{n}"}]},
+                          "scores": [{"name": "user-feedback", "value": 1 if n % 2 else 0, "comment": f"c{n}",
+                                      "stringValue": None}]},
                 "observations": [
                     {"id": f"{trace_id}-r", "traceId": trace_id, "type": "RETRIEVER", "name": "VectorStoreRetriever",
                      "startTime": at, "input": question, "output": stored(documents)},

@@ -82,6 +82,13 @@ def test_arrow_columns_read_into_numpy_as_pyarrow_reads_them_slices_chunks_and_n
         assert from_numpy(values).to_pylist() == values.tolist()
     with pytest.raises(TypeError, match="one-dimensional numeric"):
         from_numpy(np.array(["a"]))
+    with pytest.raises(TypeError, match="one-dimensional numeric"):
+        from_numpy(np.ones((2, 3), dtype=bool))
+    table = pa.table({"grade": pa.array([0, 1, 2], pa.int8())})
+    view = to_numpy(table.column("grade"))
+    with pytest.raises(ValueError, match="read-only"):
+        view[0] = 9  # a view of the table's buffer: writing it would change the table
+    assert table.column("grade").to_pylist() == [0, 1, 2]
 
 
 def test_scoring_trec_files_never_imports_pandas(tmp_path):

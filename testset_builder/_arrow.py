@@ -44,6 +44,7 @@ def _one_to_numpy(array: pa.Array, fill: int | float | None) -> np.ndarray:
         values = _bits(data, array.offset, len(array))
     else:
         values = np.frombuffer(data, dtype=dtype, count=array.offset + len(array))[array.offset :]
+        values.flags.writeable = False  # a view of the Arrow buffer, as pyarrow's zero-copy one: never written
     if array.null_count:  # the values under a null are unspecified: each is set to ``fill``
         values = np.where(_bits(validity, array.offset, len(array)), values, fill)
     return values
@@ -52,7 +53,8 @@ def _one_to_numpy(array: pa.Array, fill: int | float | None) -> np.ndarray:
 def to_numpy(values: pa.Array | pa.ChunkedArray, fill: int | float | None = None) -> np.ndarray:
     """A numeric or boolean Arrow array or column as numpy (a read-only view where the data is one numeric chunk).
 
-    Nulls become ``fill`` when it is given (as ``fill_null`` would, without pyarrow's scalar conversion).
+    Nulls become ``fill`` when it is given (as ``fill_null`` would, without pyarrow's scalar conversion; it must be a
+    value of the column's type).
     """
     if isinstance(values, pa.ChunkedArray):
         if values.num_chunks == 1:
@@ -66,10 +68,12 @@ def to_numpy(values: pa.Array | pa.ChunkedArray, fill: int | float | None = None
 def from_numpy(values: np.ndarray) -> pa.Array:
     """A one-dimensional numeric numpy array as an Arrow array without nulls (zero-copy where it is contiguous)."""
     values = np.ascontiguousarray(values)
+    if values.ndim != 1:
+        raise TypeError(f"from_numpy takes a one-dimensional numeric array, not {values.dtype} x {values.ndim}")
     if values.dtype == bool:
         bits = np.packbits(values, bitorder="little")
         return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
     arrow_type = _ARROW.get(values.dtype)
-    if arrow_type is None or values.ndim != 1:
+    if arrow_type is None:
         raise TypeError(f"from_numpy takes a one-dimensional numeric array, not {values.dtype} x {values.ndim}")
     return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])

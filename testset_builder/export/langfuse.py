@@ -140,7 +140,8 @@ def _feedback(scores: Any, fields: LogFields) -> tuple[int | None, float | None,
         if not isinstance(score, dict):
             continue
         name = str(score.get("name", "")).casefold()
-        value = score.get("stringValue", score.get("value"))
+        value = score.get("stringValue")  # a categorical score's; null (not absent) on a numeric one
+        value = score.get("value") if value is None else value
         if name in (fields.thumbs.casefold(), *FEEDBACK_SCORES):
             thumbs, comment = _thumbs(value), _text(score.get("comment"), "a score's comment") or comment
         elif name == fields.rating.casefold():
