@@ -116,3 +116,54 @@ def test_run_imports_a_log_draws_its_failures_proposes_them_and_releases_them_an
     assert main(["run", str(config), "--no-review", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["stages"]["import-logs"]["result"]["already_imported"] and "select-logs" not in again["stages"]
+
+
+def test_logged_sessions_are_kept_as_hashes_and_score_resamples_real_queries_by_session(
+    docs_workspace, tmp_path, capsys
+):
+    from testset_builder.stages.logs.importer import session_key
+
+    ws = docs_workspace
+    ids = [chunk_id for chunk_id, _, _ in rows.live_chunk_rows(ws.db)]
+    sessions = {i: f"alice@example.com-{i // 4}" for i in range(24)}  # four queries a session; ids that are personal
+    records = [
+        {"query": f"{TOPICS[i % len(TOPICS)]} asked in turn {i}", "retrieved": ids[i % 5 : i % 5 + 3],
+         "session": sessions[i], "timestamp": f"2026-11-01T10:{i:02d}:00Z"}
+        for i in range(24)
+    ]  # fmt: skip
+    records.append({**records[0], "session": "someone-else", "timestamp": "2026-11-02T10:00:00Z"})  # asked again
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    import_logs(ws, log)
+    drawn = select_logged(ws, limit=24, seed=1).drawn_queries
+    run = stored_logs.production_run(ws.db)
+    with ws.transaction() as db:  # a reviewer labels each query's production top result
+        rows.add_judgments(
+            db,
+            [
+                Judgment(
+                    judgment_id=f"h-{d['query_id']}", query_id=d["query_id"], chunk_id=run[d["query_id"]][0][1],
+                    grade=2 if n % 3 else 0, source=JudgmentSource.human, reviewer="ann", status=JudgmentStatus.final,
+                )
+                for n, d in enumerate(drawn)
+            ],
+        )  # fmt: skip
+    summary = write_release(ws, "1.0.0")
+    released = load_release(summary.path)
+    text_of = {q: t for q, t in released.queries.items()}
+    turn = {t: int(t.rsplit(" ", 1)[1]) for t in text_of.values()}
+    for query_id, row in released.logs.items():  # the first session that logged the query, as a hash
+        assert row["session"] == session_key(sessions[turn[text_of[query_id]]])
+    meta = (Path(summary.path) / "meta" / "logs.jsonl").read_text(encoding="utf-8")
+    assert "alice" not in meta and "someone-else" not in meta  # the ids themselves are published nowhere
+
+    trec = tmp_path / "run.trec"
+    trec.write_text("".join(f"{q} Q0 {c} {r} {1 / r} prod\n" for q, ranked in run.items() for r, c, _ in ranked))
+    assert main(["score", "--release", str(summary.path), "--run", str(trec), "--json"]) == 0
+    clusters = json.loads(capsys.readouterr().out)["clusters"]
+    n, by_session = len(released.queries), len({row["session"] for row in released.logs.values()})
+    assert 1 < by_session < n == len(released.logs)  # the drawn queries, several to a session
+    assert (clusters["by"], clusters["clusters"], clusters["queries_alone"]) == ("session", by_session, 0)
+    assert f"by logged session: {n} queries in {by_session} clusters" in clusters["description"]
+    assert main(["score", "--release", str(summary.path), "--run", str(trec), "--cluster-by", "query", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["clusters"]["clusters"] == n

@@ -737,12 +737,12 @@ def score(
     from .metrics.report import score_dicts
 
     specs = parse_metrics(metrics if isinstance(metrics, str) else list(metrics))
-    labels, estimates, source_document, queries, document_of = _labels(release, qrels)
+    labels, estimates, loaded, queries, document_of = _labels(release, qrels)
     made = _runs(runs, queries, k)
     scored = [evaluate_with_curve(labels, r, specs, relevance_level=relevance_level) for r in made]
     evaluations = [evaluation for evaluation, _ in scored]
     clusters = _clusters_of(
-        evaluations[0], labels, cluster_by, source_document, document_of, clusters, cluster_field, relevance_level
+        evaluations[0], labels, cluster_by, loaded, document_of, clusters, cluster_field, relevance_level
     )
     reports = score_dicts(evaluations, ci=ci, resamples=resamples, seed=seed, clusters=clusters.codes)
     for report_of, (_, curve) in zip(reports, scored):
@@ -762,8 +762,9 @@ GATE_RULE = "fail when the one-sided (1 - alpha/g) bootstrap upper bound of mean
 
 
 def _labels(release, qrels):
-    """(labels, estimates, source_document, queries, document_of) of a release, or of a qrels file or table
-    (release None): ``document_of`` gives a labelled chunk's document (a qrels file's ids are taken as documents)."""
+    """(labels, estimates, the loaded release, queries, document_of) of a release, or of a qrels file or table
+    (release None, and no loaded release): ``document_of`` gives a labelled chunk's document (a qrels file's ids are
+    taken as documents)."""
     from .export import read_qrels
 
     if (qrels is None) == (release is None):
@@ -774,16 +775,17 @@ def _labels(release, qrels):
         def document_of(chunk_id: str) -> str:
             return loaded.chunk_spans.get(chunk_id, {}).get("doc_id") or chunk_id
 
-        return loaded.qrels_table(), loaded.estimates, loaded.source_document, loaded.queries, document_of
+        return loaded.qrels_table(), loaded.estimates, loaded, loaded.queries, document_of
     return (read_qrels(qrels) if isinstance(qrels, str | Path) else qrels), [], None, None, str
 
 
 def _clusters_of(
-    evaluation, labels, cluster_by: str, source_document, document_of, clusters, cluster_field: str,
+    evaluation, labels, cluster_by: str, loaded, document_of, clusters, cluster_field: str,
     relevance_level: int = 1,
 ):  # fmt: skip
     """How queries resample together (:func:`~.metrics.clusters.resolve_clusters`): ``clusters`` a file (or a
-    mapping) of each query's cluster under ``cluster_field``; the relevant documents from the labels."""
+    mapping) of each query's cluster under ``cluster_field``; the relevant documents from the labels; a release's
+    (``loaded``) synthetic questions' source documents and logged queries' sessions."""
     from .metrics.clusters import RelevantPairs, resolve_clusters
 
     given = clusters
@@ -792,7 +794,8 @@ def _clusters_of(
 
         given = read_query_clusters(clusters, cluster_field)
     pairs = RelevantPairs.from_table(labels.table, relevance_level, None if document_of is str else document_of)
-    return resolve_clusters(evaluation.query_ids, cluster_by, source_document, pairs, given)
+    source_document, session = (loaded.source_document, loaded.session) if loaded is not None else (None, None)
+    return resolve_clusters(evaluation.query_ids, cluster_by, source_document, pairs, given, session)
 
 
 def _runs(runs, queries, k: int) -> list:
@@ -884,13 +887,13 @@ def compare(
     specs = parse_metrics(metrics if isinstance(metrics, str) else list(metrics))
     rules = parse_gate(list(fail_if_worse))
     specs += [spec for spec in parse_metrics([r.metric for r in rules]) if spec not in specs] if rules else []
-    labels, estimates, source_document, queries, document_of = _labels(release, qrels)
+    labels, estimates, loaded, queries, document_of = _labels(release, qrels)
     made = _runs(runs, queries, k)
     if len(made) < 2:
         raise InputError("compare needs at least two runs (the first is the baseline)")
     evaluations = [evaluate(labels, r, specs, relevance_level=relevance_level) for r in made]
     clusters = _clusters_of(
-        evaluations[0], labels, cluster_by, source_document, document_of, clusters, cluster_field, relevance_level
+        evaluations[0], labels, cluster_by, loaded, document_of, clusters, cluster_field, relevance_level
     )
     result = compare_runs(
         evaluations[0], evaluations[1:], test=test, alpha=alpha, resamples=resamples, seed=seed,

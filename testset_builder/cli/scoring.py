@@ -46,9 +46,10 @@ ClusterByOption = Annotated[
     typer.Option(
         "--cluster-by",
         help="What resamples together in intervals and paired tests: document (a synthetic question's source "
-        "document, from the release's meta/; a query with none known is its own cluster), relevant (queries that "
-        "share a relevant document), given (--clusters FILE), query, or auto (the clusters file when given, else "
-        "document where the release knows it, else query).",
+        "document, from the release's meta/; a query with none known is its own cluster), session (a logged "
+        "query's session, from the release's meta/logs.jsonl), relevant (queries that share a relevant document), "
+        "given (--clusters FILE), query, or auto (the clusters file when given, else the source document or the "
+        "session where the release knows one, else query).",
     ),
 ]
 ClustersOption = Annotated[

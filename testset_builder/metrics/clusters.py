@@ -23,8 +23,9 @@ from .._arrow import from_numpy, to_numpy
 from ..errors import InputError
 from ..tables import CHUNK_ID, GRADE, QUERY_ID
 
-ClusterBy = Literal["auto", "query", "document", "relevant", "given"]
-CLUSTER_CHOICES = ("auto", "query", "document", "relevant", "given")
+ClusterBy = Literal["auto", "query", "document", "session", "relevant", "given"]
+CLUSTER_CHOICES = ("auto", "query", "document", "session", "relevant", "given")
+DOCUMENT = ("auto", "document")  # the choices that cluster synthetic questions by their source document
 DESIGN_EFFECT_THAT_MATTERS = 1.2  # intervals about 10% wider (sqrt(1.2)) than independence would make them
 
 
@@ -49,13 +50,12 @@ class Clusters:
     def worth_saying(self) -> bool:
         """Whether a summary should say how queries resample: they are clustered, document clusters were asked
         for, or queries that may not be independent are resampled alone."""
-        return self.by != "query" or self.asked == "document" or bool(self.sharing)
+        return self.by != "query" or self.asked in ("document", "session") or bool(self.sharing)
 
     def describe(self) -> str:
         if self.codes is None and self.by == "query":
-            why = (
-                " (no source document known)" if self.asked not in ("query", "relevant", "given") and self.alone else ""
-            )
+            unknown = "no session known" if self.asked == "session" else "no source document known"
+            why = f" ({unknown})" if self.asked not in ("query", "relevant", "given") and self.alone else ""
             text = f"by query: {self.queries} queries, each its own cluster{why}"
             if self.sharing:
                 how = "--cluster-by relevant resamples them together, or " if self.relevant_usable else ""
@@ -73,6 +73,16 @@ class Clusters:
             return (
                 f"by the clusters file: {self.queries} queries in {self.groups} clusters "
                 f"({self.alone} queries it gives no cluster are each their own)"
+            )
+        if self.by == "session":
+            return (
+                f"by logged session: {self.queries} queries in {self.groups} clusters ({self.groups - self.alone} "
+                f"sessions; {self.alone} queries with no session known are each their own cluster)"
+            )
+        if self.by == "document and session":
+            return (
+                f"by source document (synthetic questions) and logged session (real queries): {self.queries} queries "
+                f"in {self.groups} clusters ({self.alone} queries with neither are each their own cluster)"
             )
         documents = self.groups - self.alone
         text = f"by source document: {self.queries} queries in {self.groups} clusters ({documents} documents"
@@ -98,12 +108,14 @@ def resolve_clusters(
     source_document: Callable[[str], str | None] | None = None,
     relevant: Mapping[str, Iterable[str]] | RelevantPairs | None = None,
     given: Mapping[str, str] | None = None,
+    session: Callable[[str], str | None] | None = None,
 ) -> Clusters:
     """Clusters for ``query_ids``: ``query`` (each alone), ``document`` (a query's source document where known,
-    else the query alone), ``relevant`` (queries sharing a document in ``relevant``, query -> its relevant
-    documents or :class:`RelevantPairs`, joined transitively), ``given`` (the cluster ``given`` names for a query,
-    else the query alone) or ``auto`` (``given`` when a clusters file is given, else ``document`` when any source
-    document is known, else ``query``, saying how many queries share relevant documents).
+    else the query alone), ``session`` (a logged query's session where known, else the query alone), ``relevant``
+    (queries sharing a document in ``relevant``, query -> its relevant documents or :class:`RelevantPairs`, joined
+    transitively), ``given`` (the cluster ``given`` names for a query, else the query alone) or ``auto`` (``given``
+    when a clusters file is given, else each query's source document or, for a logged query, its session, where
+    any is known, else ``query``, saying how many queries share relevant documents).
 
     When every cluster holds a single query the codes are None, so scoring takes the plain path."""
     if cluster_by not in CLUSTER_CHOICES:
@@ -124,16 +136,23 @@ def resolve_clusters(
                 "--cluster-by query"
             )
         return _clusters(cluster_by, "relevant", keys, alone)
-    documents = [source_document(str(q)) for q in query_ids] if source_document and cluster_by != "query" else []
-    known = sum(d is not None for d in documents)
-    if cluster_by == "query" or known == 0:
+    documents = [source_document(str(q)) for q in query_ids] if source_document and cluster_by in DOCUMENT else []
+    sessions = [session(str(q)) for q in query_ids] if session and cluster_by in ("auto", "session") else []
+    documents, sessions = documents or [None] * n, sessions or [None] * n
+    keys = [
+        f"d:{d}" if d is not None else f"s:{s}" if s is not None else f"q:{q}"
+        for q, d, s in zip(query_ids, documents, sessions)
+    ]
+    by_document = sum(d is not None for d in documents)
+    by_session = sum(d is None and s is not None for d, s in zip(documents, sessions))
+    if cluster_by == "query" or by_document + by_session == 0:
         sharing, usable = 0, False
         if relevant and cluster_by == "auto":
             _, alone, largest = _shared(query_ids, relevant)
             sharing, usable = n - alone, largest <= n / 2
         return Clusters(cluster_by, "query", None, n, n, n if cluster_by != "query" else 0, sharing, usable)
-    keys = [f"d:{d}" if d is not None else f"q:{q}" for q, d in zip(query_ids, documents)]
-    return _clusters(cluster_by, "document", keys, n - known)
+    by = "document" if not by_session else "session" if not by_document else "document and session"
+    return _clusters(cluster_by, by, keys, n - by_document - by_session)
 
 
 def _clusters(asked: str, by: str, keys: list[str], alone: int) -> Clusters:

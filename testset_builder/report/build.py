@@ -147,11 +147,12 @@ def trust(rows: list[dict], counts: dict, figures: dict) -> dict:
 
 
 def scored_run(release, run: Run, report: Report) -> dict:
-    """A run's metrics with intervals resampling the release's clusters (a synthetic question's source document),
+    """A run's metrics with intervals resampling the release's clusters (a synthetic question's source document, a
+    logged query's session),
     its recall@k for k = 1..100 and the smallest k reaching each target recall."""
     specs = parse_metrics(REPORT_METRICS)
     evaluation, curve = evaluate_with_curve(release.qrels_table(), run, specs)
-    clusters = resolve_clusters(evaluation.query_ids, "auto", release.source_document)
+    clusters = resolve_clusters(evaluation.query_ids, "auto", release.source_document, session=release.session)
     report.clusters = clusters.describe()
     scored = score_dict(evaluation, clusters=clusters.codes)
     entry = {

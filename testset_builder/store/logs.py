@@ -30,6 +30,7 @@ class QueryLog:
     last_answer: str | None = None
     last_comment: str | None = None
     retrieved_at: str | None = None  # the timestamp (or "line N") of the record whose retrieval is kept
+    session: str | None = None  # the hash of the first session a record of the batch gave (kept if none is stored)
     retrieval: list[tuple[int, str, float | None]] = field(default_factory=list)  # (rank, chunk id, score)
 
 
@@ -99,7 +100,7 @@ def add_query_logs(db: sqlite3.Connection, logs: Iterable[QueryLog]) -> None:
                 (
                     log.query_id, log.frequency, log.first_seen, log.last_seen, log.thumbs_up, log.thumbs_down,
                     log.rating_sum, log.ratings, log.comments, log.cited, log.clicked, log.last_answer,
-                    log.last_comment, log.retrieved_at if log.retrieval else None,
+                    log.last_comment, log.retrieved_at if log.retrieval else None, log.session,
                 )
             )  # fmt: skip
             newer_retrieval = bool(log.retrieval)
@@ -110,7 +111,7 @@ def add_query_logs(db: sqlite3.Connection, logs: Iterable[QueryLog]) -> None:
                 (
                     log.frequency, log.thumbs_up, log.thumbs_down, log.rating_sum, log.ratings, log.comments,
                     log.cited, log.clicked, _extreme(min, first, log.first_seen), _extreme(max, last, log.last_seen),
-                    newer, log.last_answer, newer, log.last_comment, log.last_comment, log.query_id,
+                    newer, log.last_answer, newer, log.last_comment, log.last_comment, log.session, log.query_id,
                 )
             )  # fmt: skip
             newer_retrieval = bool(log.retrieval) and (retrieved_at is None or _later(log.retrieved_at, retrieved_at))
@@ -118,8 +119,8 @@ def add_query_logs(db: sqlite3.Connection, logs: Iterable[QueryLog]) -> None:
             retrievals.append(log)
     db.executemany(
         "INSERT INTO log_queries (query_id, frequency, first_seen, last_seen, thumbs_up, thumbs_down, "
-        "rating_sum, ratings, comments, cited, clicked, last_answer, last_comment, retrieved_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "rating_sum, ratings, comments, cited, clicked, last_answer, last_comment, retrieved_at, session) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         inserts,
     )
     db.executemany(
@@ -127,7 +128,8 @@ def add_query_logs(db: sqlite3.Connection, logs: Iterable[QueryLog]) -> None:
         "thumbs_down = thumbs_down + ?, rating_sum = rating_sum + ?, ratings = ratings + ?, "
         "comments = comments + ?, cited = cited + ?, clicked = clicked + ?, first_seen = ?, last_seen = ?, "
         "last_answer = CASE WHEN ? THEN ? ELSE last_answer END, "
-        "last_comment = CASE WHEN ? AND ? IS NOT NULL THEN ? ELSE last_comment END WHERE query_id = ?",
+        "last_comment = CASE WHEN ? AND ? IS NOT NULL THEN ? ELSE last_comment END, "
+        "session = COALESCE(session, ?) WHERE query_id = ?",
         updates,
     )
     db.executemany(
@@ -224,7 +226,7 @@ def release_rows(db: sqlite3.Connection, query_ids: Iterable[str]) -> list[dict]
     wanted = set(query_ids)
     cursor = db.execute(
         "SELECT l.query_id, l.frequency, l.thumbs_up, l.thumbs_down, l.rating_sum, l.ratings, l.cited, l.clicked, "
-        "d.probability, d.drawn, d.duplicate_of FROM log_queries l LEFT JOIN log_draws d USING (query_id) "
+        "l.session, d.probability, d.drawn, d.duplicate_of FROM log_queries l LEFT JOIN log_draws d USING (query_id) "
         "ORDER BY l.query_id"
     )
     names = [d[0] for d in cursor.description]

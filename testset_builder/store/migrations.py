@@ -775,6 +775,13 @@ def m022_verdict_actions_declared_in_one_place(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(23)
+def m023_logged_sessions(db: sqlite3.Connection) -> None:
+    """``log_queries.session``: the session of the first record that logged the query with one, as a hash (the
+    logged id itself is not kept), so real queries can resample by session in ``score``."""
+    run_script(db, "ALTER TABLE log_queries ADD COLUMN session TEXT;")
+
+
 def _key_bytes(key: int | bytes) -> bytes:
     """A key as migration 14 stored it (a signed 64-bit integer) as 8 little-endian bytes (one stored as bytes, as
     the backfill of migration 14 run by this code does, is already)."""

@@ -21,6 +21,7 @@ earlier import stored no record (one made before this check, which recorded an u
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -79,6 +80,12 @@ COUNTED = (
 )  # fmt: skip
 
 
+def session_key(session: str) -> str:
+    """What is kept of a logged session id: enough of its sha256 to tell sessions apart, so queries can resample by
+    session while the id itself (a user's, perhaps) is stored nowhere and published in no release."""
+    return "s" + hashlib.sha256(session.encode("utf-8")).hexdigest()[:16]
+
+
 class _Batch:
     """Records folded per query until the batch is written."""
 
@@ -97,6 +104,8 @@ class _Batch:
         if stamp is not None:
             log.first_seen = min(stamp, log.first_seen) if log.first_seen else stamp
             log.last_seen = max(stamp, log.last_seen) if log.last_seen else stamp
+        if record.session and log.session is None:
+            log.session = session_key(record.session)
         log.thumbs_up += record.thumbs == 1
         log.thumbs_down += record.thumbs == -1
         if record.rating is not None:

@@ -1,5 +1,6 @@
 """What a release carries of production logs, for the queries it releases that were logged: ``meta/logs.jsonl``
-(each one's frequency, feedback and clicks, its failure-first draw, and its failure tag once reviewers gave one) and
+(each one's frequency, feedback and clicks, its failure-first draw, its failure tag once reviewers gave one, and its
+session as a hash, which ``score`` resamples by) and
 ``runs/production.trec`` (what the live system retrieved for it, ranked as logged). From them alone, ``report``
 computes the online signals: how often a thumbs-down was a retrieval failure, clicks against labels, and the
 logged system's recall on the labelled queries, weighted by 1 / pi to describe the whole log."""
@@ -22,7 +23,7 @@ def logged_rows(db, query_ids: list[str], tags: dict[str, str]) -> list[dict]:
             "thumbs_down": row["thumbs_down"], "cited": row["cited"], "clicked": row["clicked"],
             "rating": round(row["rating_sum"] / row["ratings"], 6) if row["ratings"] else None,
             "probability": row["probability"], "drawn": None if row["drawn"] is None else bool(row["drawn"]),
-            "duplicate_of": row["duplicate_of"], "failure": tags.get(row["query_id"]),
+            "duplicate_of": row["duplicate_of"], "failure": tags.get(row["query_id"]), "session": row["session"],
         }  # fmt: skip
         rows.append({k: v for k, v in entry.items() if v is not None})
     return rows

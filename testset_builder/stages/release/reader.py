@@ -51,6 +51,10 @@ class LoadedRelease:
         source = self.query_meta.get(query_id, {}).get("source_chunk_id")
         return self.chunk_spans.get(source, {}).get("doc_id") if source else None
 
+    def session(self, query_id: str) -> str | None:
+        """The logged session of a real query, as the hash the release keeps (None where it was not logged with one)."""
+        return self.logs.get(query_id, {}).get("session")
+
     def qrels_table(self) -> Qrels:
         return Qrels.from_dict(self.qrels)
 
