@@ -18,6 +18,24 @@ from testset_builder.store import rows
 TOPICS = ["recall at k", "ndcg gain", "review queue", "release version", "bm25 ranking", "chunk spans"]
 
 
+def label_production_tops(ws, drawn: list[dict], grade_of) -> dict:
+    """A reviewer labels each drawn query's production top result, the n-th with ``grade_of(n)``; the production
+    run, returned."""
+    run = stored_logs.production_run(ws.db)
+    with ws.transaction() as db:
+        rows.add_judgments(
+            db,
+            [
+                Judgment(
+                    judgment_id=f"h-{d['query_id']}", query_id=d["query_id"], chunk_id=run[d["query_id"]][0][1],
+                    grade=grade_of(n), source=JudgmentSource.human, reviewer="ann", status=JudgmentStatus.final,
+                )
+                for n, d in enumerate(drawn)
+            ],
+        )  # fmt: skip
+    return run
+
+
 def test_logged_queries_release_with_their_logs_and_production_run_and_the_report_weighs_them(
     docs_workspace, tmp_path, capsys
 ):
@@ -33,18 +51,7 @@ def test_logged_queries_release_with_their_logs_and_production_run_and_the_repor
     log.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     import_logs(ws, log)
     drawn = select_logged(ws, limit=12, seed=1).drawn_queries
-    run = stored_logs.production_run(ws.db)
-    with ws.transaction() as db:  # a reviewer labels each drawn query's production top result
-        rows.add_judgments(
-            db,
-            [
-                Judgment(
-                    judgment_id=f"h-{d['query_id']}", query_id=d["query_id"], chunk_id=run[d["query_id"]][0][1],
-                    grade=2 if n % 2 else 0, source=JudgmentSource.human, reviewer="ann", status=JudgmentStatus.final,
-                )
-                for n, d in enumerate(drawn)
-            ],
-        )  # fmt: skip
+    run = label_production_tops(ws, drawn, lambda n: 2 if n % 2 else 0)
     tags = ["retrieval", "generation", "none"]
     for n, d in enumerate(drawn):  # and tags each drawn query's failure
         tag_failure(ws, "ann", d["query_id"], tags[n % 3], f"tag-{n}")
@@ -136,18 +143,7 @@ def test_logged_sessions_are_kept_as_hashes_and_score_resamples_real_queries_by_
     log.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     import_logs(ws, log)
     drawn = select_logged(ws, limit=24, seed=1).drawn_queries
-    run = stored_logs.production_run(ws.db)
-    with ws.transaction() as db:  # a reviewer labels each query's production top result
-        rows.add_judgments(
-            db,
-            [
-                Judgment(
-                    judgment_id=f"h-{d['query_id']}", query_id=d["query_id"], chunk_id=run[d["query_id"]][0][1],
-                    grade=2 if n % 3 else 0, source=JudgmentSource.human, reviewer="ann", status=JudgmentStatus.final,
-                )
-                for n, d in enumerate(drawn)
-            ],
-        )  # fmt: skip
+    run = label_production_tops(ws, drawn, lambda n: 2 if n % 3 else 0)
     summary = write_release(ws, "1.0.0")
     released = load_release(summary.path)
     text_of = {q: t for q, t in released.queries.items()}

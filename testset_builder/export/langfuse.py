@@ -35,6 +35,7 @@ from .logs import (
     _text,
     _thumbs,
     grouped_by_trace,
+    items_of_each,
 )
 
 if TYPE_CHECKING:
@@ -49,12 +50,7 @@ FEEDBACK_SCORES = ("user-feedback", "user_feedback", "feedback")
 def _items(value: Any) -> tuple[list[dict], list[str]]:
     """The traces and observations in one JSON value, as ``{trace, kind, raw}``, and what could not be read."""
     if isinstance(value, list):
-        found, problems = [], []
-        for item in value:
-            one, wrong = _items(item)
-            found.extend(one)
-            problems.extend(wrong)
-        return found, problems
+        return items_of_each(value, _items)
     if not isinstance(value, dict):
         return [], [f"a JSON {type(value).__name__}, not a trace or an observation"]
     if isinstance(value.get("trace"), dict):  # a trace downloaded from its page

@@ -414,6 +414,17 @@ def _start(value: Any) -> str | None:
 BROKEN = (ValueError, TypeError, AttributeError, OverflowError)  # what a malformed span or attribute raises
 
 
+def items_of_each(values: list, items_of: Callable[[Any], tuple[list[dict], list[str]]]):
+    """The items of each of ``values`` (an array in a trace file), and why any could not be read, in order."""
+    found: list[dict] = []
+    problems: list[str] = []
+    for value in values:
+        items, wrong = items_of(value)
+        found.extend(items)
+        problems.extend(wrong)
+    return found, problems
+
+
 def _spans(value: Any) -> tuple[list[dict], list[str]]:
     """The spans in one JSON value, and why any of them could not be read (each span on its own: one bad span
     spoils no other): an OTLP export (``resourceSpans`` / ``scopeSpans`` / ``spans``), one OTLP span, one span as
@@ -421,12 +432,7 @@ def _spans(value: Any) -> tuple[list[dict], list[str]]:
     Phoenix's span list (``{"data": [...], "next_cursor"}``) or an array of any of these; each span as ``{trace,
     span, parent, attributes, start}``."""
     if isinstance(value, list):  # an array of spans (or of export requests)
-        found, problems = [], []
-        for item in value:
-            spans, wrong = _spans(item)
-            found.extend(spans)
-            problems.extend(wrong)
-        return found, problems
+        return items_of_each(value, _spans)
     if not isinstance(value, dict):
         return [], [f"a JSON {type(value).__name__}, not a span"]
     if isinstance(value.get("data"), list) and "context" not in value:  # a page of Phoenix's REST API
