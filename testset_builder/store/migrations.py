@@ -779,7 +779,9 @@ def m022_verdict_actions_declared_in_one_place(db: sqlite3.Connection) -> None:
 def m023_logged_sessions(db: sqlite3.Connection) -> None:
     """``log_queries.session``: the session of the first record that logged the query with one, as a hash (the
     logged id itself is not kept), so real queries can resample by session in ``score``."""
-    run_script(db, "ALTER TABLE log_queries ADD COLUMN session TEXT;")
+    columns = {row[1] for row in db.execute("PRAGMA table_info(log_queries)")}
+    if "session" not in columns:  # idempotent, as the migrations after 18 are: a rerun leaves the schema as it is
+        run_script(db, "ALTER TABLE log_queries ADD COLUMN session TEXT;")
 
 
 def _key_bytes(key: int | bytes) -> bytes:
