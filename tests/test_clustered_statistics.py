@@ -313,3 +313,22 @@ def test_a_long_chain_of_queries_in_any_order_is_one_cluster_rooted_at_its_small
     links = {names[order[i]]: [f"d{i}", f"d{i + 1}"] for i in range(n)}  # each shares a document with the next
     keys, alone, largest = _shared(names, RelevantPairs.from_mapping(links))
     assert set(keys) == {"r:0"} and (alone, largest) == (0, n)
+
+
+def test_synthetic_questions_cluster_by_document_and_logged_queries_by_session_side_by_side():
+    documents = {"syn1": "doc-a", "syn2": "doc-a", "syn3": "doc-b"}.get
+    sessions = {"real1": "s1", "real2": "s1", "real3": "s2"}.get
+    names = ["real1", "real2", "real3", "real4", "syn1", "syn2", "syn3"]
+    both = resolve_clusters(names, "auto", documents, session=sessions)
+    codes = dict(zip(names, both.codes.tolist()))
+    assert codes["syn1"] == codes["syn2"] != codes["syn3"] and codes["real1"] == codes["real2"] != codes["real3"]
+    assert (both.by, both.groups, both.alone) == ("document and session", 5, 1)  # real4: neither, alone
+    assert "queries with neither are each their own cluster" in both.describe()
+    only_documents = resolve_clusters(names, "document", documents, session=sessions)  # sessions not asked for
+    assert (only_documents.by, only_documents.groups) == ("document", 6)
+    by_session = resolve_clusters(names, "session", documents, session=sessions)
+    assert (by_session.by, by_session.groups, by_session.alone) == ("session", 6, 4)
+    none_known = resolve_clusters(["q1", "q2"], "session", session=lambda q: None)
+    assert none_known.codes is None and "(no session known)" in none_known.describe() and none_known.worth_saying
+    nothing = resolve_clusters(["q1", "q2"], "auto", lambda q: None, session=lambda q: None)
+    assert "no source document or session known" in nothing.describe()

@@ -156,3 +156,31 @@ def test_every_records_personal_data_is_scrubbed_and_counted_not_only_what_is_ke
     assert summary.scrubbed == {"email": 8}
     (logged,) = stored_logs.logged_queries(docs_workspace.db)
     assert logged["last_answer"] == "write to [email]" and logged["last_comment"] == "or [email]"
+
+
+def test_a_querys_session_is_its_earliest_records_whatever_the_order_of_lines_and_imports(docs_workspace, tmp_path):
+    """The session kept is the earliest record's (records without a timestamp after those with one, then the
+    smaller hash), so the same records imported in another order keep the same sessions."""
+    from testset_builder.stages.logs.importer import session_key
+
+    lines = [
+        {"query": "what is recall", "session": "later", "timestamp": "2026-11-03T10:00:00Z"},
+        {"query": "what is recall", "session": "earliest", "timestamp": "2026-11-01T10:00:00Z"},
+        {"query": "what is recall", "session": "no-time"},
+        {"query": "what is ndcg", "session": "b-no-time"},
+        {"query": "what is ndcg", "session": "a-no-time"},
+        {"query": "what is mrr"},
+    ]
+    for name, order in (("forwards", [0, 1, 2, 3, 4, 5]), ("backwards", [5, 4, 3, 2, 1, 0])):
+        for n, index in enumerate(order):  # each line its own import, in this order; the queries named apart
+            log = tmp_path / f"log-{name}-{n}.jsonl"
+            log.write_text(json.dumps({**lines[index], "query": f"{lines[index]['query']} {name}"}) + "\n")
+            import_logs(docs_workspace, log)
+    db = docs_workspace.db
+    kept = {rows.get_query(db, q["query_id"]).text: q["session"] for q in stored_logs.logged_queries(db)}
+    for name in ("forwards", "backwards"):
+        assert {text: kept[f"{text} {name}"] for text in ("what is recall", "what is ndcg", "what is mrr")} == {
+            "what is recall": session_key("earliest"),
+            "what is ndcg": min(session_key("a-no-time"), session_key("b-no-time")),
+            "what is mrr": None,
+        }

@@ -146,12 +146,16 @@ def test_logged_sessions_are_kept_as_hashes_and_score_resamples_real_queries_by_
     run = label_production_tops(ws, drawn, lambda n: 2 if n % 3 else 0)
     summary = write_release(ws, "1.0.0")
     released = load_release(summary.path)
-    text_of = {q: t for q, t in released.queries.items()}
-    turn = {t: int(t.rsplit(" ", 1)[1]) for t in text_of.values()}
-    for query_id, row in released.logs.items():  # the first session that logged the query, as a hash
-        assert row["session"] == session_key(sessions[turn[text_of[query_id]]])
+    turn = {q: int(t.rsplit(" ", 1)[1]) for q, t in released.queries.items()}
+    stored = {q["query_id"]: q["session"] for q in stored_logs.logged_queries(ws.db)}
+    for query_id in released.logs:  # the earliest record's session, as a hash; the later one is passed over
+        assert stored[query_id] == session_key(sessions[turn[query_id]])
+    numbered = {}
+    for query_id in sorted(released.logs):  # numbered afresh for the release, in the order of the queries' ids
+        numbered.setdefault(sessions[turn[query_id]], f"s{len(numbered) + 1}")
+        assert released.logs[query_id]["session"] == numbered[sessions[turn[query_id]]]
     meta = (Path(summary.path) / "meta" / "logs.jsonl").read_text(encoding="utf-8")
-    assert "alice" not in meta and "someone-else" not in meta  # the ids themselves are published nowhere
+    assert "alice" not in meta and "someone-else" not in meta and stored[query_id] not in meta  # nor their hashes
 
     trec = tmp_path / "run.trec"
     trec.write_text("".join(f"{q} Q0 {c} {r} {1 / r} prod\n" for q, ranked in run.items() for r, c, _ in ranked))

@@ -3,10 +3,11 @@
 Several synthetic questions written from one source document share its vocabulary and its difficulty: when one is
 easy for a retriever, its siblings tend to be too. Treating them as independent makes intervals too narrow and
 paired tests too eager (the issue's simulation: 43% false positives at alpha 0.05). Intervals and tests therefore
-resample clusters: by default a synthetic question's source document, and the query itself otherwise (real
-queries, or qrels that say nothing about where a question came from). Real queries can be clustered too: by a
-field the user keeps (a session, a user, a topic: ``given``), or by the relevant documents they share
-(``relevant``: queries joined whenever they share one, transitively), which the summary suggests where it matters.
+resample clusters: by default a synthetic question's source document, a logged query's session (from the release's
+logs), and the query itself otherwise (qrels that say nothing about where a question came from). Real queries can
+be clustered by a field the user keeps (a session, a user, a topic: ``given``) too, or by the relevant documents
+they share (``relevant``: queries joined whenever they share one, transitively), which the summary suggests where
+it matters.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ DESIGN_EFFECT_THAT_MATTERS = 1.2  # intervals about 10% wider (sqrt(1.2)) than i
 class Clusters:
     """The cluster of each evaluated query (``codes[i]`` for ``query_ids[i]``), or None: each query alone.
 
-    ``by`` is what the clusters are (``query``, ``document``, ``relevant`` or ``given``); ``alone`` counts the
-    queries that are their own cluster because nothing joins them to another; ``sharing``: queries that share a
-    relevant document with another (said where each query is its own cluster, since they may not be independent)."""
+    ``by`` is what the clusters are (``query``, ``document``, ``session``, ``document and session``, ``relevant`` or
+    ``given``); ``alone`` counts the queries that are their own cluster because nothing joins them to another;
+    ``sharing``: queries that share a relevant document with another (said where each query is its own cluster,
+    since they may not be independent)."""
 
     asked: str
     by: str
@@ -54,7 +56,9 @@ class Clusters:
 
     def describe(self) -> str:
         if self.codes is None and self.by == "query":
-            unknown = "no session known" if self.asked == "session" else "no source document known"
+            unknown = {"session": "no session known", "document": "no source document known"}.get(
+                self.asked, "no source document or session known"
+            )
             why = f" ({unknown})" if self.asked not in ("query", "relevant", "given") and self.alone else ""
             text = f"by query: {self.queries} queries, each its own cluster{why}"
             if self.sharing:
@@ -75,10 +79,11 @@ class Clusters:
                 f"({self.alone} queries it gives no cluster are each their own)"
             )
         if self.by == "session":
-            return (
-                f"by logged session: {self.queries} queries in {self.groups} clusters ({self.groups - self.alone} "
-                f"sessions; {self.alone} queries with no session known are each their own cluster)"
+            text = f"by logged session: {self.queries} queries in {self.groups} clusters ({self.groups - self.alone} "
+            text += "sessions" + (
+                f"; {self.alone} queries with no session known are each their own cluster" if self.alone else ""
             )
+            return text + ")"
         if self.by == "document and session":
             return (
                 f"by source document (synthetic questions) and logged session (real queries): {self.queries} queries "

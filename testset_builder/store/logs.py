@@ -30,8 +30,20 @@ class QueryLog:
     last_answer: str | None = None
     last_comment: str | None = None
     retrieved_at: str | None = None  # the timestamp (or "line N") of the record whose retrieval is kept
-    session: str | None = None  # the hash of the first session a record of the batch gave (kept if none is stored)
+    session: str | None = None  # the session (a hash) of the earliest record that gave one: see session_order
+    session_seen: str | None = None  # that record's timestamp
     retrieval: list[tuple[int, str, float | None]] = field(default_factory=list)  # (rank, chunk id, score)
+
+    def keep_session(self, session: str, seen: str | None) -> None:
+        """Keep ``session`` if its record comes before the one whose session is kept (:func:`session_order`)."""
+        if self.session is None or session_order(session, seen) < session_order(self.session, self.session_seen):
+            self.session, self.session_seen = session, seen
+
+
+def session_order(session: str, seen: str | None) -> tuple:
+    """Which of a query's sessions is its own: the earliest record's (by timestamp; records without one after every
+    record with one), then the smaller hash. The same whatever the order of the lines, batches and imports."""
+    return (seen is None, seen or "", session)
 
 
 def import_state(db: sqlite3.Connection, import_id: str) -> tuple[str, int] | None:
@@ -83,7 +95,10 @@ def _extreme(pick, *values: str | None) -> str | None:
 
 
 def _stored_times(db: sqlite3.Connection, query_ids: list[str]) -> dict[str, tuple]:
-    sql = "SELECT query_id, first_seen, last_seen, retrieved_at FROM log_queries WHERE query_id IN ({marks})"
+    sql = (
+        "SELECT query_id, first_seen, last_seen, retrieved_at, session, session_seen FROM log_queries "
+        "WHERE query_id IN ({marks})"
+    )
     return {row[0]: row[1:] for row in rows_in(db, sql, query_ids)}
 
 
@@ -100,18 +115,21 @@ def add_query_logs(db: sqlite3.Connection, logs: Iterable[QueryLog]) -> None:
                 (
                     log.query_id, log.frequency, log.first_seen, log.last_seen, log.thumbs_up, log.thumbs_down,
                     log.rating_sum, log.ratings, log.comments, log.cited, log.clicked, log.last_answer,
-                    log.last_comment, log.retrieved_at if log.retrieval else None, log.session,
+                    log.last_comment, log.retrieved_at if log.retrieval else None, log.session, log.session_seen,
                 )
             )  # fmt: skip
             newer_retrieval = bool(log.retrieval)
         else:
-            first, last, retrieved_at = row
+            first, last, retrieved_at, session, session_seen = row
             newer = last is None or _later(log.last_seen, last)
+            if session is not None:  # the stored session stays unless the batch's comes before it
+                log.keep_session(session, session_seen)
             updates.append(
                 (
                     log.frequency, log.thumbs_up, log.thumbs_down, log.rating_sum, log.ratings, log.comments,
                     log.cited, log.clicked, _extreme(min, first, log.first_seen), _extreme(max, last, log.last_seen),
-                    newer, log.last_answer, newer, log.last_comment, log.last_comment, log.session, log.query_id,
+                    newer, log.last_answer, newer, log.last_comment, log.last_comment, log.session,
+                    log.session_seen, log.query_id,
                 )
             )  # fmt: skip
             newer_retrieval = bool(log.retrieval) and (retrieved_at is None or _later(log.retrieved_at, retrieved_at))
@@ -119,8 +137,8 @@ def add_query_logs(db: sqlite3.Connection, logs: Iterable[QueryLog]) -> None:
             retrievals.append(log)
     db.executemany(
         "INSERT INTO log_queries (query_id, frequency, first_seen, last_seen, thumbs_up, thumbs_down, "
-        "rating_sum, ratings, comments, cited, clicked, last_answer, last_comment, retrieved_at, session) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "rating_sum, ratings, comments, cited, clicked, last_answer, last_comment, retrieved_at, session, "
+        "session_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         inserts,
     )
     db.executemany(
@@ -129,7 +147,7 @@ def add_query_logs(db: sqlite3.Connection, logs: Iterable[QueryLog]) -> None:
         "comments = comments + ?, cited = cited + ?, clicked = clicked + ?, first_seen = ?, last_seen = ?, "
         "last_answer = CASE WHEN ? THEN ? ELSE last_answer END, "
         "last_comment = CASE WHEN ? AND ? IS NOT NULL THEN ? ELSE last_comment END, "
-        "session = COALESCE(session, ?) WHERE query_id = ?",
+        "session = ?, session_seen = ? WHERE query_id = ?",
         updates,
     )
     db.executemany(

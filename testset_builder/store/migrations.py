@@ -777,11 +777,13 @@ def m022_verdict_actions_declared_in_one_place(db: sqlite3.Connection) -> None:
 
 @migration(23)
 def m023_logged_sessions(db: sqlite3.Connection) -> None:
-    """``log_queries.session``: the session of the first record that logged the query with one, as a hash (the
-    logged id itself is not kept), so real queries can resample by session in ``score``."""
+    """``log_queries.session``: the session of the earliest record that logged the query with one, as a hash (the
+    logged id itself is not kept), and ``session_seen``, that record's timestamp; so real queries can resample by
+    session in ``score``."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(log_queries)")}
-    if "session" not in columns:  # idempotent, as the migrations after 18 are: a rerun leaves the schema as it is
-        run_script(db, "ALTER TABLE log_queries ADD COLUMN session TEXT;")
+    for column in ("session", "session_seen"):  # idempotent, as the migrations after 18 are
+        if column not in columns:
+            run_script(db, f"ALTER TABLE log_queries ADD COLUMN {column} TEXT;")
 
 
 def _key_bytes(key: int | bytes) -> bytes:

@@ -81,8 +81,9 @@ COUNTED = (
 
 
 def session_key(session: str) -> str:
-    """What is kept of a logged session id: enough of its sha256 to tell sessions apart, so queries can resample by
-    session while the id itself (a user's, perhaps) is stored nowhere and published in no release."""
+    """What the workspace keeps of a logged session id: enough of its sha256 to tell sessions apart, so queries can
+    resample by session while the id itself (a user's, perhaps) is stored nowhere. A release numbers the sessions
+    afresh (:func:`~testset_builder.stages.release.logged.logged_rows`), so not even the hash is published."""
     return "s" + hashlib.sha256(session.encode("utf-8")).hexdigest()[:16]
 
 
@@ -104,8 +105,8 @@ class _Batch:
         if stamp is not None:
             log.first_seen = min(stamp, log.first_seen) if log.first_seen else stamp
             log.last_seen = max(stamp, log.last_seen) if log.last_seen else stamp
-        if record.session and log.session is None:
-            log.session = session_key(record.session)
+        if record.session:
+            log.keep_session(session_key(record.session), stamp)
         log.thumbs_up += record.thumbs == 1
         log.thumbs_down += record.thumbs == -1
         if record.rating is not None:

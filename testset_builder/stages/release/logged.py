@@ -1,6 +1,6 @@
 """What a release carries of production logs, for the queries it releases that were logged: ``meta/logs.jsonl``
 (each one's frequency, feedback and clicks, its failure-first draw, its failure tag once reviewers gave one, and its
-session as a hash, which ``score`` resamples by) and
+session, numbered for the release, which ``score`` resamples by) and
 ``runs/production.trec`` (what the live system retrieved for it, ranked as logged). From them alone, ``report``
 computes the online signals: how often a thumbs-down was a retrieval failure, clicks against labels, and the
 logged system's recall on the labelled queries, weighted by 1 / pi to describe the whole log."""
@@ -15,9 +15,13 @@ PRODUCTION = "production"  # the run's tag
 
 
 def logged_rows(db, query_ids: list[str], tags: dict[str, str]) -> list[dict]:
-    """One row per released query that was logged (canonical: keys sorted later, by id), with its tag if any."""
-    rows = []
+    """One row per released query that was logged (canonical: keys sorted later, by id), with its tag if any, and its
+    session numbered afresh for this release (``s1``, ``s2``, ... in the order of the queries' ids): what scoring
+    resamples by, with nothing that links a session to its id or to another release."""
+    rows, numbers = [], {}
     for row in stored_logs.release_rows(db, query_ids):
+        if row["session"] is not None:
+            row["session"] = numbers.setdefault(row["session"], f"s{len(numbers) + 1}")
         entry = {
             "_id": row["query_id"], "frequency": row["frequency"], "thumbs_up": row["thumbs_up"],
             "thumbs_down": row["thumbs_down"], "cited": row["cited"], "clicked": row["clicked"],
