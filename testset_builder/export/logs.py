@@ -455,10 +455,9 @@ def _spans(value: Any) -> tuple[list[dict], list[str]]:
             if not isinstance(spans, list):
                 problems.append("a scopeSpans entry without a list of spans")
                 continue
-            for raw in spans:
-                one, wrong = _one(raw)
-                found.extend(one)
-                problems.extend(wrong)
+            one, wrong = items_of_each(spans, _one)
+            found.extend(one)
+            problems.extend(wrong)
     return found, problems
 
 
