@@ -34,6 +34,8 @@ import threading
 import time
 from pathlib import Path
 
+from _proc import high_water_mb
+
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
 CACHE = Path(__file__).resolve().parent / ".cache" / "ingest_scale"
 
@@ -126,15 +128,6 @@ def _tree_rss_mb(pid: int) -> float:
     return total / 1024
 
 
-def _high_water_mb(pid: int) -> float:
-    """A process's own peak resident MB so far (VmHWM: reset when it execs, so the starting process's is not in it)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0.0
-    return next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:")), 0.0)
-
-
 def _children(pid: int) -> list[int]:
     try:
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -148,7 +141,7 @@ def _sample_peak(pid: int, peak: list[float], done) -> None:
     started = time.perf_counter()
     while not done():
         peak[0] = max(peak[0], _tree_rss_mb(pid))
-        peak[2] = max(peak[2], _high_water_mb(pid))
+        peak[2] = max(peak[2], high_water_mb(pid))
         if _children(pid):  # the chunking worker
             peak[1] = time.perf_counter() - started
         time.sleep(0.1)

@@ -39,6 +39,8 @@ PYTHON = sys.executable
 # the child: run the CLI in-process and report its own peak memory and time on stderr's last line
 CHILD = """
 import json, sys, time
+sys.path.insert(0, {here!r})
+from _proc import high_water_mb
 from testset_builder.cli import main
 start = time.perf_counter()
 code = 0
@@ -46,8 +48,8 @@ try:
     main(sys.argv[1:])
 except SystemExit as exit:
     code = exit.code or 0
-hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(json.dumps({"seconds": time.perf_counter() - start, "peak_kb": hwm, "code": code}), file=sys.stderr)
+print(json.dumps({"seconds": time.perf_counter() - start, "peak_kb": high_water_mb() * 1024, "code": code}),
+      file=sys.stderr)
 """
 
 
@@ -66,7 +68,8 @@ class Planted:
 
 
 def run_child(args: list[str]) -> tuple[dict, str]:
-    done = subprocess.run([PYTHON, "-c", CHILD, *args], capture_output=True, text=True, check=False)
+    child = CHILD.replace("{here!r}", repr(str(HERE)))  # the benchmarks folder, where _proc is
+    done = subprocess.run([PYTHON, "-c", child, *args], capture_output=True, text=True, check=False)
     figures = json.loads(done.stderr.strip().splitlines()[-1])
     if figures["code"]:
         raise SystemExit(f"testset-builder {' '.join(args)} failed:\n{done.stderr[-3000:]}")

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _proc import high_water_mb
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 OURS = "recall@10,precision@10,mrr,ndcg@10,map,hit_rate@5"
@@ -88,14 +89,6 @@ def generate(queries: int, depth: int, directory: Path, seed: int = 0) -> tuple[
     return qrels_path, run_path
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory (VmHWM; unlike ru_maxrss it is not inherited across exec)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
 def contender(name: str, qrels_path: str, run_path: str, warm_qrels: str, warm_run: str) -> dict:
     """Runs inside a fresh process: warm up, then time end to end from files."""
 
@@ -147,7 +140,7 @@ def contender(name: str, qrels_path: str, run_path: str, warm_qrels: str, warm_r
         "end_to_end_s": end - start,
         "load_s": loaded_at - start,
         "score_s": end - loaded_at,
-        "peak_rss_mb": peak_rss_mb(),
+        "peak_rss_mb": high_water_mb(),
         "means": means,
     }
 

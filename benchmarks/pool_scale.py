@@ -46,7 +46,8 @@ sys.path.insert(0, {here!r})
 import pool_scale
 start = time.perf_counter()
 figures = pool_scale.CONTENDERS[sys.argv[1]](*sys.argv[2:])
-figures["peak_rss_mb"] = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
+from _proc import high_water_mb
+figures["peak_rss_mb"] = high_water_mb()
 print(json.dumps(figures))
 """
 
