@@ -793,7 +793,9 @@ def _clusters_of(
         from .export.queries import read_query_clusters
 
         given = read_query_clusters(clusters, cluster_field)
-    pairs = RelevantPairs.from_table(labels.table, relevance_level, None if document_of is str else document_of)
+    pairs = None  # only auto (to say how many share) and relevant read them
+    if cluster_by in ("auto", "relevant"):
+        pairs = RelevantPairs.from_table(labels.table, relevance_level, None if document_of is str else document_of)
     source_document, session = (loaded.source_document, loaded.session) if loaded is not None else (None, None)
     return resolve_clusters(evaluation.query_ids, cluster_by, source_document, pairs, given, session)
 
