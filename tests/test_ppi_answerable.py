@@ -108,7 +108,7 @@ def figures_over_draws(rows, metric: str, repetitions: int):
         figure = estimate(pairs, metric, 10, "ppi")
         errors.append(figure.estimate - truth)
         covered.append(figure.low <= truth <= figure.high)
-        believed.append(dict(ppi._Calibration.of(*ppi._grouped(pairs)).answerable).get(1.0, 0.0))
+        believed.append(ppi.assumptions(pairs)["answerable"] or 0.0)
     return np.mean(errors), np.mean(covered), np.mean(believed)
 
 
@@ -150,6 +150,33 @@ def test_no_verdict_moves_its_own_pairs_plugged_estimate():
     plugged = ppi.recalibrated(pairs_with(None))
     for i in [i for i, d in enumerate(drawn) if d][:25]:
         assert ppi.recalibrated(pairs_with(i))[i] == plugged[i]
+
+
+def test_no_verdict_moves_the_answerable_share_its_own_query_is_weighed_by():
+    # cross-fitted: a query's figure is weighed by the shares the other folds' verdicts found, so flipping one of its
+    # verdicts changes the shares of the other folds (the verdict is evidence) but never its own query's
+    rows = one_answer_each(seed=4, queries=30)
+    probabilities = inclusion_probabilities(np.array([row[3] for row in rows]), budget=0.2 * len(rows))
+    drawn = [d.drawn for d in draw(probabilities, seed=1)]
+
+    def calibration_with(flipped: int | None):
+        pairs = [
+            PooledPair(q, rank, p, float(pi), (1 - y) if i == flipped else y, float(pi))
+            if drawn[i]
+            else PooledPair(q, rank, p, inclusion=float(pi))
+            for i, ((q, rank, y, p), pi) in enumerate(zip(rows, probabilities))
+        ]
+        return ppi._Calibration.of(*ppi._grouped(pairs))
+
+    base = calibration_with(None)
+    assert any(len(weights) > 1 for weights in base.answerable)  # the verdicts weigh more than one share
+    others_moved = 0
+    for i in [i for i, d in enumerate(drawn) if d]:
+        query = rows[i][0]
+        flipped = calibration_with(i)
+        assert flipped.answerable_of(query) == base.answerable_of(query)
+        others_moved += flipped.answerable != base.answerable
+    assert others_moved > 0
 
 
 def test_one_verdict_cannot_swing_the_answerable_share_for_every_query():

@@ -143,8 +143,9 @@ class _Linearised:
     # index -> (inclusion probability, the figure's deviation for each outcome of the label, each outcome's chance):
     # see _expected_variance
     expected: dict[int, tuple[float, tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
-    # a -> (its weight, the figure were a the answerable share): the spread between them is variance too
-    by_answerable: dict[float, tuple[float, float]] = field(default_factory=dict)
+    # (fold, a) -> (its weight, the fold's queries' part of the figure were a their answerable share): the spread
+    # between them is variance too
+    by_answerable: dict[tuple[int, float], tuple[float, float]] = field(default_factory=dict)
 
     def variance(self, other: _Linearised | None = None) -> float:
         """The larger of the design-based variance (from the drawn pairs' influences) and the variance the draw is
@@ -157,14 +158,19 @@ class _Linearised:
         return max(total, self._expected(other)) + self._between(other)
 
     def _between(self, other: _Linearised | None) -> float:
-        """The spread of the figure over the answerable shares the verdicts leave open (law of total variance)."""
+        """The spread of the figure over the answerable shares the verdicts leave open (law of total variance): per
+        fold of queries, the deviation of its part of the figure over its shares' weights; the folds' deviations
+        are added as if they moved together (they weigh the same unknown), the most they can spread."""
         if not self.by_answerable or (other is not None and set(other.by_answerable) != set(self.by_answerable)):
             return 0.0
-        figures = {
-            a: value - (other.by_answerable[a][1] if other else 0.0) for a, (_, value) in self.by_answerable.items()
-        }
-        mean = sum(self.by_answerable[a][0] * value for a, value in figures.items())
-        return sum(self.by_answerable[a][0] * (value - mean) ** 2 for a, value in figures.items())
+        folds: dict[int, list[tuple[float, float]]] = {}
+        for (fold, a), (weight, value) in self.by_answerable.items():
+            folds.setdefault(fold, []).append((weight, value - (other.by_answerable[(fold, a)][1] if other else 0.0)))
+        deviation = 0.0
+        for shares in folds.values():
+            mean = sum(weight * value for weight, value in shares)
+            deviation += math.sqrt(sum(weight * (value - mean) ** 2 for weight, value in shares))
+        return deviation**2
 
     def _expected(self, other: _Linearised | None) -> float:
         total = 0.0
@@ -192,21 +198,20 @@ def _linearise(pairs: Sequence[PooledPair], metric: str, k: int, use: str) -> _L
     for i in labelled:
         _check(pairs[i])
     calibration = _Calibration.of(pairs, by_query, labelled) if use == "ppi" else None
-    by_answerable: dict[float, float] = {}
+    by_answerable: dict[tuple[int, float], tuple[float, float]] = {}
     if metric in ("precision", "dcg"):
         point, influence = _linear(pairs, by_query, labelled, metric, k, use, calibration)
     else:
         point, influence, by_answerable = _ratio(pairs, by_query, labelled, metric, k, use, calibration)
     queries = len(by_query)
     expected = _expected_variance(pairs, by_query, labelled, metric, k, calibration) if calibration else {}
-    weights = dict(calibration.answerable) if calibration and by_answerable else {}
     return _Linearised(
         point / queries,
         {i: z / queries for i, z in influence.items()},
         {i: pairs[i].probability for i in labelled},
         use != "estimate",
         {i: (pi, tuple(d / queries for d in deviations), chances) for i, (pi, deviations, chances) in expected.items()},
-        {a: (weights[a], total / queries) for a, total in by_answerable.items()},
+        {key: (weight, total / queries) for key, (weight, total) in by_answerable.items()},
     )
 
 
@@ -226,13 +231,19 @@ def _expected_variance(
     if smallest is None:
         return {}
     out = {}
-    a = sum(share * weight for share, weight in calibration.answerable)
     for query_id, members in by_query.items():
         sure, shifted = calibration.estimates[query_id]
         c = np.array([_weight(metric, pairs[i].rank, k) for i in members])
         if metric in ("recall", "ndcg"):
             base, uncertain, values, chances = query_outcomes(
-                metric, k, shifted, sure, c, [pairs[i] for i in members], calibration.share(query_id), a
+                metric,
+                k,
+                shifted,
+                sure,
+                c,
+                [pairs[i] for i in members],
+                calibration.share(query_id),
+                calibration.mean_answerable(query_id),
             )
             for row, j in enumerate(uncertain):
                 deviations = tuple(float(v - base) for v in values[row])
@@ -306,13 +317,15 @@ def recalibrated(pairs: Sequence[PooledPair]) -> np.ndarray:
 def assumptions(pairs: Sequence[PooledPair]) -> dict:
     """What the verdicts drawn at random made of the two things the estimate does not say, for a report: the share
     of relevant pairs that are grade 2 (nDCG's gains) and how much of independent labels' chance that a query has
-    no relevant pair the verdicts found real (0: all of it, 1: every query has one), each as the figures use it."""
+    no relevant pair the verdicts found real (0: all of it, 1: every query has one; the mean over the queries of
+    what their folds' weights say), each as the figures use it."""
     pairs, by_query, labelled = _grouped(pairs)
     calibration = _Calibration.of(pairs, by_query, labelled)
-    answerable = calibration.answerable
+    heard = any(weights != ((0.0, 1.0),) for weights in calibration.answerable)
+    answerable = float(np.mean([calibration.mean_answerable(q) for q in by_query]))
     return {
         "grade_2_share": round(grade_share(pairs, labelled), 4),
-        "answerable": None if answerable == ((0.0, 1.0),) else round(sum(a * w for a, w in answerable), 4),
+        "answerable": round(answerable, 4) if heard else None,
     }
 
 
@@ -340,23 +353,26 @@ def _plug(pair: PooledPair, i: int, use: str, plugged: np.ndarray | None) -> flo
 
 def _ratio(
     pairs, by_query, labelled, metric: str, k: int, use: str, calibration: _Calibration | None
-) -> tuple[float, dict[int, float], dict[float, float]]:
+) -> tuple[float, dict[int, float], dict[tuple[int, float], tuple[float, float]]]:
     """Recall and nDCG: per query, the metric's expectation with every label not known drawn from its estimate
     (certain labels fixed; for "ppi" recalibrated, :class:`_Calibration`), plus, for each randomly drawn pair, the
     change its verdict makes to that expectation over its inclusion probability; for "ppi", averaged over how many
-    of the queries the estimate would leave without a relevant pair really have one (:func:`answerable_weights`),
-    whose figures are returned too, by that share. The human-only figure counts the labels alone, weighted by
-    1 / pi."""
+    of the queries the estimate would leave without a relevant pair really have one (:func:`answerable_weights`,
+    per fold of queries), the figures of each (fold, share) returned too, with its weight. The human-only figure
+    counts the labels alone, weighted by 1 / pi."""
     if use == "human":
         total, influence = _ratio_from_labels(pairs, by_query, labelled, metric, k)
         return total, influence, {}
     drawn = set(labelled)
     if calibration is None:  # the estimate-only figure: the grade-2 share of every verdict drawn at random
         overall = grade_share(pairs, [i for i, pair in enumerate(pairs) if pair.label is not None])
-    weights = calibration.answerable if calibration is not None else ((0.0, 1.0),)
-    totals = {a: 0.0 for a, _ in weights}
+    independent = ((0.0, 1.0),)
+    totals: dict[tuple[int, float], float] = {}  # (fold, a) -> its queries' figures were a their answerable share
+    weight: dict[tuple[int, float], float] = {}
     influence: dict[int, float] = {}
     for query_id, members in by_query.items():
+        fold = fold_of(query_id, FOLDS)
+        weights = calibration.answerable_of(query_id) if calibration is not None else independent
         if calibration is not None:
             known, p = calibration.estimates[query_id]
         else:
@@ -370,15 +386,18 @@ def _ratio(
             else:
                 outcomes[a] = query_outcomes(metric, k, p, known, c, [pairs[i] for i in members], share, a)
             base, uncertain, values, _ = outcomes[a]
-            totals[a] += base
+            weight[(fold, a)] = w
+            total = base
             for row, j in enumerate(uncertain):
                 i = members[j]
                 if use == "ppi" and i in drawn:
                     change = float(values[row, _outcome(metric, pairs[i])]) - base
-                    totals[a] += change / pairs[i].probability
+                    total += change / pairs[i].probability
                     influence[i] = influence.get(i, 0.0) + w * change
-    point = sum(w * totals[a] for a, w in weights)
-    return point, influence, totals if len(weights) > 1 else {}
+            totals[(fold, a)] = totals.get((fold, a), 0.0) + total
+    point = sum(weight[key] * total for key, total in totals.items())
+    mixed = calibration is not None and any(len(weights) > 1 for weights in calibration.answerable)
+    return point, influence, {key: (weight[key], total) for key, total in totals.items()} if mixed else {}
 
 
 def _outcome(metric: str, pair: PooledPair) -> int:
@@ -490,21 +509,36 @@ def _answerable_shift(p: np.ndarray, a: float) -> tuple[float, np.ndarray]:
 ANSWERABLE = (0.0, 0.25, 0.5, 0.75, 1.0)  # the shares of the estimate's "no relevant pair" the verdicts weigh
 
 
-def answerable_weights(pairs, by_query, estimates, random: list[int]) -> tuple[tuple[float, float], ...]:
+def answerable_weights(
+    pairs, by_query, drawn: set[int], random: list[int], recalibrated: list[_Recalibration], spreads: tuple[float, ...]
+) -> tuple[tuple[tuple[float, float], ...], ...]:
     """How far to believe, for each a in :data:`ANSWERABLE`, that a query the estimates might leave without a
-    relevant pair has one after all (:func:`query_outcomes`): the mixing weights of the shares over the queries, by
-    maximum likelihood of the randomly drawn verdicts (EM: each query is of some share, which one unknown), so that
-    no single query can veto a share for all the others. The independent model (a = 0) gave SciFact's queries,
-    each of which has a relevant pair, a chance of about a quarter of having none, so its recall came out 0.2 low;
-    the verdicts seldom tell a from a' sharply, and the interval then carries the spread between them."""
+    relevant pair has one after all (:func:`query_outcomes`): per fold of queries, the mixing weights of the shares
+    that make the *other* folds' randomly drawn verdicts likeliest, under the estimates as that fold's recalibration
+    and spread make them (EM: each query is of some share, which one unknown). So no single query can veto a share
+    for all the others, and no verdict moves the share its own query's figure is weighed by (cross-fitted, as the
+    recalibration is). The independent model (a = 0) gave SciFact's queries, each of which has a relevant pair, a
+    chance of about a quarter of having none, so its recall came out 0.2 low; the verdicts seldom tell a from a'
+    sharply, and the interval then carries the spread between them."""
+    out = []
+    for fold in range(FOLDS):
+        others = {q: members for q, members in by_query.items() if fold_of(q, FOLDS) != fold}
+        calibrate, spread = recalibrated[fold], spreads[fold]
+        estimates = {q: _query_estimates(pairs, members, drawn, calibrate, spread) for q, members in others.items()}
+        out.append(_mixing_weights(list(_answerable_likelihoods(pairs, others, estimates, random).values())))
+    return tuple(out)
+
+
+def _answerable_likelihoods(pairs, by_query, estimates, random: list[int]) -> dict[str, np.ndarray]:
+    """query -> the log-likelihood of its randomly drawn verdicts under each share
+    of :data:`ANSWERABLE`, for every query the estimates might leave without a relevant pair."""
     drawn = set(random)
-    rows, heard = [], False
+    rows = {}
     for query_id, members in by_query.items():
         known, p = estimates[query_id]
         if not _mixed(p, known):
             continue
         given = [j for j, i in enumerate(members) if i in drawn and not known[j]]
-        heard = heard or bool(given)
         labels = np.array([pairs[members[j]].label for j in given], dtype=float)
         uncertain = [j for j in range(len(members)) if not known[j]]
         rest = sorted(set(uncertain) - set(given))
@@ -519,8 +553,15 @@ def answerable_weights(pairs, by_query, estimates, random: list[int]) -> tuple[t
             likelihood = alpha * seen / _some(_log_none(q[uncertain]))
             likelihood += (1.0 - alpha) * all_zero
             logs[slot] = math.log(max(likelihood, 1e-300))
-        rows.append(logs)
-    if not heard:  # no verdict in a query it matters to: nothing to move the independent model by
+        rows[query_id] = logs
+    return rows
+
+
+def _mixing_weights(rows: list[np.ndarray]) -> tuple[tuple[float, float], ...]:
+    """The shares' mixing weights that make ``rows`` (queries' log-likelihoods per share) likeliest, by EM; the
+    independent model alone when no verdict bears on any of them."""
+    rows = [row for row in rows if np.ptp(row) > 0.0]  # a query no verdict bears on is alike under every share
+    if not rows:
         return ((0.0, 1.0),)
     likelihoods = np.exp(np.array(rows) - np.max(rows, axis=1, keepdims=True))  # each query's, up to a factor
     weights = np.full(len(ANSWERABLE), 1.0 / len(ANSWERABLE))
@@ -543,10 +584,18 @@ class _Calibration:
     spreads: tuple[float, ...]  # per fold of queries: from the other folds' verdicts
     estimates: dict[str, tuple[list[bool], np.ndarray]]
     shares: tuple[float, ...] = (0.0,) * FOLDS  # per fold: a relevant pair's chance of grade 2 (:func:`grade_share`)
-    answerable: tuple[tuple[float, float], ...] = ((0.0, 1.0),)  # (a, weight): :func:`answerable_weights`
+    # per fold of queries, (a, weight) for each share a: :func:`answerable_weights`
+    answerable: tuple[tuple[tuple[float, float], ...], ...] = (((0.0, 1.0),),) * FOLDS
 
     def share(self, query_id: str) -> float:
         return self.shares[fold_of(query_id, FOLDS)]
+
+    def answerable_of(self, query_id: str) -> tuple[tuple[float, float], ...]:
+        """The answerable shares' weights a query's figure is weighed by (from the other folds' verdicts)."""
+        return self.answerable[fold_of(query_id, FOLDS)]
+
+    def mean_answerable(self, query_id: str) -> float:
+        return sum(a * weight for a, weight in self.answerable_of(query_id))
 
     @staticmethod
     def of(pairs, by_query, labelled) -> _Calibration:
@@ -565,7 +614,7 @@ class _Calibration:
             spreads,
             estimates,
             _fold_shares(pairs, random),
-            answerable_weights(pairs, by_query, estimates, random),
+            answerable_weights(pairs, by_query, drawn, random, recalibrated, spreads),
         )
         if len(_CALIBRATIONS) >= 4:
             _CALIBRATIONS.pop(next(iter(_CALIBRATIONS)))
