@@ -307,6 +307,33 @@ def test_propose_with_every_signal_estimates_every_pooled_pair(workspace, tmp_pa
     assert set(estimates.estimates(workspace.db)) == pooled
 
 
+def test_runs_given_to_propose_join_the_pool_at_their_ranks_and_chunks_the_workspace_lacks_are_counted(
+    workspace, tmp_path, capsys
+):
+    from testset_builder.store import estimates
+
+    path = write(tmp_path / "q.txt", "\n".join(QUERIES))
+    query = derived_id(QUERIES[0])
+    live = [c for (c,) in workspace.db.execute("SELECT chunk_id FROM chunks ORDER BY chunk_id DESC LIMIT 4")]
+    ranked = [live[0], "no-such-chunk", live[1], live[2], live[3]]  # ranks 1-5; the run's top 3 pool two chunks
+    run = write(
+        tmp_path / "mine.trec",
+        "".join(f"{query} Q0 {c} {r} {10 - r} mine\n" for r, c in enumerate(ranked, 1)) + "elsewhere Q0 x 1 1 mine\n",
+    )
+    args = ["propose", "--queries", str(path), "--workspace", str(workspace.root), "--no-judge", "--json"]
+    assert main([*args, "--depth", "2", "--runs", str(run), "--run-depth", "3"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["runs"] == [{"name": "run:mine", "queries": 1, "candidates": 2, "unknown_chunks": 1}]
+    pooled = workspace.db.execute("SELECT chunk_id, rank FROM candidates WHERE retriever = 'run:mine'").fetchall()
+    assert sorted(map(tuple, pooled)) == sorted([(live[0], 1), (live[1], 3)])
+    if report["estimate"]:  # the run's pairs are estimated with the rest of the pool
+        assert {(query, live[0]), (query, live[1])} <= set(estimates.estimates(workspace.db))
+
+    other = write(tmp_path / "other.trec", f"{query} Q0 doc-from-another-corpus 1 1 theirs\n")
+    assert main([*args, "--runs", str(other)]) != 0
+    assert "names none of this workspace's chunks" in capsys.readouterr().err
+
+
 def test_the_propose_command_refuses_a_missing_workspace_and_an_unknown_retriever(tmp_path, capsys):
     path = write(tmp_path / "q.txt", "x")
     assert main(["propose", "--queries", str(path), "--workspace", str(tmp_path / "none"), "--no-judge"]) == 1

@@ -201,15 +201,19 @@ def propose(
     strict: bool = False,
     id_field: str | None = None,
     text_field: str | None = None,
+    runs=(),
 ) -> ProposeResult:
-    """Pool candidates for real queries and estimate each pair's relevance (with ``judge``, the config's judge
+    r"""Pool candidates for real queries and estimate each pair's relevance (with ``judge``, the config's judge
     grades them too). ``queries``: a file of queries (JSONL, CSV, TSV or text), or a
     :class:`~testset_builder.export.queries.QueryFile`; ``from_logs``: the logged queries a failure-first draw chose
-    instead."""
+    instead. ``runs``: the systems the set will score (run files or :class:`~testset_builder.tables.Run`\ s), whose
+    top ``propose.run_depth`` join the pool."""
+    from .export import read_runs
     from .export.queries import QueryFile, read_queries
     from .stages.judge import Judge
     from .stages.logs.failures import drawn_queries
     from .stages.propose import propose as proposing
+    from .tables import Run
 
     if (queries is None) == (not from_logs):
         raise InputError("give a queries file or from_logs (the logged queries a failure-first draw chose)")
@@ -220,15 +224,16 @@ def propose(
             query_file = queries
         else:
             query_file = read_queries(queries, id_field=id_field, text_field=text_field, strict=strict)
+        runs = [run for run in runs if isinstance(run, Run)] + read_runs([r for r in runs if not isinstance(r, Run)])
         if not judge:
-            summary = run_async(proposing(ws, query_file, None, config.propose))
+            summary = run_async(proposing(ws, query_file, None, config.propose, runs=runs))
         else:
             prompts = prompt_library(config)
             summary = with_roles(
                 config, ws, "propose",
                 lambda roles, bar: proposing(
                     ws, query_file, Judge(roles.judge, config.judging, prompts), config.propose, batch=batch,
-                    progress=bar,
+                    progress=bar, runs=runs,
                 ),
                 progress,
             )  # fmt: skip

@@ -241,6 +241,12 @@ class ProposeConfig(Strict):
     depth: int = Field(default=20, ge=1)
     fused_depth: int | None = Field(default=None, ge=1, description="default: depth")
     rrf_k: int = Field(default=60, ge=1)
+    run_depth: int = Field(
+        default=100,
+        ge=1,
+        description="each run given to `propose --runs` (the systems the set will score) pools its top k: score's "
+        "deepest cutoff, so their figures rest on estimates, not on the pooling assumption",
+    )
 
     @field_validator("retrievers")
     @classmethod

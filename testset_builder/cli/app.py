@@ -331,3 +331,21 @@ def _outcome(args: list[str], json_mode: bool) -> int:
         )
         return failed(EXIT_INTERNAL, f"internal error: {type(error).__name__}: {error}", error)
     return EXIT_OK
+
+
+def run_paths(run: list[Path] | None, runs: list[str] | None, more: list[Path] | None) -> list[Path]:
+    """--run files, --runs globs (or files) and extra paths, in that order, each once."""
+    import glob
+
+    from ..errors import InputError
+
+    paths = list(run or [])
+    for pattern in runs or []:
+        matched = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if not matched:
+            raise InputError(f"--runs {pattern!r}: no file matches")
+        paths += [Path(p) for p in matched]
+    paths += list(more or [])
+    if not paths:
+        raise InputError("Missing option '--run' (or --runs 'DIR/*.trec'): the runs to score")
+    return list(dict.fromkeys(paths))

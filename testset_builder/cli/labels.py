@@ -30,6 +30,7 @@ from .app import (
     open_workspace_for,
     out,
     prompt_library,
+    run_paths,
     run_with_roles,
     settings,
 )
@@ -293,6 +294,24 @@ def propose(
             show_default=False,
         ),
     ] = None,
+    runs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--runs",
+            help="The systems this set will score: run files (TREC or JSONL; a glob in quotes, or paths; repeatable) "
+            "whose top --run-depth join the pool, as TREC pools the systems it judges.",
+            show_default=False,
+        ),
+    ] = None,
+    run_depth: Annotated[
+        int | None,
+        typer.Option(
+            "--run-depth",
+            min=1,
+            help="Each --runs run's top k in the pool. Config: propose.run_depth (100).",
+            show_default=False,
+        ),
+    ] = None,
     judge: Annotated[
         bool | None,
         typer.Option(
@@ -322,7 +341,13 @@ def propose(
     With --from-logs the queries are the logged ones a failure-first draw chose (`select --from-logs`); their
     production results are in the pool already (retriever `production`).
 
-    Example: `testset-builder propose --queries queries.jsonl --config my-set/testset-builder.yaml --depth 20`.
+    --runs pools the systems you will score (TREC pooling): each run's top --run-depth joins the pool as retriever
+    `run:<tag>`. `score --release` counts a run's results outside the pool as not relevant, and its 'pool
+    coverage' line says how much of the run that is; pooled, the run's figures rest on estimates and verdicts
+    instead. Its ids must be this workspace's chunk ids.
+
+    Example: `testset-builder propose --queries queries.jsonl --config my-set/testset-builder.yaml --depth 20`, or
+    `testset-builder propose --queries queries.jsonl --runs 'runs/*.trec'`.
     """
     from .. import api
 
@@ -332,6 +357,7 @@ def propose(
         propose__retrievers=_retrievers(retrievers),
         propose__depth=depth,
         propose__fused_depth=fused_depth,
+        propose__run_depth=run_depth,
         limits__max_cost_usd=max_cost_usd,
     )
     if (queries is None) == (not from_logs):
@@ -348,6 +374,7 @@ def propose(
             proposed = api.propose(
                 resolved, queries, from_logs=from_logs, judge=judge, workspace=ws, progress=progress, batch=batch,
                 strict=strict, id_field=id_field, text_field=text_field,
+                runs=run_paths(None, runs, None) if runs else (),
             )  # fmt: skip
     summary = proposed.summary
     if json_output:
@@ -362,6 +389,17 @@ def propose(
         f"{' + rrf' if len(summary.retrievers) > 1 else ''}: {summary.pool_min}-{summary.pool_max} chunks per query "
         f"(mean {summary.pool_mean}), {summary.candidates} candidate rows"
     )
+    for took in summary.runs:
+        out.print(
+            f"pooled {escape(took.name)}: its top {resolved.propose.run_depth} for {took.queries} queries, "
+            f"{took.candidates} candidate rows",
+            highlight=False,
+        )
+        if took.unknown_chunks:
+            err.print(
+                f"[yellow]warning:[/] {escape(took.name)} names {took.unknown_chunks} chunks this workspace does not "
+                "have (skipped; score counts them as not relevant)"
+            )
     for name, missed in summary.no_results.items():
         shown = ", ".join(missed[:5]) + (" ..." if len(missed) > 5 else "")
         err.print(

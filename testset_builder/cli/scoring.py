@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -22,6 +21,7 @@ from .app import (
     app,
     err,
     out,
+    run_paths,
 )
 
 
@@ -73,36 +73,6 @@ DetectOption = Annotated[
     ),
 ]
 AlphaOption = Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Family-wise significance level.")]
-
-
-def run_paths(run: list[Path] | None, runs: list[str] | None, more: list[Path] | None) -> list[Path]:
-    """--run files, --runs globs (or files) and extra paths, in that order, each once."""
-    import glob
-
-    from ..errors import InputError
-
-    paths = list(run or [])
-    for pattern in runs or []:
-        matched = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-        if not matched:
-            raise InputError(f"--runs {pattern!r}: no file matches")
-        paths += [Path(p) for p in matched]
-    paths += list(more or [])
-    if not paths:
-        raise InputError("Missing option '--run' (or --runs 'DIR/*.trec'): the runs to score")
-    return list(dict.fromkeys(paths))
-
-
-def read_runs(paths: list[Path]):
-    """The runs; runs sharing a tag are called by their files' names."""
-    from ..export import read_run
-
-    loaded = [read_run(path) for path in paths]
-    if len({r.name for r in loaded}) < len(loaded):
-        loaded = [replace(r, name=path.stem) for r, path in zip(loaded, paths)]
-    if len({r.name for r in loaded}) < len(loaded):
-        loaded = [replace(r, name=str(path)) for r, path in zip(loaded, paths)]
-    return loaded
 
 
 def parse_targets(text: str) -> list[float]:
@@ -186,6 +156,7 @@ def score(
     import numpy as np
 
     from ..errors import InputError
+    from ..export import read_runs
     from ..export.reports import check_writable, write_per_query_csv
     from ..metrics import parse_metrics
     from ..metrics.guidance import cluster_line, half_width_line, recall_curves_table, runs_table, set_size_line
@@ -307,6 +278,7 @@ def compare(
     Example: `testset-builder compare bm25.trec dense.trec --release testset@latest --fail-if-worse ndcg@10:0.01`.
     """
     from ..errors import InputError
+    from ..export import read_runs
     from ..export.reports import check_writable, write_per_query_csv
     from ..metrics import parse_metrics
     from ..metrics.gate import parse_gate

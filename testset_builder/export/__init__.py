@@ -8,6 +8,7 @@ Runs: TREC (``qid Q0 docid rank score tag``), JSONL (``{"query_id", "results": [
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import InputError
@@ -124,6 +125,17 @@ def read_run(path: str | Path, format: RunFormat = "auto", name: str | None = No
     return RUNS[fmt].read(path, name=name)
 
 
+def read_runs(paths) -> list[Run]:
+    """The runs of ``paths``, each by its tag; runs sharing a tag are called by their files' names (then paths)."""
+    paths = [Path(path) for path in paths]
+    loaded = [read_run(path) for path in paths]
+    if len({r.name for r in loaded}) < len(loaded):
+        loaded = [replace(r, name=path.stem) for r, path in zip(loaded, paths)]
+    if len({r.name for r in loaded}) < len(loaded):
+        loaded = [replace(r, name=str(path)) for r, path in zip(loaded, paths)]
+    return loaded
+
+
 __all__ = [
     "LOG_FORMATS",
     "QRELS",
@@ -144,6 +156,7 @@ __all__ = [
     "read_log",
     "read_qrels",
     "read_run",
+    "read_runs",
     "read_trec_qrels",
     "read_trec_run",
     "register_log_format",

@@ -162,7 +162,8 @@ def prediction_lines(report: dict) -> list[str]:
     if coverage is not None:
         lines.append(
             f"pool coverage: {coverage:.1%} of its top results were estimated or labelled (the rest count as not "
-            "relevant)"
+            "relevant"
+            + ("; pool the run with `propose --runs` before `select` to estimate them)" if coverage < 0.95 else ")")
         )
     if calibration[drawn_key]:
         lines.append(

@@ -39,6 +39,45 @@ def pool(runs: Mapping[str, Run], depth: int, fused_depth: int | None = None, rr
     return candidates
 
 
+RUN_PREFIX = "run:"  # the retriever name a pooled external run's candidates carry: run:<its tag>
+
+
+@dataclass
+class PooledRun:
+    """What pooling one external run took: its name in the pool, the queries it gave results for, the pairs it added
+    to the pool, and the results it named a chunk the workspace does not have (skipped)."""
+
+    name: str
+    queries: int = 0
+    candidates: int = 0
+    unknown_chunks: int = 0
+
+
+def run_candidates(
+    runs: list[Run], depth: int, query_ids: set[str], chunk_ids: set[str]
+) -> tuple[list[Candidate], list[PooledRun]]:
+    """Candidates from the systems a test set will score (TREC pooling): each run's top ``depth`` for the queries in
+    ``query_ids``, as retriever ``run:<name>``, at the ranks ``score`` gives them (trec_eval's order). A result in
+    that top ``depth`` whose chunk is not in ``chunk_ids`` is skipped and counted: a run over another corpus or
+    chunking names none of them."""
+    candidates, pooled = [], []
+    for run in runs:
+        took = PooledRun(RUN_PREFIX + run.name)
+        queries = set()
+        for q, c, score, rank in run.ranked_rows():
+            if q not in query_ids or rank > depth:
+                continue
+            queries.add(q)
+            if c not in chunk_ids:
+                took.unknown_chunks += 1
+                continue
+            candidates.append(Candidate(q, c, took.name, rank, score))
+            took.candidates += 1
+        took.queries = len(queries)
+        pooled.append(took)
+    return candidates, pooled
+
+
 def pooled_pairs(candidates: list[Candidate]) -> list[tuple[str, str]]:
     """The distinct (query, chunk) pairs of a pool, in first-seen order."""
     return list(dict.fromkeys((c.query_id, c.chunk_id) for c in candidates))

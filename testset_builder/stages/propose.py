@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from ..config import ProposeConfig
@@ -20,11 +21,11 @@ from ..metrics.agreement import cohen_kappa
 from ..records import Judgment
 from ..retrieval import dense_available
 from ..retrieval.indexes import WorkspaceIndexes, retriever_names
-from ..retrieval.pool import pool, pooled_pairs
+from ..retrieval.pool import PooledRun, pool, pooled_pairs, run_candidates
 from ..store import estimates as stored_estimates
 from ..store import history, rows
 from ..store.workspace import Workspace, utc_timestamp
-from ..tables import Qrels
+from ..tables import Qrels, Run
 from .estimate import estimate_workspace
 from .judge import Judge, JudgePair
 from .labelling import JudgingCounts, judge_and_queue, store_queries
@@ -42,6 +43,7 @@ class ProposeSummary:
     pool_mean: float = 0.0
     pool_max: int = 0
     no_results: dict[str, list[str]] = field(default_factory=dict)  # retriever -> queries it found nothing for
+    runs: list[PooledRun] = field(default_factory=list)  # the external runs pooled (`propose --runs`)
     languages: list[str] = field(default_factory=list)  # the corpus's, detected; BM25 cuts text in the first
     judging: JudgingCounts = field(default_factory=JudgingCounts)
     estimate: dict | None = None  # the relevance estimate made at the end: model, pairs, verdicts
@@ -59,14 +61,23 @@ async def propose(
     *,
     batch: bool = False,
     progress=None,
+    runs: Sequence[Run] = (),
 ) -> ProposeSummary:
-    """Pool and judge candidates for real queries; ``judge=None`` pools only."""
+    """Pool and judge candidates for real queries; ``judge=None`` pools only. ``runs``: the systems the set will
+    score, whose top ``settings.run_depth`` join the pool (TREC pooling), so their figures rest on estimates and
+    verdicts rather than on counting what the pool missed as not relevant."""
     with workspace.exclusive("propose"):
-        return await _propose(workspace, query_file, judge, settings or ProposeConfig(), batch, progress)
+        return await _propose(workspace, query_file, judge, settings or ProposeConfig(), batch, progress, runs)
 
 
 async def _propose(
-    workspace: Workspace, query_file: QueryFile, judge: Judge | None, settings: ProposeConfig, batch: bool, progress
+    workspace: Workspace,
+    query_file: QueryFile,
+    judge: Judge | None,
+    settings: ProposeConfig,
+    batch: bool,
+    progress,
+    external: Sequence[Run] = (),
 ) -> ProposeSummary:
     started, clock = utc_timestamp(), time.perf_counter()
     summary = ProposeSummary(
@@ -77,6 +88,17 @@ async def _propose(
     summary.new_queries = store_queries(workspace, query_file.queries)
     runs = indexes.runs(query_file.queries, k=max(settings.depth, settings.fused_depth or 0, 100))
     candidates = pool(runs, settings.depth, settings.fused_depth, settings.rrf_k)
+    if external:
+        query_ids, chunk_ids = {q.query_id for q in query_file.queries}, set(indexes.chunk_ids)
+        pooled, summary.runs = run_candidates(list(external), settings.run_depth, query_ids, chunk_ids)
+        for took in summary.runs:
+            if took.unknown_chunks and not took.candidates:
+                raise InputError(
+                    f"run {took.name.removeprefix('run:')!r} names none of this workspace's chunks in its top "
+                    f"{settings.run_depth} for these queries ({took.unknown_chunks} results): is it a run over "
+                    "another corpus or chunking? Its ids must be the workspace's chunk ids"
+                )
+        candidates += pooled
     with workspace.transaction() as db:
         summary.candidates = rows.put_candidates(db, candidates)
     pairs = pooled_pairs(candidates)
