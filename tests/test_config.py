@@ -113,6 +113,9 @@ def test_relative_paths_in_a_config_are_taken_from_its_folder(tmp_path):
     assert (
         config.prompts_dir == tmp_path / "project" / "my-prompts" and config.prices == tmp_path / "project" / "p.yaml"
     )
+    run = load_config(write(tmp_path / "project", "run: {sources: [docs], queries: q.txt, runs: [runs/a.trec]}\n")).run
+    assert run.sources == [tmp_path / "project" / "docs"] and run.queries == tmp_path / "project" / "q.txt"
+    assert run.runs == [tmp_path / "project" / "runs" / "a.trec"]
 
 
 def test_a_flag_and_a_config_key_go_through_the_same_validation(tmp_path):

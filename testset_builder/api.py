@@ -602,7 +602,9 @@ def _run_stages(config: Config, result: RunResult, review: bool, progress, on_st
         judge = judges_pools(config)
         if config.run.queries is not None:
             with bar("propose") as shown:
-                proposed = propose(budgeted(), config.run.queries, judge=judge, workspace=ws, progress=shown)
+                proposed = propose(
+                    budgeted(), config.run.queries, judge=judge, workspace=ws, progress=shown, runs=config.run.runs
+                )
             ended("propose", proposed)
             spent[0] += proposed.judging.cost_usd
             if result.status != "done":
@@ -651,7 +653,7 @@ def _run_stages(config: Config, result: RunResult, review: bool, progress, on_st
         path.parent.mkdir(parents=True, exist_ok=True)
         baseline(spec, retriever, out=path)
         result.baselines.append(path)
-    reported = ended("report", report(spec, result.baselines))
+    reported = ended("report", report(spec, [*result.baselines, *config.run.runs]))
     result.release, result.report = released.version, reported.path
     result.message = f"release {released.version}: {released.path}; report: {reported.path}"
     return result

@@ -400,6 +400,11 @@ class RunConfig(Strict):
         default_factory=lambda: ["bm25", "dense"],
         description="runs scored on each release in the report (dense when installed)",
     )
+    runs: list[Path] = Field(
+        default_factory=list,
+        description="the systems this set will score (TREC or JSONL run files): propose pools each one's top "
+        "propose.run_depth, and the report scores them beside the baselines",
+    )
 
 
 class Config(Strict):
@@ -523,8 +528,9 @@ def load_config(source: str | Path) -> Config:
         for key in ("queries", "logs"):
             if key in run:
                 run[key] = _beside(path, run[key])
-        if isinstance(run.get("sources"), list):
-            run["sources"] = [_beside(path, source) for source in run["sources"]]
+        for key in ("sources", "runs"):
+            if isinstance(run.get(key), list):
+                run[key] = [_beside(path, item) for item in run[key]]
     if isinstance(data.get("review"), dict) and "guidelines_file" in data["review"]:
         data["review"] = {**data["review"], "guidelines_file": _beside(path, data["review"]["guidelines_file"])}
     return _validate(data, path, text)
