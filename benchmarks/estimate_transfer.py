@@ -25,7 +25,12 @@ each domain, leave-one-domain-out:
    95% prediction-powered and human-only intervals for nDCG@10, recall@100 and precision@10, and Kendall's tau of
    the system ranking by the PPI figures and by the estimate alone against the truth.
 
-    python benchmarks/estimate_transfer.py [--domains scifact,cranfield] [--queries 60] [--draws 10]
+5. With ``--pool-systems K``: every system's top K joins the pool too (``propose --runs``), and the truth becomes
+   the systems' figures on that whole pool's labels (what labelling all their results gives, as a check with full
+   human labels does). PPI coverage of nDCG@10 and recall@100 when the review sees propose's own pool only (the
+   systems' other results counted not relevant) and when as many verdicts are drawn from the whole pool.
+
+    python benchmarks/estimate_transfer.py [--domains scifact,cranfield] [--draws 10] [--pool-systems 100]
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ class Domain:
     chunks: int
     synthetic_x: np.ndarray | None = None  # the workspace's synthetic questions' examples (estimate.synthetic_examples)
     synthetic_y: np.ndarray | None = None
+    proposed: np.ndarray | None = None  # with --pool-systems: which pairs propose's own pool holds (without --runs)
 
     @property
     def queries(self) -> list[str]:
@@ -151,7 +157,7 @@ def tool_grade(score: int, top: int) -> int:
     return 2 if top > 1 and score >= (top + 1) / 2 else 1
 
 
-def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int) -> Domain:
+def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int, pool_systems: int = 0) -> Domain:
     name = folder.name
     texts = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").open(encoding="utf-8"))}
     qrels = read_qrels(folder / "qrels" / "test.tsv").to_dict()
@@ -170,7 +176,7 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int) -> Dom
         dense_rows = indexes.indexes["dense"].scores(batch)
         sx, sy, _ = synthetic_examples(ws, indexes)  # when `synthesize` made questions in the workspace
     chunk_words = [estimate.words(passages[c]) for c in chunk_ids]
-    keys, blocks, labels = [], [], []
+    keys, blocks, labels, proposed = [], [], [], []
     systems: dict[str, dict[tuple[str, str], int]] = {}
     for row, query_id in enumerate(query_ids):
         bm25, dense = np.asarray(bm25_rows[row], dtype=float), np.asarray(dense_rows[row], dtype=float)
@@ -178,9 +184,16 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int) -> Dom
         by_bm25, by_dense = _ranks(bm25, depth), _ranks(dense, depth)
         fused = _ranks(_rrf(_ranks(bm25, 100), _ranks(dense, 100), n=len(bm25)), depth)
         members = list(dict.fromkeys([*by_bm25.tolist(), *by_dense.tolist(), *fused.tolist()]))
-        pooled = [(query_id, chunk_ids[i]) for i in members]
         if not any(chunk_ids[i] in relevant[query_id] for i in members):
             continue  # no relevant pair in its pool: recall and nDCG are 0 by convention, whatever a system does
+        overlap = np.array([len(query_words & w) / max(1, len(query_words)) for w in chunk_words])
+        scored = system_scores(bm25, dense, overlap)
+        own = len(members)
+        if pool_systems:  # propose --runs: every system's top pool_systems joins the pool
+            tops = [_ranks(scores, pool_systems).tolist() for scores in scored.values()]
+            members = list(dict.fromkeys([*members, *(i for top in tops for i in top)]))
+        proposed.extend([True] * own + [False] * (len(members) - own))
+        pooled = [(query_id, chunk_ids[i]) for i in members]
         keys.extend(pooled)
         labels.extend(chunk_ids[i] in relevant[query_id] for i in members)
         blocks.append(
@@ -188,9 +201,8 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int) -> Dom
                 dense, bm25, members, query_words, [chunk_words[i] for i in members], [None] * len(members)
             )
         )
-        overlap = np.array([len(query_words & w) / max(1, len(query_words)) for w in chunk_words])
         members_set = {chunk_ids[i]: i for i in members}
-        for system, scores in system_scores(bm25, dense, overlap).items():
+        for system, scores in scored.items():
             ranked = _ranks(scores, SYSTEM_DEPTH)
             ranks = systems.setdefault(system, {})
             for rank, position in enumerate(ranked, start=1):
@@ -201,7 +213,10 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int) -> Dom
     x[:, estimate.FEATURES.index("llm_missing")] = 0.0
     synthetic = (sx, sy) if len(sy) else (None, None)
     g = np.array([grades.get(key, 0) for key in keys])
-    return Domain(name, keys, x, np.asarray(labels, dtype=float), g, systems, len(chunk_ids), *synthetic)
+    return Domain(
+        name, keys, x, np.asarray(labels, dtype=float), g, systems, len(chunk_ids), *synthetic,
+        np.array(proposed) if pool_systems else None,
+    )  # fmt: skip
 
 
 def fit_prior(
@@ -274,14 +289,21 @@ def review_round(domain: Domain, prior: relevance.Coefficients, budget: float, s
     return p, drawn, probabilities, validation
 
 
-def coverage(domain: Domain, prior, draws: int, share: float, strength: float) -> dict:
-    """PPI and human-only intervals over ``draws`` review rounds of ``share`` of the pool, per system and metric."""
+METRICS = (("ndcg", 10), ("recall", 100), ("precision", 10))
+
+
+def coverage(
+    domain: Domain, prior, draws: int, share: float, strength: float, truth_from: Domain | None = None,
+    metrics: tuple[tuple[str, int], ...] = METRICS,
+) -> dict:  # fmt: skip
+    """PPI and human-only intervals over ``draws`` review rounds of ``share`` of the pool, per system and metric;
+    the truth is each system's figure on the complete labels of ``truth_from``'s pool (default: this one's)."""
     from scipy.stats import kendalltau
 
-    metrics = (("ndcg", 10), ("recall", 100), ("precision", 10))
+    whole = truth_from or domain
     truth = {
-        (s, m, k): ppi.exact([(q, ranks.get((q, c)), int(g)) for (q, c), g in zip(domain.keys, domain.g)], m, k)
-        for s, ranks in domain.systems.items()
+        (s, m, k): ppi.exact([(q, ranks.get((q, c)), int(g)) for (q, c), g in zip(whole.keys, whole.g)], m, k)
+        for s, ranks in whole.systems.items()
         for m, k in metrics
     }
     out = {f"{m}@{k}": {"ppi": [], "human": [], "ppi_width": [], "human_width": [], "tau_ppi": [],
@@ -322,6 +344,24 @@ def coverage(domain: Domain, prior, draws: int, share: float, strength: float) -
         }
         for name, r in out.items()
     }  # fmt: skip
+
+
+def pooling(domain: Domain, prior, draws: int, share: float, strength: float) -> dict:
+    """With ``--pool-systems K``, the truth is each system's figure on the labels of the whole pool (propose's pool
+    and every system's top K, labelled by the collection's judgments: what a full human labelling of the systems'
+    results gives). The prediction-powered figures come from reviewing ``share`` of propose's own pool, the systems
+    not pooled (what it lacks counts as not relevant), and from as many verdicts drawn from the whole pool (the
+    systems pooled, `propose --runs`)."""
+    own = np.flatnonzero(domain.proposed)
+    keys = [domain.keys[i] for i in own]
+    kept = set(keys)
+    systems = {s: {key: rank for key, rank in ranks.items() if key in kept} for s, ranks in domain.systems.items()}
+    alone = Domain(domain.name, keys, domain.x[own], domain.y[own], domain.g[own], systems, domain.chunks)
+    metrics = (("ndcg", 10), ("recall", 100))
+    return {
+        "not pooled": coverage(alone, prior, draws, share, strength, truth_from=domain, metrics=metrics),
+        "pooled": coverage(domain, prior, draws, share * len(own) / len(domain.keys), strength, metrics=metrics),
+    }
 
 
 def _mean_tau(values: list[float]) -> float | None:
@@ -406,6 +446,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--strength", type=float, default=estimate.REFIT_STRENGTH)
     parser.add_argument("--no-ppi", action="store_true", help="the estimate's quality only")
     parser.add_argument("--fit", action="store_true", help="fit the prior on every domain and print it to ship")
+    parser.add_argument(
+        "--pool-systems", type=int, default=0, metavar="K",
+        help="also pool every system's top K (propose --runs) and measure PPI against that whole pool's labels, "
+        "with and without the systems pooled",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     folders = domains_found(args.domains.split(",") if args.domains else None)
     if len(folders) < 2:
@@ -413,6 +458,10 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
     started = time.perf_counter()
     domains = [load_domain(folder, args.queries, args.depth, seed=0) for folder in folders]
+    if args.pool_systems:  # the prior is fitted on propose's own pools, as shipped
+        wide = {
+            f.name: load_domain(f, args.queries, args.depth, seed=0, pool_systems=args.pool_systems) for f in folders
+        }
     print(
         f"{len(domains)} domains, pools of depth {args.depth} ({time.perf_counter() - started:.0f} s): "
         + ", ".join(f"{d.name} ({len(d.queries)} queries, {len(d.y)} pairs, {d.y.sum():.0f} relevant)" for d in domains)
@@ -458,6 +507,14 @@ def main(argv: list[str] | None = None) -> dict:
                 f"{fmt(figures.get('relevant_share'))}"
                 + (f"  refit kept {figures['kept']:.0%}" if "kept" in figures else "")
             )
+        if args.pool_systems:
+            row["pooling"] = pooling(wide[held_out.name], prior, args.draws, args.share, args.strength)
+            for pooled, figures in row["pooling"].items():
+                for metric, r in figures.items():
+                    print(
+                        f"  systems {pooled:<10} {metric:<10} PPI coverage {r['ppi_coverage']:.2f} (width "
+                        f"{r['ppi_width']:.3f}) of the whole pool's figures; tau {fmt(r['tau_ppi'])}"
+                    )
         if not args.no_ppi:
             row["ppi"] = coverage(held_out, prior, args.draws, args.share, args.strength)
             for metric, r in row["ppi"].items():

@@ -106,6 +106,33 @@ def test_a_selection_round_draws_with_recorded_probabilities_and_puts_the_drawn_
             db.execute("UPDATE review_draws SET probability = 1")
 
 
+def test_pairs_the_scored_systems_rank_high_are_likelier_drawn_as_their_rank_says(pair_queue, capsys):
+    import json
+
+    from testset_builder.cli import main
+    from testset_builder.retrieval.pool import Candidate
+    from testset_builder.store import draws as stored
+    from testset_builder.store import estimates, rows
+
+    ws, items = pair_queue, pair_queue.items
+    mine = items[1::3]  # a system pooled by `propose --runs` ranks every third pair, in queue order
+    with ws.transaction() as db:
+        rows.put_candidates(
+            db, [Candidate(i.query_id, i.chunk_id, "run:mine", r, 1.0 / r) for r, i in enumerate(mine, 1)]
+        )
+    assert main(["select", "--budget", "10", "--workspace", str(ws.root), "--json"]) == 0
+    capsys.readouterr()
+    stored_estimates = estimates.estimates(ws.db)
+    p = np.array([stored_estimates[(i.query_id, i.chunk_id)].p_relevant for i in items])
+    log_ranks = np.array([stored_estimates[(i.query_id, i.chunk_id)].features[3:5] for i in items])  # bm25, dense
+    system = {(i.query_id, i.chunk_id): r for r, i in enumerate(mine, 1)}
+    best = np.minimum(np.expm1(log_ranks.min(axis=1)), [system.get((i.query_id, i.chunk_id), np.inf) for i in items])
+    assert (best < np.expm1(log_ranks.min(axis=1))).any()  # the system puts some pairs above both retrievers
+    expected = weighted_inclusion_probabilities(np.sqrt(p * (1 - p)) * (1 + 1 / np.log2(1 + best)), 10, 0.2)
+    recorded = stored.draws(ws.db)
+    assert [recorded[i.item_id].probability for i in items] == pytest.approx(expected)
+
+
 @pytest.mark.parametrize("p, budget", [([0.0, 5e-324], 1.0), ([0.0, 0.0, 0.5], 2.0), ([1.0] * 5 + [0.3], 4.0)])
 def test_certain_estimates_still_get_their_share_of_a_large_budget(p, budget):
     pi = inclusion_probabilities(p, budget, 0.2)

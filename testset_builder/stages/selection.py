@@ -135,14 +135,17 @@ class SelectionSummary:
 def select_for_review(workspace, budget: int, uniform_share: float = 0.2, seed: int = 0) -> SelectionSummary:
     """Refit the estimate, then draw from every pending pair (no human label yet, whether an earlier round considered
     it or not), with known probabilities (see the module docstring; the weights are :func:`review_weights`'s, from
-    the refitted estimate and the pair's best rank); drawn pairs go to the head of the review queue. Every
+    the refitted estimate and the pair's best rank by the tool's retrievers or the systems `propose --runs`
+    pooled); drawn pairs go to the head of the review queue. Every
     considered pair's probability is recorded, drawn or not: the weights that keep estimates from the verdicts
     unbiased. Each round is a design of its own over its population: a later round draws where the refit left the
     estimate uncertain, and the labels earlier rounds brought in count as known (see
     :mod:`~testset_builder.metrics.prediction`)."""
+    from ..retrieval.pool import RUN_PREFIX
     from ..store import draws as store
     from ..store import estimates as stored_estimates
     from ..store import review as review_store
+    from ..store import rows
     from ..store.workspace import utc_timestamp
     from .estimate import estimate_workspace
 
@@ -155,7 +158,9 @@ def select_for_review(workspace, budget: int, uniform_share: float = 0.2, seed: 
         earlier = set(store.pair_draws(db))
         round_number = store.next_round(db)
         p = [estimates[pair].p_relevant for pair in pending]
-        probabilities = inclusion_probabilities(p, budget, uniform_share, [best_rank(estimates[x]) for x in pending])
+        systems = rows.best_ranks_by(db, RUN_PREFIX)  # the systems the set will score rank these pairs too
+        ranks = [min(best_rank(estimates[x]), systems.get(x, math.inf)) for x in pending]
+        probabilities = inclusion_probabilities(p, budget, uniform_share, ranks)
         outcome = draw(probabilities, seed * 1_000_003 + round_number)
         now = utc_timestamp()
         considered = [

@@ -277,6 +277,19 @@ def put_candidates(db: sqlite3.Connection, candidates: Iterable) -> int:
     return len(rows)
 
 
+def best_ranks_by(db: sqlite3.Connection, prefix: str) -> dict[tuple[str, str], int]:
+    """(query, chunk) -> its best rank by the pooled retrievers whose name starts with ``prefix`` (``run:``: the
+    systems `propose --runs` pooled)."""
+    return {
+        (query_id, chunk_id): rank
+        for query_id, chunk_id, rank in db.execute(
+            "SELECT query_id, chunk_id, MIN(rank) FROM candidates WHERE substr(retriever, 1, ?) = ? "
+            "GROUP BY query_id, chunk_id",
+            (len(prefix), prefix),
+        )
+    }
+
+
 def iter_judgments_by_id(db: sqlite3.Connection, judgment_ids: Iterable[str]) -> Iterator[Judgment]:
     ids = list(judgment_ids)
     for start in range(0, len(ids), 500):
