@@ -108,7 +108,8 @@ def figures_over_draws(rows, metric: str, repetitions: int):
         figure = estimate(pairs, metric, 10, "ppi")
         errors.append(figure.estimate - truth)
         covered.append(figure.low <= truth <= figure.high)
-        believed.append(ppi.assumptions(pairs)["answerable"] or 0.0)
+        calibration = ppi._Calibration.of(*ppi._grouped(pairs))
+        believed.append(np.mean([dict(calibration.answerable_of(q)).get(1.0, 0.0) for q, *_ in rows]))
     return np.mean(errors), np.mean(covered), np.mean(believed)
 
 
@@ -177,6 +178,19 @@ def test_no_verdict_moves_the_answerable_share_its_own_query_is_weighed_by():
         assert flipped.answerable_of(query) == base.answerable_of(query)
         others_moved += flipped.answerable != base.answerable
     assert others_moved > 0
+
+
+def test_without_a_verdict_every_fold_keeps_the_independent_model_and_the_report_claims_no_share(monkeypatch):
+    rows = one_answer_each(seed=4, queries=30)
+    pairs = [PooledPair(q, rank, p, inclusion=0.1) for q, rank, _, p in rows]
+    calibration = ppi._Calibration.of(*ppi._grouped(pairs))
+    assert calibration.answerable == (((0.0, 1.0),),) * ppi.FOLDS
+    assert ppi.assumptions(pairs)["answerable"] is None
+    mixed = estimate(pairs, "recall", 10, "ppi").estimate
+    monkeypatch.setattr(ppi, "ANSWERABLE", (0.0,))  # the independent model alone
+    ppi._CALIBRATIONS.clear()
+    assert mixed == pytest.approx(estimate(pairs, "recall", 10, "ppi").estimate, abs=1e-12)
+    ppi._CALIBRATIONS.clear()
 
 
 def test_one_verdict_cannot_swing_the_answerable_share_for_every_query():

@@ -333,6 +333,24 @@ def test_runs_given_to_propose_join_the_pool_at_their_ranks_and_chunks_the_works
     assert main([*args, "--runs", str(other)]) != 0
     assert "names none of this workspace's chunks" in capsys.readouterr().err
 
+    # the same run pooled again, changed: its new top 3 replaces the old, nothing of the old stays
+    write(run, "".join(f"{query} Q0 {c} {r} {10 - r} mine\n" for r, c in enumerate(reversed(live), 1)))
+    assert main([*args, "--depth", "2", "--runs", str(run), "--run-depth", "3"]) == 0
+    capsys.readouterr()
+    pooled = workspace.db.execute("SELECT chunk_id, rank FROM candidates WHERE retriever = 'run:mine'").fetchall()
+    assert sorted(map(tuple, pooled)) == sorted([(live[3], 1), (live[2], 2), (live[1], 3)])
+
+
+def test_a_run_with_results_for_none_of_the_queries_is_refused_before_anything_is_stored(workspace, tmp_path, capsys):
+    path = write(tmp_path / "q.txt", "\n".join(QUERIES))  # plain text: the ids are derived from the texts
+    chunk = workspace.db.execute("SELECT chunk_id FROM chunks LIMIT 1").fetchone()[0]
+    run = write(tmp_path / "mine.trec", f"my-query-1 Q0 {chunk} 1 1 mine\n")
+    args = ["propose", "--queries", str(path), "--workspace", str(workspace.root), "--no-judge"]
+    assert main([*args, "--runs", str(run)]) != 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "run 'mine' has results for none of these queries (its query ids: my-query-1)" in said
+    assert workspace.db.execute("SELECT COUNT(*) FROM queries").fetchone()[0] == 0
+
 
 def test_the_propose_command_refuses_a_missing_workspace_and_an_unknown_retriever(tmp_path, capsys):
     path = write(tmp_path / "q.txt", "x")

@@ -107,7 +107,6 @@ def test_a_selection_round_draws_with_recorded_probabilities_and_puts_the_drawn_
 
 
 def test_pairs_the_scored_systems_rank_high_are_likelier_drawn_as_their_rank_says(pair_queue, capsys):
-    import json
 
     from testset_builder.cli import main
     from testset_builder.retrieval.pool import Candidate

@@ -224,6 +224,7 @@ def propose(
             query_file = queries
         else:
             query_file = read_queries(queries, id_field=id_field, text_field=text_field, strict=strict)
+        runs = [runs] if isinstance(runs, (str, Path, Run)) else list(runs)
         runs = [run for run in runs if isinstance(run, Run)] + read_runs([r for r in runs if not isinstance(r, Run)])
         if not judge:
             summary = run_async(proposing(ws, query_file, None, config.propose, runs=runs))
@@ -563,6 +564,7 @@ def run(
 
 def _run_stages(config: Config, result: RunResult, review: bool, progress, on_stage) -> RunResult:
     """:func:`run`'s stages, filling ``result`` as each ends."""
+    from .export import read_runs
     from .retrieval import dense_available
     from .store import draws, estimates
     from .store import logs as stored_logs
@@ -653,7 +655,7 @@ def _run_stages(config: Config, result: RunResult, review: bool, progress, on_st
         path.parent.mkdir(parents=True, exist_ok=True)
         baseline(spec, retriever, out=path)
         result.baselines.append(path)
-    reported = ended("report", report(spec, [*result.baselines, *config.run.runs]))
+    reported = ended("report", report(spec, read_runs([*result.baselines, *config.run.runs])))  # names as pooled
     result.release, result.report = released.version, reported.path
     result.message = f"release {released.version}: {released.path}; report: {reported.path}"
     return result

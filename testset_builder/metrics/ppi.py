@@ -321,11 +321,11 @@ def assumptions(pairs: Sequence[PooledPair]) -> dict:
     what their folds' weights say), each as the figures use it."""
     pairs, by_query, labelled = _grouped(pairs)
     calibration = _Calibration.of(pairs, by_query, labelled)
-    heard = any(weights != ((0.0, 1.0),) for weights in calibration.answerable)
-    answerable = float(np.mean([calibration.mean_answerable(q) for q in by_query]))
+    heard = any(calibration.answerable_of(q) != ((0.0, 1.0),) for q in by_query)
+    answerable = float(np.mean([calibration.mean_answerable(q) for q in by_query])) if heard else None
     return {
         "grade_2_share": round(grade_share(pairs, labelled), 4),
-        "answerable": round(answerable, 4) if heard else None,
+        "answerable": None if answerable is None else round(answerable, 4),
     }
 
 
@@ -531,7 +531,7 @@ def answerable_weights(
 
 def _answerable_likelihoods(pairs, by_query, estimates, random: list[int]) -> dict[str, np.ndarray]:
     """query -> the log-likelihood of its randomly drawn verdicts under each share
-    of :data:`ANSWERABLE`, for every query the estimates might leave without a relevant pair."""
+    of :data:`ANSWERABLE`, for every query the estimates might leave without a relevant pair and that has a verdict."""
     drawn = set(random)
     rows = {}
     for query_id, members in by_query.items():
@@ -539,6 +539,8 @@ def _answerable_likelihoods(pairs, by_query, estimates, random: list[int]) -> di
         if not _mixed(p, known):
             continue
         given = [j for j, i in enumerate(members) if i in drawn and not known[j]]
+        if not given:  # alike under every share (its likelihood is 1): no evidence
+            continue
         labels = np.array([pairs[members[j]].label for j in given], dtype=float)
         uncertain = [j for j in range(len(members)) if not known[j]]
         rest = sorted(set(uncertain) - set(given))
@@ -559,8 +561,7 @@ def _answerable_likelihoods(pairs, by_query, estimates, random: list[int]) -> di
 
 def _mixing_weights(rows: list[np.ndarray]) -> tuple[tuple[float, float], ...]:
     """The shares' mixing weights that make ``rows`` (queries' log-likelihoods per share) likeliest, by EM; the
-    independent model alone when no verdict bears on any of them."""
-    rows = [row for row in rows if np.ptp(row) > 0.0]  # a query no verdict bears on is alike under every share
+    independent model alone without any."""
     if not rows:
         return ((0.0, 1.0),)
     likelihoods = np.exp(np.array(rows) - np.max(rows, axis=1, keepdims=True))  # each query's, up to a factor

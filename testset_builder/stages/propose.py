@@ -85,22 +85,20 @@ async def _propose(
     )
     summary.retrievers = retriever_names(settings.retrievers)
     indexes = WorkspaceIndexes(workspace, summary.retrievers, progress)
+    pooled: list = []
+    if external:  # checked before anything is stored
+        query_ids = {q.query_id for q in query_file.queries}
+        pooled, summary.runs = run_candidates(list(external), settings.run_depth, query_ids, set(indexes.chunk_ids))
+        for run, took in zip(external, summary.runs):
+            _check_pooled(run, took, settings.run_depth)
     summary.new_queries = store_queries(workspace, query_file.queries)
     runs = indexes.runs(query_file.queries, k=max(settings.depth, settings.fused_depth or 0, 100))
     candidates = pool(runs, settings.depth, settings.fused_depth, settings.rrf_k)
-    if external:
-        query_ids, chunk_ids = {q.query_id for q in query_file.queries}, set(indexes.chunk_ids)
-        pooled, summary.runs = run_candidates(list(external), settings.run_depth, query_ids, chunk_ids)
-        for took in summary.runs:
-            if took.unknown_chunks and not took.candidates:
-                raise InputError(
-                    f"run {took.name.removeprefix('run:')!r} names none of this workspace's chunks in its top "
-                    f"{settings.run_depth} for these queries ({took.unknown_chunks} results): is it a run over "
-                    "another corpus or chunking? Its ids must be the workspace's chunk ids"
-                )
-        candidates += pooled
     with workspace.transaction() as db:
-        summary.candidates = rows.put_candidates(db, candidates)
+        for took in summary.runs:  # a run pooled again replaces its earlier top k for these queries
+            rows.delete_candidates(db, took.name, [q.query_id for q in query_file.queries])
+        summary.candidates = rows.put_candidates(db, candidates + pooled)
+    candidates += pooled
     pairs = pooled_pairs(candidates)
     sizes = Counter(q for q, _ in pairs)
     per_query = [sizes.get(q.query_id, 0) for q in query_file.queries]
@@ -127,6 +125,25 @@ async def _propose(
         workspace, "propose", {"pool": settings.model_dump(), "judge": judged_by}, summary.as_dict(), started
     )
     return summary
+
+
+def _check_pooled(run: Run, took: PooledRun, depth: int) -> None:
+    """A run that pooled nothing is a mistake to say, not to pass over: its ids are not these queries' or not the
+    workspace's chunks'."""
+    name = took.name.removeprefix("run:")
+    if not took.queries:
+        shown = ", ".join(list(dict.fromkeys(run.query_ids()))[:3])
+        raise InputError(
+            f"run {name!r} has results for none of these queries (its query ids: {shown or 'none'}): its ids must "
+            "be the queries file's (a plain-text file's ids are derived from each text: give JSONL or CSV with "
+            "your ids)"
+        )
+    if not took.candidates:
+        raise InputError(
+            f"run {name!r} names none of this workspace's chunks in its top {depth} for these queries "
+            f"({took.unknown_chunks} results): is it a run over another corpus or chunking? Its ids must be the "
+            "workspace's chunk ids"
+        )
 
 
 @dataclass
