@@ -77,6 +77,7 @@ class Domain:
     synthetic_x: np.ndarray | None = None  # the workspace's synthetic questions' examples (estimate.synthetic_examples)
     synthetic_y: np.ndarray | None = None
     proposed: np.ndarray | None = None  # with --pool-systems: which pairs propose's own pool holds (without --runs)
+    system_ranks: np.ndarray | None = None  # with --pool-systems: each pair's best rank by a pooled system (select's)
 
     @property
     def queries(self) -> list[str]:
@@ -176,7 +177,7 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int, pool_s
         dense_rows = indexes.indexes["dense"].scores(batch)
         sx, sy, _ = synthetic_examples(ws, indexes)  # when `synthesize` made questions in the workspace
     chunk_words = [estimate.words(passages[c]) for c in chunk_ids]
-    keys, blocks, labels, proposed = [], [], [], []
+    keys, blocks, labels, proposed, system_ranks = [], [], [], [], []
     systems: dict[str, dict[tuple[str, str], int]] = {}
     for row, query_id in enumerate(query_ids):
         bm25, dense = np.asarray(bm25_rows[row], dtype=float), np.asarray(dense_rows[row], dtype=float)
@@ -192,6 +193,11 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int, pool_s
         if pool_systems:  # propose --runs: every system's top pool_systems joins the pool
             tops = [_ranks(scores, pool_systems).tolist() for scores in scored.values()]
             members = list(dict.fromkeys([*members, *(i for top in tops for i in top)]))
+            best = {}
+            for top in tops:
+                for rank, i in enumerate(top, start=1):
+                    best[i] = min(best.get(i, rank), rank)
+            system_ranks.extend(best.get(i, np.inf) for i in members)
         proposed.extend([True] * own + [False] * (len(members) - own))
         pooled = [(query_id, chunk_ids[i]) for i in members]
         keys.extend(pooled)
@@ -215,7 +221,7 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int, pool_s
     g = np.array([grades.get(key, 0) for key in keys])
     return Domain(
         name, keys, x, np.asarray(labels, dtype=float), g, systems, len(chunk_ids), *synthetic,
-        np.array(proposed) if pool_systems else None,
+        np.array(proposed) if pool_systems else None, np.array(system_ranks) if pool_systems else None,
     )  # fmt: skip
 
 
@@ -274,7 +280,10 @@ def review_round(domain: Domain, prior: relevance.Coefficients, budget: float, s
     probability."""
     p0 = relevance.sigmoid(prior.logits(domain.x))
     best = np.expm1(domain.x[:, [estimate.FEATURES.index("bm25_log_rank"), estimate.FEATURES.index("dense_log_rank")]])
-    probabilities = selection.inclusion_probabilities(p0, budget, best_ranks=best.min(axis=1) if RANKED else None)
+    best = best.min(axis=1)
+    if domain.system_ranks is not None:  # the systems pooled: select weighs their ranks too
+        best = np.minimum(best, domain.system_ranks)
+    probabilities = selection.inclusion_probabilities(p0, budget, best_ranks=best if RANKED else None)
     drawn = np.array([d.drawn for d in selection.draw(probabilities, seed)])
     index = np.flatnonzero(drawn)
     groups = [domain.keys[i][0] for i in index]
