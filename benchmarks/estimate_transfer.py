@@ -517,7 +517,13 @@ def main(argv: list[str] | None = None) -> dict:
                 + (f"  refit kept {figures['kept']:.0%}" if "kept" in figures else "")
             )
         if args.pool_systems:
-            row["pooling"] = pooling(wide[held_out.name], prior, args.draws, args.share, args.strength)
+            whole = wide[held_out.name]
+            print(
+                f"  pooling the systems' top {args.pool_systems}: {len(whole.y)} pairs, {whole.y.sum():.0f} relevant "
+                f"(propose's own: {whole.proposed.sum()}, {whole.y[whole.proposed].sum():.0f} relevant); about "
+                f"{args.share * whole.proposed.sum():.0f} verdicts a draw either way, {args.draws} draws"
+            )
+            row["pooling"] = pooling(whole, prior, args.draws, args.share, args.strength)
             for pooled, figures in row["pooling"].items():
                 for metric, r in figures.items():
                     print(

@@ -186,3 +186,17 @@ def test_a_run_asked_for_more_questions_than_the_corpus_gives_makes_what_it_can_
     assert "eligible chunks was used" in made.shortfall
     assert done.status == "done" and done.release and Path(done.report).exists()  # it went on to release and report
     assert done.as_dict()["stages"]["synthesize"]["exit_code"] == 0
+
+
+def test_runs_report_names_the_configs_runs_as_propose_pooled_them_and_a_clashing_baseline_apart(tmp_path):
+    def trec(name: str, tag: str) -> Path:
+        path = tmp_path / name
+        path.write_text(f"q1 Q0 c1 1 1.0 {tag}\n", encoding="utf-8")
+        return path
+
+    baselines = [trec("bm25-0.1.0.trec", "bm25"), trec("dense-0.1.0.trec", "dense")]
+    mine = [trec("mine.trec", "bm25")]  # a user's own BM25 run, tagged as the baseline is
+    from testset_builder.export import read_runs
+
+    assert [r.name for r in read_runs(mine)] == ["bm25"]  # what propose pooled it as: run:bm25
+    assert [r.name for r in api._report_runs(baselines, mine)] == ["bm25 (baseline)", "dense", "bm25"]

@@ -333,12 +333,12 @@ def test_runs_given_to_propose_join_the_pool_at_their_ranks_and_chunks_the_works
     assert main([*args, "--runs", str(other)]) != 0
     assert "names none of this workspace's chunks" in capsys.readouterr().err
 
-    # the same run pooled again, changed: its new top 3 replaces the old, nothing of the old stays
+    # the same run pooled again, changed: pooling only adds (as for every retriever), pairs take their new ranks
     write(run, "".join(f"{query} Q0 {c} {r} {10 - r} mine\n" for r, c in enumerate(reversed(live), 1)))
     assert main([*args, "--depth", "2", "--runs", str(run), "--run-depth", "3"]) == 0
     capsys.readouterr()
     pooled = workspace.db.execute("SELECT chunk_id, rank FROM candidates WHERE retriever = 'run:mine'").fetchall()
-    assert sorted(map(tuple, pooled)) == sorted([(live[3], 1), (live[2], 2), (live[1], 3)])
+    assert sorted(map(tuple, pooled)) == sorted([(live[3], 1), (live[2], 2), (live[1], 3), (live[0], 1)])
 
 
 def test_a_run_with_results_for_none_of_the_queries_is_refused_before_anything_is_stored(workspace, tmp_path, capsys):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -224,7 +224,7 @@ def propose(
             query_file = queries
         else:
             query_file = read_queries(queries, id_field=id_field, text_field=text_field, strict=strict)
-        runs = [runs] if isinstance(runs, (str, Path, Run)) else list(runs)
+        runs = [runs] if isinstance(runs, (str, Path, Run)) else list(runs or ())
         runs = [run for run in runs if isinstance(run, Run)] + read_runs([r for r in runs if not isinstance(r, Run)])
         if not judge:
             summary = run_async(proposing(ws, query_file, None, config.propose, runs=runs))
@@ -564,7 +564,6 @@ def run(
 
 def _run_stages(config: Config, result: RunResult, review: bool, progress, on_stage) -> RunResult:
     """:func:`run`'s stages, filling ``result`` as each ends."""
-    from .export import read_runs
     from .retrieval import dense_available
     from .store import draws, estimates
     from .store import logs as stored_logs
@@ -655,10 +654,21 @@ def _run_stages(config: Config, result: RunResult, review: bool, progress, on_st
         path.parent.mkdir(parents=True, exist_ok=True)
         baseline(spec, retriever, out=path)
         result.baselines.append(path)
-    reported = ended("report", report(spec, read_runs([*result.baselines, *config.run.runs])))  # names as pooled
+    reported = ended("report", report(spec, _report_runs(result.baselines, config.run.runs)))
     result.release, result.report = released.version, reported.path
     result.message = f"release {released.version}: {released.path}; report: {reported.path}"
     return result
+
+
+def _report_runs(baselines: Sequence[Path], runs: Sequence[Path]) -> list:
+    """The runs ``run``'s report scores: the config's runs named as propose pooled them, and the baselines by their
+    retriever, called "NAME (baseline)" where a run of the config has that name."""
+    from .export import read_run, read_runs
+
+    mine = read_runs(runs)
+    taken = {run.name for run in mine}
+    theirs = [read_run(path) for path in baselines]
+    return [replace(r, name=f"{r.name} (baseline)") if r.name in taken else r for r in theirs] + mine
 
 
 # scoring ------------------------------------------------------------------------------------------------------------
@@ -811,8 +821,6 @@ def _clusters_of(
 
 def _runs(runs, queries, k: int) -> list:
     """Run objects from Run objects, run files or retriever callables (run on ``queries``), named apart."""
-    from dataclasses import replace
-
     from .export import read_run
 
     made, paths = [], []

@@ -94,9 +94,7 @@ async def _propose(
     summary.new_queries = store_queries(workspace, query_file.queries)
     runs = indexes.runs(query_file.queries, k=max(settings.depth, settings.fused_depth or 0, 100))
     candidates = pool(runs, settings.depth, settings.fused_depth, settings.rrf_k)
-    with workspace.transaction() as db:
-        for took in summary.runs:  # a run pooled again replaces its earlier top k for these queries
-            rows.delete_candidates(db, took.name, [q.query_id for q in query_file.queries])
+    with workspace.transaction() as db:  # pooling only adds, as for every retriever: a pair once pooled stays
         summary.candidates = rows.put_candidates(db, candidates + pooled)
     candidates += pooled
     pairs = pooled_pairs(candidates)

@@ -277,16 +277,6 @@ def put_candidates(db: sqlite3.Connection, candidates: Iterable) -> int:
     return len(rows)
 
 
-def delete_candidates(db: sqlite3.Connection, retriever: str, query_ids: Sequence[str]) -> None:
-    """Forget what ``retriever`` pooled for ``query_ids`` (a run pooled again brings its new top k)."""
-    for start in range(0, len(query_ids), 500):
-        part = list(query_ids[start : start + 500])
-        db.execute(
-            f"DELETE FROM candidates WHERE retriever = ? AND query_id IN ({','.join('?' * len(part))})",
-            [retriever, *part],
-        )
-
-
 def best_ranks_by(db: sqlite3.Connection, prefix: str) -> dict[tuple[str, str], int]:
     """(query, chunk) -> its best rank by the pooled retrievers whose name starts with ``prefix`` (``run:``: the
     systems `propose --runs` pooled)."""
