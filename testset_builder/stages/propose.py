@@ -24,6 +24,7 @@ from ..retrieval.indexes import WorkspaceIndexes, retriever_names
 from ..retrieval.pool import PooledRun, pool, pooled_pairs, run_candidates
 from ..store import estimates as stored_estimates
 from ..store import history, rows
+from ..store import logs as stored_logs
 from ..store.workspace import Workspace, utc_timestamp
 from ..tables import Qrels, Run
 from .estimate import estimate_workspace
@@ -84,13 +85,15 @@ async def _propose(
         queries=len(query_file.queries), merged_duplicates=query_file.merged, skipped_lines=len(query_file.skipped)
     )
     summary.retrievers = retriever_names(settings.retrievers)
-    indexes = WorkspaceIndexes(workspace, summary.retrievers, progress)
     pooled: list = []
-    if external:  # checked before anything is stored
-        query_ids = {q.query_id for q in query_file.queries}
-        pooled, summary.runs = run_candidates(list(external), settings.run_depth, query_ids, set(indexes.chunk_ids))
+    if external:  # checked before anything is stored or encoded
+        query_ids, depth = {q.query_id for q in query_file.queries}, settings.run_depth
+        named = {c for run in external for q, c, _, rank in run.ranked_rows() if q in query_ids and rank <= depth}
+        live = stored_logs.live_chunk_ids_among(workspace.db, named)
+        pooled, summary.runs = run_candidates(list(external), depth, query_ids, live)
         for run, took in zip(external, summary.runs):
-            _check_pooled(run, took, settings.run_depth)
+            _check_pooled(run, took, depth)
+    indexes = WorkspaceIndexes(workspace, summary.retrievers, progress)
     summary.new_queries = store_queries(workspace, query_file.queries)
     runs = indexes.runs(query_file.queries, k=max(settings.depth, settings.fused_depth or 0, 100))
     candidates = pool(runs, settings.depth, settings.fused_depth, settings.rrf_k)
