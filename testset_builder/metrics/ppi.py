@@ -321,7 +321,7 @@ def assumptions(pairs: Sequence[PooledPair]) -> dict:
     what their folds' weights say), each as the figures use it."""
     pairs, by_query, labelled = _grouped(pairs)
     calibration = _Calibration.of(pairs, by_query, labelled)
-    heard = any(calibration.answerable_of(q) != ((0.0, 1.0),) for q in by_query)
+    heard = any(calibration.answerable_of(q) != INDEPENDENT for q in by_query)
     answerable = float(np.mean([calibration.mean_answerable(q) for q in by_query])) if heard else None
     return {
         "grade_2_share": round(grade_share(pairs, labelled), 4),
@@ -366,13 +366,12 @@ def _ratio(
     drawn = set(labelled)
     if calibration is None:  # the estimate-only figure: the grade-2 share of every verdict drawn at random
         overall = grade_share(pairs, [i for i, pair in enumerate(pairs) if pair.label is not None])
-    independent = ((0.0, 1.0),)
     totals: dict[tuple[int, float], float] = {}  # (fold, a) -> its queries' figures were a their answerable share
     weight: dict[tuple[int, float], float] = {}
     influence: dict[int, float] = {}
     for query_id, members in by_query.items():
         fold = fold_of(query_id, FOLDS)
-        weights = calibration.answerable_of(query_id) if calibration is not None else independent
+        weights = calibration.answerable_of(query_id) if calibration is not None else INDEPENDENT
         if calibration is not None:
             known, p = calibration.estimates[query_id]
         else:
@@ -507,6 +506,7 @@ def _answerable_shift(p: np.ndarray, a: float) -> tuple[float, np.ndarray]:
 
 
 ANSWERABLE = (0.0, 0.25, 0.5, 0.75, 1.0)  # the shares of the estimate's "no relevant pair" the verdicts weigh
+INDEPENDENT = ((0.0, 1.0),)  # the shares' weights without evidence: all on a = 0, labels independent
 
 
 def answerable_weights(
@@ -530,8 +530,8 @@ def answerable_weights(
 
 
 def _answerable_likelihoods(pairs, by_query, estimates, random: list[int]) -> dict[str, np.ndarray]:
-    """query -> the log-likelihood of its randomly drawn verdicts under each share
-    of :data:`ANSWERABLE`, for every query the estimates might leave without a relevant pair and that has a verdict."""
+    """query -> the log-likelihood of its randomly drawn verdicts under each share of :data:`ANSWERABLE`, for every
+    query the estimates might leave without a relevant pair and that has a verdict."""
     drawn = set(random)
     rows = {}
     for query_id, members in by_query.items():
@@ -563,7 +563,7 @@ def _mixing_weights(rows: list[np.ndarray]) -> tuple[tuple[float, float], ...]:
     """The shares' mixing weights that make ``rows`` (queries' log-likelihoods per share) likeliest, by EM; the
     independent model alone without any."""
     if not rows:
-        return ((0.0, 1.0),)
+        return INDEPENDENT
     likelihoods = np.exp(np.array(rows) - np.max(rows, axis=1, keepdims=True))  # each query's, up to a factor
     weights = np.full(len(ANSWERABLE), 1.0 / len(ANSWERABLE))
     for _ in range(200):  # EM for the shares' mixing weights: each query is of one share, which one unknown
@@ -586,7 +586,7 @@ class _Calibration:
     estimates: dict[str, tuple[list[bool], np.ndarray]]
     shares: tuple[float, ...] = (0.0,) * FOLDS  # per fold: a relevant pair's chance of grade 2 (:func:`grade_share`)
     # per fold of queries, (a, weight) for each share a: :func:`answerable_weights`
-    answerable: tuple[tuple[tuple[float, float], ...], ...] = (((0.0, 1.0),),) * FOLDS
+    answerable: tuple[tuple[tuple[float, float], ...], ...] = (INDEPENDENT,) * FOLDS
 
     def share(self, query_id: str) -> float:
         return self.shares[fold_of(query_id, FOLDS)]

@@ -6,7 +6,7 @@ be studied later: which system contributed the relevant chunks, and at what dept
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..tables import Run
@@ -54,26 +54,23 @@ class PooledRun:
 
 
 def run_candidates(
-    runs: list[Run], depth: int, query_ids: set[str], chunk_ids: set[str]
+    runs: list[Run], depth: int, query_ids: set[str], known: Callable[[set[str]], set[str]]
 ) -> tuple[list[Candidate], list[PooledRun]]:
     """Candidates from the systems a test set will score (TREC pooling): each run's top ``depth`` for the queries in
-    ``query_ids``, as retriever ``run:<name>``, at the ranks ``score`` gives them (trec_eval's order). A result in
-    that top ``depth`` whose chunk is not in ``chunk_ids`` is skipped and counted: a run over another corpus or
-    chunking names none of them."""
+    ``query_ids``, as retriever ``run:<name>``, at the ranks ``score`` gives them (trec_eval's order). ``known`` gives
+    which of the chunk ids those tops name the workspace has (asked once); a result naming another is skipped and
+    counted: a run over another corpus or chunking names none of them."""
+    tops = [[row for row in run.ranked_rows() if row[0] in query_ids and row[3] <= depth] for run in runs]
+    live = known({chunk_id for top in tops for _, chunk_id, _, _ in top})
     candidates, pooled = [], []
-    for run in runs:
-        took = PooledRun(RUN_PREFIX + run.name)
-        queries = set()
-        for q, c, score, rank in run.ranked_rows():
-            if q not in query_ids or rank > depth:
-                continue
-            queries.add(q)
-            if c not in chunk_ids:
+    for run, top in zip(runs, tops):
+        took = PooledRun(RUN_PREFIX + run.name, queries=len({q for q, *_ in top}))
+        for q, c, score, rank in top:
+            if c in live:
+                candidates.append(Candidate(q, c, took.name, rank, score))
+                took.candidates += 1
+            else:
                 took.unknown_chunks += 1
-                continue
-            candidates.append(Candidate(q, c, took.name, rank, score))
-            took.candidates += 1
-        took.queries = len(queries)
         pooled.append(took)
     return candidates, pooled
 

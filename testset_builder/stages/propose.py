@@ -21,7 +21,7 @@ from ..metrics.agreement import cohen_kappa
 from ..records import Judgment
 from ..retrieval import dense_available
 from ..retrieval.indexes import WorkspaceIndexes, retriever_names
-from ..retrieval.pool import PooledRun, pool, pooled_pairs, run_candidates
+from ..retrieval.pool import RUN_PREFIX, PooledRun, pool, pooled_pairs, run_candidates
 from ..store import estimates as stored_estimates
 from ..store import history, rows
 from ..store import logs as stored_logs
@@ -88,9 +88,9 @@ async def _propose(
     pooled: list = []
     if external:  # checked before anything is stored or encoded
         query_ids, depth = {q.query_id for q in query_file.queries}, settings.run_depth
-        named = {c for run in external for q, c, _, rank in run.ranked_rows() if q in query_ids and rank <= depth}
-        live = stored_logs.live_chunk_ids_among(workspace.db, named)
-        pooled, summary.runs = run_candidates(list(external), depth, query_ids, live)
+        pooled, summary.runs = run_candidates(
+            list(external), depth, query_ids, lambda named: stored_logs.live_chunk_ids_among(workspace.db, named)
+        )
         for run, took in zip(external, summary.runs):
             _check_pooled(run, took, depth)
     indexes = WorkspaceIndexes(workspace, summary.retrievers, progress)
@@ -131,7 +131,7 @@ async def _propose(
 def _check_pooled(run: Run, took: PooledRun, depth: int) -> None:
     """A run that pooled nothing is a mistake to say, not to pass over: its ids are not these queries' or not the
     workspace's chunks'."""
-    name = took.name.removeprefix("run:")
+    name = took.name.removeprefix(RUN_PREFIX)
     if not took.queries:
         shown = ", ".join(list(dict.fromkeys(run.query_ids()))[:3])
         raise InputError(
