@@ -217,6 +217,9 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int, pool_s
     x = np.vstack(blocks)
     x[:, estimate.FEATURES.index("llm")] = 0.0  # no judge here: the prior gives the LLM no weight
     x[:, estimate.FEATURES.index("llm_missing")] = 0.0
+    if pool_systems:  # the pooled systems' agreement, as the workspace computes it from their pooled tops
+        tops = [(q, c, s, r) for s, ranks in systems.items() for (q, c), r in ranks.items() if r <= pool_systems]
+        estimate.with_runs(x, keys, *estimate.run_agreement(tops))
     synthetic = (sx, sy) if len(sy) else (None, None)
     g = np.array([grades.get(key, 0) for key in keys])
     return Domain(
@@ -365,12 +368,19 @@ def pooling(domain: Domain, prior, draws: int, share: float, strength: float) ->
     keys = [domain.keys[i] for i in own]
     kept = set(keys)
     systems = {s: {key: rank for key, rank in ranks.items() if key in kept} for s, ranks in domain.systems.items()}
-    alone = Domain(domain.name, keys, domain.x[own], domain.y[own], domain.g[own], systems, domain.chunks)
+    alone = Domain(domain.name, keys, blind(domain.x[own]), domain.y[own], domain.g[own], systems, domain.chunks)
     metrics = (("ndcg", 10), ("recall", 100))
     return {
         "not pooled": coverage(alone, prior, draws, share, strength, truth_from=domain, metrics=metrics),
         "pooled": coverage(domain, prior, draws, share * len(own) / len(domain.keys), strength, metrics=metrics),
     }
+
+
+def blind(x: np.ndarray) -> np.ndarray:
+    """The features as they are with no system pooled."""
+    out = x.copy()
+    out[:, estimate.FEATURES.index("runs")], out[:, estimate.FEATURES.index("runs_missing")] = 0.0, 1.0
+    return out
 
 
 def _mean_tau(values: list[float]) -> float | None:
@@ -523,6 +533,20 @@ def main(argv: list[str] | None = None) -> dict:
                 f"(propose's own: {whole.proposed.sum()}, {whole.y[whole.proposed].sum():.0f} relevant); about "
                 f"{args.share * whole.proposed.sum():.0f} verdicts a draw either way, {args.draws} draws"
             )
+            for budget in (100, 300):  # does the refit learn anything from the systems' agreement?
+                for name, x in (("with", whole.x), ("without", blind(whole.x))):
+                    case = Domain(whole.name, whole.keys, x, whole.y, whole.g, whole.systems, whole.chunks)
+                    case.system_ranks = whole.system_ranks
+                    aucs, kept = [], []
+                    for seed in range(5):
+                        p, drawn, _, validation = review_round(case, prior, budget, seed, args.strength)
+                        aucs.append(relevance.roc_auc(p[~drawn], whole.y[~drawn]))
+                        kept.append(validation.kept)
+                    row[f"pooled, after {budget} verdicts, {name} the systems' agreement"] = {"auc": np.mean(aucs)}
+                    print(
+                        f"  pooled, after {budget} verdicts, {name + ' the systems agreement':<30} AUC "
+                        f"{np.mean(aucs):.3f}  refit kept {np.mean(kept):.0%}"
+                    )
             row["pooling"] = pooling(whole, prior, args.draws, args.share, args.strength)
             for pooled, figures in row["pooling"].items():
                 for metric, r in figures.items():

@@ -35,7 +35,7 @@ def test_without_a_dense_model_the_dense_features_say_unrelated():
     assert out[:, FEATURES.index("overlap")] == pytest.approx([0, 0])
 
 
-def synthetic(n: int, seed: int, bias: float = -1.0, weights=(2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5)):
+def synthetic(n: int, seed: int, bias: float = -1.0, weights=(2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5, 0, 0)):
     chance = np.random.default_rng(seed)
     x = chance.normal(size=(n, len(FEATURES)))
     p = 1 / (1 + np.exp(-(bias + x @ np.array(weights))))
@@ -59,7 +59,7 @@ def test_a_refit_keeps_the_prior_with_too_few_verdicts_or_one_class_of_them():
 
 
 def test_a_refit_moves_towards_the_truth_as_verdicts_accumulate():
-    truth = (2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5)
+    truth = (2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5, 0, 0)
     x, y = synthetic(4000, seed=3, weights=truth)
     start = RelevanceModel("flat", 0.0, (0.0,) * len(FEATURES))
     distances = [
@@ -202,3 +202,67 @@ def test_the_shipped_priors_weigh_only_the_features_they_were_fitted_on():
     for model, features in ((PRIOR, PRIOR_FEATURES), (PRIOR_LEXICAL, PRIOR_LEXICAL_FEATURES)):
         weighed = {name for name, weight in zip(FEATURES, model.weights) if weight != 0.0}
         assert weighed == set(features), model.name
+
+
+def test_the_pooled_systems_agreement_is_the_mean_discount_they_give_a_pair_over_the_systems_pooled_for_its_query():
+    from testset_builder.stages.estimate import run_agreement, with_runs
+
+    rows = [("q1", "a", "run:x", 1), ("q1", "b", "run:x", 3), ("q1", "a", "run:y", 7), ("q2", "c", "run:x", 1)]
+    agreement, queries = run_agreement(rows)
+    assert queries == {"q1", "q2"}
+    assert agreement[("q1", "a")] == pytest.approx((1 / np.log2(2) + 1 / np.log2(8)) / 2)
+    assert agreement[("q1", "b")] == pytest.approx((1 / np.log2(4)) / 2)  # run:y's top leaves it out
+    assert agreement[("q2", "c")] == pytest.approx(1.0)  # the only system pooled for q2 ranks it first
+    keys = [("q1", "a"), ("q1", "b"), ("q1", "z"), ("q3", "a")]
+    matrix = np.zeros((4, len(FEATURES)))
+    with_runs(matrix, keys, agreement, queries)
+    runs, missing = FEATURES.index("runs"), FEATURES.index("runs_missing")
+    q1 = np.array([agreement[("q1", "a")], agreement[("q1", "b")], 0.0])  # z: no system ranks z
+    assert matrix[:, runs] == pytest.approx([*((q1 - q1.mean()) / q1.std()), 0.0])
+    assert matrix[:, missing].tolist() == [0.0, 0.0, 0.0, 1.0]  # q3: no system pooled, not "every system missed it"
+
+
+def test_a_pooled_system_that_knows_what_the_features_miss_earns_weight_from_the_verdicts(pair_queue, capsys):
+    import json
+    import zlib
+
+    from testset_builder.cli import main
+    from testset_builder.retrieval.pool import run_candidates
+    from testset_builder.stages import review
+    from testset_builder.stages.estimate import PRIOR_LEXICAL
+    from testset_builder.stages.relevance import roc_auc
+    from testset_builder.store import estimates as stored
+    from testset_builder.store import rows
+    from testset_builder.tables import Run
+
+    ws, items = pair_queue, pair_queue.items
+    relevant = lambda q, c: zlib.crc32(f"{q} {c}".encode()) % 3 == 0  # noqa: E731  nothing in the text says it
+    scores = {}
+    for query_id in ("q-ndcg", "q-recall-at-k"):
+        order = sorted(
+            (i.chunk_id for i in items if i.query_id == query_id), key=lambda c: (not relevant(query_id, c), c)
+        )
+        order[1], order[-2] = order[-2], order[1]  # a system that knows, with a mistake at each end
+        scores[query_id] = {c: float(len(order) - r) for r, c in enumerate(order)}
+    depth = max(len(s) for s in scores.values())
+    candidates, _ = run_candidates([Run.from_dict(scores, name="knows")], depth, set(scores), lambda ids: ids)
+    with ws.transaction() as db:
+        rows.put_candidates(db, candidates)
+    for item in items:
+        review.submit(ws, "ann", item.item_id, "grade", item.item_id, grade=int(relevant(item.query_id, item.chunk_id)))
+    assert main(["estimate", "--workspace", str(ws.root), "--json"]) == 0
+    refitted = json.loads(capsys.readouterr().out)
+    assert refitted["validation"]["kept"] and refitted["model"]["weights"]["runs"] > 0
+
+    saved = stored.estimates(ws.db)
+    keys = sorted(saved)
+    labels = np.array([int(relevant(q, c)) for q, c in keys])
+    with_run = roc_auc([saved[k].p_relevant for k in keys], labels)
+    prior = PRIOR if refitted["model"]["name"] == f"refit:{PRIOR.name}" else PRIOR_LEXICAL
+    blind = np.array([saved[k].features for k in keys])  # the same verdicts, the system not pooled
+    blind[:, FEATURES.index("runs")], blind[:, FEATURES.index("runs_missing")] = 0.0, 1.0
+    without = np.zeros(len(keys))
+    for query_id in ("q-ndcg", "q-recall-at-k"):  # cross-fitted as the workspace is: each query by the other's verdicts
+        mine = np.array([q == query_id for q, _ in keys])
+        without[mine] = refit(blind[~mine], labels[~mine], prior).p_relevant(blind[mine])
+    assert with_run > roc_auc(without, labels) + 0.05  # 52 verdicts: the pull to the prior keeps the step small

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,14 +42,20 @@ FEATURES = (
     "dense_z",  # cosine similarity standardised over the query's top 100 chunks (mean 0, deviation 1 there)
     "bm25_z",  # BM25 standardised over the query's top 100 chunks
     "rrf",  # reciprocal-rank fusion of the BM25 and dense ranks, 60 / (60 + rank) each (0..2)
+    "runs",  # the systems `propose --runs` pooled: their mean 1 / log2(1 + rank), standardised over the query's pairs
+    "runs_missing",  # 1 when no system was pooled for the query
 )
-# The features the shipped priors use; the others start at weight 0 and earn one from a workspace's verdicts. Fitted
-# on four domains and checked on the fifth, in turn (benchmarks/estimate_transfer.py), these three rank held-out pairs
-# better than all nine retrieval features on every domain (mean ROC AUC 0.790 against 0.779): the ranks' logarithms
-# and the raw BM25 ratio depend on the corpus's size and the query's length, so they do not transfer, and per-query
-# z-scores do. Pseudo-relevance feedback (the chunk's cosine to the query's top hits' centroid), an IDF-weighted word
-# overlap, the chunk's length and the query's best cosine were tried there too and raised no domain's AUC by more
-# than 0.01 on average; they are not features.
+LEGACY_FEATURES = len(FEATURES) - 2  # stored before the pooled systems' columns: read with none pooled
+# The features the shipped priors use; the others start at weight 0 and earn one from a workspace's verdicts. Fitted on
+# four domains and checked on the fifth, in turn (benchmarks/estimate_transfer.py), these three rank held-out pairs
+# better than all nine retrieval features on every domain (mean ROC AUC 0.790 against 0.779): the ranks' logarithms and
+# the raw BM25 ratio depend on the corpus's size and the query's length, so they do not transfer, and per-query z-scores
+# do. The pooled systems' agreement ("runs") is no prior feature either: the systems these domains can build are fusions
+# and re-rankings of BM25 and MiniLM, whose agreement adds nothing to their own scores (mean held-out AUC 0.789-0.792
+# with it in four forms, 0.791 without), so only a workspace's verdicts can say what its systems know. Pseudo-relevance
+# feedback (the chunk's cosine to the query's top hits' centroid), an IDF-weighted word overlap, the chunk's length, the
+# query's best cosine and the best cosine of any two-sentence window of the chunk (mean AUC 0.794 as a z-score; CISI and
+# NPL unmoved) were tried there too and raised no domain's AUC by more than 0.01 on average; they are not features.
 PRIOR_FEATURES = ("dense", "dense_z", "bm25_z")
 PRIOR_LEXICAL_FEATURES = ("bm25", "bm25_z")  # without a dense model: as good as all five lexical features, held out
 TOP = 100  # the chunks a query's scores are standardised over: corpora differ in scale, a query's top does not
@@ -95,7 +101,7 @@ class RelevanceModel:
 PRIOR = RelevanceModel(
     name="prior:five-domains-v3",
     bias=-3.2441,
-    weights=(3.1572, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3469, 0.3253, 0.0),
+    weights=(3.1572, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3469, 0.3253, 0.0, 0.0, 0.0),
 )
 
 
@@ -103,7 +109,7 @@ PRIOR = RelevanceModel(
 PRIOR_LEXICAL = RelevanceModel(
     name="prior:five-domains-lexical-v3",
     bias=-1.7897,
-    weights=(0.0, 0.0, 0.4190, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3220, 0.0),
+    weights=(0.0, 0.0, 0.4190, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3220, 0.0, 0.0, 0.0),
 )
 
 
@@ -145,6 +151,7 @@ def query_features(
     out[:, column("overlap")] = [len(query_words & w) / len(query_words) if query_words else 0.0 for w in chunk_words]
     out[:, column("llm")] = [0.5 if p is None else p for p in llm]
     out[:, column("llm_missing")] = [1.0 if p is None else 0.0 for p in llm]
+    out[:, column("runs_missing")] = 1.0  # the pooled systems' columns are the store's: filled in when fitting
     return out
 
 
@@ -168,6 +175,37 @@ def without_dense(features: np.ndarray, chunks: int) -> np.ndarray:
     bm25_rank = np.expm1(out[:, FEATURES.index("bm25_log_rank")])
     out[:, FEATURES.index("rrf")] = 60.0 / (60.0 + bm25_rank) + 60.0 / (60.0 + chunks)
     return out
+
+
+def run_agreement(ranks: Iterable[tuple[str, str, str, int]]) -> tuple[dict[Pair, float], set[str]]:
+    """From (query, chunk, system, rank) rows of the pooled systems' top results: each pair's mean over the systems
+    pooled for its query of 1 / log2(1 + rank), nDCG's discount (1 at the top, 0.29 at rank 10, 0 where a system's
+    top leaves the chunk out), and the queries any system was pooled for. A pair many systems rank high is likelier
+    relevant when the systems know something BM25 and the dense model do not; how much, a refit learns from the
+    workspace's verdicts (the prior gives it no weight)."""
+    sums: dict[Pair, float] = {}
+    systems: dict[str, set[str]] = {}
+    for query_id, chunk_id, system, rank in ranks:
+        sums[(query_id, chunk_id)] = sums.get((query_id, chunk_id), 0.0) + 1.0 / math.log2(1 + rank)
+        systems.setdefault(query_id, set()).add(system)
+    return {pair: total / len(systems[pair[0]]) for pair, total in sums.items()}, set(systems)
+
+
+def with_runs(matrix: np.ndarray, keys: Sequence[Pair], agreement: Mapping[Pair, float], queries: set[str]) -> None:
+    """Fill in the pooled systems' columns of ``matrix`` (one row per pair of ``keys``) in place: each pair's
+    agreement as a z-score over its query's pairs in ``keys`` (a deviation of 1 is what a refit can weigh from a few
+    hundred verdicts, as the other per-query features; the raw discount spreads by about 0.2), 0 where no system
+    was pooled for the query or all its pairs agree alike."""
+    by_query: dict[str, list[int]] = {}
+    for i, (query_id, _) in enumerate(keys):
+        by_query.setdefault(query_id, []).append(i)
+    runs, missing = FEATURES.index("runs"), FEATURES.index("runs_missing")
+    for query_id, rows_of in by_query.items():
+        values = np.array([agreement.get(keys[i], 0.0) for i in rows_of])
+        spread = float(values.std())
+        pooled = query_id in queries
+        matrix[rows_of, runs] = (values - values.mean()) / spread if pooled and spread > 0 else 0.0
+        matrix[rows_of, missing] = 0.0 if pooled else 1.0
 
 
 def _ranks(row: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -291,7 +329,9 @@ def _workspace_features(workspace, pairs: Sequence[Pair], indexes=None) -> tuple
 
     stored = store.estimates(workspace.db)
     features = {
-        pair: np.asarray(e.features, dtype=float) for pair, e in stored.items() if len(e.features) == len(FEATURES)
+        pair: np.asarray(e.features + (0.0, 1.0)[: len(FEATURES) - len(e.features)], dtype=float)
+        for pair, e in stored.items()
+        if len(e.features) in (len(FEATURES), LEGACY_FEATURES)
     }
     todo: dict[str, list[str]] = {}
     for query_id, chunk_id in pairs:
@@ -336,6 +376,7 @@ def _fitted(workspace, features: Mapping[Pair, np.ndarray], pairs: Sequence[Pair
     """The model refitted on the humans' verdicts among ``pairs``, over the pairs' feature matrix with the LLM's
     latest P(relevant) filled in, kept only where it beats the prior on held-out verdicts
     (:func:`~.relevance.validated_fit`)."""
+    from ..retrieval.pool import RUN_PREFIX
     from ..store import draws, rows
 
     judgments = list(rows.iter_judgments(workspace.db))
@@ -345,6 +386,7 @@ def _fitted(workspace, features: Mapping[Pair, np.ndarray], pairs: Sequence[Pair
     for i, pair in enumerate(keys):  # the LLM's answer may have come after the features: always the latest
         matrix[i, FEATURES.index("llm")] = llm.get(pair, 0.5)
         matrix[i, FEATURES.index("llm_missing")] = 0.0 if pair in llm else 1.0
+    with_runs(matrix, keys, *run_agreement(rows.ranks_by(workspace.db, RUN_PREFIX)))  # runs pooled since: the latest
     labels = human_labels(judgments)
     labelled = [i for i, pair in enumerate(keys) if pair in labels]
     drawn = draws.drawn_pair_probabilities(workspace.db)  # a pair drawn for review weighs 1 / its probability

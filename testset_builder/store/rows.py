@@ -290,6 +290,14 @@ def best_ranks_by(db: sqlite3.Connection, prefix: str) -> dict[tuple[str, str], 
     }
 
 
+def ranks_by(db: sqlite3.Connection, prefix: str) -> Iterator[tuple[str, str, str, int]]:
+    """(query, chunk, retriever, rank) of every pair pooled by a retriever whose name starts with ``prefix``."""
+    yield from db.execute(
+        "SELECT query_id, chunk_id, retriever, rank FROM candidates WHERE substr(retriever, 1, ?) = ?",
+        (len(prefix), prefix),
+    )
+
+
 def iter_judgments_by_id(db: sqlite3.Connection, judgment_ids: Iterable[str]) -> Iterator[Judgment]:
     ids = list(judgment_ids)
     for start in range(0, len(ids), 500):
