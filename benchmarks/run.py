@@ -53,6 +53,12 @@ BENCHMARKS = {
         "estimate_transfer",
         [],
     ),
+    "workflow": (
+        "the whole workflow through the CLI on held-out collections: propose --runs, select, review API, release, "
+        "score; PPI coverage of the qrels' figures",
+        "workflow_check",
+        [],
+    ),
     "synthetic": (
         "synthesize: does a synthetic SciFact set rank retrievers as the human labels do?",
         "synthetic_agreement",

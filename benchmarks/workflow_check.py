@@ -1,0 +1,239 @@
+"""The whole workflow through the tool's own commands on collections left out of the prior's fit, checked against
+their complete human judgments: what a user (or the project's owner) does, end to end.
+
+Per collection: 60 queries with a relevant document, the whole corpus chunked as it is (`chunk --chunker
+prechunked`), 13 systems built from BM25 and the dense model (`estimate_transfer.system_scores`), each written as a
+TREC run of its top 100. `propose --no-judge` pools the queries (with `--runs`, the systems' runs too); then, per draw,
+in a copy of that workspace: `estimate` (the AUC before any verdict), `select --budget` a tenth of the pool with the
+draw's seed, a reviewer answering every drawn pair through the review API from the qrels, `estimate` again (the
+AUC after), `release`, and `score --release` of each run. Each run's prediction-powered 95% intervals are checked
+against its figure on the collection's qrels (every judged document, the pool's or not) and on the qrels the pool
+holds (what a full human labelling of the pool gives; trec_eval's convention, unjudged = not relevant).
+
+    python benchmarks/workflow_check.py                              # CISI, Cranfield and MED, runs pooled, 5 draws
+    python benchmarks/workflow_check.py --domains npl --draws 10 --no-runs
+
+The collections are those `estimate_transfer.py` finds (SciFact from ../shared/data when present; the four classic
+collections in benchmarks/data). Workspaces live under benchmarks/.cache/workflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import estimate_transfer as transfer
+
+from testset_builder.cli import main as cli
+from testset_builder.export import read_qrels, read_run
+from testset_builder.metrics import evaluate
+from testset_builder.retrieval.indexes import WorkspaceIndexes
+from testset_builder.stages import estimate, relevance
+from testset_builder.store import estimates as stored
+from testset_builder.store import open_workspace
+from testset_builder.tables import Qrels
+
+CACHE = transfer.CACHE / "workflow"
+METRICS = ("ndcg@10", "recall@100", "precision@10")
+DEPTH = 100  # each system's run: its top 100, score's deepest cutoff
+TOKEN = "bench-" + "t" * 26
+
+
+def quiet(*args: str) -> tuple[int, str]:
+    """A command's exit code and what it printed."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = cli(list(args))
+    return code, out.getvalue()
+
+
+def checked(*args: str) -> str:
+    code, out = quiet(*args)
+    if code != 0:
+        raise SystemExit(f"`testset-builder {' '.join(args)}` exited {code}:\n{out[-2000:]}")
+    return out
+
+
+def answer_drawn(workspace: Path, grades: dict[str, dict[str, int]]) -> int:
+    """A reviewer answering, through the review JSON API, every pair the latest `select` drew, from the qrels."""
+    from fastapi.testclient import TestClient
+
+    from testset_builder.review_ui import create_app
+
+    answered = 0
+    with open_workspace(workspace) as ws, TestClient(create_app(ws, TOKEN)) as client:
+        client.headers["Authorization"] = f"Bearer {TOKEN}"
+        while (served := client.get("/api/next", params={"reviewer": "bench"})).status_code == 200:
+            item = served.json()
+            if not item["reason"].startswith("drawn for review"):
+                break
+            grade = grades.get(item["query"]["query_id"], {}).get(item["chunk"]["chunk_id"], 0)
+            verdict = {"item_id": item["item_id"], "reviewer": "bench", "idempotency_key": f"k-{item['item_id']}"}
+            posted = client.post("/api/verdicts", json={**verdict, "action": "grade", "grade": grade})
+            if posted.status_code != 201:
+                raise SystemExit(f"the review API refused a verdict: {posted.status_code} {posted.text}")
+            answered += 1
+    return answered
+
+
+def write_runs(folder: Path, query_ids: list[str], texts: dict[str, str], target: Path) -> list[Path]:
+    """The 13 systems' top :data:`DEPTH` for the queries, as TREC runs, over the transfer benchmark's workspace of
+    the same corpus (its BM25 and dense indexes)."""
+    with open_workspace(transfer.CACHE / f"transfer-{folder.name}") as ws:
+        transfer.ingest(
+            ws, transfer.load_sources([folder]), transfer.ChunkingConfig(chunker="prechunked", size=1, overlap=0),
+            [folder],
+        )  # fmt: skip
+        indexes = WorkspaceIndexes(ws, ("bm25", "dense"))
+        chunk_ids = indexes.chunk_ids
+        passages = indexes.passages.of(chunk_ids)
+        batch = [texts[q] for q in query_ids]
+        bm25_rows, dense_rows = indexes.indexes["bm25"].scores(batch), indexes.indexes["dense"].scores(batch)
+    chunk_words = [estimate.words(passages[c]) for c in chunk_ids]
+    lines: dict[str, list[str]] = {}
+    for row, query_id in enumerate(query_ids):
+        bm25, dense = np.asarray(bm25_rows[row], dtype=float), np.asarray(dense_rows[row], dtype=float)
+        words = estimate.words(texts[query_id])
+        overlap = np.array([len(words & w) / max(1, len(words)) for w in chunk_words])
+        for system, scores in transfer.system_scores(bm25, dense, overlap).items():
+            top = transfer._ranks(scores, DEPTH)
+            lines.setdefault(system, []).extend(
+                f"{query_id} Q0 {chunk_ids[i]} {rank} {DEPTH + 1 - rank} {system}\n" for rank, i in enumerate(top, 1)
+            )
+    target.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for system, rows in lines.items():
+        path = target / f"{system.replace('>', '-then-').replace('@', '-at-')}.trec"
+        path.write_text("".join(rows), encoding="utf-8")
+        paths.append(path)
+    return sorted(paths)
+
+
+def check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
+    name = folder.name
+    texts = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").open(encoding="utf-8"))}
+    qrels = read_qrels(folder / "qrels" / "test.tsv").to_dict()
+    query_ids = sorted(q for q in qrels if q in texts and any(g >= 1 for g in qrels[q].values()))
+    query_ids = sorted(np.random.default_rng(0).permutation(query_ids)[:queries].tolist())
+    top = max((g for by in qrels.values() for g in by.values()), default=1)
+    grades = {q: {c: transfer.tool_grade(g, top) for c, g in qrels[q].items()} for q in query_ids}  # 0-2, as reviewed
+    root = CACHE / f"{name}-{'pooled' if runs_pooled else 'not-pooled'}"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": texts[q]}) + "\n" for q in query_ids), encoding="utf-8"
+    )
+    runs = write_runs(folder, query_ids, texts, root / "runs")
+    base = root / "base"
+    started = time.perf_counter()
+    checked("chunk", str(folder / "corpus.jsonl"), "--chunker", "prechunked", "-w", str(base))
+    propose = ["propose", "-Q", str(root / "queries.jsonl"), "--no-judge", "-w", str(base), "--json"]
+    checked(*propose, *([arg for run in runs for arg in ("--runs", str(run))] if runs_pooled else []))
+    with open_workspace(base) as ws:
+        pool = set(stored.candidate_pairs(ws.db))
+    relevant = {(q, c) for q, by in grades.items() for c, g in by.items() if g >= 1}
+    all_grades = Qrels.from_dict(grades)
+    pool_grades = Qrels.from_dict({q: {c: g for c, g in by.items() if (q, c) in pool} for q, by in grades.items()})
+    truth = {
+        run.name: {
+            "qrels": evaluate(all_grades, read_run(run), ",".join(METRICS)).means(),
+            "pool": evaluate(pool_grades, read_run(run), ",".join(METRICS)).means(),
+        }
+        for run in runs
+    }
+    keys = sorted(pool)
+    labels = [int((q, c) in relevant) for q, c in keys]
+    cases = {m: {"qrels": [], "pool": [], "human": [], "width": [], "tau": [], "tau_pool": []} for m in METRICS}
+    auc = {"before": [], "after": [], "verdicts": []}
+    for seed in range(draws):
+        workspace = root / f"draw-{seed}"
+        shutil.rmtree(workspace, ignore_errors=True)
+        shutil.copytree(base, workspace)
+        checked("estimate", "-w", str(workspace), "--json")
+        with open_workspace(workspace) as ws:
+            before = stored.estimates(ws.db)
+        auc["before"].append(relevance.roc_auc([before[k].p_relevant for k in keys], labels))
+        budget = str(round(len(pool) / 10))
+        checked("select", "--budget", budget, "--seed", str(seed), "-w", str(workspace), "--json")
+        auc["verdicts"].append(answer_drawn(workspace, grades))
+        checked("estimate", "-w", str(workspace), "--json")
+        with open_workspace(workspace) as ws:
+            after = stored.estimates(ws.db)
+        auc["after"].append(relevance.roc_auc([after[k].p_relevant for k in keys], labels))
+        checked("release", "-w", str(workspace), "--version", "1.0.0", "--json")
+        figures: dict[str, list[float]] = {m: [] for m in METRICS}
+        for run in runs:
+            out = checked("score", "--release", f"{workspace}@1.0.0", "-r", str(run), "-m", ",".join(METRICS), "--json")
+            report = json.loads(out)["prediction_powered"]
+            for metric in METRICS:
+                powered, human = report["metrics"][metric]["ppi"], report["metrics"][metric]["human_only"]
+                inside = lambda figure, interval: interval["ci_low"] <= figure <= interval["ci_high"]  # noqa: E731
+                cases[metric]["qrels"].append(inside(truth[run.name]["qrels"][metric], powered))
+                cases[metric]["pool"].append(inside(truth[run.name]["pool"][metric], powered))
+                cases[metric]["human"].append(inside(truth[run.name]["qrels"][metric], human))
+                cases[metric]["width"].append(powered["ci_high"] - powered["ci_low"])
+                figures[metric].append(powered["mean"])
+        from scipy.stats import kendalltau
+
+        for metric in METRICS:
+            cases[metric]["tau"].append(kendalltau(figures[metric], [truth[r.name]["qrels"][metric] for r in runs])[0])
+            cases[metric]["tau_pool"].append(
+                kendalltau(figures[metric], [truth[r.name]["pool"][metric] for r in runs])[0]
+            )
+        shutil.rmtree(workspace)
+    in_pool = len(relevant & pool)
+    print(
+        f"\n{name}, systems {'pooled' if runs_pooled else 'not pooled'} ({len(query_ids)} queries, {len(runs)} "
+        f"systems, {draws} draws, {time.perf_counter() - started:.0f} s): pool {len(pool)} pairs holding {in_pool} of "
+        f"the {len(relevant)} relevant documents the qrels judge; {np.mean(auc['verdicts']):.0f} verdicts a draw"
+    )
+    print(
+        f"  estimate's AUC over the pool: before verdicts {np.mean(auc['before']):.3f}, "
+        f"after {np.mean(auc['after']):.3f}"
+    )
+    out = {"pool": len(pool), "relevant": len(relevant), "relevant_in_pool": in_pool, "auc": auc, "metrics": {}}
+    for metric, r in cases.items():
+        row = {
+            "ppi_coverage_qrels": float(np.mean(r["qrels"])),
+            "ppi_coverage_pool": float(np.mean(r["pool"])),
+            "human_only_coverage_qrels": float(np.mean(r["human"])),
+            "width": float(np.mean(r["width"])),
+            "tau_qrels": float(np.nanmean(r["tau"])),
+            "tau_pool": float(np.nanmean(r["tau_pool"])),
+        }
+        out["metrics"][metric] = row
+        print(
+            f"  {metric:<12} PPI coverage {row['ppi_coverage_qrels']:.2f} of the qrels' figures, "
+            f"{row['ppi_coverage_pool']:.2f} of the pool's (human-only {row['human_only_coverage_qrels']:.2f}); width "
+            f"{row['width']:.3f}; tau {row['tau_qrels']:.2f} (pool {row['tau_pool']:.2f})"
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--domains", default="cisi,cranfield,med", help="comma-separated names")
+    parser.add_argument("--draws", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--no-runs", action="store_true", help="propose without --runs (the systems not pooled)")
+    args = parser.parse_args(argv)
+    folders = transfer.domains_found(args.domains.split(","))
+    if not folders:
+        print(f"workflow check: none of {args.domains} found; skipped")
+        return {}
+    return {f.name: check(f, not args.no_runs, args.draws, args.queries) for f in folders}
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
