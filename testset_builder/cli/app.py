@@ -16,6 +16,7 @@ overrides of that config through :func:`~testset_builder.config.resolve_config`;
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -48,6 +49,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def paragraphs(doc: str | None) -> str | None:
+    """A docstring as help text: its paragraphs each on one line, for the terminal to wrap at its own width (the
+    source wraps at 120 columns; kept, those breaks leave every line of an 80-column help ragged)."""
+    if doc is None:
+        return None
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
+
+
 # piped output (CI logs, files) gets room for the comparison table instead of rich's 80-column default
 out = Console(width=None if sys.stdout.isatty() else 160)  # out.quiet is --quiet: see main()
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
