@@ -33,7 +33,9 @@ CERTAIN_ORIGINS = ("human", "synthetic-source")
 DESIGN = {  # how far each prediction-powered figure can be trusted
     "precision": "design-unbiased: linear in the labels, the verdicts correct the estimates exactly in expectation",
     "recall": "model-assisted: the expected recall under the recalibrated estimates, corrected verdict by verdict; "
-    "unbiased for each verdict's own effect, not for interactions of unseen errors within a query",
+    "unbiased for each verdict's own effect, not for interactions of unseen errors within a query; out of the "
+    "relevant pairs the pool holds (trec_eval's convention): a relevant chunk no pooled retriever or run found is "
+    "not counted",
     "ndcg": "model-assisted: the expected nDCG under the recalibrated estimates, corrected verdict by verdict; "
     "unbiased for each verdict's own effect, not for interactions of unseen errors within a query",
 }
