@@ -219,7 +219,8 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int, pool_s
     x[:, estimate.FEATURES.index("llm_missing")] = 0.0
     if pool_systems:  # the pooled systems' agreement, as the workspace computes it from their pooled tops
         tops = [(q, c, s, r) for s, ranks in systems.items() for (q, c), r in ranks.items() if r <= pool_systems]
-        estimate.with_runs(x, keys, *estimate.run_agreement(tops))
+        agreement, pooled = estimate.run_agreement(tops)
+        estimate.with_runs(x, keys, agreement, pooled, keys)  # keys: the pool, as the workspace's candidate pairs
     synthetic = (sx, sy) if len(sy) else (None, None)
     g = np.array([grades.get(key, 0) for key in keys])
     return Domain(
@@ -537,15 +538,18 @@ def main(argv: list[str] | None = None) -> dict:
                 for name, x in (("with", whole.x), ("without", blind(whole.x))):
                     case = Domain(whole.name, whole.keys, x, whole.y, whole.g, whole.systems, whole.chunks)
                     case.system_ranks = whole.system_ranks
-                    aucs, kept = [], []
+                    aucs, refits = [], []
                     for seed in range(5):
                         p, drawn, _, validation = review_round(case, prior, budget, seed, args.strength)
                         aucs.append(relevance.roc_auc(p[~drawn], whole.y[~drawn]))
-                        kept.append(validation.kept)
-                    row[f"pooled, after {budget} verdicts, {name} the systems' agreement"] = {"auc": np.mean(aucs)}
-                    print(
+                        refits.append(validation.kept and validation.reason.startswith("refit"))
+                    found = [a for a in aucs if a is not None]
+                    row[f"pooled, after {budget} verdicts, {name} the systems' agreement"] = {
+                        "auc": float(np.mean(found)) if found else None
+                    }
+                    print(  # only a full refit can weigh the agreement; a recalibration moves the base rate alone
                         f"  pooled, after {budget} verdicts, {name + ' the systems agreement':<30} AUC "
-                        f"{np.mean(aucs):.3f}  refit kept {np.mean(kept):.0%}"
+                        f"{fmt(float(np.mean(found)) if found else None)}  full refit kept {np.mean(refits):.0%}"
                     )
             row["pooling"] = pooling(whole, prior, args.draws, args.share, args.strength)
             for pooled, figures in row["pooling"].items():

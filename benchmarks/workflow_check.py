@@ -1,5 +1,6 @@
 """The whole workflow through the tool's own commands on collections left out of the prior's fit, checked against
-their complete human judgments: what a user (or the project's owner) does, end to end.
+their complete human judgments: what a user (or the project's owner) does, end to end. Each collection is held out:
+the commands run in this process with the shipped prior replaced by one fitted on the other collections.
 
 Per collection: 60 queries with a relevant document, the whole corpus chunked as it is (`chunk --chunker
 prechunked`), 13 systems built from BM25 and the dense model (`estimate_transfer.system_scores`), each written as a
@@ -41,7 +42,7 @@ from testset_builder.metrics import evaluate
 from testset_builder.retrieval.indexes import WorkspaceIndexes
 from testset_builder.stages import estimate, relevance
 from testset_builder.store import estimates as stored
-from testset_builder.store import open_workspace
+from testset_builder.store import open_workspace, rows
 from testset_builder.tables import Qrels
 
 CACHE = transfer.CACHE / "workflow"
@@ -113,14 +114,38 @@ def write_runs(folder: Path, query_ids: list[str], texts: dict[str, str], target
             )
     target.mkdir(parents=True, exist_ok=True)
     paths = []
-    for system, rows in lines.items():
+    for system, written in lines.items():
         path = target / f"{system.replace('>', '-then-').replace('@', '-at-')}.trec"
-        path.write_text("".join(rows), encoding="utf-8")
+        path.write_text("".join(written), encoding="utf-8")
         paths.append(path)
     return sorted(paths)
 
 
+def means(grades: Qrels, run: Path, query_ids: list[str]) -> dict[str, float]:
+    """The run's mean of each metric over ``query_ids``, as `score --release` averages: a query the labels hold no
+    relevant pair for counts (0 recall, 0 nDCG), where trec_eval's mean would leave it out."""
+    per_query = evaluate(grades, read_run(run), ",".join(METRICS)).per_query_dict()
+    return {m: sum(per_query.get(q, {}).get(m, 0.0) for q in query_ids) / len(query_ids) for m in METRICS}
+
+
+def held_out_prior(folder: Path, queries: int) -> estimate.RelevanceModel:
+    """The prior fitted as the shipped one is, on the other collections only (estimate_transfer's fit)."""
+    others = [transfer.load_domain(f, queries, 30, seed=0) for f in transfer.domains_found(None) if f != folder]
+    fitted = transfer.fit_prior(others)
+    return estimate.RelevanceModel(f"prior:without-{folder.name}", fitted.bias, fitted.weights)
+
+
 def check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
+    """One collection, the shipped prior replaced by one fitted without it (the commands run in this process)."""
+    shipped = estimate.PRIOR
+    estimate.PRIOR = held_out_prior(folder, queries)
+    try:
+        return _check(folder, runs_pooled, draws, queries)
+    finally:
+        estimate.PRIOR = shipped
+
+
+def _check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
     name = folder.name
     texts = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").open(encoding="utf-8"))}
     qrels = read_qrels(folder / "qrels" / "test.tsv").to_dict()
@@ -146,15 +171,15 @@ def check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
     all_grades = Qrels.from_dict(grades)
     pool_grades = Qrels.from_dict({q: {c: g for c, g in by.items() if (q, c) in pool} for q, by in grades.items()})
     truth = {
-        run.name: {
-            "qrels": evaluate(all_grades, read_run(run), ",".join(METRICS)).means(),
-            "pool": evaluate(pool_grades, read_run(run), ",".join(METRICS)).means(),
-        }
+        run.name: {"qrels": means(all_grades, run, query_ids), "pool": means(pool_grades, run, query_ids)}
         for run in runs
     }
     keys = sorted(pool)
     labels = [int((q, c) in relevant) for q, c in keys]
-    cases = {m: {"qrels": [], "pool": [], "human": [], "width": [], "tau": [], "tau_pool": []} for m in METRICS}
+    cases = {
+        m: {"qrels": [], "pool": [], "human": [], "human_pool": [], "width": [], "tau": [], "tau_pool": []}
+        for m in METRICS
+    }
     auc = {"before": [], "after": [], "verdicts": []}
     for seed in range(draws):
         workspace = root / f"draw-{seed}"
@@ -170,7 +195,9 @@ def check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
         checked("estimate", "-w", str(workspace), "--json")
         with open_workspace(workspace) as ws:
             after = stored.estimates(ws.db)
-        auc["after"].append(relevance.roc_auc([after[k].p_relevant for k in keys], labels))
+            reviewed = {(j.query_id, j.chunk_id) for j in rows.iter_judgments(ws.db) if j.source.value == "human"}
+        unseen = [i for i, key in enumerate(keys) if key not in reviewed]  # as estimate_transfer: the pairs not drawn
+        auc["after"].append(relevance.roc_auc([after[keys[i]].p_relevant for i in unseen], [labels[i] for i in unseen]))
         checked("release", "-w", str(workspace), "--version", "1.0.0", "--json")
         figures: dict[str, list[float]] = {m: [] for m in METRICS}
         for run in runs:
@@ -178,10 +205,14 @@ def check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
             report = json.loads(out)["prediction_powered"]
             for metric in METRICS:
                 powered, human = report["metrics"][metric]["ppi"], report["metrics"][metric]["human_only"]
+                if powered is None or "ci_low" not in powered or "ci_low" not in human:
+                    raise SystemExit(f"{run.name}: no interval for {metric} ({report['applies']}: {report['why']})")
                 inside = lambda figure, interval: interval["ci_low"] <= figure <= interval["ci_high"]  # noqa: E731
-                cases[metric]["qrels"].append(inside(truth[run.name]["qrels"][metric], powered))
-                cases[metric]["pool"].append(inside(truth[run.name]["pool"][metric], powered))
-                cases[metric]["human"].append(inside(truth[run.name]["qrels"][metric], human))
+                for against in ("qrels", "pool"):
+                    cases[metric][against].append(inside(truth[run.name][against][metric], powered))
+                    cases[metric]["human" if against == "qrels" else "human_pool"].append(
+                        inside(truth[run.name][against][metric], human)
+                    )
                 cases[metric]["width"].append(powered["ci_high"] - powered["ci_low"])
                 figures[metric].append(powered["mean"])
         from scipy.stats import kendalltau
@@ -200,7 +231,7 @@ def check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
     )
     print(
         f"  estimate's AUC over the pool: before verdicts {np.mean(auc['before']):.3f}, "
-        f"after {np.mean(auc['after']):.3f}"
+        f"after {np.mean(auc['after']):.3f} (the pairs not reviewed); prior fitted without {name}"
     )
     out = {"pool": len(pool), "relevant": len(relevant), "relevant_in_pool": in_pool, "auc": auc, "metrics": {}}
     for metric, r in cases.items():
@@ -208,16 +239,22 @@ def check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
             "ppi_coverage_qrels": float(np.mean(r["qrels"])),
             "ppi_coverage_pool": float(np.mean(r["pool"])),
             "human_only_coverage_qrels": float(np.mean(r["human"])),
+            "human_only_coverage_pool": float(np.mean(r["human_pool"])),
             "width": float(np.mean(r["width"])),
             "tau_qrels": float(np.nanmean(r["tau"])),
             "tau_pool": float(np.nanmean(r["tau_pool"])),
         }
         out["metrics"][metric] = row
         print(
-            f"  {metric:<12} PPI coverage {row['ppi_coverage_qrels']:.2f} of the qrels' figures, "
-            f"{row['ppi_coverage_pool']:.2f} of the pool's (human-only {row['human_only_coverage_qrels']:.2f}); width "
-            f"{row['width']:.3f}; tau {row['tau_qrels']:.2f} (pool {row['tau_pool']:.2f})"
+            f"  {metric:<12} PPI coverage {row['ppi_coverage_pool']:.2f} of the pool's figures (human-only "
+            f"{row['human_only_coverage_pool']:.2f}), {row['ppi_coverage_qrels']:.2f} of the qrels' (human-only "
+            f"{row['human_only_coverage_qrels']:.2f}); width {row['width']:.3f}; tau {row['tau_pool']:.2f} (qrels "
+            f"{row['tau_qrels']:.2f})"
         )
+    print(  # what the qrels' recall counts, no pooled figure can see
+        f"  (the figures aim at the pool's: recall's denominator is the relevant pairs the pool holds, here "
+        f"{in_pool} of {len(relevant)}, so the qrels' recall is lower wherever the pool misses some)"
+    )
     return out
 
 

@@ -157,3 +157,17 @@ def test_the_rest_of_the_queue_follows_the_estimate_while_drawn_pairs_stay_ahead
         [estimate_priority(p[(i.query_id, i.chunk_id)].p_relevant) for i in rest]
     )
     assert len({round(i.priority, 3) for i in rest}) > 1  # an order, not a tie
+
+
+def test_a_pairs_best_rank_is_read_from_features_stored_before_the_pooled_systems_columns_too():
+    import math
+
+    from testset_builder.stages.estimate import FEATURES, LEGACY_FEATURES
+    from testset_builder.stages.selection import best_rank
+    from testset_builder.store.estimates import StoredEstimate
+
+    features = [0.0] * len(FEATURES)
+    features[FEATURES.index("bm25_log_rank")], features[FEATURES.index("dense_log_rank")] = math.log1p(4), math.log1p(9)
+    for stored in (features, features[:LEGACY_FEATURES]):
+        assert best_rank(StoredEstimate("q", "c", 0.5, "prior", 0, tuple(stored))) == pytest.approx(4.0)
+    assert best_rank(StoredEstimate("q", "c", 0.5, "prior", 0, (0.1, 0.2))) == 1.0  # unreadable: the top, to be safe

@@ -191,21 +191,30 @@ def run_agreement(ranks: Iterable[tuple[str, str, str, int]]) -> tuple[dict[Pair
     return {pair: total / len(systems[pair[0]]) for pair, total in sums.items()}, set(systems)
 
 
-def with_runs(matrix: np.ndarray, keys: Sequence[Pair], agreement: Mapping[Pair, float], queries: set[str]) -> None:
+def with_runs(
+    matrix: np.ndarray,
+    keys: Sequence[Pair],
+    agreement: Mapping[Pair, float],
+    queries: set[str],
+    reference: Iterable[Pair],
+) -> None:
     """Fill in the pooled systems' columns of ``matrix`` (one row per pair of ``keys``) in place: each pair's
-    agreement as a z-score over its query's pairs in ``keys`` (a deviation of 1 is what a refit can weigh from a few
-    hundred verdicts, as the other per-query features; the raw discount spreads by about 0.2), 0 where no system
-    was pooled for the query or all its pairs agree alike."""
-    by_query: dict[str, list[int]] = {}
-    for i, (query_id, _) in enumerate(keys):
-        by_query.setdefault(query_id, []).append(i)
+    agreement as a z-score against its query's ``reference`` pairs (the workspace's pooled and queued pairs: the same
+    scale whichever pairs are being fitted or asked about; a deviation of 1 is what a refit can weigh from a few
+    hundred verdicts, as the other per-query features, where the raw discount spreads by about 0.2), 0 where no
+    system was pooled for the query or its reference pairs all agree alike."""
+    values: dict[str, list[float]] = {}
+    for query_id, chunk_id in reference:
+        if query_id in queries:
+            values.setdefault(query_id, []).append(agreement.get((query_id, chunk_id), 0.0))
+    scale = {q: (float(np.mean(v)), float(np.std(v))) for q, v in values.items()}
     runs, missing = FEATURES.index("runs"), FEATURES.index("runs_missing")
-    for query_id, rows_of in by_query.items():
-        values = np.array([agreement.get(keys[i], 0.0) for i in rows_of])
-        spread = float(values.std())
+    for i, (query_id, chunk_id) in enumerate(keys):
+        mean, spread = scale.get(query_id, (0.0, 0.0))
         pooled = query_id in queries
-        matrix[rows_of, runs] = (values - values.mean()) / spread if pooled and spread > 0 else 0.0
-        matrix[rows_of, missing] = 0.0 if pooled else 1.0
+        value = agreement.get((query_id, chunk_id), 0.0)
+        matrix[i, runs] = (value - mean) / spread if pooled and spread > 0 else 0.0
+        matrix[i, missing] = 0.0 if pooled else 1.0
 
 
 def _ranks(row: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -378,6 +387,7 @@ def _fitted(workspace, features: Mapping[Pair, np.ndarray], pairs: Sequence[Pair
     (:func:`~.relevance.validated_fit`)."""
     from ..retrieval.pool import RUN_PREFIX
     from ..store import draws, rows
+    from ..store import estimates as estimates_store
 
     judgments = list(rows.iter_judgments(workspace.db))
     llm = llm_p_relevant(judgments)
@@ -386,7 +396,8 @@ def _fitted(workspace, features: Mapping[Pair, np.ndarray], pairs: Sequence[Pair
     for i, pair in enumerate(keys):  # the LLM's answer may have come after the features: always the latest
         matrix[i, FEATURES.index("llm")] = llm.get(pair, 0.5)
         matrix[i, FEATURES.index("llm_missing")] = 0.0 if pair in llm else 1.0
-    with_runs(matrix, keys, *run_agreement(rows.ranks_by(workspace.db, RUN_PREFIX)))  # runs pooled since: the latest
+    agreement, pooled = run_agreement(rows.ranks_by(workspace.db, RUN_PREFIX))  # runs pooled since: the latest
+    with_runs(matrix, keys, agreement, pooled, estimates_store.candidate_pairs(workspace.db))
     labels = human_labels(judgments)
     labelled = [i for i, pair in enumerate(keys) if pair in labels]
     drawn = draws.drawn_pair_probabilities(workspace.db)  # a pair drawn for review weighs 1 / its probability
