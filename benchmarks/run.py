@@ -55,7 +55,7 @@ BENCHMARKS = {
     ),
     "workflow": (
         "the whole workflow through the CLI on held-out collections: propose --runs, select, review API, release, "
-        "score; PPI coverage of the qrels' figures",
+        "score; PPI coverage of the pool's figures and of the qrels'",
         "workflow_check",
         [],
     ),

@@ -2,14 +2,15 @@
 their complete human judgments: what a user (or the project's owner) does, end to end. Each collection is held out:
 the commands run in this process with the shipped prior replaced by one fitted on the other collections.
 
-Per collection: 60 queries with a relevant document, the whole corpus chunked as it is (`chunk --chunker
-prechunked`), 13 systems built from BM25 and the dense model (`estimate_transfer.system_scores`), each written as a
-TREC run of its top 100. `propose --no-judge` pools the queries (with `--runs`, the systems' runs too); then, per draw,
-in a copy of that workspace: `estimate` (the AUC before any verdict), `select --budget` a tenth of the pool with the
-draw's seed, a reviewer answering every drawn pair through the review API from the qrels, `estimate` again (the
-AUC after), `release`, and `score --release` of each run. Each run's prediction-powered 95% intervals are checked
-against its figure on the collection's qrels (every judged document, the pool's or not) and on the qrels the pool
-holds (what a full human labelling of the pool gives; trec_eval's convention, unjudged = not relevant).
+Per collection: 60 queries with a relevant document (all of them where fewer, as MED's 30), the whole corpus chunked
+as it is (`chunk --chunker prechunked`), 13 systems built from BM25 and the dense model
+(`estimate_transfer.system_scores`), each written as a TREC run of its top 100. `propose --no-judge` pools the
+queries (with `--runs`, the systems' runs too); then, per draw, in a copy of that workspace: `estimate` (the AUC
+before any verdict), `select --budget` a tenth of the pool with the draw's seed, a reviewer answering every drawn
+pair through the review API from the qrels, `estimate` again (the AUC after), `release`, and `score --release` of
+each run. Each run's prediction-powered 95% intervals are checked against its figure on the collection's qrels (every
+judged document, the pool's or not) and on the qrels the pool holds (what a full human labelling of the pool gives;
+trec_eval's convention, unjudged = not relevant).
 
     python benchmarks/workflow_check.py                              # CISI, Cranfield and MED, runs pooled, 5 draws
     python benchmarks/workflow_check.py --domains npl --draws 10 --no-runs
