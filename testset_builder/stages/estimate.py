@@ -384,8 +384,8 @@ class Fitted:
 
 def _fitted(workspace, features: Mapping[Pair, np.ndarray], pairs: Sequence[Pair], dense: bool, strength: float):
     """The model refitted on the humans' verdicts among ``pairs``, over the pairs' feature matrix with the LLM's
-    latest P(relevant) filled in, kept only where it beats the prior on held-out verdicts
-    (:func:`~.relevance.validated_fit`)."""
+    latest P(relevant) and the pooled systems' agreement filled in (both may have come after the features were
+    stored), kept only where it beats the prior on held-out verdicts (:func:`~.relevance.validated_fit`)."""
     from ..retrieval.pool import RUN_PREFIX
     from ..store import draws, rows
     from ..store import estimates as estimates_store
