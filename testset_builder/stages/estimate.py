@@ -382,13 +382,20 @@ class Fitted:
         return p, names
 
 
-def _fitted(workspace, features: Mapping[Pair, np.ndarray], pairs: Sequence[Pair], dense: bool, strength: float):
+def _fitted(
+    workspace,
+    features: Mapping[Pair, np.ndarray],
+    pairs: Sequence[Pair],
+    dense: bool,
+    strength: float,
+    pooled: Sequence[Pair],
+):
     """The model refitted on the humans' verdicts among ``pairs``, over the pairs' feature matrix with the LLM's
     latest P(relevant) and the pooled systems' agreement filled in (both may have come after the features were
-    stored), kept only where it beats the prior on held-out verdicts (:func:`~.relevance.validated_fit`)."""
+    stored; the agreement on the scale of the workspace's ``pooled`` and queued pairs, as the caller read them), kept
+    only where it beats the prior on held-out verdicts (:func:`~.relevance.validated_fit`)."""
     from ..retrieval.pool import RUN_PREFIX
     from ..store import draws, rows
-    from ..store import estimates as estimates_store
 
     judgments = list(rows.iter_judgments(workspace.db))
     llm = llm_p_relevant(judgments)
@@ -397,8 +404,8 @@ def _fitted(workspace, features: Mapping[Pair, np.ndarray], pairs: Sequence[Pair
     for i, pair in enumerate(keys):  # the LLM's answer may have come after the features: always the latest
         matrix[i, FEATURES.index("llm")] = llm.get(pair, 0.5)
         matrix[i, FEATURES.index("llm_missing")] = 0.0 if pair in llm else 1.0
-    agreement, pooled = run_agreement(rows.ranks_by(workspace.db, RUN_PREFIX))  # runs pooled since: the latest
-    with_runs(matrix, keys, agreement, pooled, estimates_store.candidate_pairs(workspace.db))
+    agreement, ran = run_agreement(rows.ranks_by(workspace.db, RUN_PREFIX))  # runs pooled since: the latest
+    with_runs(matrix, keys, agreement, ran, pooled)
     labels = human_labels(judgments)
     labelled = [i for i, pair in enumerate(keys) if pair in labels]
     drawn = draws.drawn_pair_probabilities(workspace.db)  # a pair drawn for review weighs 1 / its probability
@@ -426,9 +433,10 @@ def current_model(workspace, indexes=None, strength: float = REFIT_STRENGTH) -> 
     from ..store import estimates as store
     from ..store import rows
 
-    graded = sorted(set(store.candidate_pairs(workspace.db)) & set(human_labels(rows.iter_judgments(workspace.db))))
+    pooled = store.candidate_pairs(workspace.db)
+    graded = sorted(set(pooled) & set(human_labels(rows.iter_judgments(workspace.db))))
     features, _, dense = _workspace_features(workspace, graded, indexes)
-    return _fitted(workspace, features, graded, dense, strength).model
+    return _fitted(workspace, features, graded, dense, strength, pooled).model
 
 
 def described(name: str, verdicts: int) -> str:
@@ -461,9 +469,10 @@ def estimate_workspace(
     from ..store.workspace import utc_timestamp
     from .queue import DISAGREEMENT_BONUS
 
-    pairs = sorted(set(store.candidate_pairs(workspace.db)) | set(pairs))
+    pooled = store.candidate_pairs(workspace.db)
+    pairs = sorted(set(pooled) | set(pairs))
     features, computed, dense = _workspace_features(workspace, pairs, indexes)
-    fitted = _fitted(workspace, features, pairs, dense, strength)
+    fitted = _fitted(workspace, features, pairs, dense, strength, pooled)
     keys, matrix, model = fitted.keys, fitted.matrix, fitted.model
     p, names = fitted.scored()
     with workspace.transaction() as tx:
