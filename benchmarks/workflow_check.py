@@ -28,6 +28,7 @@ import json
 import shutil
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -89,9 +90,47 @@ def answer_drawn(workspace: Path, grades: dict[str, dict[str, int]]) -> int:
     return answered
 
 
-def write_runs(folder: Path, query_ids: list[str], texts: dict[str, str], target: Path) -> list[Path]:
+def knowing_systems(
+    bm25: np.ndarray, dense: np.ndarray, known: np.ndarray, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """Systems that know what the estimate's features do not, as a cross-encoder or a production system may: each
+    scores chunks by a retriever's score (standardised over its top 100) plus a share of the truth (``known``: each
+    chunk's grade on the tool's 0-2 scale) and noise. The estimate sees only BM25 and the dense model, so these are the
+    systems whose figures it cannot reproduce: the prediction-powered figures must reach them through the verdicts."""
+    n = len(bm25)
+    zb, zd = _top_z(bm25), _top_z(dense)
+    first = _top(0.5 * zb + 0.5 * zd)
+    out = {}
+    rerank = np.full(n, -1e9)  # a re-ranker of a hybrid's top 100 (a cross-encoder's place in a pipeline)
+    rerank[first] = zd[first] + 1.5 * known[first] + rng.standard_normal(len(first))
+    out["knows-rerank"] = rerank
+    out["knows-dense"] = zd + 2.0 * (known > 0) + rng.standard_normal(n)  # a stronger dense model over the corpus
+    first = _top(bm25)
+    rerank = np.full(n, -1e9)
+    rerank[first] = zb[first] + 1.0 * known[first] + rng.standard_normal(len(first))
+    out["knows-lexical"] = rerank
+    return out
+
+
+def _top(scores: np.ndarray) -> np.ndarray:
+    return transfer._ranks(scores, DEPTH)
+
+
+def _top_z(scores: np.ndarray) -> np.ndarray:
+    """``scores`` standardised over their best :data:`DEPTH` (the first stage's candidates)."""
+    best = scores[_top(scores)]
+    return (scores - best.mean()) / (best.std() + 1e-9)
+
+
+def write_runs(
+    folder: Path,
+    query_ids: list[str],
+    texts: dict[str, str],
+    target: Path,
+    grades: dict[str, dict[str, int]] | None = None,
+) -> list[Path]:
     """The 13 systems' top :data:`DEPTH` for the queries, as TREC runs, over the transfer benchmark's workspace of
-    the same corpus (its BM25 and dense indexes)."""
+    the same corpus (its BM25 and dense indexes); with ``grades``, the three :func:`knowing_systems` besides."""
     with open_workspace(transfer.CACHE / f"transfer-{folder.name}") as ws:
         transfer.ingest(
             ws, transfer.load_sources([folder]), transfer.ChunkingConfig(chunker="prechunked", size=1, overlap=0),
@@ -108,7 +147,12 @@ def write_runs(folder: Path, query_ids: list[str], texts: dict[str, str], target
         bm25, dense = np.asarray(bm25_rows[row], dtype=float), np.asarray(dense_rows[row], dtype=float)
         words = estimate.words(texts[query_id])
         overlap = np.array([len(words & w) / max(1, len(words)) for w in chunk_words])
-        for system, scores in transfer.system_scores(bm25, dense, overlap).items():
+        systems = transfer.system_scores(bm25, dense, overlap)
+        if grades is not None:
+            known = np.array([grades.get(query_id, {}).get(c, 0) for c in chunk_ids], dtype=float)
+            rng = np.random.default_rng(zlib.crc32(query_id.encode("utf-8")))
+            systems.update(knowing_systems(bm25, dense, known, rng))
+        for system, scores in systems.items():
             top = transfer._ranks(scores, DEPTH)
             lines.setdefault(system, []).extend(
                 f"{query_id} Q0 {chunk_ids[i]} {rank} {DEPTH + 1 - rank} {system}\n" for rank, i in enumerate(top, 1)
@@ -136,17 +180,17 @@ def held_out_prior(folder: Path, queries: int) -> estimate.RelevanceModel:
     return estimate.RelevanceModel(f"prior:without-{folder.name}", fitted.bias, fitted.weights)
 
 
-def check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
+def check(folder: Path, runs_pooled: bool, draws: int, queries: int, knowing: bool = False) -> dict:
     """One collection, the shipped prior replaced by one fitted without it (the commands run in this process)."""
     shipped = estimate.PRIOR
     estimate.PRIOR = held_out_prior(folder, queries)
     try:
-        return _check(folder, runs_pooled, draws, queries)
+        return _check(folder, runs_pooled, draws, queries, knowing)
     finally:
         estimate.PRIOR = shipped
 
 
-def _check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
+def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, knowing: bool) -> dict:
     name = folder.name
     texts = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").open(encoding="utf-8"))}
     qrels = read_qrels(folder / "qrels" / "test.tsv").to_dict()
@@ -154,13 +198,13 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
     query_ids = sorted(np.random.default_rng(0).permutation(query_ids)[:queries].tolist())
     top = max((g for by in qrels.values() for g in by.values()), default=1)
     grades = {q: {c: transfer.tool_grade(g, top) for c, g in qrels[q].items()} for q in query_ids}  # 0-2, as reviewed
-    root = CACHE / f"{name}-{'pooled' if runs_pooled else 'not-pooled'}"
+    root = CACHE / f"{name}-{'pooled' if runs_pooled else 'not-pooled'}{'-knowing' if knowing else ''}"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     (root / "queries.jsonl").write_text(
         "".join(json.dumps({"_id": q, "text": texts[q]}) + "\n" for q in query_ids), encoding="utf-8"
     )
-    runs = write_runs(folder, query_ids, texts, root / "runs")
+    runs = write_runs(folder, query_ids, texts, root / "runs", grades if knowing else None)
     base = root / "base"
     started = time.perf_counter()
     checked("chunk", str(folder / "corpus.jsonl"), "--chunker", "prechunked", "-w", str(base))
@@ -178,10 +222,11 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
     keys = sorted(pool)
     labels = [int((q, c) in relevant) for q, c in keys]
     cases = {
-        m: {"qrels": [], "pool": [], "human": [], "human_pool": [], "width": [], "tau": [], "tau_pool": []}
+        m: {k: [] for k in ("qrels", "pool", "human", "human_pool", "width", "tau", "tau_pool", "tau_est")}
         for m in METRICS
     }
     auc = {"before": [], "after": [], "verdicts": []}
+    by_run: dict[tuple[str, str], list[bool]] = {}  # (system, metric) -> covered the pool's figure, per draw
     for seed in range(draws):
         workspace = root / f"draw-{seed}"
         shutil.rmtree(workspace, ignore_errors=True)
@@ -201,6 +246,7 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
         auc["after"].append(relevance.roc_auc([after[keys[i]].p_relevant for i in unseen], [labels[i] for i in unseen]))
         checked("release", "-w", str(workspace), "--version", "1.0.0", "--json")
         figures: dict[str, list[float]] = {m: [] for m in METRICS}
+        alone: dict[str, list[float]] = {m: [] for m in METRICS}  # the estimate-only figures
         for run in runs:
             out = checked("score", "--release", f"{workspace}@1.0.0", "-r", str(run), "-m", ",".join(METRICS), "--json")
             report = json.loads(out)["prediction_powered"]
@@ -209,6 +255,7 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
                 if powered is None or "ci_low" not in powered or "ci_low" not in human:
                     raise SystemExit(f"{run.name}: no interval for {metric} ({report['applies']}: {report['why']})")
                 inside = lambda figure, interval: interval["ci_low"] <= figure <= interval["ci_high"]  # noqa: E731
+                by_run.setdefault((run.stem, metric), []).append(inside(truth[run.name]["pool"][metric], powered))
                 for against in ("qrels", "pool"):
                     cases[metric][against].append(inside(truth[run.name][against][metric], powered))
                     cases[metric]["human" if against == "qrels" else "human_pool"].append(
@@ -216,6 +263,7 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
                     )
                 cases[metric]["width"].append(powered["ci_high"] - powered["ci_low"])
                 figures[metric].append(powered["mean"])
+                alone[metric].append(report["metrics"][metric]["estimate_only"]["mean"])
         from scipy.stats import kendalltau
 
         for metric in METRICS:
@@ -223,6 +271,7 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
             cases[metric]["tau_pool"].append(
                 kendalltau(figures[metric], [truth[r.name]["pool"][metric] for r in runs])[0]
             )
+            cases[metric]["tau_est"].append(kendalltau(alone[metric], [truth[r.name]["pool"][metric] for r in runs])[0])
         shutil.rmtree(workspace)
     in_pool = len(relevant & pool)
     print(
@@ -244,14 +293,26 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int) -> dict:
             "width": float(np.mean(r["width"])),
             "tau_qrels": float(np.nanmean(r["tau"])),
             "tau_pool": float(np.nanmean(r["tau_pool"])),
+            "tau_estimate_only_pool": float(np.nanmean(r["tau_est"])),
         }
         out["metrics"][metric] = row
         print(
             f"  {metric:<12} PPI coverage {row['ppi_coverage_pool']:.2f} of the pool's figures (human-only "
             f"{row['human_only_coverage_pool']:.2f}), {row['ppi_coverage_qrels']:.2f} of the qrels' (human-only "
             f"{row['human_only_coverage_qrels']:.2f}); width {row['width']:.3f}; tau {row['tau_pool']:.2f} (qrels "
-            f"{row['tau_qrels']:.2f})"
+            f"{row['tau_qrels']:.2f}; estimate alone {row['tau_estimate_only_pool']:.2f})"
         )
+    if knowing:
+        best_other = max(t["pool"]["ndcg@10"] for n, t in truth.items() if not n.startswith("knows-"))
+        for system in sorted({s for s, _ in by_run if s.startswith("knows-")}):
+            print(
+                f"  {system:<14} PPI coverage of the pool's figures: "
+                + ", ".join(f"{m} {np.mean(by_run[(system, m)]):.2f}" for m in METRICS)
+                + " (the pool's figures: "
+                + ", ".join(f"{truth[system + '.trec']['pool'][m]:.3f}" for m in METRICS)
+                + f"; the best other system's nDCG@10 {best_other:.3f})"
+            )
+    out["by_system"] = {f"{s} {m}": float(np.mean(v)) for (s, m), v in by_run.items()}
     print(  # what the qrels' recall counts, no pooled figure can see
         f"  (the figures aim at the pool's: recall's denominator is the relevant pairs the pool holds, here "
         f"{in_pool} of {len(relevant)}, so the qrels' recall is lower wherever the pool misses some)"
@@ -265,12 +326,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--draws", type=int, default=5)
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--no-runs", action="store_true", help="propose without --runs (the systems not pooled)")
+    parser.add_argument(
+        "--knowing", action="store_true", help="three systems besides that know part of the truth (knowing_systems)"
+    )
     args = parser.parse_args(argv)
     folders = transfer.domains_found(args.domains.split(","))
     if not folders:
         print(f"workflow check: none of {args.domains} found; skipped")
         return {}
-    return {f.name: check(f, not args.no_runs, args.draws, args.queries) for f in folders}
+    return {f.name: check(f, not args.no_runs, args.draws, args.queries, args.knowing) for f in folders}
 
 
 if __name__ == "__main__":
