@@ -227,6 +227,7 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, knowing: b
     }
     auc = {"before": [], "after": [], "verdicts": []}
     by_run: dict[tuple[str, str], list[bool]] = {}  # (system, metric) -> covered the pool's figure, per draw
+    records: list[dict] = []  # every interval beside its target, kept in the collection's folder (cases.json)
     for seed in range(draws):
         workspace = root / f"draw-{seed}"
         shutil.rmtree(workspace, ignore_errors=True)
@@ -256,6 +257,10 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, knowing: b
                     raise SystemExit(f"{run.name}: no interval for {metric} ({report['applies']}: {report['why']})")
                 inside = lambda figure, interval: interval["ci_low"] <= figure <= interval["ci_high"]  # noqa: E731
                 by_run.setdefault((run.stem, metric), []).append(inside(truth[run.name]["pool"][metric], powered))
+                records.append(
+                    {"draw": seed, "system": run.stem, "metric": metric, "truth": truth[run.name]["pool"][metric],
+                     "ppi": powered, "human_only": human, "estimate_only": report["metrics"][metric]["estimate_only"]}
+                )  # fmt: skip
                 for against in ("qrels", "pool"):
                     cases[metric][against].append(inside(truth[run.name][against][metric], powered))
                     cases[metric]["human" if against == "qrels" else "human_pool"].append(
@@ -313,6 +318,7 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, knowing: b
                 + f"; the best other system's nDCG@10 {best_other:.3f})"
             )
     out["by_system"] = {f"{s} {m}": float(np.mean(v)) for (s, m), v in by_run.items()}
+    (root / "cases.json").write_text(json.dumps(records), encoding="utf-8")
     print(  # what the qrels' recall counts, no pooled figure can see
         f"  (the figures aim at the pool's: recall's denominator is the relevant pairs the pool holds, here "
         f"{in_pool} of {len(relevant)}, so the qrels' recall is lower wherever the pool misses some)"
