@@ -59,6 +59,12 @@ BENCHMARKS = {
         "workflow_check",
         [],
     ),
+    "workflow-knowing": (
+        "the same with three systems besides that know part of the truth (the estimate cannot reproduce their "
+        "figures): their coverage, and how the estimate-only figures rank the systems",
+        "workflow_check",
+        ["--knowing"],
+    ),
     "synthetic": (
         "synthesize: does a synthetic SciFact set rank retrievers as the human labels do?",
         "synthetic_agreement",

@@ -10,10 +10,15 @@ before any verdict), `select --budget` a tenth of the pool with the draw's seed,
 pair through the review API from the qrels, `estimate` again (the AUC after), `release`, and `score --release` of
 each run. Each run's prediction-powered 95% intervals are checked against its figure on the collection's qrels (every
 judged document, the pool's or not) and on the qrels the pool holds (what a full human labelling of the pool gives;
-trec_eval's convention, unjudged = not relevant).
+trec_eval's convention, unjudged = not relevant). With ``--knowing``, three systems besides know part of the truth
+(:func:`knowing_systems`: a retriever's score plus a share of each chunk's grade and noise), as a cross-encoder or a
+production system knows what BM25 and a small dense model do not: the estimate cannot reproduce their figures, so
+their intervals must reach them through the verdicts; the estimate-only figures' tau says how far the estimate alone
+would rank the systems. Every interval is kept beside its target in the collection's folder (``cases.json``).
 
     python benchmarks/workflow_check.py                              # CISI, Cranfield and MED, runs pooled, 5 draws
     python benchmarks/workflow_check.py --domains npl --draws 10 --no-runs
+    python benchmarks/workflow_check.py --domains cisi,npl --draws 10 --knowing    # 16 systems, 3 that know more
 
 The collections are those `estimate_transfer.py` finds (SciFact from ../shared/data when present; the four classic
 collections in benchmarks/data). Workspaces live under benchmarks/.cache/workflow.
