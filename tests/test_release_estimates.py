@@ -232,3 +232,27 @@ def test_after_two_rounds_the_latest_is_the_design_and_the_first_rounds_labels_a
     assert all(  # round 2's answers are its random draws, each at its probability (every drawn pair answered)
         probability[(r["query-id"], r["corpus-id"])] == pytest.approx(r["draw"]["probability"]) for r in by_round[2]
     )
+
+
+def test_score_on_a_release_without_drawn_verdicts_says_the_estimate_alone_can_misrank_stronger_systems(
+    pair_queue, capsys, tmp_path
+):
+    from testset_builder.stages import review
+
+    ws = pair_queue
+    item = review.next_item(ws, "ann")  # one verdict, from the queue's order: no pair was drawn at random
+    review.submit(
+        ws, "ann", item.item_id, "grade", "k-ann-0", grade=int(ws.truth(item.query["query_id"], item.chunk["chunk_id"]))
+    )
+    assert main(["estimate", "-w", str(ws.root), "--json"]) == 0
+    assert main(["release", "-w", str(ws.root), "--version", "1.0.0", "--json"]) == 0
+    rows = release_rows(ws, "1.0.0")
+    assert rows and all(not r["draw"] for r in rows)
+    run = tmp_path / "run.trec"
+    run.write_text("".join(f"{r['query-id']} Q0 {r['corpus-id']} 1 1 test\n" for r in rows[:1]), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["prediction_powered"]
+    assert report["applies"] == "estimate"
+    assert "select" in report["why"] and "rank such a system below weaker ones" in report["why"]
+    assert report["metrics"]["precision@5"]["ppi"] is None  # no interval means anything without a random draw
