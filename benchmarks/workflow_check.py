@@ -11,10 +11,11 @@ pair through the review API from the qrels, `estimate` again (the AUC after), `r
 each run. Each run's prediction-powered 95% intervals are checked against its figure on the collection's qrels (every
 judged document, the pool's or not) and on the qrels the pool holds (what a full human labelling of the pool gives;
 trec_eval's convention, unjudged = not relevant). With ``--knowing``, three systems besides know part of the truth
-(:func:`knowing_systems`: a retriever's score plus a share of each chunk's grade and noise), as a cross-encoder or a
-production system knows what BM25 and a small dense model do not: the estimate cannot reproduce their figures, so
-their intervals must reach them through the verdicts; the estimate-only figures' tau says how far the estimate alone
-would rank the systems. Every interval is kept beside its target in the collection's folder (``cases.json``).
+(:func:`knowing_systems`: a retriever's score plus a share of each chunk's grade, or relevance, and noise), as a
+cross-encoder or a production system knows what BM25 and a small dense model do not: the estimate cannot reproduce
+their figures, so their intervals must reach them through the verdicts; the estimate-only figures' tau says how far
+the estimate alone would rank the systems. Every interval is kept beside its target in the collection's folder
+(``cases.json``; a run replaces the folder, and with it the last run's cases).
 
     python benchmarks/workflow_check.py                              # CISI, Cranfield and MED, runs pooled, 5 draws
     python benchmarks/workflow_check.py --domains npl --draws 10 --no-runs
@@ -100,8 +101,9 @@ def knowing_systems(
 ) -> dict[str, np.ndarray]:
     """Systems that know what the estimate's features do not, as a cross-encoder or a production system may: each
     scores chunks by a retriever's score (standardised over its top 100) plus a share of the truth (``known``: each
-    chunk's grade on the tool's 0-2 scale) and noise. The estimate sees only BM25 and the dense model, so these are the
-    systems whose figures it cannot reproduce: the prediction-powered figures must reach them through the verdicts."""
+    chunk's grade on the tool's 0-2 scale; the dense one adds whether it is relevant) and noise. The estimate sees
+    only BM25 and the dense model, so these are the systems whose figures it cannot reproduce: the prediction-powered
+    figures must reach them through the verdicts."""
     n = len(bm25)
     zb, zd = _top_z(bm25), _top_z(dense)
     first = _top(0.5 * zb + 0.5 * zd)

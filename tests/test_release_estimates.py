@@ -254,5 +254,5 @@ def test_score_on_a_release_without_drawn_verdicts_says_the_estimate_alone_can_m
     assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)["prediction_powered"]
     assert report["applies"] == "estimate"
-    assert "select" in report["why"] and "rank such a system below weaker ones" in report["why"]
+    assert "select" in report["why"] and "rank that system below weaker ones" in report["why"]
     assert report["metrics"]["precision@5"]["ppi"] is None  # no interval means anything without a random draw

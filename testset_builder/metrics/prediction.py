@@ -128,8 +128,8 @@ def applies(pairs) -> tuple[str, str]:
         return "estimate", (
             f"{estimated_only} pairs stand on the estimate alone and no verdict was drawn at random to correct it: "
             "run `select` and review the drawn pairs for a prediction-powered interval. The estimate knows only its "
-            "own signals (BM25, the dense model, what verdicts taught it), so it rates low what a stronger system "
-            "finds: its figures can rank such a system below weaker ones"
+            "features (the retrievers' scores, an LLM judge's, the pooled runs' agreement), weighed by what verdicts "
+            "it saw, so it can rate low what a stronger system finds and rank that system below weaker ones"
         )
     return "ppi", (
         f"{estimated_only} pairs stand on the estimate alone; {drawn} human verdicts on pairs drawn at random "
