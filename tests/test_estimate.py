@@ -286,3 +286,60 @@ def test_a_pooled_system_that_knows_what_the_features_miss_earns_weight_from_the
         mine = np.array([q == query_id for q, _ in keys])
         without[mine] = refit(blind[~mine], labels[~mine], prior).p_relevant(blind[mine])
     assert with_run > roc_auc(without, labels) + 0.05  # 52 verdicts: the pull to the prior keeps the step small
+
+
+def test_each_pooled_system_has_a_column_of_its_own_on_its_queries_scale():
+    from testset_builder.stages.estimate import system_columns
+
+    rows = [("q1", "a", "run:x", 1), ("q1", "b", "run:x", 3), ("q1", "a", "run:y", 7), ("q2", "c", "run:y", 1)]
+    reference = [("q1", "a"), ("q1", "b"), ("q1", "z"), ("q2", "c"), ("q2", "d")]
+    keys = [("q1", "a"), ("q1", "z"), ("q2", "c"), ("q2", "d"), ("q3", "a")]
+    systems, columns = system_columns(rows, keys, reference)
+    assert systems == ("run:x", "run:y")
+
+    def z(value: float, scale: list[float]) -> float:
+        return (value - np.mean(scale)) / np.std(scale)
+
+    x_q1 = [1.0, 1 / np.log2(4), 0.0]  # run:x's discounts of q1's reference pairs a, b, z
+    y_q1, y_q2 = [1 / np.log2(8), 0.0, 0.0], [1.0, 0.0]
+    assert columns[:, 0] == pytest.approx([z(1.0, x_q1), z(0.0, x_q1), 0.0, 0.0, 0.0])  # run:x not pooled for q2
+    assert columns[:, 1] == pytest.approx([z(y_q1[0], y_q1), z(0.0, y_q1), z(1.0, y_q2), z(0.0, y_q2), 0.0])
+    model = RelevanceModel("m", 0.0, (0.0,) * len(FEATURES) + (1.0, 0.0), systems=systems)
+    assert model.p_relevant(np.zeros((1, len(FEATURES))))[0] == pytest.approx(0.5)  # stored rows: systems' middle
+    assert "system:run:x" in model.as_dict()["weights"]
+
+
+def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_not(pair_queue, capsys):
+    import json
+    import zlib
+
+    from testset_builder.cli import main
+    from testset_builder.retrieval.pool import run_candidates
+    from testset_builder.stages import review
+    from testset_builder.store import rows
+    from testset_builder.tables import Run
+
+    ws, items = pair_queue, pair_queue.items
+    relevant = lambda q, c: zlib.crc32(f"{q} {c}".encode()) % 3 == 0  # noqa: E731  nothing in the text says it
+    runs = []
+    for name in ("knows", "blind-1", "blind-2", "blind-3", "blind-4"):
+        scores = {}
+        for query_id in ("q-ndcg", "q-recall-at-k"):
+            chunks = [i.chunk_id for i in items if i.query_id == query_id]
+            if name == "knows":
+                order = sorted(chunks, key=lambda c: (not relevant(query_id, c), c))
+            else:  # an order unrelated to relevance, each blind system its own
+                order = sorted(chunks, key=lambda c: zlib.crc32(f"{name} {query_id} {c}".encode()))
+            scores[query_id] = {c: float(len(order) - r) for r, c in enumerate(order)}
+        runs.append(Run.from_dict(scores, name=name))
+    depth = max(len(s) for s in scores.values())
+    candidates, _ = run_candidates(runs, depth, {"q-ndcg", "q-recall-at-k"}, lambda ids: ids)
+    with ws.transaction() as db:
+        rows.put_candidates(db, candidates)
+    for item in items:
+        review.submit(ws, "ann", item.item_id, "grade", item.item_id, grade=int(relevant(item.query_id, item.chunk_id)))
+    assert main(["estimate", "--workspace", str(ws.root), "--json"]) == 0
+    weights = json.loads(capsys.readouterr().out)["model"]["weights"]
+    knows = weights["system:run:knows"]
+    assert knows > 0 and all(knows > abs(weights[f"system:run:blind-{n}"]) for n in range(1, 5)), weights
+    assert knows > weights["runs"]  # the mean over five systems, four of them blind, says less

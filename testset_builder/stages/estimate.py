@@ -71,23 +71,37 @@ Pair = tuple[str, str]  # (query id, chunk id)
 
 @dataclass(frozen=True)
 class RelevanceModel:
-    """A logistic model over :data:`FEATURES`: P(relevant) = sigmoid(bias + weights . features)."""
+    """A logistic model over :data:`FEATURES`, and after a refit one column per pooled system besides
+    (:func:`system_columns`, named in ``systems``): P(relevant) = sigmoid(bias + weights . features)."""
 
     name: str
     bias: float
     weights: tuple[float, ...]
     verdicts: int = 0
+    systems: tuple[str, ...] = ()  # the pooled systems whose columns follow FEATURES' in ``weights``
 
     def p_relevant(self, features: np.ndarray) -> np.ndarray:
-        return sigmoid(self.bias + np.asarray(features, dtype=float) @ np.asarray(self.weights))
+        """P(relevant) of each row; rows of :data:`FEATURES` only (a pair no system ranked, or features as stored)
+        take 0 in each system's column, its query's middle; a model without systems' columns (the prior) gives those
+        of wider rows no weight."""
+        x = np.asarray(features, dtype=float)
+        if x.ndim == 2 and x.shape[1] < len(self.weights):
+            x = np.hstack([x, np.zeros((len(x), len(self.weights) - x.shape[1]))])
+        elif x.ndim == 2 and x.shape[1] > len(self.weights):
+            x = x[:, : len(self.weights)]
+        return sigmoid(self.bias + x @ np.asarray(self.weights))
 
     def as_dict(self) -> dict:
+        names = FEATURES + tuple(f"{RUN_COLUMN}{system}" for system in self.systems)
         return {
             "name": self.name,
             "verdicts": self.verdicts,
             "bias": self.bias,
-            "weights": dict(zip(FEATURES, self.weights)),
+            "weights": dict(zip(names, self.weights)),
         }
+
+
+RUN_COLUMN = "system:"  # how a pooled system's own column is named among a model's weights
 
 
 # Fitted on five domains' pools, each domain weighing the same (60 queries each, BM25 top 30, dense top 30 and their
@@ -216,6 +230,39 @@ def with_runs(
         value = agreement.get((query_id, chunk_id), 0.0)
         matrix[i, runs] = (value - mean) / spread if pooled and spread > 0 else 0.0
         matrix[i, missing] = 0.0 if pooled else 1.0
+
+
+def system_columns(
+    ranks: Iterable[tuple[str, str, str, int]], keys: Sequence[Pair], reference: Iterable[Pair]
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """One column per pooled system, for the pairs of ``keys``, from (query, chunk, system, rank) rows: the system's
+    1 / log2(1 + rank) for the pair (0 where its top leaves the chunk out), as a z-score against the query's
+    ``reference`` pairs (the workspace's pooled and queued pairs, as :func:`with_runs`); 0 for a query the system was
+    not pooled for, or whose reference pairs it ranks all alike. A refit weighs each system on its own: the mean
+    agreement (:data:`FEATURES`' ``runs``) drowns the one system that knows more among many that know what the
+    features know."""
+    discount: dict[str, dict[Pair, float]] = {}
+    for query_id, chunk_id, system, rank in ranks:
+        found = discount.setdefault(system, {})
+        found[(query_id, chunk_id)] = max(found.get((query_id, chunk_id), 0.0), 1.0 / math.log2(1 + rank))
+    systems = tuple(sorted(discount))
+    by_query: dict[str, list[Pair]] = {}
+    for pair in reference:
+        by_query.setdefault(pair[0], []).append(pair)
+    out = np.zeros((len(keys), len(systems)))
+    for j, system in enumerate(systems):
+        mine = discount[system]
+        pooled_for = {q for q, _ in mine}
+        scale = {}
+        for query_id in pooled_for:
+            values = np.array([mine.get(pair, 0.0) for pair in by_query.get(query_id, ())])
+            if len(values) and values.std() > 0:
+                scale[query_id] = (float(values.mean()), float(values.std()))
+        for i, pair in enumerate(keys):
+            if pair[0] in scale:
+                mean, spread = scale[pair[0]]
+                out[i, j] = (mine.get(pair, 0.0) - mean) / spread
+    return systems, out
 
 
 def _ranks(row: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -404,8 +451,11 @@ def _fitted(
     for i, pair in enumerate(keys):  # the LLM's answer may have come after the features: always the latest
         matrix[i, FEATURES.index("llm")] = llm.get(pair, 0.5)
         matrix[i, FEATURES.index("llm_missing")] = 0.0 if pair in llm else 1.0
-    agreement, ran = run_agreement(rows.ranks_by(workspace.db, RUN_PREFIX))  # runs pooled since: the latest
+    ranks = list(rows.ranks_by(workspace.db, RUN_PREFIX))  # runs pooled since: the latest
+    agreement, ran = run_agreement(ranks)
     with_runs(matrix, keys, agreement, ran, pooled)
+    systems, columns = system_columns(ranks, keys, pooled)
+    matrix = np.hstack([matrix, columns])
     labels = human_labels(judgments)
     labelled = [i for i, pair in enumerate(keys) if pair in labels]
     drawn = draws.drawn_pair_probabilities(workspace.db)  # a pair drawn for review weighs 1 / its probability
@@ -413,13 +463,14 @@ def _fitted(
     prior = PRIOR if dense else PRIOR_LEXICAL
     y = np.array([labels[keys[i]] for i in labelled], dtype=float)
     coefficients, validation, folds = validated_fit(
-        matrix[labelled], y, [keys[i][0] for i in labelled], Coefficients(prior.bias, prior.weights),
-        penalties(len(FEATURES), strength), weights, MIN_VERDICTS,
+        matrix[labelled], y, [keys[i][0] for i in labelled],
+        Coefficients(prior.bias, prior.weights + (0.0,) * len(systems)),
+        penalties(len(FEATURES) + len(systems), strength), weights, MIN_VERDICTS,
     )  # fmt: skip
     if validation.kept:
-        model = RelevanceModel(f"refit:{prior.name}", coefficients.bias, coefficients.weights, len(y))
+        model = RelevanceModel(f"refit:{prior.name}", coefficients.bias, coefficients.weights, len(y), systems)
         by_fold = {
-            f: RelevanceModel(f"{model.name} fold {f + 1}/{len(folds)}", c.bias, c.weights, len(y))
+            f: RelevanceModel(f"{model.name} fold {f + 1}/{len(folds)}", c.bias, c.weights, len(y), systems)
             for f, c in folds.items()
         }
     else:
@@ -479,7 +530,9 @@ def estimate_workspace(
         store.put_estimates(
             tx,
             (
-                store.StoredEstimate(q, c, round(float(p[i]), 6), names[i], model.verdicts, tuple(matrix[i]))
+                store.StoredEstimate(
+                    q, c, round(float(p[i]), 6), names[i], model.verdicts, tuple(matrix[i, : len(FEATURES)])
+                )  # the pooled systems' own columns are the store's candidates: filled in when fitting
                 for i, (q, c) in enumerate(keys)
             ),
             utc_timestamp(),
