@@ -9,7 +9,9 @@ the LLM judge's P(relevant) when there is one. A logistic model combines them in
 - Before any verdict the shipped prior applies: coefficients fitted on five domains' human labels (see
   :data:`PRIOR`), by ``benchmarks/estimate_transfer.py --fit``, which also checks it leave-one-domain-out. The
   LLM carries no weight in it: the embedded judge is at chance.
-- With verdicts the model is refitted per workspace (:func:`refit`): a logistic regression whose coefficients are
+- With verdicts the model is refitted per workspace, on the features and one column per system `propose --runs`
+  pooled (:func:`system_columns`, weight 0 in the priors; :func:`refit` fits the features alone): a logistic
+  regression whose coefficients are
   pulled towards the prior's (a Gaussian prior, so twenty verdicts move it a little and two hundred a lot), which
   is also how the LLM's P(relevant) earns a weight, if the team's reviewers find it informative. Fewer than
   ``MIN_VERDICTS`` verdicts, or verdicts of one class only, keep the prior; so does a refit that does not beat it
