@@ -304,9 +304,18 @@ def test_each_pooled_system_has_a_column_of_its_own_on_its_queries_scale():
     y_q1, y_q2 = [1 / np.log2(8), 0.0, 0.0], [1.0, 0.0]
     assert columns[:, 0] == pytest.approx([z(1.0, x_q1), z(0.0, x_q1), 0.0, 0.0, 0.0])  # run:x not pooled for q2
     assert columns[:, 1] == pytest.approx([z(y_q1[0], y_q1), z(0.0, y_q1), z(1.0, y_q2), z(0.0, y_q2), 0.0])
+    _, alike = system_columns(
+        [("q5", "a", "run:x", 1), ("q5", "b", "run:x", 1)], [("q5", "a")], [("q5", "a"), ("q5", "b")]
+    )
+    assert alike.tolist() == [[0.0]]  # every reference pair ranked alike: no spread to scale by
     model = RelevanceModel("m", 0.0, (0.0,) * len(FEATURES) + (1.0, 0.0), systems=systems)
-    assert model.p_relevant(np.zeros((1, len(FEATURES))))[0] == pytest.approx(0.5)  # stored rows: systems' middle
+    assert model.p_relevant(np.zeros((1, len(FEATURES))))[0] == pytest.approx(0.5)  # a query no system was pooled for
     assert "system:run:x" in model.as_dict()["weights"]
+    with pytest.raises(ValueError):  # a row wider than the model: columns it was not fitted on
+        model.p_relevant(np.zeros((1, len(FEATURES) + 3)))
+    assert PRIOR.p_relevant(np.hstack([np.zeros((1, len(FEATURES))), columns[:1]]))[0] == pytest.approx(
+        PRIOR.p_relevant(np.zeros((1, len(FEATURES))))[0]
+    )  # the prior weighs no system's column
 
 
 def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_not(pair_queue, capsys):
@@ -339,7 +348,9 @@ def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_
     for item in items:
         review.submit(ws, "ann", item.item_id, "grade", item.item_id, grade=int(relevant(item.query_id, item.chunk_id)))
     assert main(["estimate", "--workspace", str(ws.root), "--json"]) == 0
-    weights = json.loads(capsys.readouterr().out)["model"]["weights"]
+    refitted = json.loads(capsys.readouterr().out)
+    assert refitted["validation"]["kept"], refitted["validation"]
+    weights = refitted["model"]["weights"]
     knows = weights["system:run:knows"]
     assert knows > 0 and all(knows > abs(weights[f"system:run:blind-{n}"]) for n in range(1, 5)), weights
     assert knows > weights["runs"]  # the mean over five systems, four of them blind, says less

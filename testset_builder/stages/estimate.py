@@ -83,13 +83,16 @@ class RelevanceModel:
     systems: tuple[str, ...] = ()  # the pooled systems whose columns follow FEATURES' in ``weights``
 
     def p_relevant(self, features: np.ndarray) -> np.ndarray:
-        """P(relevant) of each row; rows of :data:`FEATURES` only (a pair no system ranked, or features as stored)
-        take 0 in each system's column, its query's middle; a model without systems' columns (the prior) gives those
-        of wider rows no weight."""
-        x = np.asarray(features, dtype=float)
-        if x.ndim == 2 and x.shape[1] < len(self.weights):
+        """P(relevant) of each row. Rows of :data:`FEATURES` only take 0 in each system's column: right for a query
+        no system was pooled for (a synthetic question's, as `synthesize` asks), not for a pooled query's pair, whose
+        columns :func:`system_columns` gives. A model without systems' columns (the prior) gives those of wider rows
+        no weight."""
+        x = np.atleast_2d(np.asarray(features, dtype=float))
+        if x.shape[1] < len(self.weights):
             x = np.hstack([x, np.zeros((len(x), len(self.weights) - x.shape[1]))])
-        elif x.ndim == 2 and x.shape[1] > len(self.weights):
+        elif x.shape[1] > len(self.weights):
+            if self.systems:
+                raise ValueError(f"rows of {x.shape[1]} columns for a model of {len(self.weights)}")
             x = x[:, : len(self.weights)]
         return sigmoid(self.bias + x @ np.asarray(self.weights))
 
@@ -242,28 +245,43 @@ def system_columns(
     ``reference`` pairs (the workspace's pooled and queued pairs, as :func:`with_runs`); 0 for a query the system was
     not pooled for, or whose reference pairs it ranks all alike. A refit weighs each system on its own: the mean
     agreement (:data:`FEATURES`' ``runs``) drowns the one system that knows more among many that know what the
-    features know."""
+    features know. A query's mean and spread come from the system's ranked pairs and the query's count of reference
+    pairs (the rest are 0), so the cost is the ranked rows' and one pass over ``keys``, whatever the pool's size."""
     discount: dict[str, dict[Pair, float]] = {}
     for query_id, chunk_id, system, rank in ranks:
         found = discount.setdefault(system, {})
         found[(query_id, chunk_id)] = max(found.get((query_id, chunk_id), 0.0), 1.0 / math.log2(1 + rank))
     systems = tuple(sorted(discount))
-    by_query: dict[str, list[Pair]] = {}
-    for pair in reference:
-        by_query.setdefault(pair[0], []).append(pair)
+    in_reference = set(reference)
+    queries = sorted({q for q, _ in in_reference} | {q for q, _ in keys})
+    number = {q: i for i, q in enumerate(queries)}
+    counts = np.zeros(len(queries))
+    for query_id, _ in in_reference:
+        counts[number[query_id]] += 1
+    of_key = np.array([number[q] for q, _ in keys], dtype=int)
+    position = {pair: i for i, pair in enumerate(keys)}
     out = np.zeros((len(keys), len(systems)))
     for j, system in enumerate(systems):
-        mine = discount[system]
-        pooled_for = {q for q, _ in mine}
-        scale = {}
-        for query_id in pooled_for:
-            values = np.array([mine.get(pair, 0.0) for pair in by_query.get(query_id, ())])
-            if len(values) and values.std() > 0:
-                scale[query_id] = (float(values.mean()), float(values.std()))
-        for i, pair in enumerate(keys):
-            if pair[0] in scale:
-                mean, spread = scale[pair[0]]
-                out[i, j] = (mine.get(pair, 0.0) - mean) / spread
+        total, squares, pooled = np.zeros(len(queries)), np.zeros(len(queries)), np.zeros(len(queries), dtype=bool)
+        for (query_id, chunk_id), value in discount[system].items():
+            q = number.get(query_id)
+            if q is None:  # a query neither fitted nor estimated here
+                continue
+            pooled[q] = True
+            if (query_id, chunk_id) in in_reference:
+                total[q] += value
+                squares[q] += value * value
+        safe = np.maximum(counts, 1.0)
+        mean = total / safe
+        spread = np.sqrt(np.maximum(squares / safe - mean * mean, 0.0))
+        usable = pooled & (counts > 0) & (spread > 1e-12)
+        scale = np.where(usable, spread, 1.0)
+        column = np.where(usable[of_key], -mean[of_key] / scale[of_key], 0.0)  # a pair the system left out: 0
+        for pair, value in discount[system].items():
+            i = position.get(pair)
+            if i is not None and usable[of_key[i]]:
+                column[i] = (value - mean[of_key[i]]) / scale[of_key[i]]
+        out[:, j] = column
     return systems, out
 
 
