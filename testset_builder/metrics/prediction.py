@@ -128,7 +128,7 @@ def applies(pairs) -> tuple[str, str]:
         return "estimate", (
             f"{estimated_only} pairs stand on the estimate alone and no verdict was drawn at random to correct it: "
             "run `select` and review the drawn pairs for a prediction-powered interval. The estimate knows only its "
-            "features (the retrievers' scores, an LLM judge's, the pooled runs' agreement), weighed by what verdicts "
+            "features (the retrievers' scores, an LLM judge's, the pooled systems' ranks), weighed by what verdicts "
             "it saw, so it can rate low what a stronger system finds and rank that system below weaker ones"
         )
     return "ppi", (
