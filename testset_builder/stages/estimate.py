@@ -11,12 +11,11 @@ the LLM judge's P(relevant) when there is one. A logistic model combines them in
   LLM carries no weight in it: the embedded judge is at chance.
 - With verdicts the model is refitted per workspace, on the features and one column per system `propose --runs`
   pooled (:func:`system_columns`, weight 0 in the priors; :func:`refit` fits the features alone): a logistic
-  regression whose coefficients are
-  pulled towards the prior's (a Gaussian prior, so twenty verdicts move it a little and two hundred a lot), which
-  is also how the LLM's P(relevant) earns a weight, if the team's reviewers find it informative. Fewer than
-  ``MIN_VERDICTS`` verdicts, or verdicts of one class only, keep the prior; so does a refit that does not beat it
-  on held-out verdicts (:func:`~.relevance.validated_fit`), and each query is scored by the model fitted without
-  its fold's verdicts.
+  regression whose coefficients are pulled towards the prior's (a Gaussian prior, so twenty verdicts move it a
+  little and two hundred a lot), which is also how the LLM's P(relevant) earns a weight, if the team's reviewers
+  find it informative. Fewer than ``MIN_VERDICTS`` verdicts, or verdicts of one class only, keep the prior; so does
+  a refit that does not beat it on held-out verdicts (:func:`~.relevance.validated_fit`), and each query is scored
+  by the model fitted without its fold's verdicts.
 
 Every estimate names the model that made it and how many verdicts that model saw.
 """
