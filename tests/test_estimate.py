@@ -243,16 +243,11 @@ def test_the_pooled_systems_agreement_is_the_mean_discount_they_give_a_pair_over
 
 
 def test_a_pooled_system_that_knows_what_the_features_miss_earns_weight_from_the_verdicts(pair_queue, capsys):
-    import json
     import zlib
 
-    from testset_builder.cli import main
-    from testset_builder.retrieval.pool import run_candidates
-    from testset_builder.stages import review
     from testset_builder.stages.estimate import PRIOR_LEXICAL
     from testset_builder.stages.relevance import roc_auc
     from testset_builder.store import estimates as stored
-    from testset_builder.store import rows
     from testset_builder.tables import Run
 
     ws, items = pair_queue, pair_queue.items
@@ -264,14 +259,7 @@ def test_a_pooled_system_that_knows_what_the_features_miss_earns_weight_from_the
         )
         order[1], order[-2] = order[-2], order[1]  # a system that knows, with a mistake at each end
         scores[query_id] = {c: float(len(order) - r) for r, c in enumerate(order)}
-    depth = max(len(s) for s in scores.values())
-    candidates, _ = run_candidates([Run.from_dict(scores, name="knows")], depth, set(scores), lambda ids: ids)
-    with ws.transaction() as db:
-        rows.put_candidates(db, candidates)
-    for item in items:
-        review.submit(ws, "ann", item.item_id, "grade", item.item_id, grade=int(relevant(item.query_id, item.chunk_id)))
-    assert main(["estimate", "--workspace", str(ws.root), "--json"]) == 0
-    refitted = json.loads(capsys.readouterr().out)
+    refitted = pooled_graded_and_estimated(ws, [Run.from_dict(scores, name="knows")], relevant, capsys)
     assert refitted["validation"]["kept"] and refitted["model"]["weights"]["runs"] > 0
 
     saved = stored.estimates(ws.db)
@@ -319,13 +307,8 @@ def test_each_pooled_system_has_a_column_of_its_own_on_its_queries_scale():
 
 
 def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_not(pair_queue, capsys):
-    import json
     import zlib
 
-    from testset_builder.cli import main
-    from testset_builder.retrieval.pool import run_candidates
-    from testset_builder.stages import review
-    from testset_builder.store import rows
     from testset_builder.tables import Run
 
     ws, items = pair_queue, pair_queue.items
@@ -341,16 +324,30 @@ def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_
                 order = sorted(chunks, key=lambda c: zlib.crc32(f"{name} {query_id} {c}".encode()))
             scores[query_id] = {c: float(len(order) - r) for r, c in enumerate(order)}
         runs.append(Run.from_dict(scores, name=name))
-    depth = max(len(s) for s in scores.values())
-    candidates, _ = run_candidates(runs, depth, {"q-ndcg", "q-recall-at-k"}, lambda ids: ids)
-    with ws.transaction() as db:
-        rows.put_candidates(db, candidates)
-    for item in items:
-        review.submit(ws, "ann", item.item_id, "grade", item.item_id, grade=int(relevant(item.query_id, item.chunk_id)))
-    assert main(["estimate", "--workspace", str(ws.root), "--json"]) == 0
-    refitted = json.loads(capsys.readouterr().out)
+    refitted = pooled_graded_and_estimated(ws, runs, relevant, capsys)
     assert refitted["validation"]["kept"], refitted["validation"]
     weights = refitted["model"]["weights"]
     knows = weights["system:run:knows"]
     assert knows > 0 and all(knows > abs(weights[f"system:run:blind-{n}"]) for n in range(1, 5)), weights
     assert knows > weights["runs"]  # the mean over five systems, four of them blind, says less
+
+
+def pooled_graded_and_estimated(ws, runs, relevant, capsys) -> dict:
+    """Pool ``runs`` into the workspace (as `propose --runs` does), grade every queued pair as ``relevant`` says,
+    and return what `estimate --json` printed."""
+    import json
+
+    from testset_builder.cli import main
+    from testset_builder.retrieval.pool import run_candidates
+    from testset_builder.stages import review
+    from testset_builder.store import rows
+
+    depth = max(len(by) for run in runs for by in run.to_dict().values())
+    queries = {q for run in runs for q in run.to_dict()}
+    candidates, _ = run_candidates(runs, depth, queries, lambda ids: ids)
+    with ws.transaction() as db:
+        rows.put_candidates(db, candidates)
+    for item in ws.items:
+        review.submit(ws, "ann", item.item_id, "grade", item.item_id, grade=int(relevant(item.query_id, item.chunk_id)))
+    assert main(["estimate", "--workspace", str(ws.root), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
