@@ -277,12 +277,12 @@ def test_a_pooled_system_that_knows_what_the_features_miss_earns_weight_from_the
 
 
 def test_each_pooled_system_has_a_column_of_its_own_on_its_queries_scale():
-    from testset_builder.stages.estimate import system_columns
+    from testset_builder.stages.estimate import system_columns, system_discounts
 
     rows = [("q1", "a", "run:x", 1), ("q1", "b", "run:x", 3), ("q1", "a", "run:y", 7), ("q2", "c", "run:y", 1)]
     reference = [("q1", "a"), ("q1", "b"), ("q1", "z"), ("q2", "c"), ("q2", "d")]
     keys = [("q1", "a"), ("q1", "z"), ("q2", "c"), ("q2", "d"), ("q3", "a")]
-    systems, columns = system_columns(rows, keys, reference)
+    systems, columns = system_columns(system_discounts(rows), keys, reference)
     assert systems == ("run:x", "run:y")
 
     def z(value: float, scale: list[float]) -> float:
@@ -292,9 +292,8 @@ def test_each_pooled_system_has_a_column_of_its_own_on_its_queries_scale():
     y_q1, y_q2 = [1 / np.log2(8), 0.0, 0.0], [1.0, 0.0]
     assert columns[:, 0] == pytest.approx([z(1.0, x_q1), z(0.0, x_q1), 0.0, 0.0, 0.0])  # run:x not pooled for q2
     assert columns[:, 1] == pytest.approx([z(y_q1[0], y_q1), z(0.0, y_q1), z(1.0, y_q2), z(0.0, y_q2), 0.0])
-    _, alike = system_columns(
-        [("q5", "a", "run:x", 1), ("q5", "b", "run:x", 1)], [("q5", "a")], [("q5", "a"), ("q5", "b")]
-    )
+    alike_rows = [("q5", "a", "run:x", 1), ("q5", "b", "run:x", 1)]
+    _, alike = system_columns(system_discounts(alike_rows), [("q5", "a")], [("q5", "a"), ("q5", "b")])
     assert alike.tolist() == [[0.0]]  # every reference pair ranked alike: no spread to scale by
     model = RelevanceModel("m", 0.0, (0.0,) * len(FEATURES) + (1.0, 0.0), systems=systems)
     assert model.p_relevant(np.zeros((1, len(FEATURES))))[0] == pytest.approx(0.5)  # a query no system was pooled for

@@ -196,17 +196,33 @@ def without_dense(features: np.ndarray, chunks: int) -> np.ndarray:
     return out
 
 
+def system_discounts(ranks: Iterable[tuple[str, str, str, int]]) -> dict[str, dict[Pair, float]]:
+    """From (query, chunk, system, rank) rows of the pooled systems' top results (one row per pair and system, the
+    candidates' key): each system's 1 / log2(1 + rank) per pair it ranked, nDCG's discount (1 at the top, 0.29 at
+    rank 10; a pair a system's top leaves out has none). Read once, it gives both :func:`agreement_of` and
+    :func:`system_columns`."""
+    out: dict[str, dict[Pair, float]] = {}
+    for query_id, chunk_id, system, rank in ranks:
+        out.setdefault(system, {})[(query_id, chunk_id)] = 1.0 / math.log2(1 + rank)
+    return out
+
+
 def run_agreement(ranks: Iterable[tuple[str, str, str, int]]) -> tuple[dict[Pair, float], set[str]]:
-    """From (query, chunk, system, rank) rows of the pooled systems' top results: each pair's mean over the systems
-    pooled for its query of 1 / log2(1 + rank), nDCG's discount (1 at the top, 0.29 at rank 10, 0 where a system's
-    top leaves the chunk out), and the queries any system was pooled for. A pair many systems rank high is likelier
-    relevant when the systems know something BM25 and the dense model do not; how much, a refit learns from the
-    workspace's verdicts (the prior gives it no weight)."""
+    """:func:`agreement_of` the rows' :func:`system_discounts`."""
+    return agreement_of(system_discounts(ranks))
+
+
+def agreement_of(discounts: Mapping[str, Mapping[Pair, float]]) -> tuple[dict[Pair, float], set[str]]:
+    """Each pair's mean discount over the systems pooled for its query (0 from a system whose top leaves the chunk
+    out), and the queries any system was pooled for. A pair many systems rank high is likelier relevant when the
+    systems know something BM25 and the dense model do not; how much, a refit learns from the workspace's verdicts
+    (the prior gives it no weight)."""
     sums: dict[Pair, float] = {}
     systems: dict[str, set[str]] = {}
-    for query_id, chunk_id, system, rank in ranks:
-        sums[(query_id, chunk_id)] = sums.get((query_id, chunk_id), 0.0) + 1.0 / math.log2(1 + rank)
-        systems.setdefault(query_id, set()).add(system)
+    for system, found in discounts.items():
+        for pair, value in found.items():
+            sums[pair] = sums.get(pair, 0.0) + value
+            systems.setdefault(pair[0], set()).add(system)
     return {pair: total / len(systems[pair[0]]) for pair, total in sums.items()}, set(systems)
 
 
@@ -237,19 +253,15 @@ def with_runs(
 
 
 def system_columns(
-    ranks: Iterable[tuple[str, str, str, int]], keys: Sequence[Pair], reference: Iterable[Pair]
+    discount: Mapping[str, Mapping[Pair, float]], keys: Sequence[Pair], reference: Iterable[Pair]
 ) -> tuple[tuple[str, ...], np.ndarray]:
-    """One column per pooled system, for the pairs of ``keys``, from (query, chunk, system, rank) rows: the system's
+    """One column per pooled system, for the pairs of ``keys``, from the :func:`system_discounts`: the system's
     1 / log2(1 + rank) for the pair (0 where its top leaves the chunk out), as a z-score against the query's
     ``reference`` pairs (the workspace's pooled and queued pairs, as :func:`with_runs`); 0 for a query the system was
     not pooled for, or whose reference pairs it ranks all alike. A refit weighs each system on its own: the mean
     agreement (:data:`FEATURES`' ``runs``) drowns the one system that knows more among many that know what the
     features know. A query's mean and spread come from the system's ranked pairs and the query's count of reference
     pairs (the rest are 0), so the cost is the ranked rows' and one pass over ``keys``, whatever the pool's size."""
-    discount: dict[str, dict[Pair, float]] = {}
-    for query_id, chunk_id, system, rank in ranks:
-        found = discount.setdefault(system, {})
-        found[(query_id, chunk_id)] = max(found.get((query_id, chunk_id), 0.0), 1.0 / math.log2(1 + rank))
     systems = tuple(sorted(discount))
     in_reference = set(reference)
     queries = sorted({q for q, _ in in_reference} | {q for q, _ in keys})
@@ -470,10 +482,10 @@ def _fitted(
     for i, pair in enumerate(keys):  # the LLM's answer may have come after the features: always the latest
         matrix[i, FEATURES.index("llm")] = llm.get(pair, 0.5)
         matrix[i, FEATURES.index("llm_missing")] = 0.0 if pair in llm else 1.0
-    ranks = list(rows.ranks_by(workspace.db, RUN_PREFIX))  # runs pooled since: the latest
-    agreement, ran = run_agreement(ranks)
+    discounts = system_discounts(rows.ranks_by(workspace.db, RUN_PREFIX))  # runs pooled since: the latest
+    agreement, ran = agreement_of(discounts)
     with_runs(matrix, keys, agreement, ran, pooled)
-    systems, columns = system_columns(ranks, keys, pooled)
+    systems, columns = system_columns(discounts, keys, pooled)
     matrix = np.hstack([matrix, columns])
     labels = human_labels(judgments)
     labelled = [i for i, pair in enumerate(keys) if pair in labels]
