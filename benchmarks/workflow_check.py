@@ -14,12 +14,15 @@ trec_eval's convention, unjudged = not relevant). With ``--knowing``, three syst
 (:func:`knowing_systems`: a retriever's score plus a share of each chunk's grade, or relevance, and noise), as a
 cross-encoder or a production system knows what BM25 and a small dense model do not: the estimate cannot reproduce
 their figures, so their intervals must reach them through the verdicts; the estimate-only figures' tau says how far
-the estimate alone would rank the systems. Every interval is kept beside its target in the collection's folder
+the estimate alone would rank the systems. With ``--shared-task`` the pool is a shared task's instead: BM25, the
+dense model and eleven systems of different strengths that know more (:func:`shared_task_systems`), as an outside
+check pools the teams' neural runs. Every interval is kept beside its target in the collection's folder
 (``cases.json``; a run replaces the folder, and with it the last run's cases).
 
     python benchmarks/workflow_check.py                              # CISI, Cranfield and MED, runs pooled, 5 draws
     python benchmarks/workflow_check.py --domains npl --draws 10 --no-runs
     python benchmarks/workflow_check.py --domains cisi,npl --draws 10 --knowing    # 16 systems, 3 that know more
+    python benchmarks/workflow_check.py --domains cisi,npl --draws 10 --shared-task   # 13 systems, 11 that know more
 
 The collections are those `estimate_transfer.py` finds (SciFact from ../shared/data when present; the four classic
 collections in benchmarks/data). Workspaces live under benchmarks/.cache/workflow.
@@ -119,6 +122,31 @@ def knowing_systems(
     return out
 
 
+def shared_task_systems(
+    bm25: np.ndarray, dense: np.ndarray, known: np.ndarray, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """A pool as a shared task's: BM25 and the dense model as baselines, and eleven systems that know more, of
+    different strengths (how much of the truth each adds to its retriever's score, before the same noise), as the
+    teams' re-rankers and trained dense retrievers do: four re-rankers of BM25's top 100, three of a hybrid's top
+    100, four dense retrievers over the corpus. Most of the pool is then made by systems the estimate cannot follow,
+    where :func:`knowing_systems` adds three to thirteen that it can."""
+    n = len(bm25)
+    zb, zd = _top_z(bm25), _top_z(dense)
+    out = {"bm25": bm25, "dense": dense}
+    lexical, hybrid = _top(bm25), _top(0.5 * zb + 0.5 * zd)
+    for share in (0.5, 1.0, 1.5, 2.0):
+        rerank = np.full(n, -1e9)
+        rerank[lexical] = 0.5 * zb[lexical] + share * known[lexical] + rng.standard_normal(len(lexical))
+        out[f"knows-rerank-bm25-{share:g}"] = rerank
+    for share in (0.75, 1.25, 1.75):
+        rerank = np.full(n, -1e9)
+        rerank[hybrid] = zd[hybrid] + share * known[hybrid] + rng.standard_normal(len(hybrid))
+        out[f"knows-rerank-hybrid-{share:g}"] = rerank
+    for share in (0.5, 1.0, 1.5, 2.0):
+        out[f"knows-dense-{share:g}"] = zd + share * (known > 0) + rng.standard_normal(n)
+    return out
+
+
 def _top(scores: np.ndarray) -> np.ndarray:
     return transfer._ranks(scores, DEPTH)
 
@@ -135,9 +163,11 @@ def write_runs(
     texts: dict[str, str],
     target: Path,
     grades: dict[str, dict[str, int]] | None = None,
+    pool: str = "plain",
 ) -> list[Path]:
-    """The 13 systems' top :data:`DEPTH` for the queries, as TREC runs, over the transfer benchmark's workspace of
-    the same corpus (its BM25 and dense indexes); with ``grades``, the three :func:`knowing_systems` besides."""
+    """The systems' top :data:`DEPTH` for the queries, as TREC runs, over the transfer benchmark's workspace of the
+    same corpus (its BM25 and dense indexes): the 13 of ``pool`` "plain"; with "knowing" the three
+    :func:`knowing_systems` besides; "shared-task" the :func:`shared_task_systems` instead (both from ``grades``)."""
     with open_workspace(transfer.CACHE / f"transfer-{folder.name}") as ws:
         transfer.ingest(
             ws, transfer.load_sources([folder]), transfer.ChunkingConfig(chunker="prechunked", size=1, overlap=0),
@@ -154,11 +184,11 @@ def write_runs(
         bm25, dense = np.asarray(bm25_rows[row], dtype=float), np.asarray(dense_rows[row], dtype=float)
         words = estimate.words(texts[query_id])
         overlap = np.array([len(words & w) / max(1, len(words)) for w in chunk_words])
-        systems = transfer.system_scores(bm25, dense, overlap)
-        if grades is not None:
+        systems = transfer.system_scores(bm25, dense, overlap) if pool != "shared-task" else {}
+        if pool != "plain":
             known = np.array([grades.get(query_id, {}).get(c, 0) for c in chunk_ids], dtype=float)
             rng = np.random.default_rng(zlib.crc32(query_id.encode("utf-8")))
-            systems.update(knowing_systems(bm25, dense, known, rng))
+            systems.update((knowing_systems if pool == "knowing" else shared_task_systems)(bm25, dense, known, rng))
         for system, scores in systems.items():
             top = transfer._ranks(scores, DEPTH)
             lines.setdefault(system, []).extend(
@@ -187,17 +217,17 @@ def held_out_prior(folder: Path, queries: int) -> estimate.RelevanceModel:
     return estimate.RelevanceModel(f"prior:without-{folder.name}", fitted.bias, fitted.weights)
 
 
-def check(folder: Path, runs_pooled: bool, draws: int, queries: int, knowing: bool = False) -> dict:
+def check(folder: Path, runs_pooled: bool, draws: int, queries: int, pool: str = "plain") -> dict:
     """One collection, the shipped prior replaced by one fitted without it (the commands run in this process)."""
     shipped = estimate.PRIOR
     estimate.PRIOR = held_out_prior(folder, queries)
     try:
-        return _check(folder, runs_pooled, draws, queries, knowing)
+        return _check(folder, runs_pooled, draws, queries, pool)
     finally:
         estimate.PRIOR = shipped
 
 
-def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, knowing: bool) -> dict:
+def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, pool_of: str) -> dict:
     name = folder.name
     texts = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").open(encoding="utf-8"))}
     qrels = read_qrels(folder / "qrels" / "test.tsv").to_dict()
@@ -205,13 +235,13 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, knowing: b
     query_ids = sorted(np.random.default_rng(0).permutation(query_ids)[:queries].tolist())
     top = max((g for by in qrels.values() for g in by.values()), default=1)
     grades = {q: {c: transfer.tool_grade(g, top) for c, g in qrels[q].items()} for q in query_ids}  # 0-2, as reviewed
-    root = CACHE / f"{name}-{'pooled' if runs_pooled else 'not-pooled'}{'-knowing' if knowing else ''}"
+    root = CACHE / f"{name}-{'pooled' if runs_pooled else 'not-pooled'}{'' if pool_of == 'plain' else '-' + pool_of}"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     (root / "queries.jsonl").write_text(
         "".join(json.dumps({"_id": q, "text": texts[q]}) + "\n" for q in query_ids), encoding="utf-8"
     )
-    runs = write_runs(folder, query_ids, texts, root / "runs", grades if knowing else None)
+    runs = write_runs(folder, query_ids, texts, root / "runs", grades, pool_of)
     base = root / "base"
     started = time.perf_counter()
     checked("chunk", str(folder / "corpus.jsonl"), "--chunker", "prechunked", "-w", str(base))
@@ -314,7 +344,7 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, knowing: b
             f"{row['human_only_coverage_qrels']:.2f}); width {row['width']:.3f}; tau {row['tau_pool']:.2f} (qrels "
             f"{row['tau_qrels']:.2f}; estimate alone {row['tau_estimate_only_pool']:.2f})"
         )
-    if knowing:
+    if pool_of != "plain":
         best_other = max(t["pool"]["ndcg@10"] for n, t in truth.items() if not n.startswith("knows-"))
         for system in sorted({s for s, _ in by_run if s.startswith("knows-")}):
             print(
@@ -342,12 +372,19 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--knowing", action="store_true", help="three systems besides that know part of the truth (knowing_systems)"
     )
+    parser.add_argument(
+        "--shared-task", action="store_true",
+        help="instead of the 13, BM25, the dense model and eleven systems that know more (shared_task_systems)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     folders = transfer.domains_found(args.domains.split(","))
     if not folders:
         print(f"workflow check: none of {args.domains} found; skipped")
         return {}
-    return {f.name: check(f, not args.no_runs, args.draws, args.queries, args.knowing) for f in folders}
+    if args.knowing and args.shared_task:
+        parser.error("--knowing and --shared-task are two pools: choose one")
+    pool = "shared-task" if args.shared_task else "knowing" if args.knowing else "plain"
+    return {f.name: check(f, not args.no_runs, args.draws, args.queries, pool) for f in folders}
 
 
 if __name__ == "__main__":
