@@ -65,6 +65,17 @@ BENCHMARKS = {
         "workflow_check",
         ["--knowing"],
     ),
+    "shared-task": (
+        "the workflow on a pool as a shared task's: BM25, the dense model and eleven systems that know more",
+        "workflow_check",
+        ["--shared-task", "--domains", "cisi,npl", "--draws", "10"],
+    ),
+    "ppi-simulation": (
+        "the prediction-powered design drawn 40 times on NPL's pool with three knowing systems (built by "
+        "`workflow_check.py --domains npl --knowing`): bias, spread, standard errors and coverage per system",
+        "ppi_simulation",
+        ["--domain", "npl", "--pool", "knowing", "--draws", "40", "--systems", "hybrid-0.5,knows-dense,knows-rerank"],
+    ),
     "synthetic": (
         "synthesize: does a synthetic SciFact set rank retrievers as the human labels do?",
         "synthetic_agreement",
