@@ -59,7 +59,7 @@ class Pool:
         self.keys = [pair for pair in pooled if pair in estimates and pair in features]
         self.p = np.array([estimates[pair].p_relevant for pair in self.keys])
         ranks = [min(selection.best_rank(estimates[pair]), best.get(pair, math.inf)) for pair in self.keys]
-        self.pi = selection.inclusion_probabilities(self.p, len(self.keys) / 10, 0.2, ranks)
+        self.pi = selection.inclusion_probabilities(self.p, round(len(self.keys) / 10), 0.2, ranks)  # as workflow
         self.grade = np.array([transfer.tool_grade(qrels.get(q, {}).get(c, 0), top) for q, c in self.keys])
         self.label = (self.grade >= 1).astype(int)
         matrix = np.vstack([features[pair] for pair in self.keys])
@@ -70,7 +70,12 @@ class Pool:
         self.fold = np.array([relevance.fold_of(q) for q, _ in self.keys])
         position = {pair: i for i, pair in enumerate(self.keys)}
         self.runs: dict[str, dict[tuple[str, str], int]] = {}
-        for path in sorted((root / "runs").glob("*.trec")):
+        found = sorted((root / "runs").glob("*.trec"))
+        unknown = sorted(set(systems or ()) - {path.stem for path in found})
+        if unknown:
+            held = ", ".join(path.stem for path in found)
+            raise SystemExit(f"no run {', '.join(unknown)} in {root / 'runs'}; it holds {held}")
+        for path in found:
             if systems and path.stem not in systems:
                 continue
             depth = max(METRICS.values())
@@ -126,11 +131,11 @@ def by_query(pairs: list[ppi.PooledPair], metric: str, k: int) -> dict[str, floa
     out = {}
     for query_id, members in groups.items():
         known, p = calibration.estimates[query_id]
-        weights = np.array([ppi._weight(metric, pairs[i].rank, k) for i in members])
+        gains = np.array([ppi._weight(metric, pairs[i].rank, k) for i in members])
         total = 0.0
-        for a, share in calibration.answerable_of(query_id):
+        for a, weight in calibration.answerable_of(query_id):
             base, uncertain, values, _ = ppi.query_outcomes(
-                metric, k, p, known, weights, [pairs[i] for i in members], calibration.share(query_id), a
+                metric, k, p, known, gains, [pairs[i] for i in members], calibration.share(query_id), a
             )
             value = base
             for row, j in enumerate(uncertain):
@@ -138,7 +143,7 @@ def by_query(pairs: list[ppi.PooledPair], metric: str, k: int) -> dict[str, floa
                     value += (float(values[row, ppi._outcome(metric, pairs[members[j]])]) - base) / pairs[
                         members[j]
                     ].probability
-            total += share * value
+            total += weight * value
         out[query_id] = total
     return out
 
@@ -151,6 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--systems", default="", help="comma-separated run names (default: every pooled run)")
     parser.add_argument("--no-refit", action="store_true", help="keep propose's estimates (no `estimate` after review)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--queries", type=int, default=60, help="as the workflow check was given (its prior's fit)")
     args = parser.parse_args(argv)
     folders = transfer.domains_found([args.domain])
     root = workflow.CACHE / f"{args.domain}-pooled{'' if args.pool == 'plain' else '-' + args.pool}"
@@ -159,9 +165,9 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
     started = time.perf_counter()
     pool = Pool(root, folders[0], [s for s in args.systems.split(",") if s] or None)
-    prior = workflow.held_out_prior(folders[0], 60)
+    prior = workflow.held_out_prior(folders[0], args.queries)
     truth = {system: pool.truth(ranks) for system, ranks in pool.runs.items()}
-    found: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    found: dict[tuple[str, str, str], list[tuple[float, float, bool]]] = {}  # estimate, standard error, covered
     errors: dict[str, list[tuple[int, float]]] = {}  # system -> (query's relevant pairs, nDCG@10 error) per draw
     refits: dict[str, int] = {}
     exact_by_query: dict[str, dict[str, float]] = {}
@@ -177,8 +183,13 @@ def main(argv: list[str] | None = None) -> dict:
             for metric, k in METRICS.items():
                 for use in ("ppi", "human"):
                     interval = ppi.estimate(pairs, metric, k, use)
-                    found.setdefault((system, metric, use), []).append((interval.estimate, interval.std_error or 0.0))
-            exact = exact_by_query.setdefault(system, by_query(pool.complete(ranks), "ndcg", 10))
+                    covered = interval.low is not None and interval.low <= truth[system][metric] <= interval.high
+                    found.setdefault((system, metric, use), []).append(
+                        (interval.estimate, interval.std_error or 0.0, bool(covered))
+                    )
+            if system not in exact_by_query:
+                exact_by_query[system] = by_query(pool.complete(ranks), "ndcg", 10)
+            exact = exact_by_query[system]
             for query_id, value in by_query(pairs, "ndcg", 10).items():
                 errors.setdefault(system, []).append((pool.relevant_in_query[query_id], value - exact[query_id]))
     print(
@@ -189,18 +200,19 @@ def main(argv: list[str] | None = None) -> dict:
     out: dict = {}
     for metric in METRICS:
         for use in ("ppi", "human"):
-            z, cells = [], []
+            z, hits, cells = [], [], []
             for system in pool.runs:
-                values = np.array(found[(system, metric, use)])
+                values = np.array(found[(system, metric, use)], dtype=float)
                 error = values[:, 0] - truth[system][metric]
-                usable = values[:, 1] > 0
+                usable = values[:, 1] > 0  # a zero-width interval has no ratio; it counts in the coverage
                 z.extend(error[usable] / values[usable, 1])
+                hits.extend(values[:, 2])
                 cells.append(
                     f"{system} {error.mean():+.3f} ({error.std():.3f} / {values[:, 1].mean():.3f}, "
-                    f"{np.mean(np.abs(error) <= 1.96 * values[:, 1]):.2f})"
+                    f"{values[:, 2].mean():.2f})"
                 )
             z = np.array(z)
-            coverage = float(np.mean(np.abs(z) <= 1.96)) if len(z) else float("nan")
+            coverage = float(np.mean(hits))
             rms = float(np.sqrt(np.mean(z**2))) if len(z) else float("nan")
             out[f"{metric} {use}"] = {"coverage": coverage, "rms_z": rms}
             print(f"  {metric}@{METRICS[metric]} {use:<5} coverage {coverage:.2f}, rms error / SE {rms:.2f}")

@@ -129,7 +129,7 @@ def shared_task_systems(
     different strengths (how much of the truth each adds to its retriever's score, before the same noise), as the
     teams' re-rankers and trained dense retrievers do: four re-rankers of BM25's top 100, three of a hybrid's top
     100, four dense retrievers over the corpus. Most of the pool is then made by systems the estimate cannot follow,
-    where :func:`knowing_systems` adds three to thirteen that it can."""
+    where :func:`knowing_systems` adds three to the thirteen it can follow."""
     n = len(bm25)
     zb, zd = _top_z(bm25), _top_z(dense)
     out = {"bm25": bm25, "dense": dense}
@@ -168,6 +168,8 @@ def write_runs(
     """The systems' top :data:`DEPTH` for the queries, as TREC runs, over the transfer benchmark's workspace of the
     same corpus (its BM25 and dense indexes): the 13 of ``pool`` "plain"; with "knowing" the three
     :func:`knowing_systems` besides; "shared-task" the :func:`shared_task_systems` instead (both from ``grades``)."""
+    if pool != "plain" and grades is None:
+        raise ValueError(f"the {pool} pool's systems know the grades: pass them")
     with open_workspace(transfer.CACHE / f"transfer-{folder.name}") as ws:
         transfer.ingest(
             ws, transfer.load_sources([folder]), transfer.ChunkingConfig(chunker="prechunked", size=1, overlap=0),
