@@ -35,7 +35,7 @@ import workflow_check as workflow
 from testset_builder.export import read_qrels, read_run
 from testset_builder.metrics import ppi
 from testset_builder.retrieval.pool import RUN_PREFIX
-from testset_builder.stages import estimate, relevance, selection
+from testset_builder.stages import estimate, selection
 from testset_builder.store import estimates as stored
 from testset_builder.store import open_workspace, rows
 
@@ -63,11 +63,7 @@ class Pool:
         self.grade = np.array([transfer.tool_grade(qrels.get(q, {}).get(c, 0), top) for q, c in self.keys])
         self.label = (self.grade >= 1).astype(int)
         matrix = np.vstack([features[pair] for pair in self.keys])
-        agreement, ran = estimate.agreement_of(discounts)
-        estimate.with_runs(matrix, self.keys, agreement, ran, pooled)
-        self.systems, columns = estimate.system_columns(discounts, self.keys, pooled)
-        self.matrix = np.hstack([matrix, columns])
-        self.fold = np.array([relevance.fold_of(q) for q, _ in self.keys])
+        self.systems, self.matrix = estimate.with_systems(matrix, self.keys, discounts, pooled)
         position = {pair: i for i, pair in enumerate(self.keys)}
         self.runs: dict[str, dict[tuple[str, str], int]] = {}
         found = sorted((root / "runs").glob("*.trec"))
@@ -109,17 +105,11 @@ class Pool:
     def refitted(self, drawn: np.ndarray, prior: estimate.RelevanceModel) -> tuple[np.ndarray, str]:
         """P(relevant) after `estimate` refits on the drawn verdicts (each fold's queries by its fold's model)."""
         index = np.flatnonzero(drawn)
-        centre = relevance.Coefficients(prior.bias, prior.weights + (0.0,) * len(self.systems))
-        _, validation, folds = relevance.validated_fit(
-            self.matrix[index], self.label[index].astype(float), [self.keys[i][0] for i in index], centre,
-            relevance.penalties(self.matrix.shape[1], estimate.REFIT_STRENGTH), 1.0 / self.pi[index],
-            estimate.MIN_VERDICTS,
-        )  # fmt: skip
-        p = np.zeros(len(self.keys))
-        for fold, model in folds.items():
-            inside = self.fold == fold
-            p[inside] = relevance.sigmoid(model.bias + self.matrix[inside] @ np.asarray(model.weights))
-        return np.round(p, 6), validation.reason.split(":")[0]
+        fitted = estimate.fitted_on(
+            self.matrix, self.keys, index, self.label[index].astype(float), 1.0 / self.pi[index], prior, self.systems
+        )
+        p, _ = fitted.scored()
+        return np.round(p, 6), fitted.validation.reason.split(":")[0]
 
 
 def by_query(pairs: list[ppi.PooledPair], metric: str, k: int) -> dict[str, float]:

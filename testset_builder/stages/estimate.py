@@ -237,19 +237,24 @@ def with_runs(
     agreement as a z-score against its query's ``reference`` pairs (the workspace's pooled and queued pairs: the same
     scale whichever pairs are being fitted or asked about; a deviation of 1 is what a refit can weigh from a few
     hundred verdicts, as the other per-query features, where the raw discount spreads by about 0.2), 0 where no
-    system was pooled for the query or its reference pairs all agree alike."""
-    values: dict[str, list[float]] = {}
-    for query_id, chunk_id in reference:
-        if query_id in queries:
-            values.setdefault(query_id, []).append(agreement.get((query_id, chunk_id), 0.0))
-    scale = {q: (float(np.mean(v)), float(np.std(v))) for q, v in values.items()}
-    runs, missing = FEATURES.index("runs"), FEATURES.index("runs_missing")
-    for i, (query_id, chunk_id) in enumerate(keys):
-        mean, spread = scale.get(query_id, (0.0, 0.0))
-        pooled = query_id in queries
-        value = agreement.get((query_id, chunk_id), 0.0)
-        matrix[i, runs] = (value - mean) / spread if pooled and spread > 0 else 0.0
-        matrix[i, missing] = 0.0 if pooled else 1.0
+    system was pooled for the query or its reference pairs all agree alike: :func:`system_columns` of the mean, as
+    one system."""
+    mean = {pair: value for pair, value in agreement.items() if pair[0] in queries}
+    _, column = system_columns({"runs": mean}, keys, reference)
+    matrix[:, FEATURES.index("runs")] = column[:, 0]
+    matrix[:, FEATURES.index("runs_missing")] = [0.0 if query_id in queries else 1.0 for query_id, _ in keys]
+
+
+def with_systems(
+    matrix: np.ndarray, keys: Sequence[Pair], discounts: Mapping[str, Mapping[Pair, float]], reference: Sequence[Pair]
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """The pooled systems' part of a fit's rows: their mean agreement filled into ``matrix`` (:func:`with_runs`),
+    and ``matrix`` with each system's column after :data:`FEATURES`' (:func:`system_columns`), on the scale of the
+    query's ``reference`` pairs; the systems, in their columns' order."""
+    agreement, ran = agreement_of(discounts)
+    with_runs(matrix, keys, agreement, ran, reference)
+    systems, columns = system_columns(discounts, keys, reference)
+    return systems, np.hstack([matrix, columns])
 
 
 def system_columns(
@@ -483,18 +488,35 @@ def _fitted(
         matrix[i, FEATURES.index("llm")] = llm.get(pair, 0.5)
         matrix[i, FEATURES.index("llm_missing")] = 0.0 if pair in llm else 1.0
     discounts = system_discounts(rows.ranks_by(workspace.db, RUN_PREFIX))  # runs pooled since: the latest
-    agreement, ran = agreement_of(discounts)
-    with_runs(matrix, keys, agreement, ran, pooled)
-    systems, columns = system_columns(discounts, keys, pooled)
-    matrix = np.hstack([matrix, columns])
+    systems, matrix = with_systems(matrix, keys, discounts, pooled)
     labels = human_labels(judgments)
     labelled = [i for i, pair in enumerate(keys) if pair in labels]
     drawn = draws.drawn_pair_probabilities(workspace.db)  # a pair drawn for review weighs 1 / its probability
     weights = np.array([1.0 / drawn.get(keys[i], 1.0) for i in labelled])
-    prior = PRIOR if dense else PRIOR_LEXICAL
     y = np.array([labels[keys[i]] for i in labelled], dtype=float)
+    return fitted_on(
+        matrix, keys, labelled, y, weights, PRIOR if dense else PRIOR_LEXICAL, systems, strength,
+        {keys[i]: labels[keys[i]] for i in labelled},
+    )  # fmt: skip
+
+
+def fitted_on(
+    matrix: np.ndarray,
+    keys: Sequence[Pair],
+    labelled: Sequence[int],
+    y: np.ndarray,
+    weights: np.ndarray,
+    prior: RelevanceModel,
+    systems: tuple[str, ...],
+    strength: float = REFIT_STRENGTH,
+    labels: dict[Pair, int] | None = None,
+) -> Fitted:
+    """The model refitted on the verdicts ``y`` of the rows ``labelled`` (each weighing ``weights``, 1 / its
+    inclusion probability), the prior's coefficients and 0 for each of ``systems``' columns as the centre, kept only
+    where it beats the prior on held-out verdicts (:func:`~.relevance.validated_fit`); the prior for every fold
+    otherwise."""
     coefficients, validation, folds = validated_fit(
-        matrix[labelled], y, [keys[i][0] for i in labelled],
+        matrix[list(labelled)], y, [keys[i][0] for i in labelled],
         Coefficients(prior.bias, prior.weights + (0.0,) * len(systems)),
         penalties(len(FEATURES) + len(systems), strength), weights, MIN_VERDICTS,
     )  # fmt: skip
@@ -506,7 +528,7 @@ def _fitted(
         }
     else:
         model, by_fold = prior, dict.fromkeys(folds, prior)
-    return Fitted(model, by_fold, validation, keys, matrix, {keys[i]: labels[keys[i]] for i in labelled})
+    return Fitted(model, by_fold, validation, list(keys), matrix, labels or {})
 
 
 def current_model(workspace, indexes=None, strength: float = REFIT_STRENGTH) -> RelevanceModel:
