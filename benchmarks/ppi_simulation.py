@@ -56,6 +56,7 @@ class Pool:
             best = rows.best_ranks_by(ws.db, RUN_PREFIX)
             features, _, _ = estimate._workspace_features(ws, pooled)
             discounts = estimate.system_discounts(rows.ranks_by(ws.db, RUN_PREFIX))
+            scores = estimate.system_scores(rows.scores_by(ws.db, RUN_PREFIX))
         self.keys = [pair for pair in pooled if pair in estimates and pair in features]
         self.p = np.array([estimates[pair].p_relevant for pair in self.keys])
         ranks = [min(selection.best_rank(estimates[pair]), best.get(pair, math.inf)) for pair in self.keys]
@@ -63,7 +64,7 @@ class Pool:
         self.grade = np.array([transfer.tool_grade(qrels.get(q, {}).get(c, 0), top) for q, c in self.keys])
         self.label = (self.grade >= 1).astype(int)
         matrix = np.vstack([features[pair] for pair in self.keys])
-        self.systems, self.matrix = estimate.with_systems(matrix, self.keys, discounts, pooled)
+        self.systems, self.matrix = estimate.with_systems(matrix, self.keys, discounts, pooled, scores)
         position = {pair: i for i, pair in enumerate(self.keys)}
         self.runs: dict[str, dict[tuple[str, str], int]] = {}
         found = sorted((root / "runs").glob("*.trec"))

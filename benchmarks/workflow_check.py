@@ -194,7 +194,7 @@ def write_runs(
         for system, scores in systems.items():
             top = transfer._ranks(scores, DEPTH)
             lines.setdefault(system, []).extend(
-                f"{query_id} Q0 {chunk_ids[i]} {rank} {DEPTH + 1 - rank} {system}\n" for rank, i in enumerate(top, 1)
+                f"{query_id} Q0 {chunk_ids[i]} {rank} {scores[i]:.6f} {system}\n" for rank, i in enumerate(top, 1)
             )
     target.mkdir(parents=True, exist_ok=True)
     paths = []

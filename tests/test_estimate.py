@@ -305,6 +305,28 @@ def test_each_pooled_system_has_a_column_of_its_own_on_its_queries_scale():
     )  # the prior weighs no system's column
 
 
+def test_each_pooled_systems_scores_are_a_column_on_one_scale_for_every_query():
+    from testset_builder.stages.estimate import SCORE_CLIP, score_columns, system_scores
+
+    rows = [
+        ("q1", "a", "run:x", 9.0), ("q1", "b", "run:x", 5.0), ("q2", "c", "run:x", 1.0), ("q2", "d", "run:x", None),
+        ("q1", "a", "run:flat", 2.0), ("q2", "c", "run:flat", 2.0),
+    ]  # fmt: skip
+    scores = system_scores(rows)
+    assert scores["run:x"] == {("q1", "a"): 9.0, ("q1", "b"): 5.0, ("q2", "c"): 1.0}  # no score: left out
+    reference = [("q1", "a"), ("q1", "b"), ("q1", "z"), ("q2", "c"), ("q2", "d")]
+    keys = [("q1", "a"), ("q1", "z"), ("q2", "c"), ("q3", "a")]
+    names, columns = score_columns(scores, keys, reference)
+    assert names == ("score:run:flat", "score:run:x")
+    mean, spread = np.mean([9.0, 5.0, 1.0]), np.std([9.0, 5.0, 1.0])  # over every query's scored pairs at once
+    expected = [(9.0 - mean) / spread, (5.0 - mean) / spread, (1.0 - mean) / spread, 0.0]  # z: q1's lowest score
+    assert columns[:, 1] == pytest.approx(expected)  # q3: not pooled for it
+    assert columns[:, 0].tolist() == [0.0] * 4  # every score alike: nothing to weigh
+    outlying = {"run:o": {("q1", str(i)): float(i) for i in range(200)} | {("q1", "far"): 1e9}}
+    _, clipped = score_columns(outlying, [("q1", "far")], list(outlying["run:o"]))
+    assert clipped[0, 0] == SCORE_CLIP  # a sentinel score weighs no more than a few deviations
+
+
 def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_not(pair_queue, capsys):
     import zlib
 
@@ -329,6 +351,28 @@ def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_
     knows = weights["system:run:knows"]
     assert knows > 0 and all(knows > abs(weights[f"system:run:blind-{n}"]) for n in range(1, 5)), weights
     assert knows > weights["runs"]  # the mean over five systems, four of them blind, says less
+
+
+def test_a_refit_reads_the_pooled_systems_scores_from_the_pool_and_weighs_the_one_that_knows(pair_queue, capsys):
+    import zlib
+
+    from testset_builder.tables import Run
+
+    ws, items = pair_queue, pair_queue.items
+    relevant = lambda q, c: zlib.crc32(f"{q} {c}".encode()) % 3 == 0  # noqa: E731  nothing in the text says it
+    jitter = lambda name, q, c: (zlib.crc32(f"{name} {q} {c}".encode()) % 1000) / 1000  # noqa: E731
+    runs = []
+    for name in ("knows", "blind"):
+        scores = {}
+        for query_id in ("q-ndcg", "q-recall-at-k"):
+            chunks = [i.chunk_id for i in items if i.query_id == query_id]
+            gain = (lambda c: 2.0 * relevant(query_id, c)) if name == "knows" else (lambda c: 0.0)  # noqa: B023
+            scores[query_id] = {c: gain(c) + jitter(name, query_id, c) for c in chunks}
+        runs.append(Run.from_dict(scores, name=name))
+    refitted = pooled_graded_and_estimated(ws, runs, relevant, capsys)
+    assert refitted["validation"]["kept"], refitted["validation"]
+    weights = refitted["model"]["weights"]
+    assert weights["system:score:run:knows"] > abs(weights["system:score:run:blind"]), weights
 
 
 def pooled_graded_and_estimated(ws, runs, relevant, capsys) -> dict:

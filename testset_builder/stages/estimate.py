@@ -9,13 +9,14 @@ the LLM judge's P(relevant) when there is one. A logistic model combines them in
 - Before any verdict the shipped prior applies: coefficients fitted on five domains' human labels (see
   :data:`PRIOR`), by ``benchmarks/estimate_transfer.py --fit``, which also checks it leave-one-domain-out. The
   LLM carries no weight in it: the embedded judge is at chance.
-- With verdicts the model is refitted per workspace, on the features and one column per system `propose --runs`
-  pooled (:func:`system_columns`, weight 0 in the priors; :func:`refit` fits the features alone): a logistic
-  regression whose coefficients are pulled towards the prior's (a Gaussian prior, so twenty verdicts move it a
-  little and two hundred a lot), which is also how the LLM's P(relevant) earns a weight, if the team's reviewers
-  find it informative. Fewer than ``MIN_VERDICTS`` verdicts, or verdicts of one class only, keep the prior; so does
-  a refit that does not beat it on held-out verdicts (:func:`~.relevance.validated_fit`), and each query is scored
-  by the model fitted without its fold's verdicts.
+- With verdicts the model is refitted per workspace, on the features and two columns per system `propose --runs`
+  pooled, its ranks per query (:func:`system_columns`) and its scores over all queries (:func:`score_columns`),
+  weight 0 in the priors (:func:`refit` fits the features alone): a logistic regression whose coefficients are
+  pulled towards the prior's (a Gaussian prior, so twenty verdicts move it a little and two hundred a lot), which
+  is also how the LLM's P(relevant) earns a weight, if the team's reviewers find it informative. Fewer than
+  ``MIN_VERDICTS`` verdicts, or verdicts of one class only, keep the prior; so does a refit that does not beat it
+  on held-out verdicts (:func:`~.relevance.validated_fit`), and each query is scored by the model fitted without
+  its fold's verdicts.
 
 Every estimate names the model that made it and how many verdicts that model saw.
 """
@@ -72,14 +73,14 @@ Pair = tuple[str, str]  # (query id, chunk id)
 
 @dataclass(frozen=True)
 class RelevanceModel:
-    """A logistic model over :data:`FEATURES`, and after a refit one column per pooled system besides
-    (:func:`system_columns`, named in ``systems``): P(relevant) = sigmoid(bias + weights . features)."""
+    """A logistic model over :data:`FEATURES`, and after a refit the pooled systems' columns besides
+    (:func:`with_systems`, named in ``systems``): P(relevant) = sigmoid(bias + weights . features)."""
 
     name: str
     bias: float
     weights: tuple[float, ...]
     verdicts: int = 0
-    systems: tuple[str, ...] = ()  # the pooled systems whose columns follow FEATURES' in ``weights``
+    systems: tuple[str, ...] = ()  # the names of the pooled systems' columns that follow FEATURES' in ``weights``
 
     def p_relevant(self, features: np.ndarray) -> np.ndarray:
         """P(relevant) of each row. Rows of :data:`FEATURES` only take 0 in each system's column: right for a query
@@ -246,15 +247,72 @@ def with_runs(
 
 
 def with_systems(
-    matrix: np.ndarray, keys: Sequence[Pair], discounts: Mapping[str, Mapping[Pair, float]], reference: Sequence[Pair]
+    matrix: np.ndarray,
+    keys: Sequence[Pair],
+    discounts: Mapping[str, Mapping[Pair, float]],
+    reference: Sequence[Pair],
+    scores: Mapping[str, Mapping[Pair, float]] | None = None,
 ) -> tuple[tuple[str, ...], np.ndarray]:
     """The pooled systems' part of a fit's rows: their mean agreement filled into ``matrix`` (:func:`with_runs`),
     and ``matrix`` with each system's column after :data:`FEATURES`' (:func:`system_columns`), on the scale of the
-    query's ``reference`` pairs; the systems, in their columns' order."""
+    query's ``reference`` pairs, then each system's score column (:func:`score_columns`, from ``scores``); the
+    columns' names (a system's, then ``score:<system>``), in their order."""
     agreement, ran = agreement_of(discounts)
     with_runs(matrix, keys, agreement, ran, reference)
     systems, columns = system_columns(discounts, keys, reference)
-    return systems, np.hstack([matrix, columns])
+    scored, by_score = score_columns(scores or {}, keys, reference)
+    return systems + scored, np.hstack([matrix, columns, by_score])
+
+
+def system_scores(rows: Iterable[tuple[str, str, str, float | None]]) -> dict[str, dict[Pair, float]]:
+    """From (query, chunk, system, score) rows of the pooled systems' top results: each system's score per pair
+    it ranked (a row without a finite score is left out)."""
+    out: dict[str, dict[Pair, float]] = {}
+    for query_id, chunk_id, system, score in rows:
+        if score is not None and math.isfinite(score):
+            out.setdefault(system, {})[(query_id, chunk_id)] = float(score)
+    return out
+
+
+SCORE_COLUMN = "score:"  # a pooled system's score column among a model's columns: score:<system>
+SCORE_CLIP = 5.0  # deviations: a run's outlying scores (a sentinel, a heavy tail) weigh no more than this
+
+
+def score_columns(
+    scores: Mapping[str, Mapping[Pair, float]], keys: Sequence[Pair], reference: Iterable[Pair]
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """One column per pooled system that gave scores, for the pairs of ``keys``: the system's score for the pair as
+    a z-score over every ``reference`` pair it scored, in all queries at once (a pair its top left out takes the
+    lowest score it gave in that query: it scored no higher), clipped at :data:`SCORE_CLIP` deviations; 0 for a query
+    the system was not pooled for. :func:`system_columns` standardises ranks per query, so it gives every query much
+    the same profile of likely relevant pairs, whatever the query holds; a score that means the same in every query
+    (a cross-encoder's, a trained dense model's cosine) tells a query with two relevant pairs from one with forty,
+    which is what a recall or nDCG figure divides by. A refit weighs each column by what the verdicts find in it: a
+    run whose scores are only its ranks (1000 - rank) adds nothing the rank column lacks, and earns no weight."""
+    systems = tuple(sorted(system for system, found in scores.items() if found))
+    in_reference = set(reference)
+    number = {q: i for i, q in enumerate(sorted({q for q, _ in keys}))}
+    of_key = np.array([number[q] for q, _ in keys], dtype=int)
+    position = {pair: i for i, pair in enumerate(keys)}
+    out = np.zeros((len(keys), len(systems)))
+    for j, system in enumerate(systems):
+        found = scores[system]
+        values = np.array([value for pair, value in found.items() if pair in in_reference], dtype=float)
+        if len(values) < 2 or float(values.std()) <= 1e-12:
+            continue
+        mean, spread = float(values.mean()), float(values.std())
+        lowest = np.full(len(number), np.inf)
+        for (query_id, _), value in found.items():
+            q = number.get(query_id)
+            if q is not None:
+                lowest[q] = min(lowest[q], value)
+        column = np.where(np.isfinite(lowest), lowest, mean)[of_key]  # a query the system was not pooled for: 0
+        for pair, value in found.items():
+            i = position.get(pair)
+            if i is not None:
+                column[i] = value
+        out[:, j] = np.clip((column - mean) / spread, -SCORE_CLIP, SCORE_CLIP)
+    return tuple(f"{SCORE_COLUMN}{system}" for system in systems), out
 
 
 def system_columns(
@@ -488,7 +546,8 @@ def _fitted(
         matrix[i, FEATURES.index("llm")] = llm.get(pair, 0.5)
         matrix[i, FEATURES.index("llm_missing")] = 0.0 if pair in llm else 1.0
     discounts = system_discounts(rows.ranks_by(workspace.db, RUN_PREFIX))  # runs pooled since: the latest
-    systems, matrix = with_systems(matrix, keys, discounts, pooled)
+    scores = system_scores(rows.scores_by(workspace.db, RUN_PREFIX))
+    systems, matrix = with_systems(matrix, keys, discounts, pooled, scores)
     labels = human_labels(judgments)
     labelled = [i for i, pair in enumerate(keys) if pair in labels]
     drawn = draws.drawn_pair_probabilities(workspace.db)  # a pair drawn for review weighs 1 / its probability

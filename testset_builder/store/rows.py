@@ -298,6 +298,14 @@ def ranks_by(db: sqlite3.Connection, prefix: str) -> Iterator[tuple[str, str, st
     )
 
 
+def scores_by(db: sqlite3.Connection, prefix: str) -> Iterator[tuple[str, str, str, float | None]]:
+    """(query, chunk, retriever, score) of every pair pooled by a retriever whose name starts with ``prefix``."""
+    yield from db.execute(
+        "SELECT query_id, chunk_id, retriever, score FROM candidates WHERE substr(retriever, 1, ?) = ?",
+        (len(prefix), prefix),
+    )
+
+
 def iter_judgments_by_id(db: sqlite3.Connection, judgment_ids: Iterable[str]) -> Iterator[Judgment]:
     ids = list(judgment_ids)
     for start in range(0, len(ids), 500):
