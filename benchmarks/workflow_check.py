@@ -167,7 +167,9 @@ def write_runs(
 ) -> list[Path]:
     """The systems' top :data:`DEPTH` for the queries, as TREC runs, over the transfer benchmark's workspace of the
     same corpus (its BM25 and dense indexes): the 13 of ``pool`` "plain"; with "knowing" the three
-    :func:`knowing_systems` besides; "shared-task" the :func:`shared_task_systems` instead (both from ``grades``)."""
+    :func:`knowing_systems` besides; "shared-task" the :func:`shared_task_systems` instead (both from ``grades``).
+    Each line carries the system's own score (a pooled system's scores are a column of the estimate's refit); the
+    tool ranks them again as trec_eval does, exact ties (RRF's) by chunk id."""
     if pool != "plain" and grades is None:
         raise ValueError(f"the {pool} pool's systems know the grades: pass them")
     with open_workspace(transfer.CACHE / f"transfer-{folder.name}") as ws:
@@ -194,7 +196,7 @@ def write_runs(
         for system, scores in systems.items():
             top = transfer._ranks(scores, DEPTH)
             lines.setdefault(system, []).extend(
-                f"{query_id} Q0 {chunk_ids[i]} {rank} {scores[i]:.6f} {system}\n" for rank, i in enumerate(top, 1)
+                f"{query_id} Q0 {chunk_ids[i]} {rank} {scores[i]:.9g} {system}\n" for rank, i in enumerate(top, 1)
             )
     target.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -309,22 +309,26 @@ def test_each_pooled_systems_scores_are_a_column_on_one_scale_for_every_query():
     from testset_builder.stages.estimate import SCORE_CLIP, score_columns, system_scores
 
     rows = [
-        ("q1", "a", "run:x", 9.0), ("q1", "b", "run:x", 5.0), ("q2", "c", "run:x", 1.0), ("q2", "d", "run:x", None),
+        ("q1", "a", "run:x", 9.0), ("q1", "b", "run:x", 6.0), ("q2", "c", "run:x", 1.0), ("q2", "d", "run:x", None),
         ("q1", "a", "run:flat", 2.0), ("q2", "c", "run:flat", 2.0),
     ]  # fmt: skip
     scores = system_scores(rows)
-    assert scores["run:x"] == {("q1", "a"): 9.0, ("q1", "b"): 5.0, ("q2", "c"): 1.0}  # no score: left out
+    assert scores["run:x"] == {("q1", "a"): 9.0, ("q1", "b"): 6.0, ("q2", "c"): 1.0}  # no score: left out
     reference = [("q1", "a"), ("q1", "b"), ("q1", "z"), ("q2", "c"), ("q2", "d")]
     keys = [("q1", "a"), ("q1", "z"), ("q2", "c"), ("q3", "a")]
     names, columns = score_columns(scores, keys, reference)
     assert names == ("score:run:flat", "score:run:x")
-    mean, spread = np.mean([9.0, 5.0, 1.0]), np.std([9.0, 5.0, 1.0])  # over every query's scored pairs at once
-    expected = [(9.0 - mean) / spread, (5.0 - mean) / spread, (1.0 - mean) / spread, 0.0]  # z: q1's lowest score
-    assert columns[:, 1] == pytest.approx(expected)  # q3: not pooled for it
+    # one scale for every query: the reference pairs of both queries, a left-out pair at its query's lowest score
+    scale = np.array([9.0, 6.0, 6.0, 1.0, 1.0])  # q1: a, b, z (as b); q2: c, d (as c)
+    scale = np.clip(scale, *np.quantile(scale, [0.01, 0.99]))
+    z = lambda value: (value - scale.mean()) / scale.std()  # noqa: E731
+    assert columns[:, 1] == pytest.approx([z(9.0), z(6.0), z(1.0), 0.0])  # q3: not pooled for it, the mean
     assert columns[:, 0].tolist() == [0.0] * 4  # every score alike: nothing to weigh
-    outlying = {"run:o": {("q1", str(i)): float(i) for i in range(200)} | {("q1", "far"): 1e9}}
-    _, clipped = score_columns(outlying, [("q1", "far")], list(outlying["run:o"]))
-    assert clipped[0, 0] == SCORE_CLIP  # a sentinel score weighs no more than a few deviations
+    outlying = {"run:o": {("q1", str(i)): float(i) for i in range(200)} | {("q1", "far"): -1e9}}
+    everything = list(outlying["run:o"])
+    _, clipped = score_columns(outlying, everything, everything)
+    assert clipped[-1, 0] == -SCORE_CLIP  # a sentinel score weighs no more than a few deviations
+    assert clipped[:-1, 0].std() > 0.9  # and leaves the others their spread
 
 
 def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_not(pair_queue, capsys):

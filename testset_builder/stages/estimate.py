@@ -83,10 +83,10 @@ class RelevanceModel:
     systems: tuple[str, ...] = ()  # the names of the pooled systems' columns that follow FEATURES' in ``weights``
 
     def p_relevant(self, features: np.ndarray) -> np.ndarray:
-        """P(relevant) of each row. Rows of :data:`FEATURES` only take 0 in each system's column: right for a query
-        no system was pooled for (a synthetic question's, as `synthesize` asks), not for a pooled query's pair, whose
-        columns :func:`system_columns` gives. A model without systems' columns (the prior) gives those of wider rows
-        no weight."""
+        """P(relevant) of each row. Rows of :data:`FEATURES` only take 0 in each system's column (the mean of a
+        column's reference pairs): right for a query no system was pooled for (a synthetic question's, as
+        `synthesize` asks), not for a pooled query's pair, whose columns :func:`with_systems` gives. A model without
+        systems' columns (the prior) gives those of wider rows no weight."""
         x = np.atleast_2d(np.asarray(features, dtype=float))
         if x.shape[1] < len(self.weights):
             x = np.hstack([x, np.zeros((len(x), len(self.weights) - x.shape[1]))])
@@ -281,31 +281,44 @@ SCORE_CLIP = 5.0  # deviations: a run's outlying scores (a sentinel, a heavy tai
 def score_columns(
     scores: Mapping[str, Mapping[Pair, float]], keys: Sequence[Pair], reference: Iterable[Pair]
 ) -> tuple[tuple[str, ...], np.ndarray]:
-    """One column per pooled system that gave scores, for the pairs of ``keys``: the system's score for the pair as
-    a z-score over every ``reference`` pair it scored, in all queries at once (a pair its top left out takes the
-    lowest score it gave in that query: it scored no higher), clipped at :data:`SCORE_CLIP` deviations; 0 for a query
-    the system was not pooled for. :func:`system_columns` standardises ranks per query, so it gives every query much
-    the same profile of likely relevant pairs, whatever the query holds; a score that means the same in every query
-    (a cross-encoder's, a trained dense model's cosine) tells a query with two relevant pairs from one with forty,
-    which is what a recall or nDCG figure divides by. A refit weighs each column by what the verdicts find in it: a
-    run whose scores are only its ranks (1000 - rank) adds nothing the rank column lacks, and earns no weight."""
+    """One column per pooled system that gave scores, for the pairs of ``keys``: the system's score for the pair (a
+    pair its top left out takes the lowest score it gave in that query: it scored no higher) as a z-score against
+    the ``reference`` pairs of the queries it was pooled for, in all queries at once, clipped at :data:`SCORE_CLIP`
+    deviations; 0, the reference pairs' mean, for a query the system was not pooled for (as :func:`system_columns`).
+    The mean and spread are the reference values' winsorised at their 1st and 99th percentiles, so that a sentinel
+    score (-1e9 for "not retrieved") cannot flatten the rest. :func:`system_columns` standardises ranks per query,
+    so it gives every query much the same profile of likely relevant pairs, whatever the query holds; a score that
+    means the same in every query (a cross-encoder's, a trained dense model's cosine) tells a query with two
+    relevant pairs from one with forty, which is what a recall or nDCG figure divides by. A refit weighs each
+    column by what the verdicts find in it: a run whose scores are only its ranks (1000 - rank) adds little beyond
+    its rank column."""
     systems = tuple(sorted(system for system, found in scores.items() if found))
-    in_reference = set(reference)
-    number = {q: i for i, q in enumerate(sorted({q for q, _ in keys}))}
+    reference = sorted(set(reference))
+    number = {q: i for i, q in enumerate(sorted({q for q, _ in keys} | {q for q, _ in reference}))}
     of_key = np.array([number[q] for q, _ in keys], dtype=int)
+    of_reference = np.array([number[q] for q, _ in reference], dtype=int)
     position = {pair: i for i, pair in enumerate(keys)}
+    in_reference = {pair: i for i, pair in enumerate(reference)}
     out = np.zeros((len(keys), len(systems)))
     for j, system in enumerate(systems):
         found = scores[system]
-        values = np.array([value for pair, value in found.items() if pair in in_reference], dtype=float)
-        if len(values) < 2 or float(values.std()) <= 1e-12:
-            continue
-        mean, spread = float(values.mean()), float(values.std())
-        lowest = np.full(len(number), np.inf)
+        lowest = np.full(len(number), np.inf)  # per query: the lowest score the system gave (inf: not pooled for it)
         for (query_id, _), value in found.items():
             q = number.get(query_id)
             if q is not None:
                 lowest[q] = min(lowest[q], value)
+        values = lowest[of_reference]
+        for pair, value in found.items():
+            i = in_reference.get(pair)
+            if i is not None:
+                values[i] = value
+        values = values[np.isfinite(lowest[of_reference])]
+        if len(values) < 2:
+            continue
+        values = np.clip(values, *np.quantile(values, [0.01, 0.99]))
+        mean, spread = float(values.mean()), float(values.std())
+        if spread <= 1e-12:
+            continue
         column = np.where(np.isfinite(lowest), lowest, mean)[of_key]  # a query the system was not pooled for: 0
         for pair, value in found.items():
             i = position.get(pair)
