@@ -55,8 +55,8 @@ class Pool:
             pooled = sorted(stored.candidate_pairs(ws.db))
             best = rows.best_ranks_by(ws.db, RUN_PREFIX)
             features, _, _ = estimate._workspace_features(ws, pooled)
-            discounts = estimate.system_discounts(rows.ranks_by(ws.db, RUN_PREFIX))
-            scores = estimate.system_scores(rows.scores_by(ws.db, RUN_PREFIX))
+            ranked = list(rows.ranks_by(ws.db, RUN_PREFIX))
+            discounts, scores = estimate.system_discounts(ranked), estimate.system_scores(ranked)
         self.keys = [pair for pair in pooled if pair in estimates and pair in features]
         self.p = np.array([estimates[pair].p_relevant for pair in self.keys])
         ranks = [min(selection.best_rank(estimates[pair]), best.get(pair, math.inf)) for pair in self.keys]

@@ -308,9 +308,9 @@ def test_each_pooled_system_has_a_column_of_its_own_on_its_queries_scale():
 def test_each_pooled_systems_scores_are_a_column_on_one_scale_for_every_query():
     from testset_builder.stages.estimate import SCORE_CLIP, score_columns, system_scores
 
-    rows = [
-        ("q1", "a", "run:x", 9.0), ("q1", "b", "run:x", 6.0), ("q2", "c", "run:x", 1.0), ("q2", "d", "run:x", None),
-        ("q1", "a", "run:flat", 2.0), ("q2", "c", "run:flat", 2.0),
+    rows = [  # (query, chunk, system, rank, score), as the pool stores them
+        ("q1", "a", "run:x", 1, 9.0), ("q1", "b", "run:x", 2, 6.0), ("q2", "c", "run:x", 1, 1.0),
+        ("q2", "d", "run:x", 2, None), ("q1", "a", "run:flat", 1, 2.0), ("q2", "c", "run:flat", 1, 2.0),
     ]  # fmt: skip
     scores = system_scores(rows)
     assert scores["run:x"] == {("q1", "a"): 9.0, ("q1", "b"): 6.0, ("q2", "c"): 1.0}  # no score: left out

@@ -197,18 +197,18 @@ def without_dense(features: np.ndarray, chunks: int) -> np.ndarray:
     return out
 
 
-def system_discounts(ranks: Iterable[tuple[str, str, str, int]]) -> dict[str, dict[Pair, float]]:
-    """From (query, chunk, system, rank) rows of the pooled systems' top results (one row per pair and system, the
-    candidates' key): each system's 1 / log2(1 + rank) per pair it ranked, nDCG's discount (1 at the top, 0.29 at
-    rank 10; a pair a system's top leaves out has none). Read once, it gives both :func:`agreement_of` and
-    :func:`system_columns`."""
+def system_discounts(ranks: Iterable[tuple]) -> dict[str, dict[Pair, float]]:
+    """From (query, chunk, system, rank) rows of the pooled systems' top results, a score after the rank or not (one
+    row per pair and system, the candidates' key): each system's 1 / log2(1 + rank) per pair it ranked, nDCG's
+    discount (1 at the top, 0.29 at rank 10; a pair a system's top leaves out has none). Read once, it gives both
+    :func:`agreement_of` and :func:`system_columns`."""
     out: dict[str, dict[Pair, float]] = {}
-    for query_id, chunk_id, system, rank in ranks:
+    for query_id, chunk_id, system, rank, *_ in ranks:
         out.setdefault(system, {})[(query_id, chunk_id)] = 1.0 / math.log2(1 + rank)
     return out
 
 
-def run_agreement(ranks: Iterable[tuple[str, str, str, int]]) -> tuple[dict[Pair, float], set[str]]:
+def run_agreement(ranks: Iterable[tuple]) -> tuple[dict[Pair, float], set[str]]:
     """:func:`agreement_of` the rows' :func:`system_discounts`."""
     return agreement_of(system_discounts(ranks))
 
@@ -264,11 +264,11 @@ def with_systems(
     return systems + scored, np.hstack([matrix, columns, by_score])
 
 
-def system_scores(rows: Iterable[tuple[str, str, str, float | None]]) -> dict[str, dict[Pair, float]]:
-    """From (query, chunk, system, score) rows of the pooled systems' top results: each system's score per pair
-    it ranked (a row without a finite score is left out)."""
+def system_scores(rows: Iterable[tuple[str, str, str, int, float | None]]) -> dict[str, dict[Pair, float]]:
+    """From (query, chunk, system, rank, score) rows of the pooled systems' top results (:func:`system_discounts`'
+    rows, read once): each system's score per pair it ranked (a row without a finite score is left out)."""
     out: dict[str, dict[Pair, float]] = {}
-    for query_id, chunk_id, system, score in rows:
+    for query_id, chunk_id, system, _, score in rows:
         if score is not None and math.isfinite(score):
             out.setdefault(system, {})[(query_id, chunk_id)] = float(score)
     return out
@@ -558,9 +558,8 @@ def _fitted(
     for i, pair in enumerate(keys):  # the LLM's answer may have come after the features: always the latest
         matrix[i, FEATURES.index("llm")] = llm.get(pair, 0.5)
         matrix[i, FEATURES.index("llm_missing")] = 0.0 if pair in llm else 1.0
-    discounts = system_discounts(rows.ranks_by(workspace.db, RUN_PREFIX))  # runs pooled since: the latest
-    scores = system_scores(rows.scores_by(workspace.db, RUN_PREFIX))
-    systems, matrix = with_systems(matrix, keys, discounts, pooled, scores)
+    ranked = list(rows.ranks_by(workspace.db, RUN_PREFIX))  # runs pooled since: the latest
+    systems, matrix = with_systems(matrix, keys, system_discounts(ranked), pooled, system_scores(ranked))
     labels = human_labels(judgments)
     labelled = [i for i, pair in enumerate(keys) if pair in labels]
     drawn = draws.drawn_pair_probabilities(workspace.db)  # a pair drawn for review weighs 1 / its probability

@@ -290,18 +290,11 @@ def best_ranks_by(db: sqlite3.Connection, prefix: str) -> dict[tuple[str, str], 
     }
 
 
-def ranks_by(db: sqlite3.Connection, prefix: str) -> Iterator[tuple[str, str, str, int]]:
-    """(query, chunk, retriever, rank) of every pair pooled by a retriever whose name starts with ``prefix``."""
+def ranks_by(db: sqlite3.Connection, prefix: str) -> Iterator[tuple[str, str, str, int, float | None]]:
+    """(query, chunk, retriever, rank, score) of every pair pooled by a retriever whose name starts with
+    ``prefix``."""
     yield from db.execute(
-        "SELECT query_id, chunk_id, retriever, rank FROM candidates WHERE substr(retriever, 1, ?) = ?",
-        (len(prefix), prefix),
-    )
-
-
-def scores_by(db: sqlite3.Connection, prefix: str) -> Iterator[tuple[str, str, str, float | None]]:
-    """(query, chunk, retriever, score) of every pair pooled by a retriever whose name starts with ``prefix``."""
-    yield from db.execute(
-        "SELECT query_id, chunk_id, retriever, score FROM candidates WHERE substr(retriever, 1, ?) = ?",
+        "SELECT query_id, chunk_id, retriever, rank, score FROM candidates WHERE substr(retriever, 1, ?) = ?",
         (len(prefix), prefix),
     )
 
