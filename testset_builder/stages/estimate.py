@@ -565,10 +565,7 @@ def _fitted(
     drawn = draws.drawn_pair_probabilities(workspace.db)  # a pair drawn for review weighs 1 / its probability
     weights = np.array([1.0 / drawn.get(keys[i], 1.0) for i in labelled])
     y = np.array([labels[keys[i]] for i in labelled], dtype=float)
-    return fitted_on(
-        matrix, keys, labelled, y, weights, PRIOR if dense else PRIOR_LEXICAL, systems, strength,
-        {keys[i]: labels[keys[i]] for i in labelled},
-    )  # fmt: skip
+    return fitted_on(matrix, keys, labelled, y, weights, PRIOR if dense else PRIOR_LEXICAL, systems, strength)
 
 
 def fitted_on(
@@ -580,7 +577,6 @@ def fitted_on(
     prior: RelevanceModel,
     systems: tuple[str, ...],
     strength: float = REFIT_STRENGTH,
-    labels: dict[Pair, int] | None = None,
 ) -> Fitted:
     """The model refitted on the verdicts ``y`` of the rows ``labelled`` (each weighing ``weights``, 1 / its
     inclusion probability), the prior's coefficients and 0 for each of ``systems``' columns as the centre, kept only
@@ -599,7 +595,8 @@ def fitted_on(
         }
     else:
         model, by_fold = prior, dict.fromkeys(folds, prior)
-    return Fitted(model, by_fold, validation, list(keys), matrix, labels or {})
+    labels = {keys[i]: int(label) for i, label in zip(labelled, y)}
+    return Fitted(model, by_fold, validation, list(keys), matrix, labels)
 
 
 def current_model(workspace, indexes=None, strength: float = REFIT_STRENGTH) -> RelevanceModel:
