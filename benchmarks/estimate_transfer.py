@@ -61,7 +61,7 @@ from testset_builder.stages.synthesize.doubt import source_pools  # noqa: E402
 from testset_builder.store import open_workspace  # noqa: E402
 
 RRF_K = 60
-RANKED = True  # draw as select does: by sqrt(p (1 - p)) and the pair's best rank (selection.review_weights)
+RANKED = True  # draw as select does: by p and the pair's best rank (selection.review_weights)
 SYSTEM_DEPTH = 100
 
 

@@ -12,6 +12,7 @@ from testset_builder.stages.selection import (
     draw,
     horvitz_thompson_mean,
     inclusion_probabilities,
+    review_weights,
     weighted_inclusion_probabilities,
 )
 
@@ -83,7 +84,7 @@ def test_a_selection_round_draws_with_recorded_probabilities_and_puts_the_drawn_
     p = np.array([stored_estimates[(i.query_id, i.chunk_id)].p_relevant for i in items])
     log_ranks = np.array([stored_estimates[(i.query_id, i.chunk_id)].features[3:5] for i in items])  # bm25, dense
     best = np.expm1(log_ranks.min(axis=1))
-    weights = np.sqrt(p * (1 - p)) * (1 + 1 / np.log2(1 + best))  # Neyman's allocation, by how high a pair ranks
+    weights = p * (1 + 1 / np.log2(1 + best))  # the likely relevant, by how high a pair ranks
     expected = weighted_inclusion_probabilities(weights, 10, 0.2)
     assert [recorded[i.item_id].probability for i in items] == pytest.approx(expected)
     drawn = {item_id for item_id, d in recorded.items() if d.drawn}
@@ -127,9 +128,25 @@ def test_pairs_the_scored_systems_rank_high_are_likelier_drawn_as_their_rank_say
     system = {(i.query_id, i.chunk_id): r for r, i in enumerate(mine, 1)}
     best = np.minimum(np.expm1(log_ranks.min(axis=1)), [system.get((i.query_id, i.chunk_id), np.inf) for i in items])
     assert (best < np.expm1(log_ranks.min(axis=1))).any()  # the system puts some pairs above both retrievers
-    expected = weighted_inclusion_probabilities(np.sqrt(p * (1 - p)) * (1 + 1 / np.log2(1 + best)), 10, 0.2)
+    expected = weighted_inclusion_probabilities(p * (1 + 1 / np.log2(1 + best)), 10, 0.2)
     recorded = stored.draws(ws.db)
     assert [recorded[i.item_id].probability for i in items] == pytest.approx(expected)
+
+
+def test_the_draw_goes_where_the_rare_relevant_pairs_probably_are_even_when_the_estimate_overstates_the_rest():
+    """As on SciFact out of the box: 3% of pooled pairs relevant, the estimate right about which (0.75 on them) but
+    0.15 on the mass of the rest, where 1% are. A review of 100 must hold enough relevant verdicts to correct it."""
+    chance = np.random.default_rng(3)
+    n = 2250
+    truth = chance.random(n) < 0.03
+    p = np.clip(np.where(truth, 0.75, 0.15) + chance.normal(0, 0.08, n), 0.01, 0.99)
+    ranks = np.where(truth, chance.integers(1, 10, n), chance.integers(1, 100, n))
+    pi = review_weights(p, ranks)
+    pi = weighted_inclusion_probabilities(pi, 100, 0.2)
+    found = float(pi[truth].sum())  # the expected number of relevant pairs among the drawn
+    assert found >= 3.5 * 100 * truth.mean()  # an even draw finds about 3
+    assert pi[truth].min() > pi[~truth].mean()  # every relevant pair likelier drawn than the average other
+    assert pi.min() >= 0.2 * 100 / n - 1e-12  # and none impossible
 
 
 @pytest.mark.parametrize("p, budget", [([0.0, 5e-324], 1.0), ([0.0, 0.0, 0.5], 2.0), ([1.0] * 5 + [0.3], 4.0)])

@@ -601,12 +601,12 @@ def select_pairs(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the draw (a rerun with it draws the same).")] = 0,
     json_output: JsonOption = False,
 ) -> None:
-    """Draw the pairs humans should review, the uncertain ones likelier, each with a recorded probability; or, with
-    --from-logs, the logged queries to label, the likely failures likelier.
+    """Draw the pairs humans should review, the likely relevant ones likelier, each with a recorded probability; or,
+    with --from-logs, the logged queries to label, the likely failures likelier.
 
     Refits the relevance estimate on the verdicts so far, then draws from every pair no human has labelled yet
     (those an earlier round considered too: their estimate has moved): pair i with probability min(1, u + c w_i),
-    w_i = sqrt(p_i (1 - p_i)) (1 + 1 / log2(1 + r_i)) from its estimate p_i and best rank r_i, where u spreads
+    w_i = p_i (1 + 1 / log2(1 + r_i)) from its estimate p_i and best rank r_i, where u spreads
     --uniform-share of the budget evenly (no pair is ever impossible) and c makes the expected number drawn equal
     --budget. Drawn pairs head the review queue. The probabilities are kept, drawn or not, so that figures estimated
     from the verdicts stay unbiased; the latest round is the design they use. Run it again after a review session

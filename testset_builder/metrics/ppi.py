@@ -39,8 +39,10 @@ sampling: sum over drawn pairs of (1 - pi_i) / pi_i^2 z_i^2, z_i being the pair'
 weighted residual, or the change its verdict makes to the query's expected metric), and at least the variance the
 draw is expected to have under the recalibrated estimates, summed over every pair whose label is not certain
 (:func:`_expected_variance`, with each label's exact slope, :func:`ratio_slopes`). No figure or limit leaves the
-metric's range. The human-only figure uses the labels alone (p = 0, per-query counts); the estimate-only one uses
-p alone (no interval). The target is the metric of *these* queries on complete labels of their pools: the interval
+metric's range. The human-only figure uses the labels alone (p = 0, per-query counts; for precision and DCG with
+the same floor on its variance, the draw's expected variance under the recalibrated estimates, so that a draw that
+missed a system's relevant pairs does not give it a zero-width interval); the estimate-only one uses p alone (no
+interval). The target is the metric of *these* queries on complete labels of their pools: the interval
 covers what labelling every pooled pair would have given.
 """
 
@@ -197,14 +199,18 @@ def _linearise(pairs: Sequence[PooledPair], metric: str, k: int, use: str) -> _L
         labelled = []
     for i in labelled:
         _check(pairs[i])
-    calibration = _Calibration.of(pairs, by_query, labelled) if use == "ppi" else None
+    linear = metric in ("precision", "dcg")
+    # the human-only figure of a linear metric takes the same floor on its variance as the prediction-powered one,
+    # from the recalibrated estimates (its own draws that missed the relevant pairs gave it zero-width intervals)
+    floored = use == "ppi" or (use == "human" and linear and bool(labelled))
+    calibration = _Calibration.of(pairs, by_query, labelled) if floored else None
     by_answerable: dict[tuple[int, float], tuple[float, float]] = {}
-    if metric in ("precision", "dcg"):
+    if linear:
         point, influence = _linear(pairs, by_query, labelled, metric, k, use, calibration)
     else:
         point, influence, by_answerable = _ratio(pairs, by_query, labelled, metric, k, use, calibration)
     queries = len(by_query)
-    expected = _expected_variance(pairs, by_query, labelled, metric, k, calibration) if calibration else {}
+    expected = _expected_variance(pairs, by_query, labelled, metric, k, calibration, use) if calibration else {}
     return _Linearised(
         point / queries,
         {i: z / queries for i, z in influence.items()},
@@ -216,7 +222,7 @@ def _linearise(pairs: Sequence[PooledPair], metric: str, k: int, use: str) -> _L
 
 
 def _expected_variance(
-    pairs, by_query, labelled, metric: str, k: int, calibration: _Calibration
+    pairs, by_query, labelled, metric: str, k: int, calibration: _Calibration, use: str = "ppi"
 ) -> dict[int, tuple[float, tuple[float, ...], tuple[float, ...]]]:
     """For each pair whose label rests on the draw (not known for sure): its inclusion probability, how far the
     figure would move from what it plugs in for each outcome of the label, and each outcome's chance under the
@@ -225,7 +231,8 @@ def _expected_variance(
     slope c, estimate p and recalibrated q, c^2 (q (1 - q) + (q - p)^2). Recall's and nDCG's deviations are what the
     label moves the query's expected figure by (:func:`ratio_slopes`, :func:`graded_values`), from the same
     recalibrated estimates the figure starts from. A pair no round considered takes the smallest inclusion
-    probability of any pair (its error is never corrected: the least a fair interval allows)."""
+    probability of any pair (its error is never corrected: the least a fair interval allows). For the human-only
+    figure of a linear metric (``use`` "human") a label's deviation is its whole weight, c^2 q: it plugs in 0."""
     known = [pair.inclusion or pair.probability for pair in pairs if (pair.inclusion or pair.probability)]
     smallest = min(known) if known else None
     if smallest is None:
@@ -253,7 +260,8 @@ def _expected_variance(
             if sure[j]:
                 continue
             q = shifted[j]
-            deviations = (float(-c[j] * q), float(c[j] * (1.0 - q)))  # label 0, label 1
+            plugged = q if use == "ppi" else 0.0  # the human-only figure plugs in nothing: a label counts in full
+            deviations = (float(-c[j] * plugged), float(c[j] * (1.0 - plugged)))  # label 0, label 1
             out[i] = (_probability(pairs[i], smallest), deviations, (1.0 - q, q))
     return out
 

@@ -1,10 +1,10 @@
 """Which pairs humans review: drawn at random with known, never-zero inclusion probabilities.
 
-Reviewing the pairs the estimate is least sure of teaches it most, but a set reviewed only where the model was
-unsure says nothing unbiased about the rest. So the draw is Poisson sampling: each pending pair is drawn
-independently with probability
+Reviewing the pairs likeliest to be relevant teaches the figures most (they rest on the relevant pairs, which are
+rare), but a set reviewed only there says nothing unbiased about the rest. So the draw is Poisson sampling: each
+pending pair is drawn independently with probability
 
-    pi_i = min(1, u + c * w_i),   w_i = sqrt(p_i (1 - p_i)) (1 + 1 / log2(1 + r_i))
+    pi_i = min(1, u + c * w_i),   w_i = p_i (1 + 1 / log2(1 + r_i))
 
 (p_i: the pair's estimated P(relevant); r_i: its best rank by the tool's retrievers; see :func:`review_weights`)
 
@@ -45,14 +45,24 @@ def inclusion_probabilities(
 
 
 def review_weights(p_relevant: Sequence[float], best_ranks: Sequence[float]) -> np.ndarray:
-    """How much reviewing each pair is worth: the standard deviation of its label under the estimate, sqrt(p (1 - p))
-    (drawing in proportion to it minimises the variance of a corrected total: Neyman's allocation; in proportion to
-    p (1 - p) the draw piles onto p near 1/2 and leaves the large 1/pi weights to the pairs that decide a strong
-    system's figure), times how much the pair can matter to a system's top ranks: 1 + 1 / log2(1 + best rank), a
-    pair some retriever ranks first counting twice what one ranked last does."""
+    """How much reviewing each pair is worth: its estimated chance of being relevant, p, times how much the pair can
+    matter to a system's top ranks, 1 + 1 / log2(1 + best rank) (a pair some retriever ranks first counts twice what
+    one ranked last does).
+
+    In proportion to p rather than to the label's standard deviation under the estimate, sqrt(p (1 - p)) (Neyman's
+    allocation, which is optimal only if the estimate is calibrated): the draw comes before any verdict, on a corpus
+    the estimate has not seen, and relevant pairs are rare and carry every figure (recall and nDCG divide by them).
+    With 100 verdicts on a SciFact pool of 2,254 pairs, 65 relevant, Neyman's weights drew 3.8 relevant pairs in
+    expectation (the prior's p of 0.14 on the mass of pairs that are not relevant earned them nearly the same
+    weight as 0.77 on those that are): a draw that found one put recall@10 at 0.30 [0.06, 0.54] for 0.81. In
+    proportion to p they draw 15. Over 12 simulated draws of a tenth of the pool
+    (``benchmarks/ppi_simulation.py``, five systems each) nDCG@10's coverage rose from 0.85 to 1.00 on Cranfield,
+    0.80 to 0.93 on NPL and 0.92 to 0.98 on CISI, recall@100's from 0.88 to 0.95 on CISI and 0.90 to 0.93 on NPL,
+    and precision@10's to 0.95-0.97, most standard errors smaller (recall@100's grew by a fifth on Cranfield and
+    NPL: fewer verdicts go to the deep ranks)."""
     p = np.clip(np.asarray(p_relevant, dtype=float), 0.0, 1.0)
     ranks = np.maximum(np.asarray(best_ranks, dtype=float), 1.0)
-    return np.sqrt(p * (1.0 - p)) * (1.0 + 1.0 / np.log2(1.0 + ranks))
+    return p * (1.0 + 1.0 / np.log2(1.0 + ranks))
 
 
 def weighted_inclusion_probabilities(weights: Sequence[float], budget: float, uniform_share: float = 0.2) -> np.ndarray:
