@@ -338,9 +338,10 @@ def coverage(
                 value = truth[(system, m, k)]
                 powered, human = ppi.estimate(pairs, m, k, "ppi"), ppi.estimate(pairs, m, k, "human")
                 record["ppi"].append(powered.low <= value <= powered.high)
-                record["human"].append(human.low <= value <= human.high)
+                if human.low is not None:  # human-only recall and nDCG carry no interval (metrics.ppi says why)
+                    record["human"].append(human.low <= value <= human.high)
+                    record["human_width"].append(human.width)
                 record["ppi_width"].append(powered.width)
-                record["human_width"].append(human.width)
                 record["outside_range"] += powered.low < 0 or powered.high > 1
                 record["zero_width"] += powered.width == 0
                 figures.append(powered.estimate)
@@ -350,8 +351,9 @@ def coverage(
             record["tau_estimate"].append(kendalltau(estimates, truths).statistic)
     return {
         name: {
-            "ppi_coverage": float(np.mean(r["ppi"])), "human_coverage": float(np.mean(r["human"])),
-            "ppi_width": float(np.mean(r["ppi_width"])), "human_width": float(np.mean(r["human_width"])),
+            "ppi_coverage": float(np.mean(r["ppi"])), "ppi_width": float(np.mean(r["ppi_width"])),
+            "human_coverage": float(np.mean(r["human"])) if r["human"] else None,
+            "human_width": float(np.mean(r["human_width"])) if r["human"] else None,
             "tau_ppi": _mean_tau(r["tau_ppi"]), "tau_estimate": _mean_tau(r["tau_estimate"]),
             "outside_range": r["outside_range"], "zero_width": r["zero_width"], "cases": len(r["ppi"]),
         }
@@ -561,9 +563,13 @@ def main(argv: list[str] | None = None) -> dict:
         if not args.no_ppi:
             row["ppi"] = coverage(held_out, prior, args.draws, args.share, args.strength)
             for metric, r in row["ppi"].items():
+                human = (
+                    f"{r['human_coverage']:.2f} (width {r['human_width']:.3f})" if r["human_coverage"] is not None
+                    else "no interval"
+                )  # fmt: skip
                 print(
                     f"  {metric:<10} PPI coverage {r['ppi_coverage']:.2f} (width {r['ppi_width']:.3f}), human-only "
-                    f"{r['human_coverage']:.2f} (width {r['human_width']:.3f}); tau PPI {fmt(r['tau_ppi'])}, estimate "
+                    f"{human}; tau PPI {fmt(r['tau_ppi'])}, estimate "
                     f"alone {fmt(r['tau_estimate'])}; {r['cases']} cases over {len(held_out.systems)} systems, "
                     f"{r['outside_range']} outside [0, 1], {r['zero_width']} of zero width"
                 )

@@ -294,7 +294,7 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, pool_of: s
             report = json.loads(out)["prediction_powered"]
             for metric in METRICS:
                 powered, human = report["metrics"][metric]["ppi"], report["metrics"][metric]["human_only"]
-                if powered is None or "ci_low" not in powered or "ci_low" not in human:
+                if powered is None or "ci_low" not in powered:
                     raise SystemExit(f"{run.name}: no interval for {metric} ({report['applies']}: {report['why']})")
                 inside = lambda figure, interval: interval["ci_low"] <= figure <= interval["ci_high"]  # noqa: E731
                 by_run.setdefault((run.stem, metric), []).append(inside(truth[run.name]["pool"][metric], powered))
@@ -304,9 +304,10 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, pool_of: s
                 )  # fmt: skip
                 for against in ("qrels", "pool"):
                     cases[metric][against].append(inside(truth[run.name][against][metric], powered))
-                    cases[metric]["human" if against == "qrels" else "human_pool"].append(
-                        inside(truth[run.name][against][metric], human)
-                    )
+                    if "ci_low" in human:  # human-only recall and nDCG carry no interval (metrics.ppi says why)
+                        cases[metric]["human" if against == "qrels" else "human_pool"].append(
+                            inside(truth[run.name][against][metric], human)
+                        )
                 cases[metric]["width"].append(powered["ci_high"] - powered["ci_low"])
                 figures[metric].append(powered["mean"])
                 alone[metric].append(report["metrics"][metric]["estimate_only"]["mean"])
@@ -334,18 +335,19 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, pool_of: s
         row = {
             "ppi_coverage_qrels": float(np.mean(r["qrels"])),
             "ppi_coverage_pool": float(np.mean(r["pool"])),
-            "human_only_coverage_qrels": float(np.mean(r["human"])),
-            "human_only_coverage_pool": float(np.mean(r["human_pool"])),
+            "human_only_coverage_qrels": float(np.mean(r["human"])) if r["human"] else None,
+            "human_only_coverage_pool": float(np.mean(r["human_pool"])) if r["human_pool"] else None,
             "width": float(np.mean(r["width"])),
             "tau_qrels": float(np.nanmean(r["tau"])),
             "tau_pool": float(np.nanmean(r["tau_pool"])),
             "tau_estimate_only_pool": float(np.nanmean(r["tau_est"])),
         }
         out["metrics"][metric] = row
+        human = {k: "no interval" if v is None else f"{v:.2f}" for k, v in row.items() if k.startswith("human")}
         print(
             f"  {metric:<12} PPI coverage {row['ppi_coverage_pool']:.2f} of the pool's figures (human-only "
-            f"{row['human_only_coverage_pool']:.2f}), {row['ppi_coverage_qrels']:.2f} of the qrels' (human-only "
-            f"{row['human_only_coverage_qrels']:.2f}); width {row['width']:.3f}; tau {row['tau_pool']:.2f} (qrels "
+            f"{human['human_only_coverage_pool']}), {row['ppi_coverage_qrels']:.2f} of the qrels' (human-only "
+            f"{human['human_only_coverage_qrels']}); width {row['width']:.3f}; tau {row['tau_pool']:.2f} (qrels "
             f"{row['tau_qrels']:.2f}; estimate alone {row['tau_estimate_only_pool']:.2f})"
         )
     if pool_of != "plain":

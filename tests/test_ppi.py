@@ -68,17 +68,18 @@ def test_the_ppi_interval_covers_the_truth_and_is_narrower_than_human_labels_alo
         ppi = estimate(pairs, metric, 10, "ppi")
         human = estimate(pairs, metric, 10, "human")
         covered += ppi.low <= truth <= ppi.high
-        human_covered += human.low <= truth <= human.high
+        if human.low is not None:
+            human_covered += human.low <= truth <= human.high
+            human_widths.append(human.width)
         widths.append(ppi.width)
-        human_widths.append(human.width)
         errors.append(ppi.estimate - truth)
     assert covered / 200 >= 0.90, covered
     if metric in ("precision", "dcg"):  # design-unbiased with the recalibrated plug-in too: it is cross-fitted
         assert abs(np.mean(errors)) <= 3 * np.std(errors) / np.sqrt(len(errors)), (np.mean(errors), np.std(errors))
-    if metric == "recall":  # per-query ratios of two or three labels: the human-only interval is no interval at all
-        assert human_covered / 200 < 0.5
+    if metric in ("recall", "ndcg"):  # per-query ratios of two or three labels: the human-only figure has none
+        assert human_widths == []
     else:
-        assert np.mean(widths) < np.mean(human_widths)
+        assert np.mean(widths) < np.mean(human_widths) and human_covered / 200 >= 0.85
 
 
 def test_the_expected_ratio_equals_the_sum_over_every_labelling_of_the_pool():

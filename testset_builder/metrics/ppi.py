@@ -41,9 +41,12 @@ draw is expected to have under the recalibrated estimates, summed over every pai
 (:func:`_expected_variance`, with each label's exact slope, :func:`ratio_slopes`). No figure or limit leaves the
 metric's range. The human-only figure uses the labels alone (p = 0, per-query counts; for precision and DCG with
 the same floor on its variance, the draw's expected variance under the recalibrated estimates, so that a draw that
-missed a system's relevant pairs does not give it a zero-width interval); the estimate-only one uses p alone (no
-interval). The target is the metric of *these* queries on complete labels of their pools: the interval
-covers what labelling every pooled pair would have given.
+missed a system's relevant pairs does not give it a zero-width interval); for recall and nDCG it has no interval: a
+ratio of a query's few weighted verdicts is biased (it covered recall@100 in 0.00-0.25 of simulated draws on four
+collections), and where a query holds one relevant verdict its linearised variance is 0, which printed intervals
+such as [0.169, 0.169] on SciFact. The estimate-only one uses p alone (no interval). The target is the metric of
+*these* queries on complete labels of their pools: the interval covers what labelling every pooled pair would have
+given.
 """
 
 from __future__ import annotations
@@ -141,7 +144,7 @@ class _Linearised:
     point: float
     influence: dict[int, float]  # index in the pairs -> influence
     probability: dict[int, float]  # index in the pairs -> inclusion probability
-    labelled: bool  # False for an estimate-only figure (no interval)
+    labelled: bool  # False for a figure without an interval: estimate-only, or human-only recall and nDCG
     # index -> (inclusion probability, the figure's deviation for each outcome of the label, each outcome's chance):
     # see _expected_variance
     expected: dict[int, tuple[float, tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
@@ -215,7 +218,7 @@ def _linearise(pairs: Sequence[PooledPair], metric: str, k: int, use: str) -> _L
         point / queries,
         {i: z / queries for i, z in influence.items()},
         {i: pairs[i].probability for i in labelled},
-        use != "estimate",
+        use == "ppi" or (use == "human" and linear),  # human-only recall and nDCG: no interval (see the module)
         {i: (pi, tuple(d / queries for d in deviations), chances) for i, (pi, deviations, chances) in expected.items()},
         {key: (weight, total / queries) for key, (weight, total) in by_answerable.items()},
     )
