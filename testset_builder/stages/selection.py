@@ -58,8 +58,8 @@ def review_weights(p_relevant: Sequence[float], best_ranks: Sequence[float]) -> 
     proportion to p they draw 15. Over 12 simulated draws of a tenth of the pool
     (``benchmarks/ppi_simulation.py``, five systems each) nDCG@10's coverage rose from 0.85 to 1.00 on Cranfield,
     0.80 to 0.93 on NPL and 0.92 to 0.98 on CISI, recall@100's from 0.88 to 0.95 on CISI and 0.90 to 0.93 on NPL,
-    and precision@10's to 0.95-0.97, most standard errors smaller (recall@100's grew by a fifth on Cranfield and
-    NPL: fewer verdicts go to the deep ranks)."""
+    and precision@10's to 0.95-0.97, most standard errors smaller (recall@100's grew by a quarter to a third on
+    Cranfield and NPL: fewer verdicts go to the deep ranks)."""
     p = np.clip(np.asarray(p_relevant, dtype=float), 0.0, 1.0)
     ranks = np.maximum(np.asarray(best_ranks, dtype=float), 1.0)
     return p * (1.0 + 1.0 / np.log2(1.0 + ranks))
