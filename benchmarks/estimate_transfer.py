@@ -13,16 +13,17 @@ each domain, leave-one-domain-out:
    query whose pool holds no relevant pair is left out (its recall and nDCG are 0 by convention for every system).
 2. The prior is fitted on the *other* domains' pools (each domain weighing the same), and the held-out domain's
    pairs are estimated with it: ROC AUC (over all pairs and the mean per query), ECE, against dense and BM25 alone.
-3. Review rounds as ``select`` draws them (uncertain pairs likelier, known probabilities), answered from the qrels:
-   100 and 300 verdicts, the refit cross-validated and cross-fitted as ``estimate`` does (each query scored by the
-   model fitted without its fold's verdicts); AUC and ECE on the pairs no verdict was given for.
+3. Review rounds as ``select`` draws them (likely relevant pairs likelier, known probabilities), answered from the
+   qrels: 100 and 300 verdicts, the refit cross-validated and cross-fitted as ``estimate`` does (each query scored by
+   the model fitted without its fold's verdicts); AUC and ECE on the pairs no verdict was given for.
    With synthetic questions in a domain's cached workspace (``testset-builder synthesize --workspace
    benchmarks/.cache/transfer-NAME ...``), the prior refitted on them (each question's source relevant, the
    retrievers' other top chunks not; the base rate kept): does the domain's own synthetic set teach the estimate?
 4. Systems: the retrievers over the whole corpus (BM25, dense, their linear hybrids by z-score, RRF
    fusions, re-rankings, word overlap), scored on the pool's complete labels (the truth PPI aims at, results
    outside the pool counted not relevant). Over ``--draws`` draws of 10% of the pool: the coverage and width of the
-   95% prediction-powered and human-only intervals for nDCG@10, recall@100 and precision@10, and Kendall's tau of
+   95% prediction-powered intervals for nDCG@10, recall@100 and precision@10 (human-only for precision@10:
+   recall and nDCG have none), and Kendall's tau of
    the system ranking by the PPI figures and by the estimate alone against the truth.
 
 5. With ``--pool-systems K``: every system's top K joins the pool too (``propose --runs``), and the truth becomes

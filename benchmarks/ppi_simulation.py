@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> dict:
                     interval = ppi.estimate(pairs, metric, k, use)
                     covered = interval.low is not None and interval.low <= truth[system][metric] <= interval.high
                     found.setdefault((system, metric, use), []).append(
-                        (interval.estimate, interval.std_error or 0.0, bool(covered))
+                        (interval.estimate, interval.std_error or 0.0, bool(covered), interval.low is not None)
                     )
             if system not in exact_by_query:
                 exact_by_query[system] = by_query(pool.complete(ranks), "ndcg", 10)
@@ -192,9 +192,13 @@ def main(argv: list[str] | None = None) -> dict:
     for metric in METRICS:
         for use in ("ppi", "human"):
             z, hits, cells = [], [], []
+            bounded = any(found[(system, metric, use)][0][3] for system in pool.runs)  # human-only ratios: none
             for system in pool.runs:
                 values = np.array(found[(system, metric, use)], dtype=float)
                 error = values[:, 0] - truth[system][metric]
+                if not bounded:
+                    cells.append(f"{system} {error.mean():+.3f} ({error.std():.3f})")
+                    continue
                 usable = values[:, 1] > 0  # a zero-width interval has no ratio; it counts in the coverage
                 z.extend(error[usable] / values[usable, 1])
                 hits.extend(values[:, 2])
@@ -202,6 +206,11 @@ def main(argv: list[str] | None = None) -> dict:
                     f"{system} {error.mean():+.3f} ({error.std():.3f} / {values[:, 1].mean():.3f}, "
                     f"{values[:, 2].mean():.2f})"
                 )
+            if not bounded:
+                out[f"{metric} {use}"] = {"coverage": None, "rms_z": None}
+                print(f"  {metric}@{METRICS[metric]} {use:<5} no interval")
+                print("    bias (spread): " + "; ".join(cells))
+                continue
             z = np.array(z)
             coverage = float(np.mean(hits))
             rms = float(np.sqrt(np.mean(z**2))) if len(z) else float("nan")

@@ -6,7 +6,7 @@ SciFact's labels are binary and only cover documents the annotators saw, so a po
 as NOT relevant. Figures on the 300 *test* queries: ROC AUC and Cohen's kappa (at P >= 0.5) of dense alone, BM25
 alone, the shipped prior (``testset_builder.stages.estimate.PRIOR``), and the estimate refitted on simulated
 verdicts (human qrels answering as the reviewer): drawn uniformly, and drawn by the review queue's own selection
-(uncertain estimates likelier, known probabilities, verdicts weighted by 1 / probability in the refit), from half
+(likely relevant pairs likelier, known probabilities, verdicts weighted by 1 / probability in the refit), from half
 the queries; AUC measured on the other half's pairs, before and after the refit, averaged over ``--repeats`` seeds.
 
 ``--fit`` refits the prior on the 809 *train* queries and prints the coefficients to ship.
@@ -97,8 +97,8 @@ def simulate(x, y, keys, model, budget: int, strategy: str, seed: int, strength:
     """Split the queries in two at random; draw about ``budget`` verdicts from the first half's pairs, refit, and
     measure the refit and the starting model on the other half's pairs (held-out queries: the pairs a reviewer
     never saw, and a fair comparison however the draw favoured some pairs). ``uniform``: every pair alike;
-    ``selection``: the review queue's own draw (stages/selection.py: uncertain pairs likelier, known
-    probabilities), the refit weighting each verdict by 1 / its probability."""
+    ``selection``: the review queue's own draw (stages/selection.py: likely relevant pairs likelier,
+    known probabilities), the refit weighting each verdict by 1 / its probability."""
     chance = np.random.default_rng(seed)
     queries = sorted({q for q, _ in keys})
     first = set(chance.permutation(queries)[: len(queries) // 2])

@@ -1,4 +1,4 @@
-"""Selection for review: uncertain pairs drawn more often, every pair possible, and estimates from the drawn pairs
+"""Selection for review: likely relevant pairs drawn more often, every pair possible, and estimates from the drawn pairs
 unbiased when weighted by their known probabilities."""
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ def test_probabilities_sum_to_the_budget_and_none_is_zero(p, fraction, uniform_s
     assert (pi > 0).all() and (pi <= 1).all()
 
 
-def test_the_less_certain_a_pair_the_likelier_it_is_drawn():
+def test_the_likelier_a_pair_is_relevant_the_likelier_it_is_drawn_in_proportion_beyond_the_even_slice():
     p = np.array([0.01, 0.2, 0.5, 0.8, 0.99] * 40)
     pi = inclusion_probabilities(p, budget=40, uniform_share=0.2)
     by_p = {value: pi[p == value][0] for value in (0.01, 0.2, 0.5, 0.8, 0.99)}
-    assert by_p[0.5] > by_p[0.2] > by_p[0.01]
-    assert by_p[0.2] == pytest.approx(by_p[0.8]) and by_p[0.01] == pytest.approx(by_p[0.99])
-    assert by_p[0.01] >= 0.2 * 40 / len(p) - 1e-12  # the uniform slice is every pair's floor
+    assert by_p[0.99] > by_p[0.8] > by_p[0.5] > by_p[0.2] > by_p[0.01]
+    floor = 0.2 * 40 / len(p)  # the uniform slice is every pair's floor
+    assert by_p[0.01] >= floor - 1e-12
+    assert (by_p[0.8] - floor) == pytest.approx(4 * (by_p[0.2] - floor))
     assert inclusion_probabilities(p, budget=len(p)).tolist() == [1.0] * len(p)
 
 
@@ -135,7 +136,7 @@ def test_pairs_the_scored_systems_rank_high_are_likelier_drawn_as_their_rank_say
 
 def test_the_draw_goes_where_the_rare_relevant_pairs_probably_are_even_when_the_estimate_overstates_the_rest():
     """As on SciFact out of the box: 3% of pooled pairs relevant, the estimate right about which (0.75 on them) but
-    0.15 on the mass of the rest, where 1% are. A review of 100 must hold enough relevant verdicts to correct it."""
+    0.15 on the mass of pairs that are not. A review of 100 must hold enough relevant verdicts to correct it."""
     chance = np.random.default_rng(3)
     n = 2250
     truth = chance.random(n) < 0.03

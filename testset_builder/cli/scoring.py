@@ -146,9 +146,10 @@ def score(
 
     On a release that carries estimates (estimates.jsonl: labels part human, part estimated), each run also gets
     prediction-powered figures for precision@k, recall@k and nDCG@k: the estimates corrected by the human verdicts
-    on pairs drawn at random (`select`), with 95% intervals, next to the human-only and estimate-only figures, and
-    a line saying which applies. Precision's is design-unbiased; recall's and nDCG's (marked *) are the metrics'
-    expectations under the estimates recalibrated on the verdicts, corrected verdict by verdict (model-assisted).
+    on pairs drawn at random (`select`), with 95% intervals, next to the human-only (an interval for precision only:
+    a ratio of a query's few verdicts is none) and estimate-only figures, and a line saying which applies.
+    Precision's is design-unbiased; recall's and nDCG's (marked *) are the metrics' expectations under the
+    estimates recalibrated on the verdicts, corrected verdict by verdict (model-assisted).
     JSON: the `prediction_powered` key.
 
     Example: `testset-builder score --release testset@latest --runs 'runs/*.trec' --metrics ndcg@10,recall@10`.

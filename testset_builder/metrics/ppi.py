@@ -809,7 +809,7 @@ def _root(excess) -> float:
 
 def _calibration_shift(pairs, random: list[int]) -> float:
     """The shift in log-odds that makes the estimates agree on average with the randomly drawn verdicts, each
-    weighted by 1 / pi (so the agreement is over the whole pool, not the uncertain pairs the draw favoured): the
+    weighted by 1 / pi (so the agreement is over the whole pool, not the pairs the draw favoured): the
     root of sum w (y - sigmoid(logit p + b)) = 0, by bisection; 0 without verdicts of both kinds."""
     labels = [pairs[i].label for i in random]
     if not random or min(labels) == max(labels):

@@ -389,8 +389,8 @@ def refit(
     ``strength`` (maximum a posteriori, :func:`~.relevance.penalised_fit`: a line-searched Newton method that fails
     loudly rather than return a diverged iterate); the prior itself when there are too few verdicts or only one
     class of them. ``weights`` (1 / inclusion probability, for verdicts drawn by
-    :mod:`~testset_builder.stages.selection`) make the likelihood that of the whole pool, not of the uncertain pairs
-    the draw favoured; they are stabilised (:func:`~.relevance.stabilised`). This is the fit alone: the workspace
+    :mod:`~testset_builder.stages.selection`) make the likelihood that of the whole pool, not of the pairs the
+    draw favoured; they are stabilised (:func:`~.relevance.stabilised`). This is the fit alone: the workspace
     keeps it only where it beats the prior on held-out verdicts (:func:`~.relevance.validated_fit`)."""
     x = np.asarray(features, dtype=float)
     y = np.asarray(labels, dtype=float)

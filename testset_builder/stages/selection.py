@@ -37,10 +37,10 @@ def inclusion_probabilities(
     p_relevant: Sequence[float], budget: float, uniform_share: float = 0.2, best_ranks: Sequence[float] | None = None
 ) -> np.ndarray:
     """pi_i as in the module docstring; sum(pi) equals ``budget`` (all ones when the budget covers every pair).
-    With ``best_ranks`` (each pair's best rank by any of the tool's retrievers), the weights are
-    :func:`review_weights`'s."""
+    The weights are :func:`review_weights`'s, with ``best_ranks`` each pair's best rank by any of the tool's
+    retrievers (without them, every pair ranked alike: weights in proportion to p)."""
     p = np.clip(np.asarray(p_relevant, dtype=float), 0.0, 1.0)
-    weights = p * (1.0 - p) if best_ranks is None else review_weights(p, best_ranks)
+    weights = review_weights(p, np.ones_like(p) if best_ranks is None else best_ranks)
     return weighted_inclusion_probabilities(weights, budget, uniform_share)
 
 
@@ -148,8 +148,8 @@ def select_for_review(workspace, budget: int, uniform_share: float = 0.2, seed: 
     the refitted estimate and the pair's best rank by the tool's retrievers or the systems `propose --runs`
     pooled); drawn pairs go to the head of the review queue. Every
     considered pair's probability is recorded, drawn or not: the weights that keep estimates from the verdicts
-    unbiased. Each round is a design of its own over its population: a later round draws where the refit left the
-    estimate uncertain, and the labels earlier rounds brought in count as known (see
+    unbiased. Each round is a design of its own over its population: a later round draws where the refit now puts
+    the relevant pairs, and the labels earlier rounds brought in count as known (see
     :mod:`~testset_builder.metrics.prediction`)."""
     from ..retrieval.pool import RUN_PREFIX
     from ..store import draws as store
