@@ -12,8 +12,8 @@ from testset_builder.metrics import ppi, prediction
 
 
 def drawn_and_answered(ws, capsys, budget: int = 6, reviewer: str = "ann") -> int:
-    """A selection round, every drawn pair answered as the truth says; returns how many. (The reviewer keeps a
-    lease on the first item after the drawn ones: a later round needs another reviewer.)"""
+    """A selection round, every drawn pair answered as the truth says; returns how many. The reviewer then leaves,
+    giving back the lease on the first item after the drawn ones (a later round may draw it)."""
     from testset_builder.stages import review
 
     assert main(["select", "--budget", str(budget), "-w", str(ws.root), "--json", "--seed", "3"]) == 0
@@ -23,6 +23,7 @@ def drawn_and_answered(ws, capsys, budget: int = 6, reviewer: str = "ann") -> in
         grade = int(ws.truth(item.query["query_id"], item.chunk["chunk_id"]))
         review.submit(ws, reviewer, item.item_id, "grade", f"k-{reviewer}-{answered}", grade=grade)
         answered += 1
+    review.leave(ws, reviewer)
     return answered
 
 
