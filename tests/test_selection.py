@@ -12,7 +12,6 @@ from testset_builder.stages.selection import (
     draw,
     horvitz_thompson_mean,
     inclusion_probabilities,
-    review_weights,
     weighted_inclusion_probabilities,
 )
 
@@ -142,8 +141,7 @@ def test_the_draw_goes_where_the_rare_relevant_pairs_probably_are_even_when_the_
     truth = chance.random(n) < 0.03
     p = np.clip(np.where(truth, 0.75, 0.15) + chance.normal(0, 0.08, n), 0.01, 0.99)
     ranks = np.where(truth, chance.integers(1, 10, n), chance.integers(1, 100, n))
-    pi = review_weights(p, ranks)
-    pi = weighted_inclusion_probabilities(pi, 100, 0.2)
+    pi = inclusion_probabilities(p, 100, 0.2, best_ranks=ranks)
     found = float(pi[truth].sum())  # the expected number of relevant pairs among the drawn
     assert found >= 3.5 * 100 * truth.mean()  # an even draw finds about 3
     assert pi[truth].min() > pi[~truth].mean()  # every relevant pair likelier drawn than the average other

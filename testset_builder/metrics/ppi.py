@@ -203,10 +203,11 @@ def _linearise(pairs: Sequence[PooledPair], metric: str, k: int, use: str) -> _L
     for i in labelled:
         _check(pairs[i])
     linear = metric in ("precision", "dcg")
-    # the human-only figure of a linear metric takes the same floor on its variance as the prediction-powered one,
-    # from the recalibrated estimates (its own draws that missed the relevant pairs gave it zero-width intervals)
-    floored = use == "ppi" or (use == "human" and linear and bool(labelled))
-    calibration = _Calibration.of(pairs, by_query, labelled) if floored else None
+    # an interval: the prediction-powered figure's, and the human-only one of a linear metric (recall's and nDCG's
+    # would not be one, see the module), which takes the same floor on its variance from the recalibrated estimates
+    # (its own draws that missed the relevant pairs gave it zero-width intervals)
+    bounded = use == "ppi" or (use == "human" and linear)
+    calibration = _Calibration.of(pairs, by_query, labelled) if use == "ppi" or (bounded and labelled) else None
     by_answerable: dict[tuple[int, float], tuple[float, float]] = {}
     if linear:
         point, influence = _linear(pairs, by_query, labelled, metric, k, use, calibration)
@@ -218,7 +219,7 @@ def _linearise(pairs: Sequence[PooledPair], metric: str, k: int, use: str) -> _L
         point / queries,
         {i: z / queries for i, z in influence.items()},
         {i: pairs[i].probability for i in labelled},
-        use == "ppi" or (use == "human" and linear),  # human-only recall and nDCG: no interval (see the module)
+        bounded,
         {i: (pi, tuple(d / queries for d in deviations), chances) for i, (pi, deviations, chances) in expected.items()},
         {key: (weight, total / queries) for key, (weight, total) in by_answerable.items()},
     )
