@@ -222,6 +222,7 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int, pool_s
         tops = [(q, c, s, r) for s, ranks in systems.items() for (q, c), r in ranks.items() if r <= pool_systems]
         agreement, pooled = estimate.run_agreement(tops)
         estimate.with_runs(x, keys, agreement, pooled, keys)  # keys: the pool, as the workspace's candidate pairs
+        estimate.agreement_beyond(x, keys, x.copy(), keys)  # what they agree on beyond the features
     synthetic = (sx, sy) if len(sy) else (None, None)
     g = np.array([grades.get(key, 0) for key in keys])
     return Domain(
@@ -234,14 +235,18 @@ def fit_prior(
     domains: list[Domain], l2: float = 1e-2, columns: tuple[str, ...] = estimate.PRIOR_FEATURES
 ) -> relevance.Coefficients:
     """A logistic fit on the pools of ``domains``, each domain weighing the same in total, on ``columns`` only (the
-    other features held at 0, so the penalty keeps their weights at 0)."""
+    other features held at 0, so the penalty keeps their weights at 0); then the pooled systems' agreement beyond
+    the features gets the shipped priors' bet, :data:`~estimate.AGREEMENT_WEIGHT` (no domain here can fit it)."""
     keep = np.isin(np.arange(len(estimate.FEATURES)), [estimate.FEATURES.index(c) for c in columns])
     x = np.vstack([d.x for d in domains]) * keep
     y = np.concatenate([d.y for d in domains])
     w = np.concatenate([np.full(len(d.y), len(y) / (len(domains) * len(d.y))) for d in domains])
-    return relevance.penalised_fit(
+    fitted = relevance.penalised_fit(
         x, y, relevance.Coefficients(0.0, (0.0,) * x.shape[1]), relevance.penalties(x.shape[1], l2, 1e-3), w
     )
+    weights = list(fitted.weights)
+    weights[estimate.FEATURES.index("runs")] = estimate.AGREEMENT_WEIGHT
+    return relevance.Coefficients(fitted.bias, tuple(weights))
 
 
 def shipped_priors(domains: list[Domain]) -> dict:

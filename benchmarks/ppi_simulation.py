@@ -64,7 +64,7 @@ class Pool:
         self.grade = np.array([transfer.tool_grade(qrels.get(q, {}).get(c, 0), top) for q, c in self.keys])
         self.label = (self.grade >= 1).astype(int)
         matrix = np.vstack([features[pair] for pair in self.keys])
-        self.systems, self.matrix = estimate.with_systems(matrix, self.keys, discounts, pooled, scores)
+        self.systems, self.matrix = estimate.with_systems(matrix, self.keys, discounts, pooled, scores, features)
         position = {pair: i for i, pair in enumerate(self.keys)}
         self.runs: dict[str, dict[tuple[str, str], int]] = {}
         found = sorted((root / "runs").glob("*.trec"))

@@ -196,12 +196,72 @@ def test_estimate_exports_the_estimate_of_the_pairs_of_a_qrels_file_without_any_
     assert "unknown query id 'q-unknown'" in capsys.readouterr().err
 
 
-def test_the_shipped_priors_weigh_only_the_features_they_were_fitted_on():
-    from testset_builder.stages.estimate import PRIOR_FEATURES, PRIOR_LEXICAL, PRIOR_LEXICAL_FEATURES
+def test_the_shipped_priors_weigh_the_features_they_were_fitted_on_and_the_systems_agreement_beyond_them():
+    from testset_builder.stages.estimate import AGREEMENT_WEIGHT, PRIOR_FEATURES, PRIOR_LEXICAL, PRIOR_LEXICAL_FEATURES
 
     for model, features in ((PRIOR, PRIOR_FEATURES), (PRIOR_LEXICAL, PRIOR_LEXICAL_FEATURES)):
         weighed = {name for name, weight in zip(FEATURES, model.weights) if weight != 0.0}
-        assert weighed == set(features), model.name
+        assert weighed == {*features, "runs"}, model.name
+        assert model.weights[FEATURES.index("runs")] == AGREEMENT_WEIGHT  # the bet, not a fitted weight
+
+
+def _pooled_features(rng, queries: int, per_query: int):
+    """Pairs of several queries with features as query_features gives them (BM25 and dense scores over the
+    query's chunks, their ranks), and each pair's hidden relevance."""
+    keys, blocks, relevant = [], [], []
+    for q in range(queries):
+        truth = rng.random(per_query) < 0.2
+        dense = 0.3 + 0.03 * truth + 0.1 * rng.standard_normal(per_query)  # features that barely tell
+        bm25 = np.maximum(0.0, 5.0 + 0.5 * truth + 2.0 * rng.standard_normal(per_query))
+        words = [{"a"} if rng.random() < 0.5 else set() for _ in range(per_query)]
+        blocks.append(query_features(dense, bm25, list(range(per_query)), {"a"}, words, [None] * per_query))
+        keys.extend((f"q{q}", f"c{i}") for i in range(per_query))
+        relevant.extend(truth)
+    return keys, np.vstack(blocks), np.array(relevant)
+
+
+def _agreement(keys, matrix, knows: np.ndarray | None) -> dict:
+    """Systems' mean discount per pair: a hybrid of the features' two scores (a fusion knows nothing more), plus
+    what they know (``knows``) when given; ranked per query, cut at 20, as pooled runs are."""
+    from testset_builder.stages.estimate import agreement_of
+
+    score = matrix[:, FEATURES.index("dense_z")] + matrix[:, FEATURES.index("bm25_z")]
+    discounts: dict = {}
+    for name, extra in (("fusion", 0.0), ("knowing", 1.0)):
+        value = score + (extra * 3.0 * knows if knows is not None else 0.0)
+        for query in sorted({q for q, _ in keys}):
+            rows = [i for i, (q, _) in enumerate(keys) if q == query]
+            order = sorted(rows, key=lambda i: -value[i])[:20]
+            for rank, i in enumerate(order, 1):
+                discounts.setdefault(name, {})[keys[i]] = 1.0 / np.log2(1 + rank)
+    return agreement_of(discounts)
+
+
+def test_the_systems_agreement_counts_only_what_the_retrieval_features_do_not_already_say():
+    from testset_builder.stages.estimate import agreement_beyond, with_runs
+    from testset_builder.stages.relevance import roc_auc
+
+    rng = np.random.default_rng(7)
+    keys, matrix, relevant = _pooled_features(rng, 30, 40)
+    for knows in (None, relevant.astype(float)):
+        agreement, queries = _agreement(keys, matrix, knows)
+        raw = matrix.copy()
+        with_runs(raw, keys, agreement, queries, keys)
+        beyond = raw.copy()
+        agreement_beyond(beyond, keys, raw.copy(), keys)
+        runs = FEATURES.index("runs")
+        residual = beyond[:, runs]
+        if knows is None:  # systems that fuse BM25 and the dense model: little is left, and it is not relevance
+            assert residual.std() < 0.4 * raw[:, runs].std()
+            assert 0.4 < roc_auc(residual, relevant) < 0.6
+        else:  # a system that knows which chunks are relevant: what is left says so, better than the raw agreement
+            assert roc_auc(residual, relevant) > max(0.9, roc_auc(raw[:, runs], relevant))
+        alone = raw[:1].copy()
+        agreement_beyond(alone, keys[:1], raw.copy(), keys)
+        assert alone[0, runs] == pytest.approx(residual[0])  # the same value whichever pairs are estimated with it
+    few = raw[:10].copy()
+    agreement_beyond(few, keys[:10], raw[:10].copy(), keys[:10])
+    assert few[:, runs].tolist() == [0.0] * 10  # too few pooled pairs to tell what the systems know: no bet
 
 
 def test_the_pooled_systems_agreement_is_the_mean_discount_they_give_a_pair_over_the_systems_pooled_for_its_query():
@@ -334,6 +394,7 @@ def test_each_pooled_systems_scores_are_a_column_on_one_scale_for_every_query():
 def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_not(pair_queue, capsys):
     import zlib
 
+    from testset_builder.stages.estimate import AGREEMENT_WEIGHT
     from testset_builder.tables import Run
 
     ws, items = pair_queue, pair_queue.items
@@ -354,7 +415,8 @@ def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_
     weights = refitted["model"]["weights"]
     knows = weights["system:run:knows"]
     assert knows > 0 and all(knows > abs(weights[f"system:run:blind-{n}"]) for n in range(1, 5)), weights
-    assert knows > weights["runs"]  # the mean over five systems, four of them blind, says less
+    # the mean over five systems, four of them blind, says less: the verdicts move it less from the prior's bet
+    assert knows > abs(weights["runs"] - AGREEMENT_WEIGHT)
 
 
 def test_a_refit_reads_the_pooled_systems_scores_from_the_pool_and_weighs_the_one_that_knows(pair_queue, capsys):

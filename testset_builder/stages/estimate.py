@@ -8,7 +8,8 @@ the LLM judge's P(relevant) when there is one. A logistic model combines them in
 
 - Before any verdict the shipped prior applies: coefficients fitted on five domains' human labels (see
   :data:`PRIOR`), by ``benchmarks/estimate_transfer.py --fit``, which also checks it leave-one-domain-out. The
-  LLM carries no weight in it: the embedded judge is at chance.
+  LLM carries no weight in it: the embedded judge is at chance. Where `propose --runs` pooled systems, what they
+  agree on beyond BM25's and the dense model's say (:func:`agreement_beyond`) carries :data:`AGREEMENT_WEIGHT`.
 - With verdicts the model is refitted per workspace, on the features and two columns per system `propose --runs`
   pooled, its ranks per query (:func:`system_columns`) and its scores over all queries (:func:`score_columns`),
   weight 0 in the priors (:func:`refit` fits the features alone): a logistic regression whose coefficients are
@@ -44,7 +45,8 @@ FEATURES = (
     "dense_z",  # cosine similarity standardised over the query's top 100 chunks (mean 0, deviation 1 there)
     "bm25_z",  # BM25 standardised over the query's top 100 chunks
     "rrf",  # reciprocal-rank fusion of the BM25 and dense ranks, 60 / (60 + rank) each (0..2)
-    "runs",  # the systems `propose --runs` pooled: their mean 1 / log2(1 + rank), a z-score over the query's pool
+    "runs",  # the systems `propose --runs` pooled: their mean 1 / log2(1 + rank), a z-score over the query's pool,
+    # less what the pair's retrieval features predict of it (agreement_beyond): what BM25 and MiniLM do not know
     "runs_missing",  # 1 when no system was pooled for the query
 )
 LEGACY_FEATURES = len(FEATURES) - 2  # stored before the pooled systems' columns: read with none pooled
@@ -52,9 +54,10 @@ LEGACY_FEATURES = len(FEATURES) - 2  # stored before the pooled systems' columns
 # four domains and checked on the fifth, in turn (benchmarks/estimate_transfer.py), these three rank held-out pairs
 # better than all nine retrieval features on every domain (mean ROC AUC 0.790 against 0.779): the ranks' logarithms and
 # the raw BM25 ratio depend on the corpus's size and the query's length, so they do not transfer, and per-query z-scores
-# do. The pooled systems' agreement ("runs") is no prior feature either: the systems these domains can build are fusions
-# and re-rankings of BM25 and MiniLM, whose agreement adds nothing to their own scores (mean held-out AUC 0.789-0.792
-# with it in five forms, 0.791 without), so only a workspace's verdicts can say what its systems know. Pseudo-relevance
+# do. The pooled systems' raw agreement is not fitted either: the systems these domains can build are fusions and
+# re-rankings of BM25 and MiniLM, whose agreement adds nothing to their own scores (mean held-out AUC 0.789-0.792 with
+# it in five forms, 0.791 without); what the priors weigh is the part of it the features do not explain, at a weight
+# set by hand (AGREEMENT_WEIGHT). Pseudo-relevance
 # feedback (the chunk's cosine to the query's top hits' centroid), an IDF-weighted word overlap, the chunk's length and
 # the query's best cosine were tried there too and raised no domain's AUC by more than 0.01 on average; the best cosine
 # of any two-sentence window of the chunk raised the mean by 0.006 (0.797 as a z-score, 0.794 raw; MED +0.011, SciFact
@@ -109,6 +112,18 @@ class RelevanceModel:
 RUN_COLUMN = "system:"  # how a pooled system's own column is named among a model's weights
 
 
+# The priors' weight on what the pooled systems agree on beyond the retrieval features (the ``runs`` column after
+# agreement_beyond). No domain here can fit it (their systems know no more than BM25 and MiniLM), so it is a bet, and
+# its price and gain were measured on the workflow check's pools (benchmarks/workflow_check.py; each collection's
+# prior fitted without it): where the 13 pooled systems are fusions and re-rankings of BM25 and MiniLM, or only the
+# lexical ones are pooled, the estimate's ROC AUC before any verdict moves by -0.006 to 0.000 (CISI, Cranfield, MED,
+# NPL, SciFact); with three systems that know more pooled beside them +0.008 to +0.012 (CISI, Cranfield, NPL); in a
+# shared task's pool, where most systems know more, +0.041 (CISI, 0.647 to 0.689) and +0.037 (NPL, 0.755 to 0.792).
+# At 1.0 the price was up to 0.010 and the gain 0.053; the raw agreement (not residualised) at 0.5 cost MED 0.013 where
+# only lexical systems were pooled. A workspace's verdicts refit it like any weight.
+AGREEMENT_WEIGHT = 0.75
+
+
 # Fitted on five domains' pools, each domain weighing the same (60 queries each, BM25 top 30, dense top 30 and their
 # RRF fusion's top 30, a pooled pair without a qrel counted not relevant): SciFact (scientific claims) and four classic
 # collections in benchmarks/data (Cranfield: aeronautics, CISI: library science, MED: medicine, NPL: electronics
@@ -119,17 +134,17 @@ RUN_COLUMN = "system:"  # how a pooled system's own column is named among a mode
 # relevant), so no prior is calibrated everywhere: the verdicts' refit (or recalibration) fixes it. The LLM carries no
 # weight: the embedded judge is at chance; a refit learns what a real judge is worth.
 PRIOR = RelevanceModel(
-    name="prior:five-domains-v3",
+    name="prior:five-domains-v4",
     bias=-3.2441,
-    weights=(3.1572, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3469, 0.3253, 0.0, 0.0, 0.0),
+    weights=(3.1572, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3469, 0.3253, 0.0, AGREEMENT_WEIGHT, 0.0),
 )
 
 
 # The same fit on :data:`PRIOR_LEXICAL_FEATURES`, for workspaces without the dense model.
 PRIOR_LEXICAL = RelevanceModel(
-    name="prior:five-domains-lexical-v3",
+    name="prior:five-domains-lexical-v4",
     bias=-1.7897,
-    weights=(0.0, 0.0, 0.4190, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3220, 0.0, 0.0, 0.0),
+    weights=(0.0, 0.0, 0.4190, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3220, 0.0, AGREEMENT_WEIGHT, 0.0),
 )
 
 
@@ -246,19 +261,67 @@ def with_runs(
     matrix[:, FEATURES.index("runs_missing")] = [0.0 if query_id in queries else 1.0 for query_id, _ in keys]
 
 
+# The discount-like transforms of the features and their pairwise products: what a fusion, a re-ranking or a cut of
+# BM25 and the dense model can make of a pair, which the pooled systems' agreement is regressed on (agreement_beyond)
+_CORE = ("dense_z", "bm25_z", "rrf", "overlap")
+_LINEAR = ("dense", "dense_gap", "bm25", "bm25_log_rank", "dense_log_rank", "overlap", "dense_z", "bm25_z", "rrf")
+
+
+def agreement_basis(matrix: np.ndarray) -> np.ndarray:
+    """The regressors :func:`agreement_beyond` explains the systems' agreement by, one row per row of ``matrix``: a
+    constant, the retrieval features, each retriever's rank as nDCG's discount (1 / log2(1 + rank), as the agreement
+    counts ranks) and the pairwise products (squares included) of the discounts and the per-query scores."""
+    x = np.atleast_2d(np.asarray(matrix, dtype=float))
+    discounts = [math.log(2.0) / x[:, FEATURES.index(name)] for name in ("bm25_log_rank", "dense_log_rank")]
+    core = [x[:, FEATURES.index(name)] for name in _CORE] + discounts
+    products = [core[i] * core[j] for i in range(len(core)) for j in range(i, len(core))]
+    linear = [x[:, FEATURES.index(name)] for name in _LINEAR]
+    return np.column_stack([np.ones(len(x)), *linear, *discounts, *products])
+
+
+def agreement_beyond(
+    matrix: np.ndarray, keys: Sequence[Pair], reference: np.ndarray, reference_keys: Sequence[Pair]
+) -> None:
+    """Replace the ``runs`` column of ``matrix`` (rows: ``keys``, filled by :func:`with_runs`) by what the pooled
+    systems agree on beyond the pairs' retrieval features: the column less its least-squares fit on
+    :func:`agreement_basis`, the fit made on the ``reference`` rows (the workspace's pooled pairs whose query had
+    systems pooled, filled the same way; ``reference_keys`` name them), so a pair's value does not depend on which
+    pairs are estimated with it. Systems that are fusions and re-rankings of BM25 and the dense model agree on
+    nothing the features do not say, and their column shrinks towards 0; systems that know more (a cross-encoder, a
+    shared task's runs) keep what they know. Too few reference rows to fit (fewer than twice the regressors): 0."""
+    runs, missing = FEATURES.index("runs"), FEATURES.index("runs_missing")
+    fit_rows = [i for i in range(len(reference_keys)) if reference[i, missing] == 0.0]
+    rows = matrix[:, missing] == 0.0
+    basis = agreement_basis(reference[fit_rows]) if fit_rows else np.zeros((0, 0))
+    if len(fit_rows) < 2 * max(1, basis.shape[1]):
+        matrix[rows, runs] = 0.0
+        return
+    beta, *_ = np.linalg.lstsq(basis, reference[fit_rows, runs], rcond=None)
+    if rows.any():
+        matrix[rows, runs] = matrix[rows, runs] - agreement_basis(matrix[rows]) @ beta
+
+
 def with_systems(
     matrix: np.ndarray,
     keys: Sequence[Pair],
     discounts: Mapping[str, Mapping[Pair, float]],
     reference: Sequence[Pair],
     scores: Mapping[str, Mapping[Pair, float]] | None = None,
+    features: Mapping[Pair, np.ndarray] | None = None,
 ) -> tuple[tuple[str, ...], np.ndarray]:
-    """The pooled systems' part of a fit's rows: their mean agreement filled into ``matrix`` (:func:`with_runs`),
-    and ``matrix`` with each system's column after :data:`FEATURES`' (:func:`system_columns`), on the scale of the
-    query's ``reference`` pairs, then each system's score column (:func:`score_columns`, from ``scores``); the
-    columns' names (a system's, then ``score:<system>``), in their order."""
+    """The pooled systems' part of a fit's rows: their mean agreement filled into ``matrix`` (:func:`with_runs`;
+    with the reference pairs' ``features``, what they agree on beyond them, :func:`agreement_beyond`), and ``matrix``
+    with each system's column after :data:`FEATURES`' (:func:`system_columns`), on the scale of the query's
+    ``reference`` pairs, then each system's score column (:func:`score_columns`, from ``scores``); the columns'
+    names (a system's, then ``score:<system>``), in their order."""
     agreement, ran = agreement_of(discounts)
     with_runs(matrix, keys, agreement, ran, reference)
+    if features is not None:
+        known = [pair for pair in reference if pair in features]
+        fitted_on = np.vstack([features[pair] for pair in known]) if known else np.zeros((0, len(FEATURES)))
+        fitted_on = np.array(fitted_on[:, : len(FEATURES)], dtype=float)
+        with_runs(fitted_on, known, agreement, ran, reference)
+        agreement_beyond(matrix, keys, fitted_on, known)
     systems, columns = system_columns(discounts, keys, reference)
     scored, by_score = score_columns(scores or {}, keys, reference)
     return systems + scored, np.hstack([matrix, columns, by_score])
@@ -559,7 +622,7 @@ def _fitted(
         matrix[i, FEATURES.index("llm")] = llm.get(pair, 0.5)
         matrix[i, FEATURES.index("llm_missing")] = 0.0 if pair in llm else 1.0
     ranked = list(rows.ranks_by(workspace.db, RUN_PREFIX))  # runs pooled since: the latest
-    systems, matrix = with_systems(matrix, keys, system_discounts(ranked), pooled, system_scores(ranked))
+    systems, matrix = with_systems(matrix, keys, system_discounts(ranked), pooled, system_scores(ranked), features)
     labels = human_labels(judgments)
     labelled = [i for i, pair in enumerate(keys) if pair in labels]
     drawn = draws.drawn_pair_probabilities(workspace.db)  # a pair drawn for review weighs 1 / its probability
