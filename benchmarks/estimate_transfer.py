@@ -222,7 +222,7 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int, pool_s
         tops = [(q, c, s, r) for s, ranks in systems.items() for (q, c), r in ranks.items() if r <= pool_systems]
         agreement, pooled = estimate.run_agreement(tops)
         estimate.with_runs(x, keys, agreement, pooled, keys)  # keys: the pool, as the workspace's candidate pairs
-        estimate.agreement_beyond(x, keys, x.copy(), keys)  # what they agree on beyond the features
+        estimate.agreement_beyond(x, keys, x.copy(), keys)  # what they agree on beyond the features (ranks only)
     synthetic = (sx, sy) if len(sy) else (None, None)
     g = np.array([grades.get(key, 0) for key in keys])
     return Domain(
@@ -246,6 +246,7 @@ def fit_prior(
     )
     weights = list(fitted.weights)
     weights[estimate.FEATURES.index("runs")] = estimate.AGREEMENT_WEIGHT
+    weights[estimate.FEATURES.index("scores")] = estimate.SCORE_WEIGHT
     return relevance.Coefficients(fitted.bias, tuple(weights))
 
 

@@ -35,7 +35,7 @@ def test_without_a_dense_model_the_dense_features_say_unrelated():
     assert out[:, FEATURES.index("overlap")] == pytest.approx([0, 0])
 
 
-def synthetic(n: int, seed: int, bias: float = -1.0, weights=(2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5, 0, 0)):
+def synthetic(n: int, seed: int, bias: float = -1.0, weights=(2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5, 0, 0, 0)):
     chance = np.random.default_rng(seed)
     x = chance.normal(size=(n, len(FEATURES)))
     p = 1 / (1 + np.exp(-(bias + x @ np.array(weights))))
@@ -59,7 +59,7 @@ def test_a_refit_keeps_the_prior_with_too_few_verdicts_or_one_class_of_them():
 
 
 def test_a_refit_moves_towards_the_truth_as_verdicts_accumulate():
-    truth = (2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5, 0, 0)
+    truth = (2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5, 0, 0, 0)
     x, y = synthetic(4000, seed=3, weights=truth)
     start = RelevanceModel("flat", 0.0, (0.0,) * len(FEATURES))
     distances = [
@@ -197,12 +197,19 @@ def test_estimate_exports_the_estimate_of_the_pairs_of_a_qrels_file_without_any_
 
 
 def test_the_shipped_priors_weigh_the_features_they_were_fitted_on_and_the_systems_agreement_beyond_them():
-    from testset_builder.stages.estimate import AGREEMENT_WEIGHT, PRIOR_FEATURES, PRIOR_LEXICAL, PRIOR_LEXICAL_FEATURES
+    from testset_builder.stages.estimate import (
+        AGREEMENT_WEIGHT,
+        PRIOR_FEATURES,
+        PRIOR_LEXICAL,
+        PRIOR_LEXICAL_FEATURES,
+        SCORE_WEIGHT,
+    )
 
     for model, features in ((PRIOR, PRIOR_FEATURES), (PRIOR_LEXICAL, PRIOR_LEXICAL_FEATURES)):
         weighed = {name for name, weight in zip(FEATURES, model.weights) if weight != 0.0}
-        assert weighed == {*features, "runs"}, model.name
-        assert model.weights[FEATURES.index("runs")] == AGREEMENT_WEIGHT  # the bet, not a fitted weight
+        assert weighed == {*features, "runs", "scores"}, model.name
+        assert model.weights[FEATURES.index("runs")] == AGREEMENT_WEIGHT  # the bets, not fitted weights
+        assert model.weights[FEATURES.index("scores")] == SCORE_WEIGHT
 
 
 def _pooled_features(rng, queries: int, per_query: int):
@@ -220,86 +227,56 @@ def _pooled_features(rng, queries: int, per_query: int):
     return keys, np.vstack(blocks), np.array(relevant)
 
 
-def _agreement(keys, matrix, knows: np.ndarray | None) -> dict:
-    """Systems' mean discount per pair: a hybrid of the features' two scores (a fusion knows nothing more), plus
-    what they know (``knows``) when given; ranked per query, cut at 20, as pooled runs are."""
-    from testset_builder.stages.estimate import agreement_of
-
+def _systems(keys, matrix, knows: np.ndarray | None) -> tuple[dict, dict]:
+    """Two systems' discounts and scores per pair: a hybrid of the features' two scores (a fusion knows nothing
+    more), and the same plus what it knows (``knows``) when given; each ranked per query and cut at 20, as pooled
+    runs are, its score the value it ranked by."""
     score = matrix[:, FEATURES.index("dense_z")] + matrix[:, FEATURES.index("bm25_z")]
     discounts: dict = {}
+    scores: dict = {}
     for name, extra in (("fusion", 0.0), ("knowing", 1.0)):
         value = score + (extra * 3.0 * knows if knows is not None else 0.0)
         for query in sorted({q for q, _ in keys}):
             rows = [i for i, (q, _) in enumerate(keys) if q == query]
-            order = sorted(rows, key=lambda i: -value[i])[:20]
-            for rank, i in enumerate(order, 1):
+            for rank, i in enumerate(sorted(rows, key=lambda i: -value[i])[:20], 1):
                 discounts.setdefault(name, {})[keys[i]] = 1.0 / np.log2(1 + rank)
-    return agreement_of(discounts)
+                scores.setdefault(name, {})[keys[i]] = float(value[i])
+    return discounts, scores
 
 
 def test_the_systems_agreement_counts_only_what_the_retrieval_features_do_not_already_say():
-    from testset_builder.stages.estimate import agreement_beyond, with_runs
+    from testset_builder.stages.estimate import agreement_of, with_runs, with_systems
     from testset_builder.stages.relevance import roc_auc
 
     rng = np.random.default_rng(7)
     keys, matrix, relevant = _pooled_features(rng, 30, 40)
+    features = dict(zip(keys, matrix))
+    runs, scores = FEATURES.index("runs"), FEATURES.index("scores")
     for knows in (None, relevant.astype(float)):
-        agreement, queries = _agreement(keys, matrix, knows)
+        discounts, scored = _systems(keys, matrix, knows)
         raw = matrix.copy()
-        with_runs(raw, keys, agreement, queries, keys)
-        beyond = raw.copy()
-        agreement_beyond(beyond, keys, raw.copy(), keys)
-        runs = FEATURES.index("runs")
-        residual = beyond[:, runs]
+        with_runs(raw, keys, *agreement_of(discounts), keys)
+        _, beyond = with_systems(matrix.copy(), keys, discounts, keys, scored, features)
         if knows is None:  # systems that fuse BM25 and the dense model: little is left, and it is not relevance
-            assert residual.std() < 0.4 * raw[:, runs].std()
-            assert 0.4 < roc_auc(residual, relevant) < 0.6
+            assert beyond[:, runs].std() < 0.4 * raw[:, runs].std()
+            assert 0.4 < roc_auc(beyond[:, runs], relevant) < 0.6
+            assert 0.4 < roc_auc(beyond[:, scores], relevant) < 0.6
         else:  # a system that knows which chunks are relevant: what is left says so, better than the raw agreement
-            assert roc_auc(residual, relevant) > max(0.9, roc_auc(raw[:, runs], relevant))
-        alone = raw[:1].copy()
-        agreement_beyond(alone, keys[:1], raw.copy(), keys)
-        assert alone[0, runs] == pytest.approx(residual[0])  # the same value whichever pairs are estimated with it
-    few = raw[:10].copy()
-    agreement_beyond(few, keys[:10], raw[:10].copy(), keys[:10])
-    assert few[:, runs].tolist() == [0.0] * 10  # too few pooled pairs to tell what the systems know: no bet
-
-
-def test_the_pooled_systems_agreement_is_the_mean_discount_they_give_a_pair_over_the_systems_pooled_for_its_query():
-    from testset_builder.stages.estimate import run_agreement, with_runs
-
-    rows = [("q1", "a", "run:x", 1), ("q1", "b", "run:x", 3), ("q1", "a", "run:y", 7), ("q2", "c", "run:x", 1)]
-    agreement, queries = run_agreement(rows)
-    assert queries == {"q1", "q2"}
-    assert agreement[("q1", "a")] == pytest.approx((1 / np.log2(2) + 1 / np.log2(8)) / 2)
-    assert agreement[("q1", "b")] == pytest.approx((1 / np.log2(4)) / 2)  # run:y's top leaves it out
-    assert agreement[("q2", "c")] == pytest.approx(1.0)  # the only system pooled for q2 ranks it first
-    rows += [("q2", "d", "run:x", 2), ("q4", "e", "run:x", 1), ("q4", "f", "run:x", 2)]
-    agreement, queries = run_agreement(rows)
-    reference = [("q1", "a"), ("q1", "b"), ("q1", "z"), ("q2", "c"), ("q2", "d"), ("q2", "y"), ("q3", "a")]
-    reference += [("q4", "e"), ("q4", "f")]
-    keys = [("q1", "a"), ("q1", "b"), ("q1", "z"), ("q2", "c"), ("q2", "y"), ("q3", "a"), ("q4", "e"), ("q1", "w")]
-    matrix = np.zeros((len(keys), len(FEATURES)))
-    with_runs(matrix, keys, agreement, queries, reference)
-    runs, missing = FEATURES.index("runs"), FEATURES.index("runs_missing")
-
-    def z(value: float, scale: list[float]) -> float:  # standardised against the query's reference pairs
-        return (value - np.mean(scale)) / np.std(scale)
-
-    q1 = [agreement[("q1", "a")], agreement[("q1", "b")], 0.0]  # no system ranks z
-    q2 = [1.0, 1 / np.log2(3), 0.0]
-    q4 = [1.0, 1 / np.log2(3)]
-    expected = [z(q1[0], q1), z(q1[1], q1), z(0.0, q1), z(1.0, q2), z(0.0, q2), 0.0, z(1.0, q4), z(0.0, q1)]
-    assert matrix[:, runs] == pytest.approx(expected)  # each query on its own scale; w, asked about, on q1's
-    assert matrix[:, missing].tolist() == [0.0] * 5 + [1.0, 0.0, 0.0]  # q3: none pooled, not "every system missed it"
-
-    alone = np.zeros((1, len(FEATURES)))
-    with_runs(alone, [("q1", "a")], agreement, queries, reference)
-    assert alone[0, runs] == pytest.approx(matrix[0, runs])  # the same value whichever pairs are fitted with it
-    flat = np.zeros((2, len(FEATURES)))
-    with_runs(
-        flat, [("q5", "a"), ("q5", "b")], {("q5", "a"): 0.5, ("q5", "b"): 0.5}, {"q5"}, [("q5", "a"), ("q5", "b")]
-    )
-    assert flat[:, runs].tolist() == [0.0, 0.0] and flat[:, missing].tolist() == [0.0, 0.0]  # all alike: no spread
+            assert roc_auc(beyond[:, runs], relevant) > max(0.9, roc_auc(raw[:, runs], relevant))
+            assert roc_auc(beyond[:, scores], relevant) > 0.9
+        some = [0, 41, 805]  # the same values whichever pairs are estimated with them: fitted over the whole pool
+        _, alone = with_systems(matrix[some].copy(), [keys[i] for i in some], discounts, keys, scored, features)
+        assert alone[:, [runs, scores]] == pytest.approx(beyond[some][:, [runs, scores]])
+    unpooled = matrix[:1].copy()
+    _, outside = with_systems(unpooled, [("q-none", "c0")], discounts, keys, scored, features)
+    assert outside[0, runs] == 0.0 and outside[0, scores] == 0.0  # a query no system was pooled for: nothing to say
+    few = keys[:40]  # one query's 40 pairs: too few to tell what the systems know beyond the features, so no bet
+    _, small = with_systems(matrix[:40].copy(), few, discounts, few, scored, features)
+    assert small[:, runs].tolist() == [0.0] * 40 and small[:, scores].tolist() == [0.0] * 40
+    broken = dict(features)
+    broken[keys[3]] = np.full(len(FEATURES), np.nan)  # one bad stored row spoils its own estimate, not the pool's
+    _, spoiled = with_systems(matrix.copy(), keys, discounts, keys, scored, broken)
+    assert np.isfinite(np.delete(spoiled[:, runs], 3)).all()
 
 
 def test_a_pooled_system_that_knows_what_the_features_miss_earns_weight_from_the_verdicts(pair_queue, capsys):
@@ -415,8 +392,9 @@ def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_
     weights = refitted["model"]["weights"]
     knows = weights["system:run:knows"]
     assert knows > 0 and all(knows > abs(weights[f"system:run:blind-{n}"]) for n in range(1, 5)), weights
-    # the mean over five systems, four of them blind, says less: the verdicts move it less from the prior's bet
-    assert knows > abs(weights["runs"] - AGREEMENT_WEIGHT)
+    # 52 pooled pairs are too few to tell what the systems agree on beyond the features (twice the regressors): that
+    # column is 0 throughout, and its weight stays the prior's bet
+    assert weights["runs"] == pytest.approx(AGREEMENT_WEIGHT)
 
 
 def test_a_refit_reads_the_pooled_systems_scores_from_the_pool_and_weighs_the_one_that_knows(pair_queue, capsys):

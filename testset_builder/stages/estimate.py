@@ -48,9 +48,15 @@ FEATURES = (
     "runs",  # the systems `propose --runs` pooled: their mean 1 / log2(1 + rank), a z-score over the query's pool,
     # less what the pair's retrieval features predict of it (agreement_beyond): what BM25 and MiniLM do not know
     "runs_missing",  # 1 when no system was pooled for the query
+    "scores",  # the pooled systems' mean score (each standardised over every query), less what the features predict of
+    # it, over its deviation (agreement_beyond): unlike ranks, scores that mean the same in every query tell them apart
 )
-LEGACY_FEATURES = len(FEATURES) - 2  # stored before the pooled systems' columns: read with none pooled
-# The features the shipped priors use; the others start at weight 0 and earn one from a workspace's verdicts. Fitted on
+LEGACY_FEATURES = len(FEATURES) - 3  # stored before the pooled systems' columns: read with none pooled
+# the values a stored row of fewer features (from an older version) takes in the columns it lacks: none pooled
+_PADDING = (0.0, 1.0, 0.0)
+STORED_LENGTHS = (len(FEATURES), len(FEATURES) - 1, LEGACY_FEATURES)
+# The features the shipped priors fit; the others start at weight 0 (the systems' agreement beyond the features: a
+# weight set by hand, AGREEMENT_WEIGHT) and earn one from a workspace's verdicts. Fitted on
 # four domains and checked on the fifth, in turn (benchmarks/estimate_transfer.py), these three rank held-out pairs
 # better than all nine retrieval features on every domain (mean ROC AUC 0.790 against 0.779): the ranks' logarithms and
 # the raw BM25 ratio depend on the corpus's size and the query's length, so they do not transfer, and per-query z-scores
@@ -122,6 +128,7 @@ RUN_COLUMN = "system:"  # how a pooled system's own column is named among a mode
 # At 1.0 the price was up to 0.010 and the gain 0.053; the raw agreement (not residualised) at 0.5 cost MED 0.013 where
 # only lexical systems were pooled. A workspace's verdicts refit it like any weight.
 AGREEMENT_WEIGHT = 0.75
+SCORE_WEIGHT = 0.5
 
 
 # Fitted on five domains' pools, each domain weighing the same (60 queries each, BM25 top 30, dense top 30 and their
@@ -136,7 +143,7 @@ AGREEMENT_WEIGHT = 0.75
 PRIOR = RelevanceModel(
     name="prior:five-domains-v4",
     bias=-3.2441,
-    weights=(3.1572, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3469, 0.3253, 0.0, AGREEMENT_WEIGHT, 0.0),
+    weights=(3.1572, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3469, 0.3253, 0.0, AGREEMENT_WEIGHT, 0.0, SCORE_WEIGHT),
 )
 
 
@@ -144,7 +151,7 @@ PRIOR = RelevanceModel(
 PRIOR_LEXICAL = RelevanceModel(
     name="prior:five-domains-lexical-v4",
     bias=-1.7897,
-    weights=(0.0, 0.0, 0.4190, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3220, 0.0, AGREEMENT_WEIGHT, 0.0),
+    weights=(0.0, 0.0, 0.4190, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3220, 0.0, AGREEMENT_WEIGHT, 0.0, SCORE_WEIGHT),
 )
 
 
@@ -232,7 +239,7 @@ def agreement_of(discounts: Mapping[str, Mapping[Pair, float]]) -> tuple[dict[Pa
     """Each pair's mean discount over the systems pooled for its query (0 from a system whose top leaves the chunk
     out), and the queries any system was pooled for. A pair many systems rank high is likelier relevant when the
     systems know something BM25 and the dense model do not; how much, a refit learns from the workspace's verdicts
-    (the prior gives it no weight)."""
+    (the priors weigh what they agree on beyond the features: :func:`agreement_beyond`)."""
     sums: dict[Pair, float] = {}
     systems: dict[str, set[str]] = {}
     for system, found in discounts.items():
@@ -272,33 +279,97 @@ def agreement_basis(matrix: np.ndarray) -> np.ndarray:
     constant, the retrieval features, each retriever's rank as nDCG's discount (1 / log2(1 + rank), as the agreement
     counts ranks) and the pairwise products (squares included) of the discounts and the per-query scores."""
     x = np.atleast_2d(np.asarray(matrix, dtype=float))
-    discounts = [math.log(2.0) / x[:, FEATURES.index(name)] for name in ("bm25_log_rank", "dense_log_rank")]
+    discounts = [  # a log-rank is at least log 2 (rank 1)
+        math.log(2.0) / np.maximum(x[:, FEATURES.index(name)], math.log(2.0))
+        for name in ("bm25_log_rank", "dense_log_rank")
+    ]
     core = [x[:, FEATURES.index(name)] for name in _CORE] + discounts
     products = [core[i] * core[j] for i in range(len(core)) for j in range(i, len(core))]
     linear = [x[:, FEATURES.index(name)] for name in _LINEAR]
     return np.column_stack([np.ones(len(x)), *linear, *discounts, *products])
 
 
+CHUNK_ROWS = 65536  # rows of the agreement's basis built at once: its least squares by normal equations, in blocks
+
+
+def _usable(
+    matrix: np.ndarray, keys: Sequence[Pair], rows: np.ndarray, reference: np.ndarray, reference_keys, at: int, fit_rows
+) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` and ``fit_rows`` less the rows of a query whose reference values of column ``at`` are all alike (its
+    systems rank or score every pooled pair alike: nothing to explain) and those with a non-finite feature."""
+    spread: dict[str, list[float]] = {}
+    for i in np.flatnonzero(fit_rows):
+        spread.setdefault(reference_keys[i][0], []).append(reference[i, at])
+    informative = {q for q, found in spread.items() if max(found) - min(found) > 1e-12}
+
+    def kept(x: np.ndarray, of: Sequence[Pair], where: np.ndarray) -> np.ndarray:
+        return where & np.isfinite(x).all(axis=1) & np.array([q in informative for q, _ in of], dtype=bool)
+
+    return kept(matrix, keys, rows), kept(reference, reference_keys, fit_rows)
+
+
+def _least_squares(features: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The coefficients of ``values`` on :func:`agreement_basis` of ``features`` (the minimum-norm solution where
+    regressors coincide, as without a dense model), by normal equations summed over blocks of rows."""
+    gram, moment = None, None
+    for start in range(0, len(values), CHUNK_ROWS):
+        basis = agreement_basis(features[start : start + CHUNK_ROWS])
+        block = values[start : start + CHUNK_ROWS]
+        gram = basis.T @ basis if gram is None else gram + basis.T @ basis
+        moment = basis.T @ block if moment is None else moment + basis.T @ block
+    scale = np.sqrt(np.maximum(np.diag(gram), 1e-300))  # equilibrated, so no regressor's unit decides the rank
+    solved, *_ = np.linalg.lstsq(gram / np.outer(scale, scale), moment / scale, rcond=1e-10)
+    return solved / scale
+
+
 def agreement_beyond(
-    matrix: np.ndarray, keys: Sequence[Pair], reference: np.ndarray, reference_keys: Sequence[Pair]
+    matrix: np.ndarray,
+    keys: Sequence[Pair],
+    reference: np.ndarray,
+    reference_keys: Sequence[Pair],
+    column: str = "runs",
+    rows: np.ndarray | None = None,
+    reference_rows: np.ndarray | None = None,
 ) -> None:
-    """Replace the ``runs`` column of ``matrix`` (rows: ``keys``, filled by :func:`with_runs`) by what the pooled
-    systems agree on beyond the pairs' retrieval features: the column less its least-squares fit on
-    :func:`agreement_basis`, the fit made on the ``reference`` rows (the workspace's pooled pairs whose query had
-    systems pooled, filled the same way; ``reference_keys`` name them), so a pair's value does not depend on which
-    pairs are estimated with it. Systems that are fusions and re-rankings of BM25 and the dense model agree on
-    nothing the features do not say, and their column shrinks towards 0; systems that know more (a cross-encoder, a
-    shared task's runs) keep what they know. Too few reference rows to fit (fewer than twice the regressors): 0."""
-    runs, missing = FEATURES.index("runs"), FEATURES.index("runs_missing")
-    fit_rows = [i for i in range(len(reference_keys)) if reference[i, missing] == 0.0]
-    rows = matrix[:, missing] == 0.0
-    basis = agreement_basis(reference[fit_rows]) if fit_rows else np.zeros((0, 0))
-    if len(fit_rows) < 2 * max(1, basis.shape[1]):
-        matrix[rows, runs] = 0.0
-        return
-    beta, *_ = np.linalg.lstsq(basis, reference[fit_rows, runs], rcond=None)
-    if rows.any():
-        matrix[rows, runs] = matrix[rows, runs] - agreement_basis(matrix[rows]) @ beta
+    """Replace ``column`` of ``matrix`` (rows: ``keys``; filled by :func:`with_runs`, or the systems' mean score) by
+    what the pooled systems agree on beyond the pairs' retrieval features: the column less its least-squares fit on
+    :func:`agreement_basis`, the fit made on the ``reference`` rows (``reference_keys``: the workspace's pooled
+    pairs, filled the same way), so a pair's value does not depend on which pairs are estimated with it. ``rows``
+    and ``reference_rows`` say where the column applies (default: the queries some system was pooled for,
+    ``runs_missing`` 0); elsewhere, in a query whose systems rank or score every pair alike, and in a row with a
+    non-finite feature, it is 0. Systems that are fusions and re-rankings of BM25 and the dense model agree on
+    nothing the features do not say, and the column shrinks towards 0; systems that know more (a cross-encoder, a
+    shared task's runs) keep what they know. The ``scores`` column is then divided by the reference values'
+    deviation (scores come in any unit; ranks' discounts are already standardised per query). Too few reference
+    rows to fit (fewer than twice the regressors): 0."""
+    at, missing = FEATURES.index(column), FEATURES.index("runs_missing")
+    rows = matrix[:, missing] == 0.0 if rows is None else np.asarray(rows, dtype=bool)
+    fit_rows = reference[:, missing] == 0.0 if reference_rows is None else np.asarray(reference_rows, dtype=bool)
+    rows, fit_rows = _usable(matrix, keys, rows, reference, reference_keys, at, fit_rows)
+    values = reference[fit_rows, at]
+    out = np.zeros(len(matrix))
+    spread = float(values.std()) if column == "scores" and len(values) else 1.0
+    if len(values) >= 2 * agreement_basis(reference[:1]).shape[1] and spread > 1e-12 and rows.any():
+        beta = _least_squares(reference[fit_rows], values)
+        for start in range(0, len(matrix), CHUNK_ROWS):
+            inside = np.flatnonzero(rows[start : start + CHUNK_ROWS]) + start
+            if len(inside):
+                predicted = agreement_basis(matrix[inside]) @ beta
+                out[inside] = (matrix[inside, at] - predicted) / spread
+    matrix[:, at] = out
+
+
+def _mean_score(matrix: np.ndarray, keys: Sequence[Pair], by_score: np.ndarray, scored: Sequence[set[str]]):
+    """Fill the ``scores`` column with each pair's mean over the systems that gave scores for its query (of
+    :func:`score_columns`' columns ``by_score``; ``scored``: each column's queries); returns where any did."""
+    counts = np.zeros(len(keys))
+    total = np.zeros(len(keys))
+    for j, queries in enumerate(scored):
+        inside = np.array([q in queries for q, _ in keys], dtype=bool)
+        counts += inside
+        total += np.where(inside, by_score[:, j], 0.0)
+    matrix[:, FEATURES.index("scores")] = np.where(counts > 0, total / np.maximum(counts, 1.0), 0.0)
+    return counts > 0
 
 
 def with_systems(
@@ -316,14 +387,22 @@ def with_systems(
     names (a system's, then ``score:<system>``), in their order."""
     agreement, ran = agreement_of(discounts)
     with_runs(matrix, keys, agreement, ran, reference)
+    scores = scores or {}
+    scored, by_score = score_columns(scores, keys, reference)
+    by_system = [{q for q, _ in scores[name[len(SCORE_COLUMN) :]]} for name in scored]
+    has_scores = _mean_score(matrix, keys, by_score, by_system)
     if features is not None:
         known = [pair for pair in reference if pair in features]
         fitted_on = np.vstack([features[pair] for pair in known]) if known else np.zeros((0, len(FEATURES)))
         fitted_on = np.array(fitted_on[:, : len(FEATURES)], dtype=float)
         with_runs(fitted_on, known, agreement, ran, reference)
         agreement_beyond(matrix, keys, fitted_on, known)
+        _, reference_scores = score_columns(scores, known, reference)
+        reference_scored = _mean_score(fitted_on, known, reference_scores, by_system)
+        agreement_beyond(matrix, keys, fitted_on, known, "scores", has_scores, reference_scored)
+    else:
+        matrix[:, FEATURES.index("scores")] = 0.0  # what the systems' scores say beyond the features needs them
     systems, columns = system_columns(discounts, keys, reference)
-    scored, by_score = score_columns(scores or {}, keys, reference)
     return systems + scored, np.hstack([matrix, columns, by_score])
 
 
@@ -556,9 +635,9 @@ def _workspace_features(workspace, pairs: Sequence[Pair], indexes=None) -> tuple
 
     stored = store.estimates(workspace.db)
     features = {
-        pair: np.asarray(e.features + (0.0, 1.0)[: len(FEATURES) - len(e.features)], dtype=float)
+        pair: np.asarray(e.features + _PADDING[len(e.features) - LEGACY_FEATURES :], dtype=float)
         for pair, e in stored.items()
-        if len(e.features) in (len(FEATURES), LEGACY_FEATURES)
+        if len(e.features) in STORED_LENGTHS
     }
     todo: dict[str, list[str]] = {}
     for query_id, chunk_id in pairs:
@@ -670,7 +749,8 @@ def current_model(workspace, indexes=None, strength: float = REFIT_STRENGTH) -> 
 
     pooled = store.candidate_pairs(workspace.db)
     graded = sorted(set(pooled) & set(human_labels(rows.iter_judgments(workspace.db))))
-    features, _, dense = _workspace_features(workspace, graded, indexes)
+    # every pooled pair's features, stored or computed: what the systems agree on beyond them is fitted over the pool
+    features, _, dense = _workspace_features(workspace, pooled, indexes)
     return _fitted(workspace, features, graded, dense, strength, pooled).model
 
 

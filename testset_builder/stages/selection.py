@@ -114,10 +114,10 @@ def horvitz_thompson_mean(values: Sequence[float], probabilities: Sequence[float
 
 def best_rank(estimate) -> float:
     """A stored estimate's best rank by the tool's retrievers, from its features (log(1 + rank) each)."""
-    from .estimate import FEATURES, LEGACY_FEATURES
+    from .estimate import FEATURES, STORED_LENGTHS
 
     features = estimate.features
-    if len(features) not in (len(FEATURES), LEGACY_FEATURES):  # the ranks are among the first features either way
+    if len(features) not in STORED_LENGTHS:  # the ranks are among the first features either way
         return 1.0
     return float(min(math.expm1(features[FEATURES.index(name)]) for name in ("bm25_log_rank", "dense_log_rank")))
 
