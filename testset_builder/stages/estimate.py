@@ -8,8 +8,9 @@ the LLM judge's P(relevant) when there is one. A logistic model combines them in
 
 - Before any verdict the shipped prior applies: coefficients fitted on five domains' human labels (see
   :data:`PRIOR`), by ``benchmarks/estimate_transfer.py --fit``, which also checks it leave-one-domain-out. The
-  LLM carries no weight in it: the embedded judge is at chance. Where `propose --runs` pooled systems, what they
-  agree on beyond BM25's and the dense model's say (:func:`agreement_beyond`) carries :data:`AGREEMENT_WEIGHT`.
+  LLM carries no weight in it: the embedded judge is at chance. Where `propose --runs` pooled systems, what their
+  ranks and their scores agree on beyond BM25's and the dense model's say (:func:`agreement_beyond`) carries
+  :data:`AGREEMENT_WEIGHT` and :data:`SCORE_WEIGHT`.
 - With verdicts the model is refitted per workspace, on the features and two columns per system `propose --runs`
   pooled, its ranks per query (:func:`system_columns`) and its scores over all queries (:func:`score_columns`),
   weight 0 in the priors (:func:`refit` fits the features alone): a logistic regression whose coefficients are
@@ -56,7 +57,7 @@ LEGACY_FEATURES = len(FEATURES) - 3  # stored before the pooled systems' columns
 _PADDING = (0.0, 1.0, 0.0)
 STORED_LENGTHS = (len(FEATURES), len(FEATURES) - 1, LEGACY_FEATURES)
 # The features the shipped priors fit; the others start at weight 0 (the systems' agreement beyond the features: a
-# weight set by hand, AGREEMENT_WEIGHT) and earn one from a workspace's verdicts. Fitted on
+# weight set by hand, AGREEMENT_WEIGHT and SCORE_WEIGHT) and earn one from a workspace's verdicts. Fitted on
 # four domains and checked on the fifth, in turn (benchmarks/estimate_transfer.py), these three rank held-out pairs
 # better than all nine retrieval features on every domain (mean ROC AUC 0.790 against 0.779): the ranks' logarithms and
 # the raw BM25 ratio depend on the corpus's size and the query's length, so they do not transfer, and per-query z-scores
@@ -118,15 +119,18 @@ class RelevanceModel:
 RUN_COLUMN = "system:"  # how a pooled system's own column is named among a model's weights
 
 
-# The priors' weight on what the pooled systems agree on beyond the retrieval features (the ``runs`` column after
-# agreement_beyond). No domain here can fit it (their systems know no more than BM25 and MiniLM), so it is a bet, and
-# its price and gain were measured on the workflow check's pools (benchmarks/workflow_check.py; each collection's
-# prior fitted without it): where the 13 pooled systems are fusions and re-rankings of BM25 and MiniLM, or only the
-# lexical ones are pooled, the estimate's ROC AUC before any verdict moves by -0.006 to 0.000 (CISI, Cranfield, MED,
-# NPL, SciFact); with three systems that know more pooled beside them +0.008 to +0.012 (CISI, Cranfield, NPL); in a
-# shared task's pool, where most systems know more, +0.041 (CISI, 0.647 to 0.689) and +0.037 (NPL, 0.755 to 0.792).
-# At 1.0 the price was up to 0.010 and the gain 0.053; the raw agreement (not residualised) at 0.5 cost MED 0.013 where
-# only lexical systems were pooled. A workspace's verdicts refit it like any weight.
+# The priors' weights on what the pooled systems agree on beyond the retrieval features (the ``runs`` and ``scores``
+# columns after agreement_beyond). No domain here can fit them (their systems know no more than BM25 and MiniLM), so
+# they are bets, and their price and gain were measured on the workflow check's pools (benchmarks/workflow_check.py;
+# each collection's prior fitted without it). Where the 13 pooled systems are fusions and re-rankings of BM25 and
+# MiniLM, or only the lexical ones are pooled, the estimate's ROC AUC before any verdict moves by -0.007 to +0.001
+# (CISI, Cranfield, MED, NPL, SciFact); with three systems that know more pooled beside them by +0.020 or +0.021
+# (CISI, Cranfield, NPL); in a shared task's pool, where most systems know more, by +0.077 (CISI, 0.647 to 0.724) and
+# +0.068 (NPL, 0.755 to 0.823). The ranks' part alone (AGREEMENT_WEIGHT) gave -0.006 to 0.000, +0.008 to +0.012 and
+# +0.041 / +0.037; at 1.0 it cost up to 0.010 and gained up to 0.053; the raw agreement (not residualised) at 0.5
+# cost MED 0.013 where only lexical systems were pooled. The scores' part tells queries apart, which ranks per query
+# cannot: on the shared-task pools the rank correlation of a query's expected count of relevant pairs with its true
+# count rose from 0.29 to 0.46-0.50. A workspace's verdicts refit both like any weight.
 AGREEMENT_WEIGHT = 0.75
 SCORE_WEIGHT = 0.5
 
