@@ -279,6 +279,44 @@ def test_the_systems_agreement_counts_only_what_the_retrieval_features_do_not_al
     assert np.isfinite(np.delete(spoiled[:, runs], 3)).all()
 
 
+def test_the_pooled_systems_agreement_is_the_mean_discount_they_give_a_pair_over_the_systems_pooled_for_its_query():
+    from testset_builder.stages.estimate import run_agreement, with_runs
+
+    rows = [("q1", "a", "run:x", 1), ("q1", "b", "run:x", 3), ("q1", "a", "run:y", 7), ("q2", "c", "run:x", 1)]
+    agreement, queries = run_agreement(rows)
+    assert queries == {"q1", "q2"}
+    assert agreement[("q1", "a")] == pytest.approx((1 / np.log2(2) + 1 / np.log2(8)) / 2)
+    assert agreement[("q1", "b")] == pytest.approx((1 / np.log2(4)) / 2)  # run:y's top leaves it out
+    assert agreement[("q2", "c")] == pytest.approx(1.0)  # the only system pooled for q2 ranks it first
+    rows += [("q2", "d", "run:x", 2), ("q4", "e", "run:x", 1), ("q4", "f", "run:x", 2)]
+    agreement, queries = run_agreement(rows)
+    reference = [("q1", "a"), ("q1", "b"), ("q1", "z"), ("q2", "c"), ("q2", "d"), ("q2", "y"), ("q3", "a")]
+    reference += [("q4", "e"), ("q4", "f")]
+    keys = [("q1", "a"), ("q1", "b"), ("q1", "z"), ("q2", "c"), ("q2", "y"), ("q3", "a"), ("q4", "e"), ("q1", "w")]
+    matrix = np.zeros((len(keys), len(FEATURES)))
+    with_runs(matrix, keys, agreement, queries, reference)
+    runs, missing = FEATURES.index("runs"), FEATURES.index("runs_missing")
+
+    def z(value: float, scale: list[float]) -> float:  # standardised against the query's reference pairs
+        return (value - np.mean(scale)) / np.std(scale)
+
+    q1 = [agreement[("q1", "a")], agreement[("q1", "b")], 0.0]  # no system ranks z
+    q2 = [1.0, 1 / np.log2(3), 0.0]
+    q4 = [1.0, 1 / np.log2(3)]
+    expected = [z(q1[0], q1), z(q1[1], q1), z(0.0, q1), z(1.0, q2), z(0.0, q2), 0.0, z(1.0, q4), z(0.0, q1)]
+    assert matrix[:, runs] == pytest.approx(expected)  # each query on its own scale; w, asked about, on q1's
+    assert matrix[:, missing].tolist() == [0.0] * 5 + [1.0, 0.0, 0.0]  # q3: none pooled, not "every system missed it"
+
+    alone = np.zeros((1, len(FEATURES)))
+    with_runs(alone, [("q1", "a")], agreement, queries, reference)
+    assert alone[0, runs] == pytest.approx(matrix[0, runs])  # the same value whichever pairs are fitted with it
+    flat = np.zeros((2, len(FEATURES)))
+    with_runs(
+        flat, [("q5", "a"), ("q5", "b")], {("q5", "a"): 0.5, ("q5", "b"): 0.5}, {"q5"}, [("q5", "a"), ("q5", "b")]
+    )
+    assert flat[:, runs].tolist() == [0.0, 0.0] and flat[:, missing].tolist() == [0.0, 0.0]  # all alike: no spread
+
+
 def test_a_pooled_system_that_knows_what_the_features_miss_earns_weight_from_the_verdicts(pair_queue, capsys):
     import zlib
 

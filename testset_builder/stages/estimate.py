@@ -368,8 +368,10 @@ def _mean_score(matrix: np.ndarray, keys: Sequence[Pair], by_score: np.ndarray, 
     :func:`score_columns`' columns ``by_score``; ``scored``: each column's queries); returns where any did."""
     counts = np.zeros(len(keys))
     total = np.zeros(len(keys))
+    number: dict[str, int] = {}
+    of_key = np.array([number.setdefault(q, len(number)) for q, _ in keys], dtype=int)
     for j, queries in enumerate(scored):
-        inside = np.array([q in queries for q, _ in keys], dtype=bool)
+        inside = np.isin(of_key, [i for q, i in number.items() if q in queries])
         counts += inside
         total += np.where(inside, by_score[:, j], 0.0)
     matrix[:, FEATURES.index("scores")] = np.where(counts > 0, total / np.maximum(counts, 1.0), 0.0)
