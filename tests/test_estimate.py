@@ -245,7 +245,7 @@ def _systems(keys, matrix, knows: np.ndarray | None) -> tuple[dict, dict]:
 
 
 def test_the_systems_agreement_counts_only_what_the_retrieval_features_do_not_already_say():
-    from testset_builder.stages.estimate import agreement_of, with_runs, with_systems
+    from testset_builder.stages.estimate import SCORE_CLIP, agreement_of, with_runs, with_systems, without_dense
     from testset_builder.stages.relevance import roc_auc
 
     rng = np.random.default_rng(7)
@@ -277,6 +277,12 @@ def test_the_systems_agreement_counts_only_what_the_retrieval_features_do_not_al
     broken[keys[3]] = np.full(len(FEATURES), np.nan)  # one bad stored row spoils its own estimate, not the pool's
     _, spoiled = with_systems(matrix.copy(), keys, discounts, keys, scored, broken)
     assert np.isfinite(np.delete(spoiled[:, runs], 3)).all()
+    flat = {**scored, "flat": dict.fromkeys(scored["fusion"], 1.0)}  # a run whose scores are all alike says nothing
+    _, with_flat = with_systems(matrix.copy(), keys, {**discounts, "flat": discounts["fusion"]}, keys, flat, features)
+    assert with_flat[:, scores] == pytest.approx(beyond[:, scores])  # and does not dilute the others' mean
+    lexical = {pair: without_dense(row[None, :], 1000)[0] for pair, row in features.items()}  # a pool without dense
+    _, asked = with_systems(matrix[:5].copy(), keys[:5], discounts, keys, scored, lexical)  # asked with dense features
+    assert np.isfinite(asked[:, [runs, scores]]).all() and np.abs(asked[:, [runs, scores]]).max() <= SCORE_CLIP
 
 
 def test_the_pooled_systems_agreement_is_the_mean_discount_they_give_a_pair_over_the_systems_pooled_for_its_query():

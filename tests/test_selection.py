@@ -184,6 +184,6 @@ def test_a_pairs_best_rank_is_read_from_features_stored_before_the_pooled_system
 
     features = [0.0] * len(FEATURES)
     features[FEATURES.index("bm25_log_rank")], features[FEATURES.index("dense_log_rank")] = math.log1p(4), math.log1p(9)
-    for stored in (features, features[:LEGACY_FEATURES]):
+    for stored in (features, features[:-1], features[:LEGACY_FEATURES]):  # as written by this version and two before
         assert best_rank(StoredEstimate("q", "c", 0.5, "prior", 0, tuple(stored))) == pytest.approx(4.0)
     assert best_rank(StoredEstimate("q", "c", 0.5, "prior", 0, (0.1, 0.2))) == 1.0  # unreadable: the top, to be safe

@@ -260,10 +260,10 @@ def with_runs(
     queries: set[str],
     reference: Iterable[Pair],
 ) -> None:
-    """Fill in the pooled systems' columns of ``matrix`` (one row per pair of ``keys``) in place: each pair's
-    agreement as a z-score against its query's ``reference`` pairs (the workspace's pooled and queued pairs: the same
-    scale whichever pairs are being fitted or asked about; a deviation of 1 is what a refit can weigh from a few
-    hundred verdicts, as the other per-query features, where the raw discount spreads by about 0.2), 0 where no
+    """Fill in the ``runs`` and ``runs_missing`` columns of ``matrix`` (one row per pair of ``keys``) in place: each
+    pair's agreement as a z-score against its query's ``reference`` pairs (the workspace's pooled and queued pairs:
+    the same scale whichever pairs are being fitted or asked about; a deviation of 1 is what a refit can weigh from a
+    few hundred verdicts, as the other per-query features, where the raw discount spreads by about 0.2), 0 where no
     system was pooled for the query or its reference pairs all agree alike: :func:`system_columns` of the mean, as
     one system."""
     mean = {pair: value for pair, value in agreement.items() if pair[0] in queries}
@@ -321,9 +321,13 @@ def _least_squares(features: np.ndarray, values: np.ndarray) -> np.ndarray:
         block = values[start : start + CHUNK_ROWS]
         gram = basis.T @ basis if gram is None else gram + basis.T @ basis
         moment = basis.T @ block if moment is None else moment + basis.T @ block
-    scale = np.sqrt(np.maximum(np.diag(gram), 1e-300))  # equilibrated, so no regressor's unit decides the rank
-    solved, *_ = np.linalg.lstsq(gram / np.outer(scale, scale), moment / scale, rcond=1e-10)
-    return solved / scale
+    diagonal = np.diag(gram)
+    kept = diagonal > 1e-12 * diagonal.max()  # a regressor 0 on every reference row (no dense model): no coefficient
+    scale = np.sqrt(diagonal[kept])  # equilibrated, so no regressor's unit decides the rank
+    solved, *_ = np.linalg.lstsq(gram[np.ix_(kept, kept)] / np.outer(scale, scale), moment[kept] / scale, rcond=1e-10)
+    out = np.zeros(len(diagonal))
+    out[kept] = solved / scale
+    return out
 
 
 def agreement_beyond(
@@ -344,8 +348,9 @@ def agreement_beyond(
     non-finite feature, it is 0. Systems that are fusions and re-rankings of BM25 and the dense model agree on
     nothing the features do not say, and the column shrinks towards 0; systems that know more (a cross-encoder, a
     shared task's runs) keep what they know. The ``scores`` column is then divided by the reference values'
-    deviation (scores come in any unit; ranks' discounts are already standardised per query). Too few reference
-    rows to fit (fewer than twice the regressors): 0."""
+    deviation (scores come in any unit; ranks' discounts are already standardised per query); both are clipped at
+    :data:`SCORE_CLIP` (a row unlike every reference row, as a pair scored with the dense model in a pool scored
+    without it, would be extrapolated far). Too few reference rows to fit (fewer than twice the regressors): 0."""
     at, missing = FEATURES.index(column), FEATURES.index("runs_missing")
     rows = matrix[:, missing] == 0.0 if rows is None else np.asarray(rows, dtype=bool)
     fit_rows = reference[:, missing] == 0.0 if reference_rows is None else np.asarray(reference_rows, dtype=bool)
@@ -359,7 +364,7 @@ def agreement_beyond(
             inside = np.flatnonzero(rows[start : start + CHUNK_ROWS]) + start
             if len(inside):
                 predicted = agreement_basis(matrix[inside]) @ beta
-                out[inside] = (matrix[inside, at] - predicted) / spread
+                out[inside] = np.clip((matrix[inside, at] - predicted) / spread, -SCORE_CLIP, SCORE_CLIP)
     matrix[:, at] = out
 
 
@@ -395,8 +400,7 @@ def with_systems(
     with_runs(matrix, keys, agreement, ran, reference)
     scores = scores or {}
     scored, by_score = score_columns(scores, keys, reference)
-    by_system = [{q for q, _ in scores[name[len(SCORE_COLUMN) :]]} for name in scored]
-    has_scores = _mean_score(matrix, keys, by_score, by_system)
+    matrix[:, FEATURES.index("scores")] = 0.0  # what the systems' scores say beyond the features needs those features
     if features is not None:
         known = [pair for pair in reference if pair in features]
         fitted_on = np.vstack([features[pair] for pair in known]) if known else np.zeros((0, len(FEATURES)))
@@ -404,10 +408,12 @@ def with_systems(
         with_runs(fitted_on, known, agreement, ran, reference)
         agreement_beyond(matrix, keys, fitted_on, known)
         _, reference_scores = score_columns(scores, known, reference)
-        reference_scored = _mean_score(fitted_on, known, reference_scores, by_system)
+        # a system score_columns could not scale (its scores all alike) gives a column of 0s: it is left out of the mean
+        scaled = np.flatnonzero(np.any(reference_scores != 0.0, axis=0))
+        by_system = [{q for q, _ in scores[scored[j][len(SCORE_COLUMN) :]]} for j in scaled]
+        has_scores = _mean_score(matrix, keys, by_score[:, scaled], by_system)
+        reference_scored = _mean_score(fitted_on, known, reference_scores[:, scaled], by_system)
         agreement_beyond(matrix, keys, fitted_on, known, "scores", has_scores, reference_scored)
-    else:
-        matrix[:, FEATURES.index("scores")] = 0.0  # what the systems' scores say beyond the features needs them
     systems, columns = system_columns(discounts, keys, reference)
     return systems + scored, np.hstack([matrix, columns, by_score])
 
