@@ -64,7 +64,7 @@ STORED_LENGTHS = (len(FEATURES), len(FEATURES) - 1, LEGACY_FEATURES)
 # do. The pooled systems' raw agreement is not fitted either: the systems these domains can build are fusions and
 # re-rankings of BM25 and MiniLM, whose agreement adds nothing to their own scores (mean held-out AUC 0.789-0.792 with
 # it in five forms, 0.791 without); what the priors weigh is the part of it the features do not explain, at a weight
-# set by hand (AGREEMENT_WEIGHT). Pseudo-relevance
+# set by hand (AGREEMENT_WEIGHT; the scores' part likewise, SCORE_WEIGHT). Pseudo-relevance
 # feedback (the chunk's cosine to the query's top hits' centroid), an IDF-weighted word overlap, the chunk's length and
 # the query's best cosine were tried there too and raised no domain's AUC by more than 0.01 on average; the best cosine
 # of any two-sentence window of the chunk raised the mean by 0.006 (0.797 as a z-score, 0.794 raw; MED +0.011, SciFact
