@@ -1,0 +1,138 @@
+"""Prediction-powered figures of retrieval metrics: most labels estimated, some given by humans on pairs drawn with
+known probabilities (:mod:`~testset_builder.stages.selection`). ``guides/statistics.md`` states the estimand, the
+estimator, its variance and its assumptions; this package follows it:
+
+- :mod:`.pool`: the pairs as arrays, and the predictions plugged in (cross-fitted where they are refitted);
+- :mod:`.totals`: each per-query total by the difference estimator, design-unbiased for any prediction;
+- :mod:`.ratios`: each metric from its totals (recall and nDCG are ratios), with stated guards;
+- :mod:`.variance`: the Poisson design's variance by the delta method, queries summed, and the interval.
+
+The target is the metric of *these* queries on complete labels of their pools: what labelling every pooled pair
+would have given (trec_eval's pooling convention: a result outside the pool counts as not relevant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import ratios
+from .pool import CALIBRATIONS, FOLDS, USES, Pool, PooledPair, Predictions, grade_shares
+from .ratios import ideal_dcg
+from .totals import total
+from .variance import Z95, Figure, Interval, interval
+
+METRICS = ("precision", "dcg", "ndcg", "recall")
+CALIBRATION = "none"  # the textbook estimator: the estimates plugged in as given
+
+
+def figure(pool: Pool, ranks: np.ndarray, metric: str, k: int, use: str = "ppi") -> Figure:
+    """One run's figure over ``pool``: ``ranks`` its rank of each pair (inf where it does not hold it), ``use``
+    "ppi" (estimates corrected by the drawn verdicts), "human" (the verdicts alone, nothing plugged in) or
+    "estimate" (the estimates alone, no interval)."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; prediction-powered estimates know {', '.join(METRICS)}")
+    if use not in USES:
+        raise ValueError(f"use is one of {', '.join(USES)}")
+    predicted, correct = pool.predictions(use), use != "estimate"
+    coefficient = ratios.rank_discount(np.asarray(ranks, dtype=float), k, metric)
+    ones = np.ones(len(pool))
+    verified, verified_high = pool.verified() if correct else _certain_counts(pool)
+    if metric in ("precision", "dcg"):
+        part = total(pool, coefficient, pool.relevant, predicted.relevant, correct)
+        value, influence = part.per_query, part.residual
+    elif metric == "recall":
+        hits = total(pool, coefficient, pool.relevant, predicted.relevant, correct)
+        count = total(pool, ones, pool.relevant, predicted.relevant, correct)
+        value, by_hits, by_count = ratios.recall(hits.per_query, count.per_query, verified)
+        influence = by_hits[pool.query] * hits.residual + by_count[pool.query] * count.residual
+    else:
+        dcg = total(pool, coefficient, pool.gain, predicted.gain, correct)
+        high = total(pool, ones, (pool.gain >= 2).astype(float), predicted.high, correct)
+        count = total(pool, ones, pool.relevant, predicted.relevant, correct)
+        value, by_dcg, by_high, by_count = ratios.ndcg(
+            dcg.per_query, high.per_query, count.per_query, verified, verified_high, k
+        )
+        influence = (
+            by_dcg[pool.query] * dcg.residual
+            + by_high[pool.query] * high.residual
+            + by_count[pool.query] * count.residual
+        )
+    return Figure(pool, value, influence / pool.queries, correct)
+
+
+def _certain_counts(pool: Pool) -> tuple[np.ndarray, np.ndarray]:
+    relevant = np.bincount(pool.query, pool.certain * pool.relevant, pool.queries)
+    high = np.bincount(pool.query, pool.certain * (pool.gain >= 2), pool.queries)
+    return relevant, high
+
+
+def estimate(
+    pairs: Sequence[PooledPair], metric: str, k: int, use: str = "ppi", calibrate: str = CALIBRATION
+) -> Interval:
+    """The mean of ``metric``@``k`` over the queries of ``pairs`` (each carrying one run's ranks), with its 95%
+    interval (none for ``use`` "estimate")."""
+    pool = Pool(pairs, calibrate)
+    return of(figure(pool, pool.ranks_of(pairs), metric, k, use), metric)
+
+
+def of(result: Figure, metric: str) -> Interval:
+    """A figure's interval, kept inside the metric's range."""
+    return interval(result.point, result.variance() if result.bounded else None, ratios.bounds(metric))
+
+
+def difference(
+    pairs_a: Sequence[PooledPair],
+    pairs_b: Sequence[PooledPair],
+    metric: str,
+    k: int,
+    use: str = "ppi",
+    calibrate: str = CALIBRATION,
+) -> Interval:
+    """Run a's figure minus run b's over the same pooled pairs (listed in the same order, each with its run's
+    ranks), paired: the verdicts both rest on cancel in the variance."""
+    if [(p.query_id, p.p, p.label, p.grade, p.probability) for p in pairs_a] != [
+        (p.query_id, p.p, p.label, p.grade, p.probability) for p in pairs_b
+    ]:
+        raise ValueError("a paired difference needs the same pooled pairs, in the same order, for both runs")
+    pool = Pool(pairs_a, calibrate)
+    a, b = pool.ranks_of(pairs_a), pool.ranks_of(pairs_b)
+    return paired(figure(pool, a, metric, k, use), figure(pool, b, metric, k, use), metric)
+
+
+def paired(a: Figure, b: Figure, metric: str) -> Interval:
+    """a's figure minus b's, each kept inside the metric's range first, with the paired variance."""
+    low, high = ratios.bounds(metric)
+    point = min(max(a.point, low), high) - min(max(b.point, low), high)
+    return interval(point, a.variance(b) if a.bounded else None)
+
+
+def exact(labels: Sequence[tuple[str, int | None, int]], metric: str, k: int) -> float:
+    """The metric on complete labels, (query, rank, grade) for every pooled pair: what the estimates aim at.
+    Relevant from grade 1 on; the grade is nDCG's gain."""
+    pairs = [PooledPair(q, rank, float(label >= 1), 1.0, int(label >= 1), label) for q, rank, label in labels]
+    return estimate(pairs, metric, k, "ppi").estimate
+
+
+__all__ = [
+    "CALIBRATION",
+    "CALIBRATIONS",
+    "FOLDS",
+    "METRICS",
+    "Z95",
+    "Figure",
+    "Interval",
+    "Pool",
+    "PooledPair",
+    "Predictions",
+    "difference",
+    "estimate",
+    "exact",
+    "figure",
+    "grade_shares",
+    "ideal_dcg",
+    "interval",
+    "of",
+    "paired",
+]  # fmt: skip
