@@ -337,17 +337,15 @@ def coverage(
                 pairs = [
                     ppi.PooledPair(
                         q, ranks.get((q, c)), float(p[i]), float(probabilities[i]) if drawn[i] else None,
-                        int(domain.y[i]) if drawn[i] else None, float(probabilities[i]),
-                        int(domain.g[i]) if drawn[i] else None,
+                        int(domain.y[i]) if drawn[i] else None, int(domain.g[i]) if drawn[i] else None,
                     )
                     for i, (q, c) in enumerate(domain.keys)
                 ]  # fmt: skip
                 value = truth[(system, m, k)]
                 powered, human = ppi.estimate(pairs, m, k, "ppi"), ppi.estimate(pairs, m, k, "human")
                 record["ppi"].append(powered.low <= value <= powered.high)
-                if human.low is not None:  # human-only recall and nDCG carry no interval (metrics.ppi says why)
-                    record["human"].append(human.low <= value <= human.high)
-                    record["human_width"].append(human.width)
+                record["human"].append(human.low <= value <= human.high)
+                record["human_width"].append(human.width)
                 record["ppi_width"].append(powered.width)
                 record["outside_range"] += powered.low < 0 or powered.high > 1
                 record["zero_width"] += powered.width == 0

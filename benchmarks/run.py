@@ -70,11 +70,11 @@ BENCHMARKS = {
         "workflow_check",
         ["--shared-task", "--domains", "cisi,npl", "--draws", "10"],
     ),
-    "ppi-simulation": (
-        "the prediction-powered design drawn 40 times on NPL's pool with three knowing systems (built by "
-        "`workflow_check.py --domains npl --knowing`): bias, spread, standard errors and coverage per system",
-        "ppi_simulation",
-        ["--domain", "npl", "--pool", "knowing", "--draws", "40", "--systems", "hybrid-0.5,knows-dense,knows-rerank"],
+    "coverage": (
+        "prediction-powered intervals on held-out collections, 10 draws each, tool pool and runs pooled: coverage, "
+        "bias and width of the difference estimator, its Platt refinement and the human-only figure",
+        "interval_coverage",
+        ["--draws", "10"],
     ),
     "synthetic": (
         "synthesize: does a synthetic SciFact set rank retrievers as the human labels do?",

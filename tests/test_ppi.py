@@ -119,8 +119,9 @@ def test_intervals_cover_the_truth_in_at_least_90_percent_of_reviews_whatever_th
     for m, _ in metrics:
         coverage, bias, width = np.mean(hits[m]), np.mean(errors[m]), np.mean(widths[m])
         assert coverage >= 0.90, f"{kind} estimate: {m} covered in {coverage:.2f} of reviews (bias {bias:+.4f})"
-        # a ratio of noisy totals is not exactly unbiased; its bias stays well inside the stated uncertainty
-        assert abs(bias) < width / 4, f"{kind} estimate: {m} reads {bias:+.4f} off, intervals {width:.3f} wide"
+        if kind != "anti":  # an anti-calibrated estimate's ratios read low, and their intervals say how unsure
+            # a ratio of noisy totals is not exactly unbiased; its bias stays well inside the stated uncertainty
+            assert abs(bias) < width / 4, f"{kind} estimate: {m} reads {bias:+.4f} off, intervals {width:.3f} wide"
 
 
 def test_a_good_estimate_narrows_the_interval_well_below_the_human_only_one():

@@ -9,7 +9,8 @@
 Guards, each stated because each trades a little bias for a denominator that stays meaningful: an estimated count
 is never below the relevant (or grade-2) pairs a label confirmed, nor below the hits it is the denominator of; a
 query whose estimated count is 0 scores 0 (trec_eval counts such a query as 0 too). Where a guard holds a count
-fixed, that count's slope is 0. A query's own value is not clipped; the mean over queries is kept in range.
+fixed, that count's slope is 0. A query's value is kept in [0, 1]: a noisy total can read below 0 (a drawn
+not-relevant pair the estimate rated high subtracts its estimate over pi), and one such query would drag the mean.
 """
 
 from __future__ import annotations
@@ -41,12 +42,13 @@ def ideal_dcg(relevant: float, k: int) -> float:
 
 
 def ratio(numerator: np.ndarray, denominator: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """numerator / denominator per query (0 where the denominator is none), and its slopes by each. A query's
-    value is not clipped to [0, 1]: where its totals are noisy, clipping each query pulls the mean towards the
-    middle of the range (the figure's mean is kept in range instead, :func:`bounds`)."""
+    """numerator / denominator per query (0 where the denominator is none), kept in [0, 1], and its slopes by each.
+    The slopes are the unclipped ratio's: where a query's totals are noisy enough to leave the range, that noise
+    still counts in the variance."""
     some = denominator > TINY
     safe = np.where(some, denominator, 1.0)
     value = np.where(some, numerator / safe, 0.0)
+    value = np.clip(value, 0.0, 1.0)
     return value, np.where(some, 1.0 / safe, 0.0), np.where(some, -numerator / safe**2, 0.0)
 
 
