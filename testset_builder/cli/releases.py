@@ -129,6 +129,8 @@ def release(
             f"{carried['drawn_answered']} answered",
             highlight=False,
         )
+    if summary.estimates_refit:
+        out.print(f"estimate before release: {summary.estimates_refit['why']}", highlight=False)
     if summary.same_as_parent:
         out.print(
             f"[yellow]note:[/] the content equals its parent {summary.parent_version}'s: nothing changed since then"

@@ -63,3 +63,22 @@ def graded_estimated_pairs(db: sqlite3.Connection) -> int:
         "SELECT COUNT(*) FROM estimates e WHERE EXISTS (SELECT 1 FROM judgments j WHERE j.query_id = e.query_id "
         "AND j.chunk_id = e.chunk_id AND j.source = 'human')"
     ).fetchone()[0]
+
+
+@dataclass(frozen=True)
+class EstimatesMade:
+    """When the stored estimates were made, and from how many verdicts: what tells whether verdicts came after."""
+
+    oldest: str  # the oldest stored estimate's time (utc_timestamp)
+    fewest_verdicts: int  # the fewest verdicts the model of any stored estimate saw
+
+
+def estimates_made(db: sqlite3.Connection) -> EstimatesMade | None:
+    """When and from how many verdicts the stored estimates were made; None when nothing is estimated."""
+    oldest, fewest = db.execute("SELECT MIN(created_at), MIN(verdicts) FROM estimates").fetchone()
+    return None if oldest is None else EstimatesMade(oldest, fewest)
+
+
+def estimated_pair_ids(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """Every estimated (query, chunk) pair, in a stable order, without reading the features."""
+    return [(q, c) for q, c in db.execute("SELECT query_id, chunk_id FROM estimates ORDER BY 1, 2")]

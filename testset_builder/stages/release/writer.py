@@ -42,6 +42,7 @@ from ..policy import ORIGINS, ResolvedQrel, agreement, describe, resolve, resolv
 from .estimated import ESTIMATES_FILE, estimate_counts, estimated_pairs, estimates_text
 from .layout import CHUNKS_META, EVIDENCE_META, QUERIES_META, REMAP_META
 from .logged import LOGS_META, PRODUCTION_RUN, logged_rows, production_run_text
+from .refit import EstimatesRefit, refreshed_estimates, with_heldout
 from .versions import existing_versions, parse_version
 
 
@@ -138,12 +139,14 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
     estimated = []
     if policy.estimates:
         live = {d["_id"] for d in corpus}
-        estimated = estimated_pairs(
-            estimate_store.estimates(db),
-            draw_store.pair_draws(db),
-            qrels,
-            lambda q: q not in dropped,
-            live.__contains__,
+        estimated = with_heldout(
+            estimated_pairs(
+                estimate_store.estimates(db),
+                draw_store.pair_draws(db),
+                qrels,
+                lambda q: q not in dropped,
+                live.__contains__,
+            )
         )
     query_ids = sorted({q.query_id for q in qrels} | {row["query-id"] for row in estimated})
     records = {query_id: rows.get_query(db, query_id) for query_id in query_ids}
@@ -212,6 +215,7 @@ class ReleaseSummary:
     content_sha256: str
     same_as_parent: bool
     counts: dict
+    estimates_refit: dict | None = None  # what the release did to its estimates first (.refit.EstimatesRefit)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -265,7 +269,8 @@ def write_release(
 ) -> ReleaseSummary:
     """Write ``releases/<version>/`` and record it; refuses a version that exists (releases are immutable). The
     dataset card's name and license come from the policy (the config's ``release:`` section); ``remapped`` says
-    which release the labels were projected from (``remap``)."""
+    which release the labels were projected from (``remap``). Estimates that verdicts came after are refitted first
+    (:func:`.refit.refreshed_estimates`)."""
     policy = policy or ReleaseConfig()
     with workspace.exclusive("release"):
         return _write_release(workspace, version, policy, notes, parent, remapped)
@@ -274,18 +279,26 @@ def write_release(
 def release_if_changed(
     workspace: Workspace, policy: ReleaseConfig | None = None, bump: str = "minor"
 ) -> tuple[ReleaseSummary | None, str]:
-    """Release the next version (the latest, bumped) when the workspace's content differs from the latest
-    release's; else nothing. Returns the new release's summary (or None) and the version that holds the content."""
+    """Release the next version (the latest, bumped) when the workspace's content, its estimates refitted first,
+    differs from the latest release's; else nothing. Returns the new release's summary (or None) and the version
+    that holds the content."""
     from .versions import next_version
 
     policy = policy or ReleaseConfig()
-    versions = existing_versions(workspace)
-    if versions:
-        content, _ = gather(workspace, policy)
-        if history.release_content_sha256(workspace.db, versions[-1]) == content.content_sha256():
-            return None, versions[-1]
-    summary = write_release(workspace, next_version(versions, bump), policy)
+    with workspace.exclusive("release"):
+        refit = _estimates_refit(workspace, policy)
+        versions = existing_versions(workspace)
+        if versions:
+            content, _ = gather(workspace, policy)
+            if history.release_content_sha256(workspace.db, versions[-1]) == content.content_sha256():
+                return None, versions[-1]
+        summary = _write_release(workspace, next_version(versions, bump), policy, "", None, refit=refit)
     return summary, summary.version
+
+
+def _estimates_refit(workspace: Workspace, policy: ReleaseConfig) -> EstimatesRefit | None:
+    """The estimates refitted where verdicts came after them, when the release carries estimates."""
+    return refreshed_estimates(workspace) if policy.estimates else None
 
 
 def _write_release(
@@ -295,7 +308,10 @@ def _write_release(
     notes: str,
     parent: str | None,
     remapped: RemapOrigin | None = None,
+    refit: EstimatesRefit | None = None,
 ) -> ReleaseSummary:
+    """Write the release; its estimates refitted first (:func:`_estimates_refit`) unless the caller did so and
+    passes what it found as ``refit``."""
     key = parse_version(version)
     target = workspace.releases_dir / version
     versions = existing_versions(workspace)
@@ -312,6 +328,7 @@ def _write_release(
     if parent is None:
         older = [v for v in versions if parse_version(v) < key]
         parent = older[-1] if older else None
+    refit = refit or _estimates_refit(workspace, policy)
     content, judgments = gather(workspace, policy)
     content_sha = content.content_sha256()
     parent_sha = history.release_content_sha256(workspace.db, parent) if parent else None
@@ -331,6 +348,8 @@ def _write_release(
         write_trec_qrels(content.qrels_table(), partial / "qrels.trec")
         files = {str(p.relative_to(partial)): sha256_file(p) for p in sorted(partial.rglob("*")) if p.is_file()}
         manifest = _manifest(workspace, version, parent, same_as_parent, content, judgments, files, policy, notes)
+        if refit is not None:
+            manifest["estimates_refit"] = refit.as_dict()
         if remapped is not None:
             manifest["remap"] = remapped.manifest_entry()
         (partial / "manifest.json").write_text(
@@ -343,7 +362,8 @@ def _write_release(
         raise
     with workspace.transaction() as db:
         history.record_release(db, version, parent, content_sha, manifest)
-    return ReleaseSummary(version, str(target), parent, content_sha, same_as_parent, manifest["counts"])
+    refitted = None if refit is None else refit.as_dict()
+    return ReleaseSummary(version, str(target), parent, content_sha, same_as_parent, manifest["counts"], refitted)
 
 
 def _clear_partials(workspace: Workspace) -> None:
@@ -366,7 +386,7 @@ def _adopt(workspace: Workspace, target: Path) -> ReleaseSummary:
         )
     return ReleaseSummary(
         manifest["version"], str(target), manifest["parent_version"], manifest["content_sha256"],
-        manifest["same_as_parent"], manifest["counts"],
+        manifest["same_as_parent"], manifest["counts"], manifest.get("estimates_refit"),  # older manifests lack it
     )  # fmt: skip
 
 
