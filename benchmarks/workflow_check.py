@@ -291,16 +291,17 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, pool_of: s
         alone: dict[str, list[float]] = {m: [] for m in METRICS}  # the estimate-only figures
         for run in runs:
             out = checked("score", "--release", f"{workspace}@1.0.0", "-r", str(run), "-m", ",".join(METRICS), "--json")
-            report = json.loads(out)["prediction_powered"]
+            document = json.loads(out)
+            report, estimator = document["estimates"], document["details"]["estimator"]
             for metric in METRICS:
-                powered, human = report["metrics"][metric]["ppi"], report["metrics"][metric]["human_only"]
+                powered, human = estimator[metric]["ppi"], estimator[metric]["human_only"]
                 if powered is None or "ci_low" not in powered:
                     raise SystemExit(f"{run.name}: no interval for {metric} ({report['applies']}: {report['why']})")
                 inside = lambda figure, interval: interval["ci_low"] <= figure <= interval["ci_high"]  # noqa: E731
                 by_run.setdefault((run.stem, metric), []).append(inside(truth[run.name]["pool"][metric], powered))
                 records.append(
                     {"draw": seed, "system": run.stem, "metric": metric, "truth": truth[run.name]["pool"][metric],
-                     "ppi": powered, "human_only": human, "estimate_only": report["metrics"][metric]["estimate_only"]}
+                     "ppi": powered, "human_only": human, "estimate_only": estimator[metric]["estimate_only"]}
                 )  # fmt: skip
                 for against in ("qrels", "pool"):
                     cases[metric][against].append(inside(truth[run.name][against][metric], powered))
@@ -310,7 +311,7 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, pool_of: s
                         )
                 cases[metric]["width"].append(powered["ci_high"] - powered["ci_low"])
                 figures[metric].append(powered["mean"])
-                alone[metric].append(report["metrics"][metric]["estimate_only"]["mean"])
+                alone[metric].append(estimator[metric]["estimate_only"]["mean"])
         from scipy.stats import kendalltau
 
         for metric in METRICS:

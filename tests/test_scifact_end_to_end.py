@@ -102,11 +102,14 @@ def test_on_scifact_the_prediction_powered_intervals_contain_the_human_qrels_fig
             assert main(["baseline", "--release", f"{ws}@1.0.0", "--retriever", retriever, "--out", str(run_file)]) == 0
             capsys.readouterr()
             assert main(["score", "--release", f"{ws}@1.0.0", "-r", str(run_file), "--json"]) == 0
-            report = json.loads(capsys.readouterr().out)["prediction_powered"]
+            document = json.loads(capsys.readouterr().out)
+            report, estimator = document["estimates"], document["details"]["estimator"]
             assert report["applies"] == "ppi" and report["queries"] == IMPORTED + PROPOSED
             reference = evaluate(human, read_run(run_file), "precision@10,recall@10,ndcg@10").means()
             for metric, figure in reference.items():
-                ppi = report["metrics"][metric]["ppi"]
+                ppi = estimator[metric]["ppi"]
+                assert document["metrics"][metric]["kind"] == "prediction-powered"  # the figure that applies
+                assert document["metrics"][metric]["mean"] == ppi["mean"]
                 covered.append((seed, retriever, metric, figure, ppi["ci_low"] <= figure <= ppi["ci_high"], ppi))
                 # wide where the estimate is not sharp, as promised, instead of narrow and wrong: the five-domain
                 # prior says P about 0.15 on the mass of SciFact's pairs that are not relevant, so a draw of 100
@@ -116,7 +119,7 @@ def test_on_scifact_the_prediction_powered_intervals_contain_the_human_qrels_fig
                     metric,
                     ppi,
                 )
-            precision = report["metrics"]["precision@10"]
+            precision = estimator["precision@10"]
             assert precision["design"].startswith("design-unbiased")
             ppi, human_only = precision["ppi"], precision["human_only"]
             human_right = human_only["ci_low"] <= reference["precision@10"] <= human_only["ci_high"]

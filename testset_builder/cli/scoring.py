@@ -129,6 +129,14 @@ def score(
     detect: DetectOption = None,
     alpha: AlphaOption = 0.05,
     relevance_level: RelevanceLevelOption = 1,
+    details: Annotated[
+        bool,
+        typer.Option(
+            "--details",
+            help="On a release with estimates, also show each metric's other figures: prediction-powered, human-only, "
+            "estimate-only and the labelled pairs alone.",
+        ),
+    ] = False,
 ) -> None:
     """Score runs against qrels with trec_eval's conventions.
 
@@ -144,13 +152,14 @@ def score(
     the smallest difference the set can detect (from the two best runs' paired differences; with one run, assuming
     a second run as variable and uncorrelated, an upper bound) and, with --detect, the queries needed.
 
-    On a release that carries estimates (estimates.jsonl: labels part human, part estimated), each run also gets
-    prediction-powered figures for precision@k, recall@k and nDCG@k: the estimates corrected by the human verdicts
-    on pairs drawn at random (`select`), with 95% intervals, next to the human-only (an interval for precision only:
-    a ratio of a query's few verdicts is none) and estimate-only figures, and a line saying which applies.
-    Precision's is design-unbiased; recall's and nDCG's (marked *) are the metrics' expectations under the
-    estimates recalibrated on the verdicts, corrected verdict by verdict (model-assisted).
-    JSON: the `prediction_powered` key.
+    On a release that carries estimates, some labels are human and the rest estimated. Each metric then shows
+    one figure, the one that applies; its 'figure' column says which. Prediction-powered: the estimates corrected
+    by the human verdicts on pairs drawn at random (`select`). Its 95% interval covers the draw, for these
+    queries. It serves precision@k, recall@k and nDCG@k. Exact: every pair is labelled. Estimate-only: no verdict
+    was drawn at random, so there is no interval. Labelled pairs only: a metric the estimator does not cover (MRR,
+    MAP, hit rate, R-precision), read from the labelled pairs alone. The best run and the tests use the figure
+    shown. A line says how many more verdicts would halve the intervals. Another says how good the estimate is.
+    --details shows the other figures; JSON has them under each run's `details`.
 
     Example: `testset-builder score --release testset@latest --runs 'runs/*.trec' --metrics ndcg@10,recall@10`.
     """
@@ -161,11 +170,7 @@ def score(
     from ..export.reports import check_writable, write_per_query_csv
     from ..metrics import parse_metrics
     from ..metrics.guidance import cluster_line, half_width_line, recall_curves_table, runs_table, set_size_line
-    from ..metrics.report import (
-        prediction_lines,
-        prediction_table,
-        score_table,
-    )  # fmt: skip
+    from ..metrics.report import details_table, diagnostic_lines, estimate_lines, score_table
 
     parse_metrics(metrics)  # a bad metric is named before any file is read
     targets = parse_targets(target_recall)
@@ -188,27 +193,21 @@ def score(
         print(json.dumps(scored.as_dict(), indent=2))
         return
     effects = {name: e["design_effect"] for name, e in reports[0]["metrics"].items() if "design_effect" in e}
-    powered = [r for r in reports if r.get("prediction_powered", {}).get("applies") not in (None, "qrels")]
-    for report in powered:  # where most labels are estimated, the figure that applies comes first
-        out.print(prediction_table(report["run"], report["prediction_powered"]))
-        for line in prediction_lines(report["prediction_powered"]):
-            out.print(line, highlight=False)
-    if powered:
-        out.print(
-            "the labelled pairs alone, unweighted (not the figures that apply: a release whose labels are mostly "
-            "estimated reads high here, since reviewers saw the likeliest pairs):",
-            highlight=False,
-        )
     if best is None:
         out.print(score_table(reports[0]))
     else:
         resampled = "clusters" if clusters.codes is not None else "queries"
         out.print(runs_table(reports, best, alpha, f"resampling {resampled}"))
-    for report in reports:
-        if "prediction_powered" in report and report not in powered:
-            out.print(prediction_table(report["run"], report["prediction_powered"]))
-            for line in prediction_lines(report["prediction_powered"]):
+    estimated = [r for r in reports if "estimates" in r]
+    if estimated:
+        for line in estimate_lines(estimated[0], scored.quality):
+            out.print(line, highlight=False)
+        for report in estimated:
+            for line in diagnostic_lines(report, report["run"] if len(reports) > 1 else None):
                 out.print(line, highlight=False)
+    if details:
+        for report in estimated:
+            out.print(details_table(report))
     curves = {r["run"]: np.asarray(r["recall_curve"]) for r in reports}  # what the JSON holds, drawn
     out.print(recall_curves_table(curves, {r["run"]: r["target_recall"] for r in reports}))
     runs = [(r["run"], r["queries"]) for r in reports]
@@ -266,8 +265,9 @@ def compare(
     effect. The 'set size' line says the smallest difference this set detects (alpha 0.05, 80% power, paired)
     and, with --detect, the queries needed for a smaller one.
 
-    On a release that carries estimates, also the paired prediction-powered difference of each run from the
-    baseline for precision@k, recall@k and nDCG@k, with its 95% interval (JSON: `prediction_powered`).
+    On a release that carries estimates, the paired prediction-powered difference of each run from the baseline
+    comes first, for precision@k, recall@k and nDCG@k, with its 95% interval (JSON: `prediction_powered`). The
+    table after it reads the labelled pairs alone, and its title says so. The gate reads that table.
 
     p-values are Holm-corrected over every (run, metric) test shown, so 'significant' controls the family-wise
     error at --alpha.
@@ -310,9 +310,9 @@ def compare(
         print(json.dumps(compared.as_dict(), indent=2))
     else:
         resampled = "clusters" if clusters.codes is not None else "queries"
-        out.print(comparison_table(result, resampled))
-        if differences:
+        if differences:  # the figure that applies to precision@k, recall@k and nDCG@k comes first
             out.print(prediction_difference_table(loaded[0].name, differences))
+        out.print(comparison_table(result, resampled, labelled_only=bool(differences)))
         runs = [(e.run_name, e.summary.as_dict()) for e in evaluations]
         for line in coverage_lines(runs, True, relevance_level, release is not None):
             out.print(line, highlight=False)

@@ -13,6 +13,7 @@ from rich.table import Table
 from .clusters import DESIGN_EFFECT_THAT_MATTERS
 from .gate import GateOutcome
 from .power import FEW_CLUSTERS, RULE_OF_THUMB, T_BELOW, SetSize
+from .report import kinds_caption
 
 SPARKS = "▁▂▃▄▅▆▇█"
 CHART_COLUMNS = 40  # k = 1..100 on a log scale: 1 at the left, 10 in the middle, 100 at the right
@@ -20,18 +21,21 @@ CHART_COLUMNS = 40  # k = 1..100 on a log scale: 1 at the left, 10 in the middle
 
 def runs_table(reports: list[dict], best: dict[str, dict], alpha: float, clusters: str) -> Table:
     """One row per run, one column per metric: mean [95% CI]; bold is the best run of the metric, ▼ a run
-    significantly below it."""
+    significantly below it. On a release with estimates each column's header says which figure it is."""
     names = list(reports[0]["metrics"])
+    kinds = {name: reports[0]["metrics"][name].get("kind") for name in names}
+    tests = sorted({entry.get("test", "paired randomization test") for entry in best.values()})
+    intervals = kinds_caption(reports[0]) or f"mean [95% bootstrap CI, {clusters}]"
     table = Table(
         title=f"{len(reports)} runs ({reports[0]['queries']['evaluated_queries']} queries)",
         title_justify="left",
-        caption=f"mean [95% bootstrap CI, {clusters}]; ●: best run of the metric; ▼: significantly below it "
-        f"(paired randomization test, Holm over the other runs of the metric, alpha {alpha})",
+        caption=f"{intervals}; ●: best run of the metric by the figure shown; ▼: significantly below it "
+        f"({' or '.join(tests)}; Holm over the other runs of the metric, alpha {alpha})",
         caption_justify="left",
     )
     table.add_column("run", no_wrap=True)
     for name in names:
-        table.add_column(name, justify="right", no_wrap=True)
+        table.add_column(name if kinds[name] is None else f"{name}\n{kinds[name]}", justify="right", no_wrap=True)
     for report in reports:
         cells = [escape(report["run"])]
         for name in names:

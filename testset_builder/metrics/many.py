@@ -17,6 +17,7 @@ from .stats import holm, randomization_tests
 
 CURVE_DEPTH = 100
 DEFAULT_TARGETS = (0.9, 0.95)
+RANDOMIZATION = "paired randomization test"
 
 
 def evaluate_with_curve(
@@ -66,10 +67,10 @@ def against_best(
     best = {name: max(evaluations, key=lambda e: e.mean(name)) for name in metrics}
     pairs = [(name, e) for name in metrics for e in evaluations if e is not best[name]]
     if not pairs:
-        return {name: {"best": best[name].run_name, "runs": {}} for name in metrics}
+        return {name: {"best": best[name].run_name, "test": RANDOMIZATION, "runs": {}} for name in metrics}
     differences = np.column_stack([e.per_query[name] - best[name].per_query[name] for name, e in pairs])
     p = randomization_tests(differences, clusters, resamples=resamples, seed=seed)
-    result = {name: {"best": best[name].run_name, "runs": {}} for name in metrics}
+    result = {name: {"best": best[name].run_name, "test": RANDOMIZATION, "runs": {}} for name in metrics}
     for name in metrics:
         columns = [i for i, (metric, _) in enumerate(pairs) if metric == name]
         adjusted = holm(p[columns])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from .compare import Comparison
@@ -48,23 +49,44 @@ def score_dict(
 
 
 def score_table(report: dict) -> Table:
-    table = Table(title=f"run {report['run']}", title_justify="left")
+    """One run's figures; on a release with estimates each says what it is (its ``kind``)."""
+    entries = report["metrics"].values()
+    table = Table(title=f"run {report['run']}", title_justify="left", caption=kinds_caption(report))
     table.add_column("metric")
     table.add_column("mean", justify="right")
-    with_ci = any("ci_low" in entry for entry in report["metrics"].values())
-    with_effect = any("design_effect" in entry for entry in report["metrics"].values())
+    with_ci = any("ci_low" in entry for entry in entries)
+    with_effect = any("design_effect" in entry for entry in entries)
+    with_kind = any("kind" in entry for entry in entries)
     if with_ci:
         table.add_column("95% CI", justify="right")
     if with_effect:
         table.add_column("design effect", justify="right")
+    if with_kind:
+        table.add_column("figure")
     for name, entry in report["metrics"].items():
         cells = [name, f"{entry['mean']:.4f}"]
         if with_ci:
-            cells.append(f"[{entry['ci_low']:.4f}, {entry['ci_high']:.4f}]")
+            cells.append(f"[{entry['ci_low']:.4f}, {entry['ci_high']:.4f}]" if "ci_low" in entry else "none")
         if with_effect:
-            cells.append(f"{entry['design_effect']:.2f}")
+            cells.append(f"{entry['design_effect']:.2f}" if "design_effect" in entry else "")
+        if with_kind:
+            cells.append(entry["kind"])
         table.add_row(*cells)
     return table
+
+
+INTERVALS = {
+    "prediction-powered": "over the review's random draw, for these queries",
+    "exact": "bootstrap over queries",
+    "estimate-only": "none: no verdict was drawn at random",
+    "labelled pairs only": "bootstrap over queries; the estimator does not cover this metric",
+}
+
+
+def kinds_caption(report: dict) -> str | None:
+    """What each kind of figure in ``report`` is and what its interval resamples; None when no figure has a kind."""
+    kinds = list(dict.fromkeys(entry["kind"] for entry in report["metrics"].values() if "kind" in entry))
+    return "; ".join(f"{kind}: 95% interval {INTERVALS[kind]}" for kind in kinds) or None
 
 
 def queries_line(summary: dict, run: str | None = None) -> str:
@@ -84,8 +106,6 @@ def empty_queries(summary: dict, run: str | None = None) -> str | None:
     count = summary["qrels_queries_without_run"]
     if not count:
         return None
-    from rich.markup import escape
-
     named = [escape(str(q)) for q in summary.get("qrels_queries_without_run_ids") or []]
     more = count - len(named)
     listed = f" ({', '.join(named)}{f' and {more} more' if more > 0 else ''})" if named else ""
@@ -97,11 +117,15 @@ def other_runs_empty_lines(summaries: list[tuple[str, dict]]) -> list[str]:
     return [f"  {line}" for run, summary in summaries[1:] if (line := empty_queries(summary, run))]
 
 
-def comparison_table(comparison: Comparison, resampled: str = "queries") -> Table:
+def comparison_table(comparison: Comparison, resampled: str = "queries", labelled_only: bool = False) -> Table:
+    """Each run against the baseline per metric; ``labelled_only``: on a release with estimates, the table reads the
+    labelled pairs alone and its title says so."""
     label = "randomization test" if comparison.test == "randomization" else "t-test"
     several = len(comparison.candidates) > 1
+    which = " on the labelled pairs only" if labelled_only else ""
     table = Table(
-        title=f"{', '.join(comparison.candidates)} vs baseline {comparison.baseline} ({comparison.queries} queries)",
+        title=f"{', '.join(comparison.candidates)} vs baseline {comparison.baseline} ({comparison.queries} queries)"
+        + which,
         title_justify="left",
         caption=f"Holm: {label} p-value, Holm-corrected over all {len(comparison.rows)} tests; "
         f"sig. when < {comparison.alpha}. diff: run - baseline, [95% bootstrap CI, resampling {resampled}].",
@@ -135,64 +159,92 @@ def _cell(figure: dict | None) -> str:
     return f"{figure['mean']:.4f} [{figure['ci_low']:.4f}, {figure['ci_high']:.4f}]"
 
 
-def prediction_table(run: str, report: dict) -> Table:
-    """A run's prediction-powered, human-only and estimate-only figures (:mod:`.prediction`)."""
+def details_table(report: dict) -> Table:
+    """``score --details``: beside each metric's figure that applies, the others the release allows: the estimator's
+    prediction-powered, human-only and estimate-only figures, and the labelled pairs alone, unweighted."""
     table = Table(
-        title=f"run {run}: labels part human, part estimated ({report['queries']} queries, {report['pairs']} pairs)",
+        title=f"run {report['run']}: every figure (the first applies)",
         title_justify="left",
-        caption=f"relevance {report['relevance']}; [95% CI]; * model-assisted (see `score --help`)",
+        caption="[95% CI]. Human-only: the verdicts alone, weighted by their draw. Estimate-only: the estimates "
+        "alone. Labelled pairs: unweighted, so they read high where reviewers saw the likeliest pairs.",
         caption_justify="left",
     )
-    for column in ("metric", "prediction-powered", "human-only", "estimate-only"):
+    for column in ("metric", "applies", "prediction-powered", "human-only", "estimate-only", "labelled pairs"):
         table.add_column(column, justify="left" if column == "metric" else "right", no_wrap=True)
-    for name, figures in report["metrics"].items():
-        marked = name + ("*" if figures["design"].startswith("model") else "")
-        table.add_row(marked, _cell(figures["ppi"]), _cell(figures["human_only"]), _cell(figures["estimate_only"]))
+    details = report["details"]
+    for name, entry in report["metrics"].items():
+        estimator = details["estimator"].get(name)
+        cells = [name, f"{_cell(entry)} {entry['kind']}"]
+        if estimator is None:
+            cells += ["n/a", "n/a", "n/a"]
+        else:
+            cells += [_cell(estimator["ppi"]), _cell(estimator["human_only"]), _cell(estimator["estimate_only"])]
+        table.add_row(*cells, _cell(details["labelled_pairs"][name]))
     return table
 
 
-def prediction_lines(report: dict) -> list[str]:
-    """Which figure applies, and the run's diagnostics, in words."""
-    figure = {"ppi": "prediction-powered", "qrels": "qrels", "estimate": "estimate-only"}[report["applies"]]
-    lines = [f"applies: {figure} ({report['why']})"]
-    diagnostics = report["diagnostics"]
+def estimate_lines(report: dict, quality: dict | None) -> list[str]:
+    """Once for a release with estimates: which figure applies and why, how many more verdicts would halve the
+    intervals, and the estimate's quality in one word."""
+    estimates = report["estimates"]
+    figure = {"ppi": "prediction-powered", "qrels": "exact", "estimate": "estimate-only"}[estimates["applies"]]
+    lines = [
+        f"figures: {figure} for precision@k, recall@k and nDCG@k ({estimates['why']}; {estimates['queries']} "
+        f"queries, {estimates['pairs']} pairs, relevance {estimates['relevance']})"
+    ]
+    halving = {entry.get("more_verdicts_to_halve") for entry in report["metrics"].values()} - {None}
+    if halving:
+        lines.append(
+            f"about {max(halving)} more verdicts drawn at random (`select`, then review) would halve the "
+            "prediction-powered intervals"
+        )
+    if any(entry.get("kind") == "labelled pairs only" for entry in report["metrics"].values()):
+        lines.append(
+            "labelled pairs only: the estimator does not cover these metrics, so they read the labelled pairs alone "
+            "(high where reviewers saw the likeliest pairs)"
+        )
+    if estimates["grade_2_share"] is not None and estimates["applies"] == "ppi":
+        lines.append(
+            f"from the drawn verdicts: {estimates['grade_2_share']:.0%} of relevant pairs are highly relevant "
+            "(nDCG's gain 2)"
+        )
+    if quality is not None:
+        lines.append(f"the estimate: {quality['in_words']}")
+    return lines
+
+
+def diagnostic_lines(report: dict, run: str | None = None) -> list[str]:
+    """A run's diagnostics in words: how much of its top results the release covers, and the estimate's
+    calibration there (``run``: the run named in them)."""
+    estimates = report["estimates"]
+    named = "" if run is None else f"{escape(run)}: "
+    diagnostics = estimates["diagnostics"]
     coverage = next((v for k, v in diagnostics.items() if k.startswith("pool_coverage")), None)
     calibration = diagnostics["calibration"]
     drawn_key = next(k for k in calibration if k.startswith("drawn_in_top"))
+    lines = []
     if coverage is not None:
         lines.append(
-            f"pool coverage: {coverage:.1%} of its top results were estimated or labelled (the rest count as not "
-            "relevant"
+            f"{named}pool coverage: {coverage:.1%} of its top results were estimated or labelled (the rest count as "
+            "not relevant"
             + ("; pool the run with `propose --runs` before `select` to estimate them)" if coverage < 0.95 else ")")
         )
     if calibration[drawn_key]:
         lines.append(
-            f"calibration on its own top results: {calibration[drawn_key]} drawn verdicts, humans said relevant "
-            f"{calibration['human_relevant_share']:.1%}, the estimate {calibration['mean_estimate']:.1%}"
+            f"{named}calibration on its own top results: {calibration[drawn_key]} drawn verdicts, humans said "
+            f"relevant {calibration['human_relevant_share']:.1%}, the estimate {calibration['mean_estimate']:.1%}"
         )
-    elif report["applies"] == "ppi":
+    elif estimates["applies"] == "ppi":
         lines.append(
-            "[yellow]warning:[/] no drawn verdict falls in this run's top results, so its intervals cannot show how "
-            "the estimates err there (they may be too narrow); draw more pairs for review (`select`)"
+            f"[yellow]warning:[/] {named}no drawn verdict falls in this run's top results, so its intervals cannot "
+            "show how the estimates err there (they may be too narrow); draw more pairs for review (`select`)"
         )
-    assumed = report.get("assumptions")
-    if assumed and report["applies"] == "ppi":
-        said = (
-            f"from the drawn verdicts: {assumed['grade_2_share']:.0%} of relevant pairs are highly relevant "
-            "(nDCG's gain 2)"
-        )
-        if assumed["answerable"] is not None:
-            said += (
-                f"; queries the estimate might leave with no relevant pair have one after all, by "
-                f"{assumed['answerable']:.0%} of that doubt"
-            )
-        lines.append(said)
     return lines
 
 
 def prediction_difference_table(baseline: str, differences: list[dict]) -> Table:
     table = Table(
-        title=f"prediction-powered differences from baseline {baseline}",
+        title=f"differences from baseline {baseline} by the figure that applies",
         title_justify="left",
         caption="diff: run - baseline, paired over the release's pairs, [95% CI]; estimate: no drawn verdicts yet",
         caption_justify="left",

@@ -2,8 +2,8 @@
 
 Sections: what the set holds (queries by origin, labels by grade and origin, question-source word overlap), a sample
 of questions with their source chunk, the review's agreement, the trust figures (the relevance estimate's spread and
-its calibration against the drawn verdicts), each scored run's metrics with intervals (and prediction-powered
-figures when the release carries estimates) with recall@k curves, and the lineage (models, prompts, policy).
+its calibration against the drawn verdicts), each scored run's metrics with intervals (on a release with estimates,
+the figure that applies, as `score` gives it) with recall@k curves, and the lineage (models, prompts, policy).
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ from .._version import __version__
 from ..export.hf import data_files, read_rows
 from ..metrics import parse_metrics
 from ..metrics.clusters import resolve_clusters
+from ..metrics.figures import one_figure
 from ..metrics.many import DEFAULT_TARGETS, evaluate_with_curve, smallest_k
 from ..metrics.online import online_signals
-from ..metrics.prediction import prediction_report, release_pairs
+from ..metrics.prediction import ReleasePool, prediction_report, release_pairs
 from ..metrics.report import score_dict
 from ..stages.questions import lexical_overlap
-from ..stages.relevance import expected_calibration_error, in_words, roc_auc
+from ..stages.relevance import release_quality
 from ..tables import Run
 from . import plots
 
@@ -109,8 +110,9 @@ def build_report(release, runs: Sequence[Run] = (), seed: int = 0) -> Report:
         report.trust = trust(release.estimates, counts.get("estimates", {}), report.plots)
     if release.logs:
         report.online = online_signals(release.logs, release.qrels, release.production, seed=seed)
+    pool = ReleasePool(release.estimates) if release.estimates and runs else None
     for run in runs:
-        report.runs.append(scored_run(release, run, report))
+        report.runs.append(scored_run(release, run, report, pool))
     if report.runs:
         ks = list(range(1, len(report.runs[0]["recall_curve"]) + 1))
         report.plots["recall_curves"] = plots.curves(
@@ -120,7 +122,8 @@ def build_report(release, runs: Sequence[Run] = (), seed: int = 0) -> Report:
 
 
 def trust(rows: list[dict], counts: dict, figures: dict) -> dict:
-    """The estimate's spread over the pairs no human labelled, and its calibration on the drawn verdicts."""
+    """The estimate's spread over the pairs no human labelled, its calibration on the drawn verdicts, and its
+    quality on every human verdict (:func:`~testset_builder.stages.relevance.release_quality`, as `score` says it)."""
     estimated = [row["p_relevant"] for row in rows if row["label"] is None and row["p_relevant"] is not None]
     drawn = [
         (row["p_relevant"], int(row["label"] >= 1))
@@ -132,40 +135,41 @@ def trust(rows: list[dict], counts: dict, figures: dict) -> dict:
     if drawn:
         figures["calibration"] = plots.calibration([p for p, _ in drawn], [y for _, y in drawn])
     pairs = release_pairs(rows)
-    p, y = [p for p, _ in drawn], [y for _, y in drawn]
-    auc, ece = (roc_auc(p, y), expected_calibration_error(p, y)) if drawn else (None, None)
+    quality = release_quality(rows)
     return {
         **counts,
-        "drawn_relevant_share": sum(y) / len(drawn) if drawn else None,
-        "drawn_mean_estimate": sum(p) / len(drawn) if drawn else None,
+        "drawn_relevant_share": sum(y for _, y in drawn) / len(drawn) if drawn else None,
+        "drawn_mean_estimate": sum(p for p, _ in drawn) / len(drawn) if drawn else None,
         "expected_relevant": sum(p for _, _, p, _, label in pairs if label is None),
-        "held_out_auc": auc,
-        "held_out_ece": ece,
-        # each drawn pair's estimate came from the model fitted without its query's verdicts (estimate cross-fits)
-        "quality": in_words(auc, ece, len(drawn)) if drawn else None,
+        "held_out_auc": quality["auc"] if quality else None,
+        "held_out_ece": quality["ece"] if quality else None,
+        "quality_word": quality["quality"] if quality else None,
+        "quality": quality["in_words"] if quality else None,
     }
 
 
-def scored_run(release, run: Run, report: Report) -> dict:
+def scored_run(release, run: Run, report: Report, pool: ReleasePool | None = None) -> dict:
     """A run's metrics with intervals resampling the release's clusters (a synthetic question's source document, a
-    logged query's session),
-    its recall@k for k = 1..100 and the smallest k reaching each target recall."""
+    logged query's session), its recall@k for k = 1..100 and the smallest k reaching each target recall. On a
+    release with estimates (``pool`` their pairs), each metric's figure is the one that applies, as `score` gives
+    it (:func:`~testset_builder.metrics.figures.one_figure`)."""
     specs = parse_metrics(REPORT_METRICS)
     evaluation, curve = evaluate_with_curve(release.qrels_table(), run, specs)
     clusters = resolve_clusters(evaluation.query_ids, "auto", release.source_document, session=release.session)
     report.clusters = clusters.describe()
     scored = score_dict(evaluation, clusters=clusters.codes)
-    entry = {
+    if release.estimates:
+        pool = pool or ReleasePool(release.estimates)
+        scored = one_figure(scored, prediction_report(release.estimates, run, specs, pool=pool))
+    return {
         "name": run.name,
         "metrics": scored["metrics"],
+        "estimates": scored.get("estimates"),
         "queries": scored["queries"],
         "clustered": clusters.codes is not None,
         "recall_curve": [float(v) for v in curve],
         "target_recall": {target: smallest_k(curve, target) for target in report.targets},
     }
-    if release.estimates:
-        entry["prediction_powered"] = prediction_report(release.estimates, run, specs)
-    return entry
 
 
 def render(report: Report) -> str:

@@ -281,20 +281,64 @@ def logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
+GOOD_AUC, GOOD_ECE, FAIR_AUC = 0.85, 0.1, 0.7  # the one scale every command and the report judge the estimate by
+CONSEQUENCES = {
+    "good": "estimated labels carry much of the figures",
+    "fair": "the verdicts' corrections matter, and intervals are wider",
+    "poor": "figures rest on the verdicts, and intervals widen accordingly; review more pairs",
+}
+
+
+def quality(auc: float | None, ece: float | None) -> str | None:
+    """The estimate's quality in one word, from its ranking (ROC AUC) and its probabilities (ECE) on verdicts it did
+    not see: good (AUC >= 0.85 and ECE <= 0.1), fair (AUC >= 0.7), poor below; None when either is unknown. Every
+    place that names the quality calls this, so a command and the report never disagree on the word."""
+    if auc is None or ece is None:
+        return None
+    if auc >= GOOD_AUC and ece <= GOOD_ECE:
+        return "good"
+    return "fair" if auc >= FAIR_AUC else "poor"
+
+
 def in_words(auc: float | None, ece: float | None, labels: int) -> str:
     """How good the estimate is on ``labels`` verdicts it did not see, for a reader: its ranking (ROC AUC) and its
-    probabilities (ECE), and what follows for the intervals."""
-    if auc is None or ece is None:
+    probabilities (ECE), the word :func:`quality` gives, and what follows for the intervals."""
+    word = quality(auc, ece)
+    if word is None:
         return f"on {labels} held-out verdicts of one grade only, the estimate's quality cannot be told yet"
-    verdict = (
-        "good: estimated labels carry much of the figures"
-        if auc >= 0.85 and ece <= 0.1
-        else "fair: the verdicts' corrections matter, and intervals are wider"
-        if auc >= 0.7
-        else "poor here: figures rest on the verdicts, and intervals widen accordingly; review more pairs"
-    )
     return (
         f"on {labels} verdicts it did not see, the estimate ranks a relevant pair above an irrelevant one "
         f"{auc:.0%} of the time (AUC {auc:.2f}; 0.5 is chance) and its P(relevant) is off by {ece:.2f} on average "
-        f"(ECE): {verdict}"
+        f"(ECE): {word}: {CONSEQUENCES[word]}"
     )
+
+
+def held_out_verdicts(rows: Sequence[dict]) -> list[tuple[float, int]]:
+    """(held-out prediction, relevant) for each row of a release's ``estimates.jsonl`` a human labelled and the
+    estimate scored. The prediction is the one the figures plug in: ``p_heldout`` where the release has it (the model
+    fitted without the verdicts of the pair's fold of queries), else ``p_relevant``."""
+    out = []
+    for row in rows:
+        p = row.get("p_heldout", row["p_relevant"])
+        if row["origin"] == "human" and row["label"] is not None and p is not None:
+            out.append((float(p), int(row["label"] >= 1)))
+    return out
+
+
+def release_quality(rows: Sequence[dict]) -> dict | None:
+    """The estimate's held-out AUC and ECE on a release's human verdicts, its :func:`quality` and the sentence
+    :func:`in_words` gives; None when no human verdict falls on an estimated pair. Every human verdict counts, drawn
+    or taken for sure, as :func:`validated_fit` counts them, so `score`, the report and `estimate` read the same
+    verdicts."""
+    verdicts = held_out_verdicts(rows)
+    if not verdicts:
+        return None
+    p, y = [p for p, _ in verdicts], [y for _, y in verdicts]
+    auc, ece = roc_auc(p, y), expected_calibration_error(p, y)
+    return {
+        "verdicts": len(verdicts),
+        "auc": None if auc is None else round(auc, 4),
+        "ece": None if ece is None else round(ece, 4),
+        "quality": quality(auc, ece),
+        "in_words": in_words(auc, ece, len(verdicts)),
+    }
