@@ -46,7 +46,10 @@ def test_a_release_carries_every_estimated_pair_with_its_estimate_label_and_draw
         pair = (row["query-id"], row["corpus-id"])
         assert row["p_relevant"] == stored[pair].p_relevant and row["model"] == stored[pair].model
         draw = considered[pair]
-        assert row["draw"] == {"round": 1, "probability": draw.probability, "drawn": draw.drawn}
+        assert row["draw"] == {
+            "round": 1, "probability": draw.probability, "drawn": draw.drawn, "stratum": draw.stratum
+        }  # fmt: skip
+        assert draw.stratum == "sample" or (draw.probability, draw.drawn) == (1.0, True)  # take-all: drawn for sure
         assert (row["origin"] == "human") == draw.drawn  # every drawn pair was answered, nothing else
         if draw.drawn:
             assert row["label"] == int(ws.truth(*pair))

@@ -1,5 +1,6 @@
-"""Selection for review: likely relevant pairs drawn more often, every pair possible, and estimates from the drawn pairs
-unbiased when weighted by their known probabilities."""
+"""Selection for review: each real query's likely relevant pairs taken for sure, the rest drawn at random with likely
+relevant pairs more often, every pair possible, and estimates from the drawn pairs unbiased when weighted by their
+known probabilities."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testset_builder.stages.selection import (
+    LIKELY_RELEVANT,
     draw,
     horvitz_thompson_mean,
     inclusion_probabilities,
+    split_budget,
+    split_draws,
+    take_all,
     weighted_inclusion_probabilities,
 )
 
@@ -74,33 +79,38 @@ def test_a_selection_round_draws_with_recorded_probabilities_and_puts_the_drawn_
     from testset_builder.store import estimates
     from testset_builder.store import review as review_store
 
-    ws, items = pair_queue, pair_queue.items
+    ws = pair_queue
     assert main(["select", "--budget", "10", "--workspace", str(ws.root), "--json"]) == 0
     first = json.loads(capsys.readouterr().out)
     recorded = stored.draws(ws.db)
-    assert first["round"] == 1 and first["considered"] == len(items) == len(recorded)
-    assert sum(d.probability for d in recorded.values()) == pytest.approx(10)
+    assert first["round"] == 1 and first["considered"] == len(ws.items) == len(recorded)
+    taken = {item_id for item_id, d in recorded.items() if d.stratum == stored.TAKE_ALL}
+    assert first["take_all"] == len(taken) > 0  # the prior puts one pair of a real query above 0.5
+    assert all(recorded[i].probability == 1.0 and recorded[i].drawn for i in taken)
+    sampled = [i for i in ws.items if i.item_id not in taken]  # the random draw's, with what the take-all part left
+    assert sum(recorded[i.item_id].probability for i in sampled) == pytest.approx(10 - len(taken))
     stored_estimates = estimates.estimates(ws.db)
-    p = np.array([stored_estimates[(i.query_id, i.chunk_id)].p_relevant for i in items])
-    log_ranks = np.array([stored_estimates[(i.query_id, i.chunk_id)].features[3:5] for i in items])  # bm25, dense
+    p = np.array([stored_estimates[(i.query_id, i.chunk_id)].p_relevant for i in sampled])
+    log_ranks = np.array([stored_estimates[(i.query_id, i.chunk_id)].features[3:5] for i in sampled])  # bm25, dense
     best = np.expm1(log_ranks.min(axis=1))
     weights = p * (1 + 1 / np.log2(1 + best))  # the likely relevant, by how high a pair ranks
-    expected = weighted_inclusion_probabilities(weights, 10, 0.2)
-    assert [recorded[i.item_id].probability for i in items] == pytest.approx(expected)
+    expected = weighted_inclusion_probabilities(weights, 10 - len(taken), 0.2)
+    assert [recorded[i.item_id].probability for i in sampled] == pytest.approx(expected)
     drawn = {item_id for item_id, d in recorded.items() if d.drawn}
-    assert first["drawn"] == len(drawn) > 0
+    assert first["drawn"] == len(drawn) == first["take_all"] + first["sampled"] and first["sampled"] > 0
     head = review_store.queued_items(ws.db, limit=len(drawn))
-    assert {i.item_id for i in head} == drawn and all(i.reason == "drawn for review, round 1" for i in head)
+    assert {i.item_id for i in head} == drawn and all(i.reason.startswith("drawn for review, round 1") for i in head)
+    assert {i.item_id for i in head[: len(taken)]} == taken  # taken for sure first, then drawn at random
 
     served = review.next_item(ws, "ann")
     review.submit(ws, "ann", served.item_id, "grade", "k1", grade=1)
     assert main(["select", "--budget", "5", "--workspace", str(ws.root), "--json"]) == 0
     second = json.loads(capsys.readouterr().out)
     # the next round draws anew from every pair still unlabelled, with the refitted estimate: the loop keeps learning
-    assert second["round"] == 2 and second["considered"] == second["reconsidered"] == len(items) - 1
+    assert second["round"] == 2 and second["considered"] == second["reconsidered"] == len(ws.items) - 1
     assert second["drawn"] > 0
     again = {(q, c): round_ for q, c, round_ in ws.db.execute("SELECT query_id, chunk_id, round FROM review_draws")}
-    assert len(ws.db.execute("SELECT * FROM review_draws WHERE round = 2").fetchall()) == len(items) - 1
+    assert len(ws.db.execute("SELECT * FROM review_draws WHERE round = 2").fetchall()) == len(ws.items) - 1
     assert (served.query["query_id"], served.chunk["chunk_id"]) in again  # round 1's row stays as it was
     with pytest.raises(Exception, match="append-only"):
         with ws.transaction() as db:
@@ -108,6 +118,7 @@ def test_a_selection_round_draws_with_recorded_probabilities_and_puts_the_drawn_
 
 
 def test_pairs_the_scored_systems_rank_high_are_likelier_drawn_as_their_rank_says(pair_queue, capsys):
+    import json
 
     from testset_builder.cli import main
     from testset_builder.retrieval.pool import Candidate
@@ -120,8 +131,8 @@ def test_pairs_the_scored_systems_rank_high_are_likelier_drawn_as_their_rank_say
         rows.put_candidates(
             db, [Candidate(i.query_id, i.chunk_id, "run:mine", r, 1.0 / r) for r, i in enumerate(mine, 1)]
         )
-    assert main(["select", "--budget", "10", "--workspace", str(ws.root), "--json"]) == 0
-    capsys.readouterr()
+    assert main(["select", "--budget", "10", "--workspace", str(ws.root), "--json", "--take-all-share", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["take_all"] == 0  # the random draw alone, over every pending pair
     stored_estimates = estimates.estimates(ws.db)
     p = np.array([stored_estimates[(i.query_id, i.chunk_id)].p_relevant for i in items])
     log_ranks = np.array([stored_estimates[(i.query_id, i.chunk_id)].features[3:5] for i in items])  # bm25, dense
@@ -187,3 +198,172 @@ def test_a_pairs_best_rank_is_read_from_features_stored_before_the_pooled_system
     for stored in (features, features[:-1], features[:LEGACY_FEATURES]):  # as written by this version and two before
         assert best_rank(StoredEstimate("q", "c", 0.5, "prior", 0, tuple(stored))) == pytest.approx(4.0)
     assert best_rank(StoredEstimate("q", "c", 0.5, "prior", 0, (0.1, 0.2))) == 1.0  # unreadable: the top, to be safe
+
+
+# the take-all stratum -----------------------------------------------------------------------------------------------
+
+QUERIES = ["a", "a", "a", "a", "b", "b", "c", "d", "d"]  # d is synthetic
+LIKELY = [0.9, 0.8, 0.7, 0.6, 0.6, 0.55, 0.95, 0.99, 0.2]
+RANKS = [1.0] * len(QUERIES)
+REAL = {"a", "b", "c"}
+
+
+def test_only_real_queries_likely_pairs_are_taken_at_most_three_a_query_and_round_robin_when_the_share_is_full():
+    assert take_all(QUERIES, LIKELY, RANKS, REAL, per_query=3, limit=100) == [6, 0, 4, 1, 5, 2]  # a's 0.6 left out
+    # room for four: every real query's likeliest pair (by p) before any query's second one
+    assert take_all(QUERIES, LIKELY, RANKS, REAL, per_query=3, limit=4) == [6, 0, 4, 1]
+    assert take_all(QUERIES, LIKELY, RANKS, REAL, per_query=3, limit=2) == [6, 0]
+    assert take_all(QUERIES, [0.49] * len(QUERIES), RANKS, REAL, per_query=3, limit=100) == []  # none likely
+    assert take_all(QUERIES, LIKELY, RANKS, REAL, per_query=0, limit=100) == []  # turned off
+    tied = take_all(["a", "a"], [0.7, 0.7], [9.0, 2.0], {"a"}, per_query=1, limit=1)
+    assert tied == [1]  # of two as likely, the better placed
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_pair_taken_for_sure_is_always_drawn_with_probability_one_whatever_the_seed(seed):
+    pending = [(q, f"chunk-{i}") for i, q in enumerate(QUERIES)]
+    split = split_budget(QUERIES, LIKELY, RANKS, REAL, 6, uniform_share=0.2, take_all_share=0.5, per_query=3, seed=seed)
+    assert split.certain == [6, 0, 4]
+    stored = split_draws(pending, LIKELY, split, 1, "prior")
+    certain = [d for d in stored if d.stratum == "take-all"]
+    assert [(d.query_id, d.chunk_id) for d in certain] == [pending[i] for i in split.certain]
+    assert all(d.probability == 1.0 and d.drawn for d in certain)
+    assert {(d.query_id, d.chunk_id) for d in stored} == set(pending)  # every pending pair recorded once
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from("abcdefgh"), st.floats(0.0, 1.0)), min_size=1, max_size=200),
+    st.integers(1, 60),
+    st.floats(0.0, 0.9),
+    st.integers(0, 4),
+)
+def test_the_random_draw_spends_what_the_take_all_part_leaves_and_no_other_pair_is_impossible(
+    pairs, budget, share, per_query
+):
+    queries, p = [q for q, _ in pairs], [value for _, value in pairs]
+    split = split_budget(
+        queries, p, [1.0] * len(p), set("abcde"), budget, uniform_share=0.2, take_all_share=share,
+        per_query=per_query, seed=0,
+    )  # fmt: skip
+    assert len(split.certain) <= int(share * budget) and sorted(split.certain + split.rest) == list(range(len(p)))
+    assert all(queries[i] in "abcde" and p[i] >= LIKELY_RELEVANT for i in split.certain)
+    assert all(sum(queries[i] == q for i in split.certain) <= per_query for q in "abcde")
+    left = min(budget - len(split.certain), len(split.rest))
+    assert split.probabilities.sum() == pytest.approx(left, rel=1e-6) and split.sample_budget == left
+    assert (split.probabilities > 0).all() and (split.probabilities <= 1).all()
+
+
+def test_the_take_all_share_keeps_part_of_the_budget_for_the_random_draw():
+    with pytest.raises(ValueError, match="take_all_share"):
+        split_budget(QUERIES, LIKELY, RANKS, REAL, 6, uniform_share=0.2, take_all_share=1.0, per_query=3, seed=0)
+
+
+@pytest.fixture
+def likely_pairs_queue(docs_workspace):
+    """Seven real queries, each a run of words from one chunk of the docs corpus (the estimate finds that chunk
+    likely relevant), a real query about nothing in the corpus, and a synthetic question copied from a chunk with no
+    label on it; each query paired with every chunk in the review queue. ``truth`` says the copied chunk answers."""
+    from testset_builder.records import Query, QueryOrigin
+    from testset_builder.store import review as review_store
+    from testset_builder.store import rows
+    from testset_builder.store.workspace import utc_timestamp
+
+    ws = docs_workspace
+    chunks = rows.live_chunk_rows(ws.db)
+    sources = {f"real-{i}": (c, text) for i, (c, _, text) in enumerate(chunks[::4])}
+    sources["synthetic-copy"] = chunks[1][0], chunks[1][2]
+    queries = [
+        Query(query_id=q, text=" ".join(text.split()[5:17]), origin=QueryOrigin.real)
+        for q, (_, text) in sources.items()
+    ]
+    queries[-1] = queries[-1].model_copy(update={"origin": QueryOrigin.synthetic, "source_chunk_id": chunks[1][0]})
+    queries.append(Query(query_id="real-off-topic", text="when do bananas ripen in the sun", origin=QueryOrigin.real))
+    items = [
+        review_store.QueuedItem(review_store.pair_item_id(q.query_id, c), "pair", q.query_id, c, 1.0, "test", 1)
+        for q in queries
+        for c, *_ in chunks
+    ]
+    with ws.transaction() as db:
+        rows.put_queries(db, queries)
+        review_store.enqueue(db, items, utc_timestamp())
+    ws.truth = {(q, c) for q, (c, _) in sources.items()}
+    return ws
+
+
+def test_after_a_round_is_answered_every_real_query_with_a_likely_pair_holds_a_human_label_and_the_release_says_so(
+    likely_pairs_queue,
+):
+    import json
+
+    from testset_builder import api
+    from testset_builder.stages import review
+    from testset_builder.store import draws as stored
+    from testset_builder.store import rows
+
+    ws = likely_pairs_queue
+    config = api.load_config(workspace=str(ws.root))
+    summary = api.select(config, 20, workspace=ws)
+    considered = stored.pair_draws(ws.db)
+    real = rows.real_query_ids(ws.db)
+    likely = {q for (q, _), d in considered.items() if q in real and d.p_relevant >= LIKELY_RELEVANT}
+    taken = {pair for pair, d in considered.items() if d.stratum == stored.TAKE_ALL}
+    assert len(likely) >= 5 and "synthetic-copy" not in {q for q, _ in taken}
+    assert (summary.take_all, summary.take_all_queries) == (len(taken), len(likely))
+    assert summary.real_queries_without_likely == 1 and summary.take_all <= 10  # half the budget at most
+    assert summary.sample_budget == 20 - summary.take_all and summary.why.startswith(f"{summary.take_all} likely")
+
+    served = []
+    while (item := review.next_item(ws, "ann")) is not None and item.reason.startswith("drawn for review"):
+        pair = (item.query["query_id"], item.chunk["chunk_id"])
+        review.submit(ws, "ann", item.item_id, "grade", f"k-{len(served)}", grade=2 if pair in ws.truth else 0)
+        served.append(pair)
+    review.leave(ws, "ann")
+    assert len(served) == summary.drawn and set(served[: len(taken)]) == taken  # taken for sure come first
+    labelled = {j.query_id for j in rows.iter_judgments(ws.db) if j.source.value == "human"}
+    assert likely <= labelled  # every real query with a likely pair now holds a human label
+
+    released = api.release(config, workspace=ws)
+    qrels = (released.path / "beir" / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    grades = {(q, c): int(g) for q, c, g in (line.split("\t") for line in qrels)}
+    rows_by_pair = {
+        (row["query-id"], row["corpus-id"]): row
+        for row in map(json.loads, (released.path / "estimates.jsonl").read_text(encoding="utf-8").splitlines())
+    }
+    for pair in taken:
+        assert grades[pair] == (2 if pair in ws.truth else 0)  # the verdict is the released label
+        assert rows_by_pair[pair]["draw"] == {"round": 1, "probability": 1.0, "drawn": True, "stratum": "take-all"}
+        assert rows_by_pair[pair]["origin"] == "human"
+    assert {row["draw"]["stratum"] for row in rows_by_pair.values() if row["draw"]} == {"take-all", "sample"}
+
+
+def test_migration_24_gives_every_earlier_draw_the_sample_stratum(docs_workspace):
+    import sqlite3
+
+    from testset_builder.records import Query, QueryOrigin
+    from testset_builder.store import draws as stored
+    from testset_builder.store import open_workspace, rows
+    from testset_builder.store.workspace import DB_NAME
+
+    chunk = rows.live_chunk_rows(docs_workspace.db)[0][0]
+    with docs_workspace.transaction() as db:
+        rows.put_queries(db, [Query(query_id="r0", text="how is ndcg computed", origin=QueryOrigin.real)])
+    db = sqlite3.connect(docs_workspace.root / DB_NAME, isolation_level=None)
+    db.execute("BEGIN")
+    db.execute("ALTER TABLE review_draws DROP COLUMN stratum")  # schema 23's table
+    db.execute(
+        "INSERT INTO review_draws (query_id, chunk_id, item_id, round, probability, drawn, p_relevant, model, "
+        "created_at) VALUES ('r0', ?, 'p-old', 1, 0.25, 1, 0.4, 'prior', 'then')",
+        (chunk,),
+    )
+    db.execute("DELETE FROM schema_migrations WHERE version >= 24")
+    db.execute("COMMIT")
+    db.close()
+    with open_workspace(docs_workspace.root) as again:  # migration 24 runs
+        assert [d.stratum for d in stored.pair_draws(again.db).values()] == ["sample"]
+        with pytest.raises(sqlite3.IntegrityError):
+            again.db.execute(
+                "INSERT INTO review_draws (query_id, chunk_id, item_id, round, probability, drawn, p_relevant, model, "
+                "created_at, stratum) VALUES ('r0', ?, 'p-new', 2, 1.0, 1, 0.9, 'prior', 'now', 'other')",
+                (chunk,),
+            )

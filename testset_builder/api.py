@@ -251,13 +251,24 @@ def import_logs(config: Config, log: str | Path, *, workspace=None, force: bool 
         return importing(ws, Path(log), config.logs, force=force)
 
 
-def select(config: Config, budget: int, *, uniform_share: float = 0.2, seed: int = 0, workspace=None):
-    """Draw about ``budget`` pairs for review, each with a known probability (the estimate refit first); returns a
-    :class:`~testset_builder.stages.selection.SelectionSummary`."""
+def select(
+    config: Config,
+    budget: int,
+    *,
+    uniform_share: float = 0.2,
+    seed: int = 0,
+    take_all_share: float = 0.5,
+    take_all_per_query: int = 3,
+    workspace=None,
+):
+    """Pick about ``budget`` pairs for review (the estimate refit first): each real query's likely relevant pairs
+    for sure (at most ``take_all_per_query`` a query, ``take_all_share`` of the budget), the rest drawn at random,
+    each with a known probability; returns a :class:`~testset_builder.stages.selection.SelectionSummary`, which
+    says how the budget split and why."""
     from .stages.selection import select_for_review
 
     with _opened(config, workspace) as ws:
-        return select_for_review(ws, budget, uniform_share, seed)
+        return select_for_review(ws, budget, uniform_share, seed, take_all_share, take_all_per_query)
 
 
 def select_logs(config: Config, limit: int, *, uniform_share: float = 0.2, seed: int = 0, workspace=None):

@@ -599,18 +599,37 @@ def select_pairs(
         typer.Option("--uniform-share", min=0.01, max=1.0, help="Share of the budget spread evenly over every pair."),
     ] = 0.2,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the draw (a rerun with it draws the same).")] = 0,
+    take_all_share: Annotated[
+        float,
+        typer.Option(
+            "--take-all-share", min=0.0, max=0.9, help="Most of the budget taken for sure (0: a random draw only)."
+        ),
+    ] = 0.5,
+    take_all_per_query: Annotated[
+        int,
+        typer.Option(
+            "--take-all-per-query", min=0, help="Likely relevant pairs taken for sure per real query, at most."
+        ),
+    ] = 3,
     json_output: JsonOption = False,
 ) -> None:
-    """Draw the pairs humans should review, the likely relevant ones likelier, each with a recorded probability; or,
-    with --from-logs, the logged queries to label, the likely failures likelier.
+    """Pick the pairs humans should review: each real query's likely relevant pairs for sure, the rest drawn at
+    random, each with a recorded probability; or, with --from-logs, the logged queries to label, the likely
+    failures likelier.
 
-    Refits the relevance estimate on the verdicts so far, then draws from every pair no human has labelled yet
-    (those an earlier round considered too: their estimate has moved): pair i with probability min(1, u + c w_i),
-    w_i = p_i (1 + 1 / log2(1 + r_i)) from its estimate p_i and best rank r_i, where u spreads
-    --uniform-share of the budget evenly (no pair is ever impossible) and c makes the expected number drawn equal
-    --budget. Drawn pairs head the review queue. The probabilities are kept, drawn or not, so that figures estimated
-    from the verdicts stay unbiased; the latest round is the design they use. Run it again after a review session
-    for the next round.
+    Refits the relevance estimate on the verdicts so far. Then it takes pairs for sure: for each real query, the
+    pending pairs the estimate calls likely relevant (P >= 0.5), the likeliest first, at most --take-all-per-query.
+    They use at most --take-all-share of the budget. When more qualify, each query's likeliest pair goes first, so
+    every real query gets one before any gets two. These pairs have probability 1.
+
+    The rest of the budget is a random draw over every other pair no human has labelled yet (those an earlier round
+    considered too: their estimate has moved). Pair i is drawn with probability min(1, u + c w_i), w_i = p_i (1 + 1
+    / log2(1 + r_i)) from its estimate p_i and best rank r_i. u spreads --uniform-share of that budget evenly (no
+    pair is ever impossible); c makes the expected number drawn equal it.
+
+    Pairs taken for sure head the review queue, the drawn ones next. The summary says how the budget split and
+    why. Every probability is kept, drawn or not, so figures estimated from the verdicts stay unbiased; the latest
+    round is the design they use. Run it again after a review session for the next round.
 
     With --from-logs, each logged query no earlier round considered weighs by its failure signals (thumbs down,
     cited sources not clicked, a low rating, a low top retrieval score, nothing retrieved) times how often it was
@@ -633,22 +652,41 @@ def select_pairs(
     from .. import api
 
     with open_workspace_for(resolved) as ws:
-        summary = api.select(resolved, budget, uniform_share=uniform_share, seed=seed, workspace=ws)
+        summary = api.select(
+            resolved, budget, uniform_share=uniform_share, seed=seed, take_all_share=take_all_share,
+            take_all_per_query=take_all_per_query, workspace=ws,
+        )  # fmt: skip
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return
+    for line in selection_lines(summary, budget):
+        out.print(line, highlight=False)
+
+
+def selection_lines(summary, budget: int) -> list[str]:
+    """What `select` prints: the round, how the budget split, and why."""
     smallest = "n/a" if summary.smallest_probability is None else f"{summary.smallest_probability:.4f}"
     again = (
         f" ({summary.reconsidered} considered by an earlier round, estimated anew since)"
         if summary.reconsidered
         else ""
     )
-    out.print(
-        f"round {summary.round}: drew {summary.drawn} of {summary.considered} pending pairs{again} (budget {budget}, "
-        f"{summary.uniform_share:.0%} spread evenly; smallest probability {smallest}) using {summary.model}; "
-        "they head the review queue",
-        highlight=False,
-    )
+    lines = [
+        f"round {summary.round}: {summary.drawn} of {summary.considered} pending pairs for review{again} "
+        f"(budget {budget}) using {summary.model}; they head the review queue",
+        f"  taken for sure: {summary.take_all} likely relevant pairs of {summary.take_all_queries} real queries "
+        f"(at most {summary.take_all_per_query} a query, {summary.take_all_share:.0%} of the budget); "
+        f"{summary.real_queries_without_likely} real queries have no likely pair",
+        f"  drawn at random: {summary.sampled} (budget {summary.sample_budget:g}, {summary.uniform_share:.0%} spread "
+        f"evenly; smallest probability {smallest})",
+        f"  why: {summary.why}",
+    ]
+    if summary.doubted_questions_waiting:
+        lines.append(
+            f"  {summary.doubted_questions_waiting} doubted synthetic questions wait in the queue too, each queued "
+            "for sure, outside the budget (`serve --questions` shows them)"
+        )
+    return lines
 
 
 def _select_logged(resolved, limit: int, uniform_share: float, seed: int, json_output: bool) -> None:

@@ -1,5 +1,6 @@
 """The review draws: for each (query, chunk) pair and each round that considered it for review, the inclusion
-probability, whether it was drawn, and the estimate the probability came from. A drawn pair becomes the review item
+probability, whether it was drawn, the estimate the probability came from, and its stratum: ``take-all`` (drawn for
+sure, probability 1) or ``sample`` (the random draw). A drawn pair becomes the review item
 :func:`~.migrations.pair_item_id` names.
 
 Each round is a design of its own over the pairs no human had labelled when it ran (its population): the latest
@@ -14,7 +15,10 @@ from dataclasses import dataclass
 
 from .migrations import pair_item_id
 
-_COLUMNS = "query_id, chunk_id, item_id, round, probability, drawn, p_relevant, model"
+_COLUMNS = "query_id, chunk_id, item_id, round, probability, drawn, p_relevant, model, stratum"
+
+TAKE_ALL = "take-all"  # taken for sure, probability 1 (a real query's likely relevant pair)
+SAMPLE = "sample"  # considered in the random draw, with the probability it records
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,7 @@ class StoredDraw:
     drawn: bool
     p_relevant: float
     model: str
+    stratum: str = SAMPLE
 
     @property
     def item_id(self) -> str:
@@ -34,18 +39,19 @@ class StoredDraw:
 
 def put_draws(db: sqlite3.Connection, draws: Iterable[StoredDraw], created_at: str) -> int:
     rows = [
-        (d.query_id, d.chunk_id, d.item_id, d.round, d.probability, int(d.drawn), d.p_relevant, d.model, created_at)
+        (d.query_id, d.chunk_id, d.item_id, d.round, d.probability, int(d.drawn), d.p_relevant, d.model, d.stratum,
+         created_at)
         for d in draws
-    ]
-    db.executemany(f"INSERT INTO review_draws ({_COLUMNS}, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    ]  # fmt: skip
+    db.executemany(f"INSERT INTO review_draws ({_COLUMNS}, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     return len(rows)
 
 
 def pair_draws(db: sqlite3.Connection) -> dict[tuple[str, str], StoredDraw]:
     """Each (query, chunk) pair a round considered, with the latest such round's draw (the design it is in now)."""
     return {
-        (q, c): StoredDraw(q, c, round_, probability, bool(drawn), p, model)
-        for q, c, _, round_, probability, drawn, p, model in db.execute(
+        (q, c): StoredDraw(q, c, round_, probability, bool(drawn), p, model, stratum)
+        for q, c, _, round_, probability, drawn, p, model, stratum in db.execute(
             f"SELECT {_COLUMNS} FROM review_draws ORDER BY round, query_id, chunk_id"
         )
     }

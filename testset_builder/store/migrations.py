@@ -786,6 +786,19 @@ def m023_logged_sessions(db: sqlite3.Connection) -> None:
             run_script(db, f"ALTER TABLE log_queries ADD COLUMN {column} TEXT;")
 
 
+@migration(24)
+def m024_draw_strata(db: sqlite3.Connection) -> None:
+    """``review_draws.stratum``: ``take-all`` for a pair a round took for sure (probability 1: a real query's likely
+    relevant pair), ``sample`` for one it considered in the random draw. Every earlier row was a sampled one."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(review_draws)")}
+    if "stratum" not in columns:  # idempotent, as the migrations after 18 are
+        run_script(
+            db,
+            "ALTER TABLE review_draws ADD COLUMN stratum TEXT NOT NULL DEFAULT 'sample' "
+            "CHECK (stratum IN ('take-all', 'sample'));",
+        )
+
+
 def _key_bytes(key: int | bytes) -> bytes:
     """A key as migration 14 stored it (a signed 64-bit integer) as 8 little-endian bytes (one stored as bytes, as
     the backfill of migration 14 run by this code does, is already)."""

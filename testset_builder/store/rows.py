@@ -363,6 +363,11 @@ def synthetic_query_ids(db: sqlite3.Connection) -> list[str]:
     return [row[0] for row in db.execute("SELECT query_id FROM queries WHERE origin = 'synthetic' ORDER BY query_id")]
 
 
+def real_query_ids(db: sqlite3.Connection) -> set[str]:
+    """The queries people asked (origin ``real``: given to propose or imported from logs), not synthetic ones."""
+    return {row[0] for row in db.execute("SELECT query_id FROM queries WHERE origin = 'real'")}
+
+
 def live_chunks_of(db: sqlite3.Connection, doc_id: str) -> list[Chunk]:
     """A document's live chunks, in document order."""
     rows = db.execute('SELECT * FROM chunks WHERE doc_id = ? AND removed_at IS NULL ORDER BY start, "end"', (doc_id,))

@@ -7,7 +7,8 @@ estimated or the policy labelled, one JSON object per line, sorted by query then
 - ``label`` and ``origin``: the grade the policy released and where it came from (``human``, ``synthetic-source``,
   ``llm-unverified``), or null for a pair only estimated;
 - ``draw``: the review round that considered the pair (:mod:`~testset_builder.stages.selection`), its inclusion
-  probability and whether it was drawn, or null.
+  probability, whether it was drawn, and its stratum (``take-all``: taken for sure, probability 1; ``sample``: the
+  random draw), or null.
 
 This is what prediction-powered scoring (:mod:`~testset_builder.metrics.prediction`) reads: the estimates stand in
 for the labels nobody gave, and the verdicts on pairs drawn with known probabilities correct them.
@@ -40,10 +41,15 @@ def estimated_pairs(estimates: dict, draws: dict, qrels: list, keep_query, keep_
                 "model": estimate.model if estimate else None,
                 "label": label.grade if label else None,
                 "origin": label.origin if label else None,
-                "draw": {"round": draw.round, "probability": draw.probability, "drawn": draw.drawn} if draw else None,
+                "draw": draw_fields(draw) if draw else None,
             }
         )
     return rows
+
+
+def draw_fields(draw) -> dict:
+    """A pair's stored draw as ``estimates.jsonl`` gives it."""
+    return {"round": draw.round, "probability": draw.probability, "drawn": draw.drawn, "stratum": draw.stratum}
 
 
 def estimates_text(rows: list[dict]) -> str:
