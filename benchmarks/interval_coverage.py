@@ -184,7 +184,15 @@ def run_ranks(collection: Collection, pairs) -> dict[str, np.ndarray]:
     return out
 
 
-def arm(collection: Collection, pooled_runs: bool, draws: int, anti: bool) -> dict:
+def arm(
+    collection: Collection,
+    pooled_runs: bool,
+    draws: int,
+    anti: bool,
+    take_all_share: float = 0.5,
+    per_query: int = 3,
+    budget_share: float = BUDGET,
+) -> dict:
     pairs = pool_of(collection, pooled_runs)
     grade = np.array([collection.grades.get(pair, 0) for pair in pairs])
     p = agreement_estimate(collection, pairs, anti)
@@ -197,12 +205,13 @@ def arm(collection: Collection, pooled_runs: bool, draws: int, anti: bool) -> di
         for m, k in METRICS
     }
     ranks = best_ranks(collection, pairs)
-    budget = int(BUDGET * len(pairs))
+    budget = int(budget_share * len(pairs))
     cases: dict[tuple[str, str], list[tuple[bool, float, float]]] = {}
     for seed in range(draws):
         split = selection.split_budget(
-            queries, p, ranks, set(queries), budget, uniform_share=0.2, take_all_share=0.5, per_query=3, seed=seed
-        )
+            queries, p, ranks, set(queries), budget, uniform_share=0.2, take_all_share=take_all_share,
+            per_query=per_query, seed=seed,
+        )  # fmt: skip
         probability = np.zeros(len(pairs))
         probability[split.certain] = 1.0
         for d in split.outcome:
@@ -246,16 +255,22 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--draws", type=int, default=10)
     parser.add_argument("--clef2018", type=Path, help="the git dir of a snapshot of CLEFeHealth/CLEFeHealth2018IRtask")
     parser.add_argument("--estimate", choices=("agreement", "anti"), default="agreement")
+    parser.add_argument("--take-all-share", type=float, default=selection.TAKE_ALL_SHARE)
+    parser.add_argument("--budget", type=float, default=BUDGET, help="the share of the pool reviewed")
+    parser.add_argument("--take-all-per-query", type=int, default=selection.TAKE_ALL_PER_QUERY)
     args = parser.parse_args(argv)
     collections = [bundled(name, seed=0) for name in args.collections.split(",") if name]
     if args.clef2018:
         collections.append(clef2018(args.clef2018))
-    results = {"draws": args.draws, "estimate": args.estimate, "budget_share": BUDGET, "collections": {}}
+    results = {"draws": args.draws, "estimate": args.estimate, "budget_share": args.budget, "collections": {}}
     print(f"{'collection':<10} {'pool':<6} {'metric':<9} " + "  ".join(f"{e:>28}" for e in ESTIMATORS))
     for collection in collections:
         for pooled_runs in (False, True):
             started = time.perf_counter()
-            found = arm(collection, pooled_runs, args.draws, args.estimate == "anti")
+            found = arm(
+                collection, pooled_runs, args.draws, args.estimate == "anti", args.take_all_share,
+                args.take_all_per_query, args.budget,
+            )  # fmt: skip
             found["seconds"] = round(time.perf_counter() - started, 1)
             pool_name = "runs pooled" if pooled_runs else "tool pool"
             results["collections"].setdefault(collection.name, {})[pool_name] = found

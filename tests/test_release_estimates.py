@@ -1,5 +1,5 @@
-"""A release carries its estimated labels (estimates.jsonl) beside the human ones, and `score --release` reports
-prediction-powered figures from them."""
+"""A release carries its estimated labels (estimates.jsonl) beside the human ones, and `score --release` gives each
+metric the figure that applies: prediction-powered from them where verdicts were drawn at random."""
 
 from __future__ import annotations
 
@@ -94,48 +94,43 @@ def test_score_on_a_release_with_estimates_gives_the_difference_estimator_for_pr
     )
     capsys.readouterr()
     assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)["prediction_powered"]
-    assert report["applies"] == "ppi" and report["queries"] == 2
+    document = json.loads(capsys.readouterr().out)
+    assert document["estimates"]["applies"] == "ppi" and document["estimates"]["queries"] == 2
 
+    # the difference estimator over the top 5: f + (label - f) / pi where drawn at random, the label where known for
+    # sure, f alone elsewhere; f is each pair's held-out estimate, pi its draw's probability times the answer rate
     top5 = {(q, c) for q, chunks in ranked.items() for c in chunks[:5]}
-    # the difference estimator over the top 5: f + (label - f) / probability where drawn, f being each pair's estimate
-    # recalibrated on the other pairs' verdicts (cross-fitted: no verdict moves its own pair's f)
-    pairs = prediction.release_pairs(rows)
-    ranks = {(q, c): rank for q, chunks in ranked.items() for rank, c in enumerate(chunks, 1) if rank <= 5}
-    f = ppi.recalibrated(prediction.pooled(pairs, ranks, prediction.design_probabilities(rows)))
-    expected, variance, most = 0.0, 0.0, 0.0
-    smallest = min(r["draw"]["probability"] for r in rows if r["draw"])
-    for row, plugged in zip(rows, f):
-        if (row["query-id"], row["corpus-id"]) not in top5:
+    expected, variance, estimated = 0.0, 0.0, 0.0  # the estimate alone: known labels, f for every other pair
+    for q, c, f, pi, grade in prediction.release_pairs(rows):
+        if (q, c) not in top5:
             continue
-        expected += plugged
-        pi = row["draw"]["probability"] if row["draw"] else smallest
-        if row["label"] is not None:
-            residual = (row["label"] - plugged) / 10
-            expected += residual * 10 / pi
-            variance += (1 - pi) / pi**2 * residual**2  # Poisson sampling's Horvitz-Thompson variance
-        if not (row["label"] is not None and not row["draw"]):  # the floor: (1 - pi) / pi (1/10)^2 f (1 - f) at most
-            most += (1 - pi) / pi * (1 / 10) ** 2 * max(plugged, 1 - plugged) ** 2
-    figures = report["metrics"]["precision@5"]
-    assert figures["ppi"]["mean"] == pytest.approx(expected / 10)
-    # the interval is the point plus or minus one half-width, clipped to [0, 1]; its variance is the design's
-    # Horvitz-Thompson variance or the larger one the draw is expected to have under the recalibrated estimates
-    half_low, half_high = expected / 10 - figures["ppi"]["ci_low"], figures["ppi"]["ci_high"] - expected / 10
-    half = max(half_low, half_high)
-    assert figures["ppi"]["ci_low"] == pytest.approx(max(0.0, expected / 10 - half), abs=1e-9)
-    assert figures["ppi"]["ci_high"] == pytest.approx(min(1.0, expected / 10 + half), abs=1e-9)
-    z = 1.959963984540054
-    assert z * variance**0.5 - 1e-9 <= half <= z * max(variance, most) ** 0.5 + 1e-9
-    assert figures["estimate_only"]["mean"] == pytest.approx(
-        sum(r["p_relevant"] for r in rows if (r["query-id"], r["corpus-id"]) in top5) / 10
-    )
+        if grade is None:
+            expected += f
+        elif pi >= 1.0:
+            expected += int(grade >= 1)
+        else:
+            expected += f + (int(grade >= 1) - f) / pi
+            variance += (1 - pi) / pi**2 * ((int(grade >= 1) - f) / 10) ** 2  # Poisson sampling's variance
+        estimated += int(grade >= 1) if grade is not None and pi >= 1.0 else f
+    figure = document["metrics"]["precision@5"]
+    assert figure["kind"] == "prediction-powered"
+    assert figure["mean"] == pytest.approx(min(1.0, max(0.0, expected / 10)))
+    assert figure["ci_low"] == pytest.approx(max(0.0, expected / 10 - ppi.Z95 * variance**0.5), abs=1e-9)
+    assert figure["ci_high"] == pytest.approx(min(1.0, expected / 10 + ppi.Z95 * variance**0.5), abs=1e-9)
+    estimator = document["details"]["estimator"]["precision@5"]
+    assert estimator["ppi"] == {k: figure[k] for k in ("mean", "ci_low", "ci_high")}
+    assert estimator["estimate_only"]["mean"] == pytest.approx(estimated / 10)
+    assert "precision@5" in document["details"]["labelled_pairs"]
+    assert document["estimates"]["grade_2_share"] == 0.0  # the verdicts here are 0 or 1
 
-    assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5,ndcg@5"]) == 0
-    shown = capsys.readouterr().out
-    assert "prediction-powered" in shown and "applies: prediction-powered" in shown and "ndcg@5*" in shown
-    assert "from the drawn verdicts:" in shown  # what the verdicts made of grades and of queries with no answer
-    assumed = report["assumptions"]
-    assert assumed["grade_2_share"] == 0.0 and 0.0 <= assumed["answerable"] <= 1.0  # the verdicts here are 0 or 1
+    assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5,ndcg@5,mrr"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "figures: prediction-powered" in shown and "labelled pairs only" in shown
+    assert "human-only" not in shown and "estimate-only" not in shown  # the other figures only with --details
+    assert "from the drawn verdicts: 0% of relevant pairs are highly relevant" in shown
+    assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5,mrr", "--details"]) == 0
+    detailed = " ".join(capsys.readouterr().out.split())
+    assert "human-only" in detailed and "estimate-only" in detailed and "labelled pairs" in detailed
 
 
 def test_compare_on_a_release_with_estimates_gives_the_paired_prediction_powered_difference(
@@ -163,7 +158,7 @@ def test_compare_on_a_release_with_estimates_gives_the_paired_prediction_powered
     for path in runs:
         capsys.readouterr()
         assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(path), "-m", "precision@5", "--json"]) == 0
-        means.append(json.loads(capsys.readouterr().out)["prediction_powered"]["metrics"]["precision@5"]["ppi"]["mean"])
+        means.append(json.loads(capsys.readouterr().out)["metrics"]["precision@5"]["mean"])
     capsys.readouterr()
     assert main(["compare", *map(str, runs), "--release", f"{ws.root}@1.0.0", "-m", "precision@5", "--json"]) == 0
     [difference] = json.loads(capsys.readouterr().out)["prediction_powered"]
@@ -194,25 +189,35 @@ def test_a_run_with_no_drawn_verdict_in_its_top_k_is_warned_that_its_interval_ma
     assert "no drawn verdict falls in this run's top results" in " ".join(shown.split())
 
 
-def test_the_report_says_in_words_how_well_the_estimate_ranked_the_verdicts_it_did_not_see(
+def test_the_report_and_score_say_in_one_word_how_well_the_estimate_ranked_the_verdicts_it_did_not_see(
     pair_queue, capsys, tmp_path
 ):
     from sklearn.metrics import roc_auc_score
+
+    from testset_builder.stages.relevance import quality
 
     ws = pair_queue
     drawn_and_answered(ws, capsys, budget=20)
     assert main(["estimate", "-w", str(ws.root), "--json"]) == 0  # after review, as the README says
     assert main(["release", "-w", str(ws.root), "--version", "1.0.0"]) == 0
     rows = release_rows(ws, "1.0.0")
-    drawn = [r for r in rows if r["draw"] and r["draw"]["drawn"] and r["origin"] == "human"]
-    labels = [int(r["label"] >= 1) for r in drawn]
+    verdicts = [r for r in rows if r["origin"] == "human"]
+    labels = [int(r["label"] >= 1) for r in verdicts]
     assert 0 < sum(labels) < len(labels)
-    expected = roc_auc_score(labels, [r["p_relevant"] for r in drawn])
+    expected = roc_auc_score(labels, [r.get("p_heldout", r["p_relevant"]) for r in verdicts])
     out = tmp_path / "report.html"
     assert main(["report", "--release", str(ws.root / "releases" / "1.0.0"), "--out", str(out)]) == 0
     html = " ".join(out.read_text(encoding="utf-8").split())
-    assert f"on {len(drawn)} verdicts it did not see" in html.lower()
+    assert f"on {len(verdicts)} verdicts it did not see" in html.lower()
     assert f"(AUC {expected:.2f}; 0.5 is chance)" in html
+
+    run = tmp_path / "run.trec"
+    run.write_text("".join(f"{r['query-id']} Q0 {r['corpus-id']} 1 1 t\n" for r in rows[:2]), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5", "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)["estimate_quality"]
+    assert said["auc"] == pytest.approx(expected, abs=1e-4) and said["verdicts"] == len(verdicts)
+    assert said["quality"] == quality(said["auc"], said["ece"]) and f": {said['quality']}: " in html
 
 
 def test_after_two_rounds_the_latest_is_the_design_and_the_first_rounds_labels_are_known(pair_queue, capsys):
@@ -256,7 +261,10 @@ def test_score_on_a_release_without_drawn_verdicts_says_the_estimate_alone_can_m
     run.write_text("".join(f"{r['query-id']} Q0 {r['corpus-id']} 1 1 test\n" for r in rows[:1]), encoding="utf-8")
     capsys.readouterr()
     assert main(["score", "--release", f"{ws.root}@1.0.0", "-r", str(run), "-m", "precision@5", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)["prediction_powered"]
-    assert report["applies"] == "estimate"
-    assert "select" in report["why"] and "rank that system below weaker ones" in report["why"]
-    assert report["metrics"]["precision@5"]["ppi"] is None  # no interval means anything without a random draw
+    document = json.loads(capsys.readouterr().out)
+    assert document["estimates"]["applies"] == "estimate"
+    why = document["estimates"]["why"]
+    assert "select" in why and "rank that system below weaker ones" in why
+    figure = document["metrics"]["precision@5"]
+    assert figure["kind"] == "estimate-only" and "ci_low" not in figure  # no interval without a random draw
+    assert document["details"]["estimator"]["precision@5"]["ppi"] is None

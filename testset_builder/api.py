@@ -711,8 +711,10 @@ def retrieve(retriever: Retriever, queries: dict[str, str], k: int = 100, name: 
 
 @dataclass
 class ScoreResult:
-    """Each run's metrics (mean, 95% interval, per-query values in ``evaluations``), recall curve, and, on a
-    release with estimates, its prediction-powered figures; with several runs, each against the best."""
+    """Each run's metrics (mean, 95% interval, per-query values in ``evaluations``), recall curve, and, with several
+    runs, each against the best. On a release with estimates each metric's figure is the one that applies
+    (``kind``: prediction-powered, exact, estimate-only, or labelled pairs only), the best run and the tests are
+    decided on it, and the other figures are under each run's ``details``; ``quality`` is the estimate's."""
 
     reports: list[dict]
     evaluations: list[Any]
@@ -720,14 +722,17 @@ class ScoreResult:
     cluster_design: Any  # how queries resample together (metrics.clusters)
     sizes: list[Any]  # what the set can detect per metric (metrics.power)
     alpha: float
+    quality: dict | None = None  # the estimate's held-out AUC and ECE, in one word (stages.relevance)
 
     @property
     def metrics(self) -> dict:
-        """The first (or only) run's metrics: name -> {mean, ci_low, ci_high, ...}."""
+        """The first (or only) run's metrics: name -> {mean, ci_low, ci_high, ...}, the figure that applies."""
         return self.reports[0]["metrics"]
 
     def as_dict(self) -> dict:
         extra = {"clusters": self.cluster_design.as_dict(), "set_size": [s.as_dict() for s in self.sizes]}
+        if self.quality is not None:
+            extra["estimate_quality"] = self.quality
         if len(self.reports) == 1:
             return {**self.reports[0], **extra}
         return {"runs": self.reports, "against_best": self.against_best, "alpha": self.alpha, "correction": "holm",
@@ -756,14 +761,14 @@ def score(
     trec_eval's conventions. ``runs``: one or a list of ``Run`` objects, run files (TREC or JSONL), or retriever
     callables (:func:`retrieve` runs them on the release's queries, top ``k``). ``relevance_level``: the grade the
     binary metrics (recall, precision, MAP, MRR, hit rate, R-precision) count as relevant, trec_eval's ``-l``;
-    nDCG's gains are the grades. Prediction-powered figures are for level 1 only, and left out otherwise.
+    nDCG's gains are the grades. On a release with estimates each metric gets the figure that applies
+    (:mod:`~.metrics.figures`); prediction-powered figures are for level 1 only, and left out otherwise.
     ``clusters``: a file (JSONL, CSV, TSV) or a mapping of each query's cluster (a session, a user) under
     ``cluster_field``, for ``cluster_by`` auto or given; ``cluster_by="relevant"`` joins queries that share a relevant
     document."""
     from .metrics import parse_metrics
     from .metrics.many import against_best as versus_best
     from .metrics.many import evaluate_with_curve, smallest_k
-    from .metrics.prediction import prediction_report
     from .metrics.report import score_dicts
 
     specs = parse_metrics(metrics if isinstance(metrics, str) else list(metrics))
@@ -779,12 +784,28 @@ def score(
         report_of["recall_curve"] = [float(v) for v in curve]
         report_of["target_recall"] = {str(t): smallest_k(curve, t) for t in targets}
         report_of["relevance_level"] = relevance_level
-    if estimates and relevance_level == 1:
-        for report_of, r in zip(reports, made):
-            report_of["prediction_powered"] = prediction_report(estimates, r, specs)
     best = versus_best(evaluations, clusters.codes, alpha=alpha, seed=seed) if len(evaluations) > 1 else None
+    quality = None
+    if estimates and relevance_level == 1:
+        reports, best, quality = _applying_figures(estimates, made, specs, reports, best, alpha)
     sizes = set_sizes(evaluations, clusters.codes, alpha, detect)
-    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha)
+    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality)
+
+
+def _applying_figures(estimates, runs, specs, reports, best, alpha):
+    """Each run's report with the figure that applies per metric, the best run of each metric by it, and the
+    estimate's quality (:mod:`~.metrics.figures`)."""
+    from .metrics.figures import against_best_by_figure, one_figure
+    from .metrics.prediction import ReleasePool, prediction_report
+    from .stages.relevance import release_quality
+
+    pool = ReleasePool(estimates)
+    reports = [
+        one_figure(report, prediction_report(estimates, r, specs, pool=pool)) for report, r in zip(reports, runs)
+    ]
+    if best is not None and pool.applies != "qrels":
+        best = {**best, **against_best_by_figure(pool, runs, reports, specs, alpha)}
+    return reports, best, release_quality(estimates)
 
 
 EXIT_REGRESSION = 5  # compare's gate: a run is significantly worse than the baseline (the command's exit code)

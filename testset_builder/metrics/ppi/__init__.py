@@ -20,7 +20,7 @@ import numpy as np
 from . import ratios
 from .pool import CALIBRATIONS, FOLDS, USES, Pool, PooledPair, Predictions, grade_shares
 from .ratios import ideal_dcg
-from .totals import total
+from .totals import Total, total
 from .variance import Z95, Figure, Interval, interval
 
 METRICS = ("precision", "dcg", "ndcg", "recall")
@@ -31,6 +31,15 @@ def figure(pool: Pool, ranks: np.ndarray, metric: str, k: int, use: str = "ppi")
     """One run's figure over ``pool``: ``ranks`` its rank of each pair (inf where it does not hold it), ``use``
     "ppi" (estimates corrected by the drawn verdicts), "human" (the verdicts alone, nothing plugged in) or
     "estimate" (the estimates alone, no interval)."""
+    totals = parts(pool, ranks, metric, k, use)
+    verified = pool.verified() if use != "estimate" else _certain_counts(pool)
+    value, *slopes = per_query(metric, k, [t.per_query for t in totals], *verified)
+    influence = sum(slope[pool.query] * t.residual for slope, t in zip(slopes, totals))
+    return Figure(pool, value, influence / pool.queries, use != "estimate")
+
+
+def parts(pool: Pool, ranks: np.ndarray, metric: str, k: int, use: str) -> list[Total]:
+    """The per-query totals ``metric`` is made of (:mod:`.ratios`), each by the difference estimator."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; prediction-powered estimates know {', '.join(METRICS)}")
     if use not in USES:
@@ -38,28 +47,23 @@ def figure(pool: Pool, ranks: np.ndarray, metric: str, k: int, use: str = "ppi")
     predicted, correct = pool.predictions(use), use != "estimate"
     coefficient = ratios.rank_discount(np.asarray(ranks, dtype=float), k, metric)
     ones = np.ones(len(pool))
-    verified, verified_high = pool.verified() if correct else _certain_counts(pool)
+    count = total(pool, ones, pool.relevant, predicted.relevant, correct)
     if metric in ("precision", "dcg"):
-        part = total(pool, coefficient, pool.relevant, predicted.relevant, correct)
-        value, influence = part.per_query, part.residual
-    elif metric == "recall":
-        hits = total(pool, coefficient, pool.relevant, predicted.relevant, correct)
-        count = total(pool, ones, pool.relevant, predicted.relevant, correct)
-        value, by_hits, by_count = ratios.recall(hits.per_query, count.per_query, verified)
-        influence = by_hits[pool.query] * hits.residual + by_count[pool.query] * count.residual
-    else:
-        dcg = total(pool, coefficient, pool.gain, predicted.gain, correct)
-        high = total(pool, ones, (pool.gain >= 2).astype(float), predicted.high, correct)
-        count = total(pool, ones, pool.relevant, predicted.relevant, correct)
-        value, by_dcg, by_high, by_count = ratios.ndcg(
-            dcg.per_query, high.per_query, count.per_query, verified, verified_high, k
-        )
-        influence = (
-            by_dcg[pool.query] * dcg.residual
-            + by_high[pool.query] * high.residual
-            + by_count[pool.query] * count.residual
-        )
-    return Figure(pool, value, influence / pool.queries, correct)
+        return [total(pool, coefficient, pool.relevant, predicted.relevant, correct)]
+    if metric == "recall":
+        return [total(pool, coefficient, pool.relevant, predicted.relevant, correct), count]
+    dcg = total(pool, coefficient, pool.gain, predicted.gain, correct)
+    return [dcg, total(pool, ones, (pool.gain >= 2).astype(float), predicted.high, correct), count]
+
+
+def per_query(metric: str, k: int, totals: list[np.ndarray], verified, verified_high) -> tuple[np.ndarray, ...]:
+    """Each query's value from its totals, and the value's slope by each total (arrays of any shape ending in the
+    queries: a replicate's totals work alike)."""
+    if metric in ("precision", "dcg"):
+        return totals[0], np.ones_like(totals[0])
+    if metric == "recall":
+        return ratios.recall(totals[0], totals[1], verified)
+    return ratios.ndcg(*totals, verified, verified_high, k)
 
 
 def _certain_counts(pool: Pool) -> tuple[np.ndarray, np.ndarray]:
