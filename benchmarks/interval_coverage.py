@@ -34,8 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from testset_builder.labels import design
 from testset_builder.metrics import ppi
-from testset_builder.stages import selection
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "interval_coverage.json"
@@ -208,7 +208,7 @@ def arm(
     budget = int(budget_share * len(pairs))
     cases: dict[tuple[str, str], list[tuple[bool, float, float]]] = {}
     for seed in range(draws):
-        split = selection.split_budget(
+        split = design.split_budget(
             queries, p, ranks, set(queries), budget, uniform_share=0.2, take_all_share=take_all_share,
             per_query=per_query, seed=seed,
         )  # fmt: skip
@@ -255,9 +255,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--draws", type=int, default=10)
     parser.add_argument("--clef2018", type=Path, help="the git dir of a snapshot of CLEFeHealth/CLEFeHealth2018IRtask")
     parser.add_argument("--estimate", choices=("agreement", "anti"), default="agreement")
-    parser.add_argument("--take-all-share", type=float, default=selection.TAKE_ALL_SHARE)
+    parser.add_argument("--take-all-share", type=float, default=design.TAKE_ALL_SHARE)
     parser.add_argument("--budget", type=float, default=BUDGET, help="the share of the pool reviewed")
-    parser.add_argument("--take-all-per-query", type=int, default=selection.TAKE_ALL_PER_QUERY)
+    parser.add_argument("--take-all-per-query", type=int, default=design.TAKE_ALL_PER_QUERY)
     args = parser.parse_args(argv)
     collections = [bundled(name, seed=0) for name in args.collections.split(",") if name]
     if args.clef2018:

@@ -47,11 +47,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import estimate_transfer as transfer
 
+from testset_builder import labels
 from testset_builder.cli import main as cli
 from testset_builder.export import read_qrels, read_run
 from testset_builder.metrics import evaluate
 from testset_builder.retrieval.indexes import WorkspaceIndexes
-from testset_builder.stages import estimate, relevance
+from testset_builder.stages import estimate
 from testset_builder.store import estimates as stored
 from testset_builder.store import open_workspace, rows
 from testset_builder.tables import Qrels
@@ -182,11 +183,11 @@ def write_runs(
         passages = indexes.passages.of(chunk_ids)
         batch = [texts[q] for q in query_ids]
         bm25_rows, dense_rows = indexes.indexes["bm25"].scores(batch), indexes.indexes["dense"].scores(batch)
-    chunk_words = [estimate.words(passages[c]) for c in chunk_ids]
+    chunk_words = [labels.features.words(passages[c]) for c in chunk_ids]
     lines: dict[str, list[str]] = {}
     for row, query_id in enumerate(query_ids):
         bm25, dense = np.asarray(bm25_rows[row], dtype=float), np.asarray(dense_rows[row], dtype=float)
-        words = estimate.words(texts[query_id])
+        words = labels.features.words(texts[query_id])
         overlap = np.array([len(words & w) / max(1, len(words)) for w in chunk_words])
         systems = transfer.system_scores(bm25, dense, overlap) if pool != "shared-task" else {}
         if pool != "plain":
@@ -214,16 +215,16 @@ def means(grades: Qrels, run: Path, query_ids: list[str]) -> dict[str, float]:
     return {m: sum(per_query.get(q, {}).get(m, 0.0) for q in query_ids) / len(query_ids) for m in METRICS}
 
 
-def held_out_prior(folder: Path, queries: int) -> estimate.RelevanceModel:
+def held_out_prior(folder: Path, queries: int) -> labels.model.RelevanceModel:
     """The prior fitted as the shipped one is, on the other collections only (estimate_transfer's fit)."""
     others = [transfer.load_domain(f, queries, 30, seed=0) for f in transfer.domains_found(None) if f != folder]
     fitted = transfer.fit_prior(others)
-    return estimate.RelevanceModel(f"prior:without-{folder.name}", fitted.bias, fitted.weights)
+    return labels.model.RelevanceModel(f"prior:without-{folder.name}", fitted.bias, fitted.weights)
 
 
 def check(folder: Path, runs_pooled: bool, draws: int, queries: int, pool: str = "plain") -> dict:
     """One collection, the shipped prior replaced by one fitted without it (the commands run in this process)."""
-    shipped = estimate.PRIOR
+    shipped = labels.prior.PRIOR
     estimate.PRIOR = held_out_prior(folder, queries)
     try:
         return _check(folder, runs_pooled, draws, queries, pool)
@@ -276,7 +277,7 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, pool_of: s
         checked("estimate", "-w", str(workspace), "--json")
         with open_workspace(workspace) as ws:
             before = stored.estimates(ws.db)
-        auc["before"].append(relevance.roc_auc([before[k].p_relevant for k in keys], labels))
+        auc["before"].append(labels.fitting.roc_auc([before[k].p_relevant for k in keys], labels))
         budget = str(round(len(pool) / 10))
         checked("select", "--budget", budget, "--seed", str(seed), "-w", str(workspace), "--json")
         auc["verdicts"].append(answer_drawn(workspace, grades))
@@ -285,7 +286,9 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, pool_of: s
             after = stored.estimates(ws.db)
             reviewed = {(j.query_id, j.chunk_id) for j in rows.iter_judgments(ws.db) if j.source.value == "human"}
         unseen = [i for i, key in enumerate(keys) if key not in reviewed]  # as estimate_transfer: the pairs not drawn
-        auc["after"].append(relevance.roc_auc([after[keys[i]].p_relevant for i in unseen], [labels[i] for i in unseen]))
+        auc["after"].append(
+            labels.fitting.roc_auc([after[keys[i]].p_relevant for i in unseen], [labels[i] for i in unseen])
+        )
         checked("release", "-w", str(workspace), "--version", "1.0.0", "--json")
         figures: dict[str, list[float]] = {m: [] for m in METRICS}
         alone: dict[str, list[float]] = {m: [] for m in METRICS}  # the estimate-only figures

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 from scipy.stats import rankdata
 
-from testset_builder.stages.estimate import FEATURES, MIN_VERDICTS, PRIOR, RelevanceModel, fit, query_features, refit
-from testset_builder.stages.relevance import fold_of
+from testset_builder.labels.features import FEATURES, query_features, vector
+from testset_builder.labels.fitting import fold_of
+from testset_builder.labels.model import MIN_VERDICTS, RelevanceModel, fit, refit
+from testset_builder.labels.prior import PRIOR
 
 
 def test_features_follow_the_scores_of_the_whole_corpus():
@@ -54,8 +56,8 @@ def test_a_fit_agrees_with_scikit_learns_logistic_regression():
 
 def test_a_refit_keeps_the_prior_with_too_few_verdicts_or_one_class_of_them():
     x, y = synthetic(200, seed=2)
-    assert refit(x[: MIN_VERDICTS - 1], y[: MIN_VERDICTS - 1]) is PRIOR
-    assert refit(x[:50], np.ones(50)) is PRIOR
+    assert refit(x[: MIN_VERDICTS - 1], y[: MIN_VERDICTS - 1], PRIOR) is PRIOR
+    assert refit(x[:50], np.ones(50), PRIOR) is PRIOR
 
 
 def test_a_refit_moves_towards_the_truth_as_verdicts_accumulate():
@@ -79,8 +81,9 @@ def test_the_workspace_estimate_keeps_the_prior_until_reviewers_grade_enough_pai
     import json
 
     from testset_builder.cli import main
+    from testset_builder.labels.prior import PRIOR_LEXICAL
     from testset_builder.stages import review
-    from testset_builder.stages.estimate import PRIOR_LEXICAL, estimate_workspace
+    from testset_builder.stages.estimate import estimate_workspace
     from testset_builder.store import estimates as stored
 
     ws, items = pair_queue, pair_queue.items
@@ -106,8 +109,8 @@ def test_a_kept_refit_scores_each_query_by_the_model_fitted_without_its_verdicts
     import json
 
     from testset_builder.cli import main
+    from testset_builder.labels.prior import PRIOR_LEXICAL
     from testset_builder.stages import review
-    from testset_builder.stages.estimate import PRIOR_LEXICAL
     from testset_builder.store import estimates as stored
 
     ws, items = pair_queue, pair_queue.items
@@ -123,7 +126,7 @@ def test_a_kept_refit_scores_each_query_by_the_model_fitted_without_its_verdicts
     for query_id in ("q-ndcg", "q-recall-at-k"):  # each query scored by the refit on the other query's verdicts only
         mine = sorted(k for k in saved if k[0] == query_id)
         others = sorted(k for k in saved if k[0] != query_id)
-        features = lambda keys: np.array([saved[k].features for k in keys])  # noqa: E731
+        features = lambda keys: np.array([vector(saved[k].features) for k in keys])  # noqa: E731
         labels = np.array([int(not ws.truth(q, c)) for q, c in others])
         fitted = refit(features(others), labels, prior)
         assert [saved[k].p_relevant for k in mine] == pytest.approx(fitted.p_relevant(features(mine)), abs=1e-4)
@@ -196,20 +199,12 @@ def test_estimate_exports_the_estimate_of_the_pairs_of_a_qrels_file_without_any_
     assert "unknown query id 'q-unknown'" in capsys.readouterr().err
 
 
-def test_the_shipped_priors_weigh_the_features_they_were_fitted_on_and_the_systems_agreement_beyond_them():
-    from testset_builder.stages.estimate import (
-        AGREEMENT_WEIGHT,
-        PRIOR_FEATURES,
-        PRIOR_LEXICAL,
-        PRIOR_LEXICAL_FEATURES,
-        SCORE_WEIGHT,
-    )
+def test_the_shipped_priors_weigh_only_the_features_they_were_fitted_on_and_no_hand_set_bet():
+    from testset_builder.labels.prior import PRIOR_FEATURES, PRIOR_LEXICAL, PRIOR_LEXICAL_FEATURES
 
     for model, features in ((PRIOR, PRIOR_FEATURES), (PRIOR_LEXICAL, PRIOR_LEXICAL_FEATURES)):
         weighed = {name for name, weight in zip(FEATURES, model.weights) if weight != 0.0}
-        assert weighed == {*features, "runs", "scores"}, model.name
-        assert model.weights[FEATURES.index("runs")] == AGREEMENT_WEIGHT  # the bets, not fitted weights
-        assert model.weights[FEATURES.index("scores")] == SCORE_WEIGHT
+        assert weighed == set(features), model.name  # the pooled systems' columns earn a weight from verdicts only
 
 
 def _pooled_features(rng, queries: int, per_query: int):
@@ -245,8 +240,9 @@ def _systems(keys, matrix, knows: np.ndarray | None) -> tuple[dict, dict]:
 
 
 def test_the_systems_agreement_counts_only_what_the_retrieval_features_do_not_already_say():
-    from testset_builder.stages.estimate import SCORE_CLIP, agreement_of, with_runs, with_systems, without_dense
-    from testset_builder.stages.relevance import roc_auc
+    from testset_builder.labels.features import without_dense
+    from testset_builder.labels.fitting import roc_auc
+    from testset_builder.labels.systems import SCORE_CLIP, agreement_of, with_runs, with_systems
 
     rng = np.random.default_rng(7)
     keys, matrix, relevant = _pooled_features(rng, 30, 40)
@@ -286,7 +282,7 @@ def test_the_systems_agreement_counts_only_what_the_retrieval_features_do_not_al
 
 
 def test_the_pooled_systems_agreement_is_the_mean_discount_they_give_a_pair_over_the_systems_pooled_for_its_query():
-    from testset_builder.stages.estimate import run_agreement, with_runs
+    from testset_builder.labels.systems import run_agreement, with_runs
 
     rows = [("q1", "a", "run:x", 1), ("q1", "b", "run:x", 3), ("q1", "a", "run:y", 7), ("q2", "c", "run:x", 1)]
     agreement, queries = run_agreement(rows)
@@ -326,8 +322,8 @@ def test_the_pooled_systems_agreement_is_the_mean_discount_they_give_a_pair_over
 def test_a_pooled_system_that_knows_what_the_features_miss_earns_weight_from_the_verdicts(pair_queue, capsys):
     import zlib
 
-    from testset_builder.stages.estimate import PRIOR_LEXICAL
-    from testset_builder.stages.relevance import roc_auc
+    from testset_builder.labels.fitting import roc_auc
+    from testset_builder.labels.prior import PRIOR_LEXICAL
     from testset_builder.store import estimates as stored
     from testset_builder.tables import Run
 
@@ -341,14 +337,15 @@ def test_a_pooled_system_that_knows_what_the_features_miss_earns_weight_from_the
         order[1], order[-2] = order[-2], order[1]  # a system that knows, with a mistake at each end
         scores[query_id] = {c: float(len(order) - r) for r, c in enumerate(order)}
     refitted = pooled_graded_and_estimated(ws, [Run.from_dict(scores, name="knows")], relevant, capsys)
-    assert refitted["validation"]["kept"] and refitted["model"]["weights"]["runs"] > 0
+    weights = refitted["model"]["weights"]
+    assert refitted["validation"]["kept"] and weights["system:run:knows"] > 0, weights
 
     saved = stored.estimates(ws.db)
     keys = sorted(saved)
     labels = np.array([int(relevant(q, c)) for q, c in keys])
     with_run = roc_auc([saved[k].p_relevant for k in keys], labels)
     prior = PRIOR if refitted["model"]["name"] == f"refit:{PRIOR.name}" else PRIOR_LEXICAL
-    blind = np.array([saved[k].features for k in keys])  # the same verdicts, the system not pooled
+    blind = np.array([vector(saved[k].features) for k in keys])  # the same verdicts, the system not pooled
     blind[:, FEATURES.index("runs")], blind[:, FEATURES.index("runs_missing")] = 0.0, 1.0
     without = np.zeros(len(keys))
     for query_id in ("q-ndcg", "q-recall-at-k"):  # cross-fitted as the workspace is: each query by the other's verdicts
@@ -358,7 +355,7 @@ def test_a_pooled_system_that_knows_what_the_features_miss_earns_weight_from_the
 
 
 def test_each_pooled_system_has_a_column_of_its_own_on_its_queries_scale():
-    from testset_builder.stages.estimate import system_columns, system_discounts
+    from testset_builder.labels.systems import system_columns, system_discounts
 
     rows = [("q1", "a", "run:x", 1), ("q1", "b", "run:x", 3), ("q1", "a", "run:y", 7), ("q2", "c", "run:y", 1)]
     reference = [("q1", "a"), ("q1", "b"), ("q1", "z"), ("q2", "c"), ("q2", "d")]
@@ -387,7 +384,7 @@ def test_each_pooled_system_has_a_column_of_its_own_on_its_queries_scale():
 
 
 def test_each_pooled_systems_scores_are_a_column_on_one_scale_for_every_query():
-    from testset_builder.stages.estimate import SCORE_CLIP, score_columns, system_scores
+    from testset_builder.labels.systems import SCORE_CLIP, score_columns, system_scores
 
     rows = [  # (query, chunk, system, rank, score), as the pool stores them
         ("q1", "a", "run:x", 1, 9.0), ("q1", "b", "run:x", 2, 6.0), ("q2", "c", "run:x", 1, 1.0),
@@ -415,7 +412,6 @@ def test_each_pooled_systems_scores_are_a_column_on_one_scale_for_every_query():
 def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_not(pair_queue, capsys):
     import zlib
 
-    from testset_builder.stages.estimate import AGREEMENT_WEIGHT
     from testset_builder.tables import Run
 
     ws, items = pair_queue, pair_queue.items
@@ -437,8 +433,8 @@ def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_
     knows = weights["system:run:knows"]
     assert knows > 0 and all(knows > abs(weights[f"system:run:blind-{n}"]) for n in range(1, 5)), weights
     # 52 pooled pairs are too few to tell what the systems agree on beyond the features (twice the regressors): that
-    # column is 0 throughout, and its weight stays the prior's bet
-    assert weights["runs"] == pytest.approx(AGREEMENT_WEIGHT)
+    # column is 0 throughout, and its weight stays the prior's, which is none
+    assert weights["runs"] == pytest.approx(0.0)
 
 
 def test_a_refit_reads_the_pooled_systems_scores_from_the_pool_and_weighs_the_one_that_knows(pair_queue, capsys):

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from testset_builder.cli import main
+from testset_builder.labels.design import draw, weighted_inclusion_probabilities
 from testset_builder.stages.logs.failures import collapse, failure_weight, select_logged
 from testset_builder.stages.logs.importer import import_logs
-from testset_builder.stages.selection import draw, weighted_inclusion_probabilities
 from testset_builder.store import logs as stored_logs
 from testset_builder.store import rows
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from testset_builder.labels.design import draw, weighted_inclusion_probabilities
 from testset_builder.metrics.online import online_signals
-from testset_builder.stages.selection import draw, weighted_inclusion_probabilities
 from testset_builder.tables import Run
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from conftest import require
 
+from testset_builder.labels.design import draw, inclusion_probabilities
 from testset_builder.metrics.ppi import Pool, PooledPair, difference, estimate, exact, figure, ideal_dcg, of
 from testset_builder.metrics.ppi.totals import total
-from testset_builder.stages.selection import draw, inclusion_probabilities
 
 
 def population(seed: int, queries: int = 60, pool: int = 40, estimate_kind: str = "biased"):

@@ -194,7 +194,7 @@ def test_the_report_and_score_say_in_one_word_how_well_the_estimate_ranked_the_v
 ):
     from sklearn.metrics import roc_auc_score
 
-    from testset_builder.stages.relevance import quality
+    from testset_builder.labels.fitting import quality
 
     ws = pair_queue
     drawn_and_answered(ws, capsys, budget=20)

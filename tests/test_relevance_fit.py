@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from testset_builder.errors import FitError
-from testset_builder.stages import relevance
-from testset_builder.stages.estimate import FEATURES
-from testset_builder.stages.relevance import (
+from testset_builder.labels import fitting as relevance
+from testset_builder.labels.features import FEATURES
+from testset_builder.labels.fitting import (
     Coefficients,
     fold_of,
     penalised_fit,

@@ -14,8 +14,8 @@ import pytest
 from conftest import TEST_OUTPUT as OUTPUT
 from logged_review import queue_logged_pairs
 
+from testset_builder.labels import policy
 from testset_builder.records import Judgment, JudgmentSource
-from testset_builder.stages import policy
 from testset_builder.store import failure_tags as tag_store
 from testset_builder.store import rows
 

@@ -14,7 +14,8 @@ from logged_review import queue_logged_pairs
 from testset_builder.cli import main
 from testset_builder.config import ReviewConfig
 from testset_builder.errors import InputError, UnknownIdError
-from testset_builder.stages import policy, review
+from testset_builder.labels import policy
+from testset_builder.stages import review
 from testset_builder.store import failure_tags as tag_store
 
 TOKEN = "tok-" + "c" * 24

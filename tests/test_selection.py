@@ -9,16 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from testset_builder.stages.selection import (
+from testset_builder.labels.design import (
     LIKELY_RELEVANT,
     draw,
     horvitz_thompson_mean,
     inclusion_probabilities,
     split_budget,
-    split_draws,
     take_all,
     weighted_inclusion_probabilities,
 )
+from testset_builder.stages.selection import split_draws
+
+RANK_FEATURES = ("bm25_log_rank", "dense_log_rank")  # the features a pair's best rank is read from
 
 
 @settings(max_examples=60, deadline=None)
@@ -91,7 +93,9 @@ def test_a_selection_round_draws_with_recorded_probabilities_and_puts_the_drawn_
     assert sum(recorded[i.item_id].probability for i in sampled) == pytest.approx(10 - len(taken))
     stored_estimates = estimates.estimates(ws.db)
     p = np.array([stored_estimates[(i.query_id, i.chunk_id)].p_relevant for i in sampled])
-    log_ranks = np.array([stored_estimates[(i.query_id, i.chunk_id)].features[3:5] for i in sampled])  # bm25, dense
+    log_ranks = np.array(
+        [[stored_estimates[(i.query_id, i.chunk_id)].features[n] for n in RANK_FEATURES] for i in sampled]
+    )
     best = np.expm1(log_ranks.min(axis=1))
     weights = p * (1 + 1 / np.log2(1 + best))  # the likely relevant, by how high a pair ranks
     expected = weighted_inclusion_probabilities(weights, 10 - len(taken), 0.2)
@@ -135,7 +139,9 @@ def test_pairs_the_scored_systems_rank_high_are_likelier_drawn_as_their_rank_say
     assert json.loads(capsys.readouterr().out)["take_all"] == 0  # the random draw alone, over every pending pair
     stored_estimates = estimates.estimates(ws.db)
     p = np.array([stored_estimates[(i.query_id, i.chunk_id)].p_relevant for i in items])
-    log_ranks = np.array([stored_estimates[(i.query_id, i.chunk_id)].features[3:5] for i in items])  # bm25, dense
+    log_ranks = np.array(
+        [[stored_estimates[(i.query_id, i.chunk_id)].features[n] for n in RANK_FEATURES] for i in items]
+    )
     system = {(i.query_id, i.chunk_id): r for r, i in enumerate(mine, 1)}
     best = np.minimum(np.expm1(log_ranks.min(axis=1)), [system.get((i.query_id, i.chunk_id), np.inf) for i in items])
     assert (best < np.expm1(log_ranks.min(axis=1))).any()  # the system puts some pairs above both retrievers
@@ -186,18 +192,40 @@ def test_the_rest_of_the_queue_follows_the_estimate_while_drawn_pairs_stay_ahead
     assert len({round(i.priority, 3) for i in rest}) > 1  # an order, not a tie
 
 
-def test_a_pairs_best_rank_is_read_from_features_stored_before_the_pooled_systems_columns_too():
+def test_a_pairs_best_rank_is_read_from_its_features_by_name_and_a_row_that_names_no_rank_counts_as_the_top():
     import math
 
-    from testset_builder.stages.estimate import FEATURES, LEGACY_FEATURES
     from testset_builder.stages.selection import best_rank
     from testset_builder.store.estimates import StoredEstimate
 
-    features = [0.0] * len(FEATURES)
-    features[FEATURES.index("bm25_log_rank")], features[FEATURES.index("dense_log_rank")] = math.log1p(4), math.log1p(9)
-    for stored in (features, features[:-1], features[:LEGACY_FEATURES]):  # as written by this version and two before
-        assert best_rank(StoredEstimate("q", "c", 0.5, "prior", 0, tuple(stored))) == pytest.approx(4.0)
-    assert best_rank(StoredEstimate("q", "c", 0.5, "prior", 0, (0.1, 0.2))) == 1.0  # unreadable: the top, to be safe
+    named = {"bm25_log_rank": math.log1p(4), "dense_log_rank": math.log1p(9), "dense": 0.3}
+    assert best_rank(StoredEstimate("q", "c", 0.5, "prior", 0, named)) == pytest.approx(4.0)
+    lexical = {"bm25_log_rank": math.log1p(6)}
+    assert best_rank(StoredEstimate("q", "c", 0.5, "prior", 0, lexical)) == pytest.approx(6.0)
+    assert best_rank(StoredEstimate("q", "c", 0.5, "prior", 0, {})) == 1.0  # unreadable: the top, to be safe
+
+
+def test_migration_25_names_the_features_of_rows_stored_by_position_in_each_earlier_version(tmp_path):
+    import json
+    import sqlite3
+
+    from testset_builder.labels.features import FEATURES, vector
+    from testset_builder.store import estimates, migrations
+
+    db = sqlite3.connect(tmp_path / "old.db")
+    db.execute("CREATE TABLE estimates (query_id TEXT, chunk_id TEXT, features TEXT)")
+    row = [float(i) for i in range(len(FEATURES))]
+    for length in (14, 13, 11, 5):  # this version's order, two before it, and a row nothing can read
+        db.execute("INSERT INTO estimates VALUES (?, ?, ?)", ("q", f"c{length}", json.dumps(row[:length])))
+    migrations.m025_estimate_features_by_name(db)
+    stored = {c: json.loads(f) for c, f in db.execute("SELECT chunk_id, features FROM estimates")}
+    assert stored["c14"] == dict(zip(FEATURES, row)) and stored["c5"] == {}
+    assert stored["c11"] == dict(zip(FEATURES[:11], row[:11]))
+    # read back, a row from before the pooled systems' columns had none pooled
+    old = vector(stored["c11"])
+    assert old[FEATURES.index("runs_missing")] == 1.0 and old[FEATURES.index("runs")] == 0.0
+    assert list(old[:11]) == row[:11]
+    assert estimates  # the store module reads the same JSON objects (tests/test_estimate.py round-trips them)
 
 
 # the take-all stratum -----------------------------------------------------------------------------------------------

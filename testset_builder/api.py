@@ -722,7 +722,7 @@ class ScoreResult:
     cluster_design: Any  # how queries resample together (metrics.clusters)
     sizes: list[Any]  # what the set can detect per metric (metrics.power)
     alpha: float
-    quality: dict | None = None  # the estimate's held-out AUC and ECE, in one word (stages.relevance)
+    quality: dict | None = None  # the estimate's held-out AUC and ECE, in one word (labels.fitting)
 
     @property
     def metrics(self) -> dict:
@@ -795,9 +795,9 @@ def score(
 def _applying_figures(estimates, runs, specs, reports, best, alpha):
     """Each run's report with the figure that applies per metric, the best run of each metric by it, and the
     estimate's quality (:mod:`~.metrics.figures`)."""
+    from .labels.fitting import release_quality
     from .metrics.figures import against_best_by_figure, one_figure
     from .metrics.prediction import ReleasePool, prediction_report
-    from .stages.relevance import release_quality
 
     pool = ReleasePool(estimates)
     reports = [

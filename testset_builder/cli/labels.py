@@ -564,7 +564,7 @@ def estimate(
 
 def quality_words(validation: dict) -> str:
     """What the cross-validation says of the estimate in this workspace, in words."""
-    from ..stages.relevance import in_words
+    from ..labels.fitting import in_words
 
     if not validation.get("folds"):
         return f"{validation['reason']} (its quality here is unknown until reviewers grade 20 pairs)"

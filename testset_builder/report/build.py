@@ -17,6 +17,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .._version import __version__
 from ..export.hf import data_files, read_rows
+from ..labels.fitting import release_quality
 from ..metrics import parse_metrics
 from ..metrics.clusters import resolve_clusters
 from ..metrics.figures import one_figure
@@ -25,7 +26,6 @@ from ..metrics.online import online_signals
 from ..metrics.prediction import ReleasePool, prediction_report, release_pairs
 from ..metrics.report import score_dict
 from ..stages.questions import lexical_overlap
-from ..stages.relevance import release_quality
 from ..tables import Run
 from . import plots
 
@@ -123,7 +123,7 @@ def build_report(release, runs: Sequence[Run] = (), seed: int = 0) -> Report:
 
 def trust(rows: list[dict], counts: dict, figures: dict) -> dict:
     """The estimate's spread over the pairs no human labelled, its calibration on the drawn verdicts, and its
-    quality on every human verdict (:func:`~testset_builder.stages.relevance.release_quality`, as `score` says it)."""
+    quality on every human verdict (:func:`~testset_builder.labels.fitting.release_quality`, as `score` says it)."""
     estimated = [row["p_relevant"] for row in rows if row["label"] is None and row["p_relevant"] is not None]
     drawn = [
         (row["p_relevant"], int(row["label"] >= 1))

@@ -19,10 +19,10 @@ from pathlib import Path
 from ..errors import InputError
 from ..export.formats import REVIEW_FORMATS
 from ..export.review_tools import QUESTION, ImportedGrade, PendingPair, detect_format, named_annotator, read_records
+from ..labels import policy
 from ..store import review as store
 from ..store import rows
 from ..store.workspace import Workspace, utc_timestamp
-from . import policy
 from .review import dropped_questions, llm_proposal, record_verdict, workspace_overlap
 
 

@@ -22,12 +22,12 @@ from ..records import Judgment
 from ..retrieval import dense_available
 from ..retrieval.indexes import WorkspaceIndexes, retriever_names
 from ..retrieval.pool import RUN_PREFIX, PooledRun, pool, pooled_pairs, run_candidates
+from ..stages.estimate import estimate_workspace
 from ..store import estimates as stored_estimates
 from ..store import history, rows
 from ..store import logs as stored_logs
 from ..store.workspace import Workspace, utc_timestamp
 from ..tables import Qrels, Run
-from .estimate import estimate_workspace
 from .judge import Judge, JudgePair
 from .labelling import JudgingCounts, judge_and_queue, store_queries
 

@@ -35,13 +35,13 @@ from datetime import UTC, datetime, timedelta
 from .. import review_actions
 from ..config import ReviewConfig
 from ..errors import InputError, ReviewConflictError, UnknownIdError
+from ..labels import policy
 from ..metrics.agreement import cohen_kappa, pairwise_agreement
 from ..records import Judgment, JudgmentSource, JudgmentStatus, Query, reviewer_name
 from ..store import failure_tags as tag_store
 from ..store import review as store
 from ..store import rows
 from ..store.workspace import Workspace, utc_timestamp
-from . import policy
 
 DROP_REASONS = review_actions.DROP_REASONS
 FAILURE_TAGS = tag_store.FAILURE_TAGS
@@ -515,7 +515,7 @@ def stats(workspace: Workspace, settings: ReviewConfig | None = None) -> ReviewS
 
 
 def agreement(workspace: Workspace, adjudicator: str | None = None) -> dict:
-    """The review's agreement figures (:func:`~testset_builder.stages.policy.agreement`) over every pair humans
+    """The review's agreement figures (:func:`~testset_builder.labels.policy.agreement`) over every pair humans
     graded, ties resolved towards ``adjudicator``."""
     from ..config import ReleaseConfig
 
@@ -598,7 +598,7 @@ def untag_failure(workspace: Workspace, reviewer: str, query_id: str, idempotenc
 
 def failure_tag_stats(workspace: Workspace, adjudicator: str | None = None) -> dict:
     """The failure-tag split for ``review-stats``: logged queries, how many are tagged, the resolved tag's counts
-    (:func:`~testset_builder.stages.policy.resolved_failure_tags`, ties towards ``adjudicator``), and how far
+    (:func:`~testset_builder.labels.policy.resolved_failure_tags`, ties towards ``adjudicator``), and how far
     reviewers agree where two or more tagged one query: the share of those queries all tagged alike, the share of
     reviewer pairs agreeing, and for each pair of reviewers their shared queries, agreement and Cohen's kappa."""
     db = workspace.db

@@ -15,12 +15,20 @@ class StoredEstimate:
     p_relevant: float
     model: str
     verdicts: int
-    features: tuple[float, ...]
+    features: dict[str, float]  # by name (labels.features.FEATURES): a name it lacks was not a feature when stored
 
 
 def put_estimates(db: sqlite3.Connection, estimates: Iterable[StoredEstimate], created_at: str) -> int:
     rows = [
-        (e.query_id, e.chunk_id, e.p_relevant, e.model, e.verdicts, json.dumps(list(e.features)), created_at)
+        (
+            e.query_id,
+            e.chunk_id,
+            e.p_relevant,
+            e.model,
+            e.verdicts,
+            json.dumps(dict(e.features), sort_keys=True),
+            created_at,
+        )
         for e in estimates
     ]
     db.executemany(
@@ -35,7 +43,7 @@ def put_estimates(db: sqlite3.Connection, estimates: Iterable[StoredEstimate], c
 
 def estimates(db: sqlite3.Connection) -> dict[tuple[str, str], StoredEstimate]:
     return {
-        (q, c): StoredEstimate(q, c, p, model, n, tuple(json.loads(f)))
+        (q, c): StoredEstimate(q, c, p, model, n, json.loads(f))
         for q, c, p, model, n, f in db.execute(
             "SELECT query_id, chunk_id, p_relevant, model, verdicts, features FROM estimates"
         )

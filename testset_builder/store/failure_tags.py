@@ -5,7 +5,7 @@ are: a new tag by the same reviewer names the one it replaces (``supersedes``) a
 row without a tag that names the tag it takes back, and the reviewer's tag before that one stands again. A
 reviewer's *standing* tag is their latest tag that no undo took back. How the standing tags of several reviewers
 resolve into one per query is the release policy's business
-(:func:`~testset_builder.stages.policy.resolved_failure_tags`).
+(:func:`~testset_builder.labels.policy.resolved_failure_tags`).
 
 Writes take an open transaction's connection (see :meth:`~testset_builder.store.Workspace.transaction`).
 """

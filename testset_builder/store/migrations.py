@@ -8,6 +8,7 @@ testset-builder and is refused.
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import struct
 from collections.abc import Callable
@@ -797,6 +798,28 @@ def m024_draw_strata(db: sqlite3.Connection) -> None:
             "ALTER TABLE review_draws ADD COLUMN stratum TEXT NOT NULL DEFAULT 'sample' "
             "CHECK (stratum IN ('take-all', 'sample'));",
         )
+
+
+# the features each earlier version stored, in order, by how many there were: frozen here, as a migration must be
+_POSITIONAL_FEATURES = (
+    "dense", "dense_gap", "bm25", "bm25_log_rank", "dense_log_rank", "overlap", "llm", "llm_missing", "dense_z",
+    "bm25_z", "rrf", "runs", "runs_missing", "scores",
+)  # fmt: skip
+
+
+@migration(25)
+def m025_estimate_features_by_name(db: sqlite3.Connection) -> None:
+    """``estimates.features`` as a JSON object by feature name instead of a list by position: rows of 11, 13 or 14
+    features (three versions) name theirs, so a reader no longer pads old rows by position. A row of any other
+    length is left empty (its features are computed again)."""
+    rows = db.execute("SELECT query_id, chunk_id, features FROM estimates").fetchall()
+    updates = []
+    for query_id, chunk_id, stored in rows:
+        values = json.loads(stored) if stored else {}
+        if isinstance(values, list):
+            named = dict(zip(_POSITIONAL_FEATURES, values)) if len(values) in (11, 13, 14) else {}
+            updates.append((json.dumps(named, sort_keys=True), query_id, chunk_id))
+    db.executemany("UPDATE estimates SET features = ? WHERE query_id = ? AND chunk_id = ?", updates)
 
 
 def _key_bytes(key: int | bytes) -> bytes:

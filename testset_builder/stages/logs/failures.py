@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ...labels.design import draw, weighted_inclusion_probabilities
 from ...store import logs as stored_logs
 from ..questions import NearDuplicates
-from ..selection import draw, weighted_inclusion_probabilities
 
 SUMS = ("frequency", "thumbs_up", "thumbs_down", "rating_sum", "ratings", "cited", "clicked")
 

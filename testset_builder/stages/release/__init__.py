@@ -1,8 +1,8 @@
-"""Release: resolve judgments into qrels by a stated policy (:mod:`testset_builder.stages.policy`, shared with the
+"""Release: resolve judgments into qrels by a stated policy (:mod:`testset_builder.labels.policy`, shared with the
 review's agreement figures), write an immutable, versioned labelled set (:mod:`.writer`, :mod:`.versions`), and read,
 compare and export releases (:mod:`.reader`)."""
 
-from ..policy import ORIGINS, ReleasePolicy, ResolvedQrel, describe, resolve
+from ...labels.policy import ORIGINS, ReleasePolicy, ResolvedQrel, describe, resolve
 from .reader import EXPORT_FORMATS, LoadedRelease, ReleaseDiff, diff_releases, export, load_release
 from .versions import SEMVER, existing_versions, next_version, parse_version, release_dir
 from .writer import ReleaseContent, ReleaseSummary, RemapOrigin, gather, lineage, release_if_changed, write_release

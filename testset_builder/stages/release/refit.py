@@ -11,7 +11,7 @@ a valid basis for intervals, only a wider one: the prediction-powered estimator 
 prediction fixed before the draw, and each stored estimate was made before the verdicts it did not see.
 
 ``p_heldout`` is a pair's P(relevant) from the model fitted without the verdicts of its query's fold
-(:func:`~testset_builder.stages.relevance.validated_fit`), or from the prior, which saw none. A stored estimate is
+(:func:`~testset_builder.labels.fitting.validated_fit`), or from the prior, which saw none. A stored estimate is
 exactly that: the estimate scores each query by its fold's model
 (:meth:`~testset_builder.stages.estimate.Fitted.scored`).
 """
@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 
 from ...errors import TestsetBuilderError
 from ...records import Judgment, JudgmentSource
+from ...stages.estimate import estimate_workspace, human_labels
 from ...store import estimates as estimate_store
 from ...store import rows
-from ..estimate import estimate_workspace, human_labels
 
 STILL_VALID = (
     "still a valid basis for intervals (the prediction-powered estimator is design-unbiased for any prediction fixed "

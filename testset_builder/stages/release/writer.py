@@ -29,6 +29,7 @@ from ...errors import InputError, UnknownIdError
 from ...export.beir import beir_corpus_text, beir_qrels_text, beir_queries_text
 from ...export.hf import dataset_card, write_hf
 from ...export.trec import write_trec_qrels
+from ...labels.policy import ORIGINS, ResolvedQrel, agreement, describe, resolve, resolved_failure_tags
 from ...records import Judgment, Query
 from ...spans import locate
 from ...store import corpus as stored_corpus
@@ -38,7 +39,6 @@ from ...store import history, rows
 from ...store import review as review_store
 from ...store.workspace import Workspace, utc_timestamp
 from ...tables import Qrels
-from ..policy import ORIGINS, ResolvedQrel, agreement, describe, resolve, resolved_failure_tags
 from .estimated import ESTIMATES_FILE, estimate_counts, estimated_pairs, estimates_text
 from .layout import CHUNKS_META, EVIDENCE_META, QUERIES_META, REMAP_META
 from .logged import LOGS_META, PRODUCTION_RUN, logged_rows, production_run_text

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import BudgetExceededError
+from ...labels.model import RelevanceModel
 from ...records import Judgment
 from ...retrieval.indexes import WorkspaceIndexes
-from ..estimate import RelevanceModel, pair_features
+from ...stages.estimate import pair_features
 from ..judge import Judge, JudgePair
 from .batching import submit_or_go_on
 from .generation import Slot

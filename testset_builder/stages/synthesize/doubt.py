@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...labels.model import RelevanceModel
 from ...records import Query
 from ...retrieval.indexes import WorkspaceIndexes
+from ...stages.estimate import pair_features
 from ...store import review as review_store
 from ...store.workspace import Workspace, utc_timestamp
-from ..estimate import RelevanceModel, pair_features
 
 DEPTH = 10  # the chunks each retriever finds for a question, among which its source is ranked
 NEAR_TOP = 3  # a source ranked below this many chunks by the estimate is doubted

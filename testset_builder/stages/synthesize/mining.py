@@ -9,12 +9,12 @@ from __future__ import annotations
 from ...records import JudgmentSource, Query
 from ...retrieval.indexes import WorkspaceIndexes
 from ...retrieval.pool import pool, pooled_pairs
+from ...stages.estimate import described, estimate_workspace
 from ...store import estimates as stored_estimates
 from ...store import review as review_store
 from ...store import rows
 from ...store.workspace import Workspace, utc_timestamp
 from ...tables import Run
-from ..estimate import described, estimate_workspace
 from ..judge import Judge, JudgePair
 from ..labelling import JudgingCounts, judge_and_queue
 from ..queue import estimate_priority

@@ -28,9 +28,9 @@ from ...llm.types import Completion
 from ...prompts import PromptLibrary
 from ...records import Query, QueryOrigin
 from ...retrieval.indexes import WorkspaceIndexes, retriever_names
+from ...stages.estimate import current_model, described
 from ...store import history, rows
 from ...store.workspace import Workspace, utc_timestamp
-from ..estimate import current_model, described
 from ..judge import Judge
 from ..labelling import JudgingCounts
 from ..questions import NearDuplicates, clean, lexical_overlap, split_evidence, validation_problem
