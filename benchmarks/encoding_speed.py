@@ -26,7 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SCIFACT = Path(os.environ.get("TESTSET_BUILDER_SCIFACT", ROOT.parent / "shared" / "data" / "scifact"))
 
-from testset_builder import labels  # noqa: E402
+import testset_builder.labels.features  # noqa: E402
+import testset_builder.labels.fitting  # noqa: E402
+import testset_builder.labels.prior  # noqa: E402
 from testset_builder.export import read_qrels  # noqa: E402
 from testset_builder.metrics import evaluate  # noqa: E402
 from testset_builder.retrieval import BM25Index, dense  # noqa: E402
@@ -53,7 +55,7 @@ def quality(name: str, ids, texts, queries, qrels, bm25_rows, depth: int) -> dic
         {q: {ids[j]: float(scores[i, j]) for j in _top(scores[i], 100)} for i, q in enumerate(query_ids)}
     )
     figures = evaluate(qrels, run, "recall@100,ndcg@10").per_query
-    chunk_words = [labels.features.words(t) for t in texts]
+    chunk_words = [testset_builder.labels.features.words(t) for t in texts]
     blocks, labels = [], []
     relevant = {q: {d for d, g in by.items() if g >= 1} for q, by in qrels.to_dict().items()}
     for i, q in enumerate(query_ids):
@@ -64,18 +66,20 @@ def quality(name: str, ids, texts, queries, qrels, bm25_rows, depth: int) -> dic
             fused[order] += 1.0 / (RRF_K + 1 + np.arange(len(order)))
         members = list(dict.fromkeys([*by_bm25.tolist(), *by_dense.tolist(), *_top(fused, depth).tolist()]))
         blocks.append(
-            labels.features.query_features(
+            testset_builder.labels.features.query_features(
                 scores[i].astype(float),
                 bm25,
                 members,
-                labels.features.words(queries[q]),
+                testset_builder.labels.features.words(queries[q]),
                 [chunk_words[j] for j in members],
                 [None] * len(members),
             )
         )
         labels.extend(ids[j] in relevant.get(q, set()) for j in members)
     x = np.vstack(blocks)
-    auc = labels.fitting.roc_auc(labels.prior.PRIOR.p_relevant(x), np.asarray(labels, dtype=float))
+    auc = testset_builder.labels.fitting.roc_auc(
+        testset_builder.labels.prior.PRIOR.p_relevant(x), np.asarray(labels, dtype=float)
+    )
     return {
         "texts_per_second": len(texts) / seconds,
         "recall@100": float(np.mean(figures["recall@100"])),

@@ -51,7 +51,12 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA_DIRS = (ROOT.parent / "shared" / "data", ROOT / "benchmarks" / "data")
 CACHE = ROOT / "benchmarks" / ".cache"
 
-from testset_builder import labels  # noqa: E402
+import testset_builder.labels.design  # noqa: E402
+import testset_builder.labels.features  # noqa: E402
+import testset_builder.labels.fitting  # noqa: E402
+import testset_builder.labels.model  # noqa: E402
+import testset_builder.labels.prior  # noqa: E402
+import testset_builder.labels.systems  # noqa: E402
 from testset_builder.config import ChunkingConfig  # noqa: E402
 from testset_builder.corpus.ingest import ingest  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
@@ -63,7 +68,7 @@ from testset_builder.stages.synthesize.doubt import source_pools  # noqa: E402
 from testset_builder.store import open_workspace  # noqa: E402
 
 RRF_K = 60
-RANKED = True  # draw as select does: by p and the pair's best rank (labels.design.review_weights)
+RANKED = True  # draw as select does: by p and the pair's best rank (testset_builder.labels.design.review_weights)
 SYSTEM_DEPTH = 100
 
 
@@ -178,12 +183,12 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int, pool_s
         bm25_rows = indexes.indexes["bm25"].scores(batch)
         dense_rows = indexes.indexes["dense"].scores(batch)
         sx, sy, _ = synthetic_examples(ws, indexes)  # when `synthesize` made questions in the workspace
-    chunk_words = [labels.features.words(passages[c]) for c in chunk_ids]
+    chunk_words = [testset_builder.labels.features.words(passages[c]) for c in chunk_ids]
     keys, blocks, labels, proposed, system_ranks = [], [], [], [], []
     systems: dict[str, dict[tuple[str, str], int]] = {}
     for row, query_id in enumerate(query_ids):
         bm25, dense = np.asarray(bm25_rows[row], dtype=float), np.asarray(dense_rows[row], dtype=float)
-        query_words = labels.features.words(texts[query_id])
+        query_words = testset_builder.labels.features.words(texts[query_id])
         by_bm25, by_dense = _ranks(bm25, depth), _ranks(dense, depth)
         fused = _ranks(_rrf(_ranks(bm25, 100), _ranks(dense, 100), n=len(bm25)), depth)
         members = list(dict.fromkeys([*by_bm25.tolist(), *by_dense.tolist(), *fused.tolist()]))
@@ -205,7 +210,7 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int, pool_s
         keys.extend(pooled)
         labels.extend(chunk_ids[i] in relevant[query_id] for i in members)
         blocks.append(
-            labels.features.query_features(
+            testset_builder.labels.features.query_features(
                 dense, bm25, members, query_words, [chunk_words[i] for i in members], [None] * len(members)
             )
         )
@@ -217,13 +222,19 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int, pool_s
                 if chunk_ids[position] in members_set:
                     ranks[(query_id, chunk_ids[position])] = rank
     x = np.vstack(blocks)
-    x[:, labels.features.FEATURES.index("llm")] = 0.0  # no judge here: the prior gives the LLM no weight
-    x[:, labels.features.FEATURES.index("llm_missing")] = 0.0
+    x[:, testset_builder.labels.features.FEATURES.index("llm")] = (
+        0.0  # no judge here: the prior gives the LLM no weight
+    )
+    x[:, testset_builder.labels.features.FEATURES.index("llm_missing")] = 0.0
     if pool_systems:  # the pooled systems' agreement, as the workspace computes it from their pooled tops
         tops = [(q, c, s, r) for s, ranks in systems.items() for (q, c), r in ranks.items() if r <= pool_systems]
-        agreement, pooled = labels.systems.run_agreement(tops)
-        labels.systems.with_runs(x, keys, agreement, pooled, keys)  # keys: the pool, as the workspace's candidate pairs
-        labels.systems.agreement_beyond(x, keys, x.copy(), keys)  # what they agree on beyond the features (ranks only)
+        agreement, pooled = testset_builder.labels.systems.run_agreement(tops)
+        testset_builder.labels.systems.with_runs(
+            x, keys, agreement, pooled, keys
+        )  # keys: the pool, as the workspace's candidate pairs
+        testset_builder.labels.systems.agreement_beyond(
+            x, keys, x.copy(), keys
+        )  # what they agree on beyond the features (ranks only)
     synthetic = (sx, sy) if len(sy) else (None, None)
     g = np.array([grades.get(key, 0) for key in keys])
     return Domain(
@@ -233,34 +244,47 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int, pool_s
 
 
 def fit_prior(
-    domains: list[Domain], l2: float = 1e-2, columns: tuple[str, ...] = labels.prior.PRIOR_FEATURES
-) -> labels.fitting.Coefficients:
+    domains: list[Domain], l2: float = 1e-2, columns: tuple[str, ...] = testset_builder.labels.prior.PRIOR_FEATURES
+) -> testset_builder.labels.fitting.Coefficients:
     """A logistic fit on the pools of ``domains``, each domain weighing the same in total, on ``columns`` only (the
     other features held at 0, so the penalty keeps their weights at 0)."""
-    keep = np.isin(np.arange(len(labels.features.FEATURES)), [labels.features.FEATURES.index(c) for c in columns])
+    keep = np.isin(
+        np.arange(len(testset_builder.labels.features.FEATURES)),
+        [testset_builder.labels.features.FEATURES.index(c) for c in columns],
+    )
     x = np.vstack([d.x for d in domains]) * keep
     y = np.concatenate([d.y for d in domains])
     w = np.concatenate([np.full(len(d.y), len(y) / (len(domains) * len(d.y))) for d in domains])
-    fitted = labels.fitting.penalised_fit(
-        x, y, labels.fitting.Coefficients(0.0, (0.0,) * x.shape[1]), labels.fitting.penalties(x.shape[1], l2, 1e-3), w
+    fitted = testset_builder.labels.fitting.penalised_fit(
+        x,
+        y,
+        testset_builder.labels.fitting.Coefficients(0.0, (0.0,) * x.shape[1]),
+        testset_builder.labels.fitting.penalties(x.shape[1], l2, 1e-3),
+        w,
     )
-    return labels.fitting.Coefficients(fitted.bias, tuple(fitted.weights))
+    return testset_builder.labels.fitting.Coefficients(fitted.bias, tuple(fitted.weights))
 
 
 def shipped_priors(domains: list[Domain]) -> dict:
-    """The priors to ship, fitted on every domain: on :data:`~labels.prior.PRIOR_FEATURES`, and without the dense model
-    on :data:`~labels.prior.PRIOR_LEXICAL_FEATURES` (the pools' features as a workspace without it gives them)."""
+    """The priors to ship, fitted on every domain: on ``PRIOR_FEATURES``, and without the dense model on
+    ``PRIOR_LEXICAL_FEATURES`` (:mod:`testset_builder.labels.prior`; the pools' features as a workspace without the
+    dense model gives them)."""
     out = {}
     full = fit_prior(domains)
     lexical_domains = [
-        Domain(d.name, d.keys, labels.features.without_dense(d.x, d.chunks), d.y, d.g, d.systems, d.chunks)
+        Domain(
+            d.name, d.keys, testset_builder.labels.features.without_dense(d.x, d.chunks), d.y, d.g, d.systems, d.chunks
+        )
         for d in domains
     ]
-    lexical = fit_prior(lexical_domains, columns=labels.prior.PRIOR_LEXICAL_FEATURES)
+    lexical = fit_prior(lexical_domains, columns=testset_builder.labels.prior.PRIOR_LEXICAL_FEATURES)
     for name, fitted in (("dense", full), ("lexical", lexical)):
         print(f"prior ({name}) on {', '.join(d.name for d in domains)}:")
         print(f"    bias={fitted.bias:.4f},\n    weights=({', '.join(f'{w:.4f}' for w in fitted.weights)}),")
-        out[name] = {"bias": fitted.bias, "weights": dict(zip(labels.features.FEATURES, fitted.weights))}
+        out[name] = {
+            "bias": fitted.bias,
+            "weights": dict(zip(testset_builder.labels.features.FEATURES, fitted.weights)),
+        }
     return out
 
 
@@ -268,44 +292,54 @@ def per_query_auc(p: np.ndarray, y: np.ndarray, keys) -> float | None:
     by: dict[str, list[int]] = {}
     for i, (q, _) in enumerate(keys):
         by.setdefault(q, []).append(i)
-    values = [labels.fitting.roc_auc(p[idx], y[idx]) for idx in by.values()]
+    values = [testset_builder.labels.fitting.roc_auc(p[idx], y[idx]) for idx in by.values()]
     values = [v for v in values if v is not None]
     return float(np.mean(values)) if values else None
 
 
 def quality(p, y, keys) -> dict:
     return {
-        "auc": labels.fitting.roc_auc(p, y),
+        "auc": testset_builder.labels.fitting.roc_auc(p, y),
         "auc_per_query": per_query_auc(p, y, keys),
-        "ece": labels.fitting.expected_calibration_error(p, y),
+        "ece": testset_builder.labels.fitting.expected_calibration_error(p, y),
         "mean_p": float(np.mean(p)),
         "relevant_share": float(np.mean(y)),
     }
 
 
-def review_round(domain: Domain, prior: labels.fitting.Coefficients, budget: float, seed: int, strength: float):
+def review_round(
+    domain: Domain, prior: testset_builder.labels.fitting.Coefficients, budget: float, seed: int, strength: float
+):
     """One ``select`` round of about ``budget`` pairs answered from the qrels, then ``estimate``'s cross-validated,
     cross-fitted refit: each pair's P(relevant) by its fold's model, and which pairs were drawn at what
     probability."""
-    p0 = labels.fitting.sigmoid(prior.logits(domain.x))
+    p0 = testset_builder.labels.fitting.sigmoid(prior.logits(domain.x))
     best = np.expm1(
-        domain.x[:, [labels.features.FEATURES.index("bm25_log_rank"), labels.features.FEATURES.index("dense_log_rank")]]
+        domain.x[
+            :,
+            [
+                testset_builder.labels.features.FEATURES.index("bm25_log_rank"),
+                testset_builder.labels.features.FEATURES.index("dense_log_rank"),
+            ],
+        ]
     )
     best = best.min(axis=1)
     if domain.system_ranks is not None:  # the systems pooled: select weighs their ranks too
         best = np.minimum(best, domain.system_ranks)
-    probabilities = labels.design.inclusion_probabilities(p0, budget, best_ranks=best if RANKED else None)
-    drawn = np.array([d.drawn for d in labels.design.draw(probabilities, seed)])
+    probabilities = testset_builder.labels.design.inclusion_probabilities(
+        p0, budget, best_ranks=best if RANKED else None
+    )
+    drawn = np.array([d.drawn for d in testset_builder.labels.design.draw(probabilities, seed)])
     index = np.flatnonzero(drawn)
     groups = [domain.keys[i][0] for i in index]
-    _, validation, folds = labels.fitting.validated_fit(
-        domain.x[index], domain.y[index], groups, prior, labels.fitting.penalties(domain.x.shape[1], strength),
-        1.0 / probabilities[index],
+    _, validation, folds = testset_builder.labels.fitting.validated_fit(
+        domain.x[index], domain.y[index], groups, prior,
+        testset_builder.labels.fitting.penalties(domain.x.shape[1], strength), 1.0 / probabilities[index],
     )  # fmt: skip
-    fold = np.array([labels.fitting.fold_of(q) for q, _ in domain.keys])
+    fold = np.array([testset_builder.labels.fitting.fold_of(q) for q, _ in domain.keys])
     p = np.zeros(len(domain.y))
     for f, model in folds.items():
-        p[fold == f] = labels.fitting.sigmoid(model.logits(domain.x[fold == f]))
+        p[fold == f] = testset_builder.labels.fitting.sigmoid(model.logits(domain.x[fold == f]))
     return p, drawn, probabilities, validation
 
 
@@ -387,7 +421,10 @@ def pooling(domain: Domain, prior, draws: int, share: float, strength: float) ->
 def blind(x: np.ndarray) -> np.ndarray:
     """The features as they are with no system pooled."""
     out = x.copy()
-    out[:, labels.features.FEATURES.index("runs")], out[:, labels.features.FEATURES.index("runs_missing")] = 0.0, 1.0
+    (
+        out[:, testset_builder.labels.features.FEATURES.index("runs")],
+        out[:, testset_builder.labels.features.FEATURES.index("runs_missing")],
+    ) = 0.0, 1.0
     return out
 
 
@@ -419,7 +456,7 @@ def synthetic_examples(workspace, indexes) -> tuple[np.ndarray, np.ndarray, list
         if q.source_chunk_id
     ]
     if not questions:
-        return np.zeros((0, len(labels.features.FEATURES))), np.zeros(0), []
+        return np.zeros((0, len(testset_builder.labels.features.FEATURES))), np.zeros(0), []
     relevant: dict[str, set[str]] = {}
     doubtful: dict[str, set[str]] = {}
     for judgment in rows.iter_judgments(workspace.db):
@@ -432,7 +469,10 @@ def synthetic_examples(workspace, indexes) -> tuple[np.ndarray, np.ndarray, list
     features = estimate.pair_features(indexes, {q.query_id: q.text for q in questions}, pools)
     keys = [(q, c) for q, cs in pools.items() for c in cs if (q, c) in features]
     x = np.vstack([features[k] for k in keys])
-    x[:, labels.features.FEATURES.index("llm")], x[:, labels.features.FEATURES.index("llm_missing")] = (
+    (
+        x[:, testset_builder.labels.features.FEATURES.index("llm")],
+        x[:, testset_builder.labels.features.FEATURES.index("llm_missing")],
+    ) = (
         0.0,
         0.0,
     )  # as the pools here
@@ -445,13 +485,13 @@ def domain_model(prior, x: np.ndarray, y: np.ndarray, anchor: np.ndarray, streng
     weights learn how this corpus's relevant chunks look; the bias is then set so that the mean P(relevant) over
     ``anchor`` (the workspace's real pairs' features) stays the prior's, since a synthetic question has exactly one
     relevant chunk by construction and says nothing of how many a real query has."""
-    if len(y) < labels.model.MIN_VERDICTS or y.min() == y.max():
+    if len(y) < testset_builder.labels.model.MIN_VERDICTS or y.min() == y.max():
         return prior
-    fitted = labels.fitting.penalised_fit(
+    fitted = testset_builder.labels.fitting.penalised_fit(
         x,
         y,
-        labels.fitting.Coefficients(prior.bias, prior.weights),
-        labels.fitting.penalties(x.shape[1], strength, 0.01),
+        testset_builder.labels.fitting.Coefficients(prior.bias, prior.weights),
+        testset_builder.labels.fitting.penalties(x.shape[1], strength, 0.01),
     )
     target = float(prior.p_relevant(anchor).mean()) if len(anchor) else None
     logits = fitted.logits(anchor) - fitted.bias if len(anchor) else None
@@ -461,10 +501,12 @@ def domain_model(prior, x: np.ndarray, y: np.ndarray, anchor: np.ndarray, streng
         for _ in range(80):  # the bias whose mean P over the anchor equals the prior's: monotone, by bisection
             middle = (low + high) / 2
             low, high = (
-                (middle, high) if float(labels.fitting.sigmoid(logits + middle).mean()) < target else (low, middle)
+                (middle, high)
+                if float(testset_builder.labels.fitting.sigmoid(logits + middle).mean()) < target
+                else (low, middle)
             )
         bias = (low + high) / 2
-    return labels.model.RelevanceModel(f"domain:{prior.name}", bias, fitted.weights, 0)
+    return testset_builder.labels.model.RelevanceModel(f"domain:{prior.name}", bias, fitted.weights, 0)
 
 
 def fmt(value) -> str:
@@ -478,7 +520,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--depth", type=int, default=30, help="pool depth per retriever and for the fusion")
     parser.add_argument("--draws", type=int, default=10)
     parser.add_argument("--share", type=float, default=0.1, help="share of the pool reviewed in the PPI draws")
-    parser.add_argument("--strength", type=float, default=labels.model.REFIT_STRENGTH)
+    parser.add_argument("--strength", type=float, default=testset_builder.labels.model.REFIT_STRENGTH)
     parser.add_argument("--no-ppi", action="store_true", help="the estimate's quality only")
     parser.add_argument("--fit", action="store_true", help="fit the prior on every domain and print it to ship")
     parser.add_argument(
@@ -507,18 +549,18 @@ def main(argv: list[str] | None = None) -> dict:
     for held_out in domains:
         others = [d for d in domains if d is not held_out]
         prior = fit_prior(others)
-        p0 = labels.fitting.sigmoid(prior.logits(held_out.x))
-        dense = held_out.x[:, labels.features.FEATURES.index("dense")]
-        bm25 = held_out.x[:, labels.features.FEATURES.index("bm25")]
-        shipped = labels.prior.PRIOR.p_relevant(held_out.x)
+        p0 = testset_builder.labels.fitting.sigmoid(prior.logits(held_out.x))
+        dense = held_out.x[:, testset_builder.labels.features.FEATURES.index("dense")]
+        bm25 = held_out.x[:, testset_builder.labels.features.FEATURES.index("bm25")]
+        shipped = testset_builder.labels.prior.PRIOR.p_relevant(held_out.x)
         row = {
             "prior (other domains)": quality(p0, held_out.y, held_out.keys),
             "shipped (in sample)": quality(shipped, held_out.y, held_out.keys),
-            "dense alone": {"auc": labels.fitting.roc_auc(dense, held_out.y)},
-            "bm25 alone": {"auc": labels.fitting.roc_auc(bm25, held_out.y)},
+            "dense alone": {"auc": testset_builder.labels.fitting.roc_auc(dense, held_out.y)},
+            "bm25 alone": {"auc": testset_builder.labels.fitting.roc_auc(bm25, held_out.y)},
         }
         if held_out.synthetic_y is not None:  # the prior refitted on the domain's own synthetic questions
-            start = labels.model.RelevanceModel("lodo", prior.bias, prior.weights)
+            start = testset_builder.labels.model.RelevanceModel("lodo", prior.bias, prior.weights)
             for strength in (10.0, 100.0):
                 fitted = domain_model(start, held_out.synthetic_x, held_out.synthetic_y, held_out.x, strength)
                 row[f"domain fit ({int(held_out.synthetic_y.sum())} q, {strength:g})"] = quality(
@@ -556,7 +598,7 @@ def main(argv: list[str] | None = None) -> dict:
                     aucs, refits = [], []
                     for seed in range(5):
                         p, drawn, _, validation = review_round(case, prior, budget, seed, args.strength)
-                        aucs.append(labels.fitting.roc_auc(p[~drawn], whole.y[~drawn]))
+                        aucs.append(testset_builder.labels.fitting.roc_auc(p[~drawn], whole.y[~drawn]))
                         refits.append(validation.kept and validation.reason.startswith("refit"))
                     found = [a for a in aucs if a is not None]
                     row[f"pooled, after {budget} verdicts, {name} the systems' agreement"] = {

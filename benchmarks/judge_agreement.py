@@ -214,7 +214,8 @@ def estimate_section(retrievers, queries, sample, relevant, judgments, args) -> 
     own selection from half the queries, measured on the other half's pairs (mean over 5 seeds)."""
     from relevance_estimate import mean, pairs_and_features, roc_auc, simulate
 
-    from testset_builder import labels
+    import testset_builder.labels.features
+    import testset_builder.labels.prior
     from testset_builder.labels.model import REFIT_STRENGTH
     from testset_builder.stages import estimate
 
@@ -222,11 +223,15 @@ def estimate_section(retrievers, queries, sample, relevant, judgments, args) -> 
     x, y, keys = pairs_and_features(retrievers, chosen, relevant, args.judge_depth)
     llm = estimate.llm_p_relevant(judgments)
     for i, key in enumerate(keys):
-        x[i, labels.features.FEATURES.index("llm")] = llm.get(key, 0.5)
-        x[i, labels.features.FEATURES.index("llm_missing")] = 0.0 if key in llm else 1.0
+        x[i, testset_builder.labels.features.FEATURES.index("llm")] = llm.get(key, 0.5)
+        x[i, testset_builder.labels.features.FEATURES.index("llm_missing")] = 0.0 if key in llm else 1.0
     section: dict = {"pairs": len(y), "relevant": int(y.sum()), "auc": {}, "kappa": {}}
-    prior = labels.prior.PRIOR.p_relevant(x)
-    rows = {"LLM alone": x[:, labels.features.FEATURES.index("llm")], "dense alone": x[:, 0], "prior estimate": prior}
+    prior = testset_builder.labels.prior.PRIOR.p_relevant(x)
+    rows = {
+        "LLM alone": x[:, testset_builder.labels.features.FEATURES.index("llm")],
+        "dense alone": x[:, 0],
+        "prior estimate": prior,
+    }
     print(f"\nRelevance estimate on the same {len(y)} pooled pairs ({int(y.sum())} human-relevant)")
     for label, scores in rows.items():
         section["auc"][label] = roc_auc(scores, y)
@@ -234,7 +239,8 @@ def estimate_section(retrievers, queries, sample, relevant, judgments, args) -> 
         print(f"  {label:<28} AUC {fmt(section['auc'][label])}, kappa at 0.5 {fmt(section['kappa'][label])}")
     for budget in (50, 100, 200):
         results = [
-            simulate(x, y, keys, labels.prior.PRIOR, budget, "selection", seed, REFIT_STRENGTH) for seed in range(5)
+            simulate(x, y, keys, testset_builder.labels.prior.PRIOR, budget, "selection", seed, REFIT_STRENGTH)
+            for seed in range(5)
         ]
         label = f"refit on {budget} verdicts"
         for key in ("auc", "kappa"):

@@ -28,7 +28,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 
-from testset_builder import labels  # noqa: E402
+import testset_builder.labels.design  # noqa: E402
+import testset_builder.labels.features  # noqa: E402
+import testset_builder.labels.model  # noqa: E402
+import testset_builder.labels.prior  # noqa: E402
 from testset_builder.config import ChunkingConfig  # noqa: E402
 from testset_builder.corpus.ingest import ingest  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
@@ -72,11 +75,12 @@ def pairs_and_features(indexes: WorkspaceIndexes, queries: list[Query], relevant
             continue
         for c in chunks:
             if c not in chunk_words:
-                chunk_words[c] = labels.features.words(indexes.passages[c])
+                chunk_words[c] = testset_builder.labels.features.words(indexes.passages[c])
         blocks.append(
-            labels.features.query_features(
+            testset_builder.labels.features.query_features(
                 None if dense_rows is None else dense_rows[row], bm25_rows[row], [position[c] for c in chunks],
-                labels.features.words(query.text), [chunk_words[c] for c in chunks], [None] * len(chunks),
+                testset_builder.labels.features.words(query.text), [chunk_words[c] for c in chunks],
+                [None] * len(chunks),
             )
         )  # fmt: skip
         labels.extend(c in relevant.get(query.query_id, set()) for c in chunks)
@@ -105,10 +109,10 @@ def simulate(x, y, keys, model, budget: int, strategy: str, seed: int, strength:
     train = np.array([i for i, (q, _) in enumerate(keys) if q in first])
     test = np.array([i for i, (q, _) in enumerate(keys) if q not in first])
     share = 1.0 if strategy == "uniform" else 0.2
-    probabilities = labels.design.inclusion_probabilities(model.p_relevant(x[train]), budget, share)
-    drawn = np.array([d.index for d in labels.design.draw(probabilities, seed) if d.drawn], dtype=int)
+    probabilities = testset_builder.labels.design.inclusion_probabilities(model.p_relevant(x[train]), budget, share)
+    drawn = np.array([d.index for d in testset_builder.labels.design.draw(probabilities, seed) if d.drawn], dtype=int)
     weights = None if strategy == "uniform" else 1.0 / probabilities[drawn]
-    refitted = labels.model.refit(x[train][drawn], y[train][drawn], model, strength, weights)
+    refitted = testset_builder.labels.model.refit(x[train][drawn], y[train][drawn], model, strength, weights)
     p = refitted.p_relevant(x[test])
     return {
         "auc": roc_auc(p, y[test]),
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--fit", action="store_true", help="refit the prior on the train queries and print it")
     parser.add_argument(
         "--strengths",
-        default=str(labels.model.REFIT_STRENGTH),
+        default=str(testset_builder.labels.model.REFIT_STRENGTH),
         help="the refit's pull towards the prior (comma-separated to compare)",
     )
     args = parser.parse_args(argv)
@@ -135,7 +139,7 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(f"SciFact not found at {args.data}")
 
     texts = {q["_id"]: q["text"] for q in map(json.loads, (args.data / "queries.jsonl").open(encoding="utf-8"))}
-    report: dict = {"depth": args.depth, "features": list(labels.features.FEATURES)}
+    report: dict = {"depth": args.depth, "features": list(testset_builder.labels.features.FEATURES)}
     with open_workspace(args.workspace) as ws:
         started = time.perf_counter()
         ingest(ws, load_sources([args.data]), ChunkingConfig(chunker="prechunked", size=1, overlap=0), [args.data])
@@ -148,18 +152,18 @@ def main(argv: list[str] | None = None) -> dict:
             split[name] = pairs_and_features(indexes, queries, relevant, args.depth)
         print(f"features of {sum(len(s[1]) for s in split.values())} pairs in {time.perf_counter() - started:.1f} s")
 
-    model = labels.prior.PRIOR
+    model = testset_builder.labels.prior.PRIOR
     if args.fit:
         x, y, _ = split["train"]
         x = x.copy()
         # the prior gives the LLM no weight (the embedded judge is at chance)
-        x[:, labels.features.FEATURES.index("llm")] = 0.0
-        x[:, labels.features.FEATURES.index("llm_missing")] = 0.0
-        model = labels.model.fit(x, y, labels.prior.PRIOR.name)
+        x[:, testset_builder.labels.features.FEATURES.index("llm")] = 0.0
+        x[:, testset_builder.labels.features.FEATURES.index("llm_missing")] = 0.0
+        model = testset_builder.labels.model.fit(x, y, testset_builder.labels.prior.PRIOR.name)
         lexical_x = x.copy()  # dense columns at 0 while fitting: their weights stay 0, whatever constant they hold
         for column in ("dense", "dense_gap", "dense_log_rank"):
-            lexical_x[:, labels.features.FEATURES.index(column)] = 0.0
-        lexical = labels.model.fit(lexical_x, y, labels.prior.PRIOR_LEXICAL.name)
+            lexical_x[:, testset_builder.labels.features.FEATURES.index(column)] = 0.0
+        lexical = testset_builder.labels.model.fit(lexical_x, y, testset_builder.labels.prior.PRIOR_LEXICAL.name)
         for fitted in (model, lexical):
             print(f"fitted on train ({fitted.name}):", json.dumps(fitted.as_dict(), indent=2))
             print(f"    bias={fitted.bias:.4f},\n    weights=({', '.join(f'{w:.4f}' for w in fitted.weights)}),")
@@ -170,13 +174,13 @@ def main(argv: list[str] | None = None) -> dict:
     print(
         f"\nSciFact test: {len(y)} pooled pairs (depth {args.depth} per retriever and fused), {positive} human-relevant"
     )
-    lexical_model = lexical if args.fit else labels.prior.PRIOR_LEXICAL
+    lexical_model = lexical if args.fit else testset_builder.labels.prior.PRIOR_LEXICAL
     rows = {
         f"estimate without dense ({lexical_model.name})": lexical_model.p_relevant(
-            labels.features.without_dense(x, len(indexes.chunk_ids))
+            testset_builder.labels.features.without_dense(x, len(indexes.chunk_ids))
         ),
-        "dense alone": x[:, labels.features.FEATURES.index("dense")],
-        "bm25 alone": x[:, labels.features.FEATURES.index("bm25")],
+        "dense alone": x[:, testset_builder.labels.features.FEATURES.index("dense")],
+        "bm25 alone": x[:, testset_builder.labels.features.FEATURES.index("bm25")],
         f"estimate ({model.name})": model.p_relevant(x),
     }
     report["auc"] = {}
@@ -187,8 +191,8 @@ def main(argv: list[str] | None = None) -> dict:
         shown = f", kappa at 0.5 {kappa:.3f}" if kappa is not None else ""
         print(f"  {label:<40} AUC {auc:.3f}{shown}")
     # a prior that knows only dense similarity stands in for a corpus unlike SciFact, where the shipped prior is off
-    weak = labels.model.RelevanceModel(
-        "dense-only", -2.0, tuple(5.0 if f == "dense_gap" else 0.0 for f in labels.features.FEATURES)
+    weak = testset_builder.labels.model.RelevanceModel(
+        "dense-only", -2.0, tuple(5.0 if f == "dense_gap" else 0.0 for f in testset_builder.labels.features.FEATURES)
     )
     print(f"  {'a weak prior (dense gap only)':<40} AUC {roc_auc(weak.p_relevant(x), y):.3f}")
     report["refit"] = []

@@ -47,7 +47,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import estimate_transfer as transfer
 
-from testset_builder import labels
+import testset_builder.labels.features
+import testset_builder.labels.fitting
+import testset_builder.labels.model
+import testset_builder.labels.prior
 from testset_builder.cli import main as cli
 from testset_builder.export import read_qrels, read_run
 from testset_builder.metrics import evaluate
@@ -183,11 +186,11 @@ def write_runs(
         passages = indexes.passages.of(chunk_ids)
         batch = [texts[q] for q in query_ids]
         bm25_rows, dense_rows = indexes.indexes["bm25"].scores(batch), indexes.indexes["dense"].scores(batch)
-    chunk_words = [labels.features.words(passages[c]) for c in chunk_ids]
+    chunk_words = [testset_builder.labels.features.words(passages[c]) for c in chunk_ids]
     lines: dict[str, list[str]] = {}
     for row, query_id in enumerate(query_ids):
         bm25, dense = np.asarray(bm25_rows[row], dtype=float), np.asarray(dense_rows[row], dtype=float)
-        words = labels.features.words(texts[query_id])
+        words = testset_builder.labels.features.words(texts[query_id])
         overlap = np.array([len(words & w) / max(1, len(words)) for w in chunk_words])
         systems = transfer.system_scores(bm25, dense, overlap) if pool != "shared-task" else {}
         if pool != "plain":
@@ -215,16 +218,16 @@ def means(grades: Qrels, run: Path, query_ids: list[str]) -> dict[str, float]:
     return {m: sum(per_query.get(q, {}).get(m, 0.0) for q in query_ids) / len(query_ids) for m in METRICS}
 
 
-def held_out_prior(folder: Path, queries: int) -> labels.model.RelevanceModel:
+def held_out_prior(folder: Path, queries: int) -> testset_builder.labels.model.RelevanceModel:
     """The prior fitted as the shipped one is, on the other collections only (estimate_transfer's fit)."""
     others = [transfer.load_domain(f, queries, 30, seed=0) for f in transfer.domains_found(None) if f != folder]
     fitted = transfer.fit_prior(others)
-    return labels.model.RelevanceModel(f"prior:without-{folder.name}", fitted.bias, fitted.weights)
+    return testset_builder.labels.model.RelevanceModel(f"prior:without-{folder.name}", fitted.bias, fitted.weights)
 
 
 def check(folder: Path, runs_pooled: bool, draws: int, queries: int, pool: str = "plain") -> dict:
     """One collection, the shipped prior replaced by one fitted without it (the commands run in this process)."""
-    shipped = labels.prior.PRIOR
+    shipped = testset_builder.labels.prior.PRIOR
     estimate.PRIOR = held_out_prior(folder, queries)
     try:
         return _check(folder, runs_pooled, draws, queries, pool)
@@ -277,7 +280,7 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, pool_of: s
         checked("estimate", "-w", str(workspace), "--json")
         with open_workspace(workspace) as ws:
             before = stored.estimates(ws.db)
-        auc["before"].append(labels.fitting.roc_auc([before[k].p_relevant for k in keys], labels))
+        auc["before"].append(testset_builder.labels.fitting.roc_auc([before[k].p_relevant for k in keys], labels))
         budget = str(round(len(pool) / 10))
         checked("select", "--budget", budget, "--seed", str(seed), "-w", str(workspace), "--json")
         auc["verdicts"].append(answer_drawn(workspace, grades))
@@ -287,7 +290,9 @@ def _check(folder: Path, runs_pooled: bool, draws: int, queries: int, pool_of: s
             reviewed = {(j.query_id, j.chunk_id) for j in rows.iter_judgments(ws.db) if j.source.value == "human"}
         unseen = [i for i, key in enumerate(keys) if key not in reviewed]  # as estimate_transfer: the pairs not drawn
         auc["after"].append(
-            labels.fitting.roc_auc([after[keys[i]].p_relevant for i in unseen], [labels[i] for i in unseen])
+            testset_builder.labels.fitting.roc_auc(
+                [after[keys[i]].p_relevant for i in unseen], [labels[i] for i in unseen]
+            )
         )
         checked("release", "-w", str(workspace), "--version", "1.0.0", "--json")
         figures: dict[str, list[float]] = {m: [] for m in METRICS}

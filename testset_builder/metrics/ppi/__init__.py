@@ -32,8 +32,9 @@ def figure(pool: Pool, ranks: np.ndarray, metric: str, k: int, use: str = "ppi")
     "ppi" (estimates corrected by the drawn verdicts), "human" (the verdicts alone, nothing plugged in) or
     "estimate" (the estimates alone, no interval)."""
     totals = parts(pool, ranks, metric, k, use)
-    verified = pool.verified() if use != "estimate" else _certain_counts(pool)
-    value, *slopes = per_query(metric, k, [t.per_query for t in totals], *verified)
+    linear = metric in ("precision", "dcg")  # unguarded: a floor would bias an unbiased figure upwards
+    guarded = [t.per_query if linear else np.maximum(t.per_query, t.verified) for t in totals]
+    value, *slopes = per_query(metric, k, guarded)
     influence = sum(slope[pool.query] * t.residual for slope, t in zip(slopes, totals))
     return Figure(pool, value, influence / pool.queries, use != "estimate")
 
@@ -56,20 +57,13 @@ def parts(pool: Pool, ranks: np.ndarray, metric: str, k: int, use: str) -> list[
     return [dcg, total(pool, ones, (pool.gain >= 2).astype(float), predicted.high, correct), count]
 
 
-def per_query(metric: str, k: int, totals: list[np.ndarray], verified, verified_high) -> tuple[np.ndarray, ...]:
-    """Each query's value from its totals, and the value's slope by each total (arrays of any shape ending in the
-    queries: a replicate's totals work alike)."""
+def per_query(metric: str, k: int, totals: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Each query's value from its totals, and the value's slope by each total."""
     if metric in ("precision", "dcg"):
         return totals[0], np.ones_like(totals[0])
     if metric == "recall":
-        return ratios.recall(totals[0], totals[1], verified)
-    return ratios.ndcg(*totals, verified, verified_high, k)
-
-
-def _certain_counts(pool: Pool) -> tuple[np.ndarray, np.ndarray]:
-    relevant = np.bincount(pool.query, pool.certain * pool.relevant, pool.queries)
-    high = np.bincount(pool.query, pool.certain * (pool.gain >= 2), pool.queries)
-    return relevant, high
+        return ratios.recall(*totals)
+    return ratios.ndcg(*totals, k)
 
 
 def estimate(

@@ -108,14 +108,6 @@ class Pool:
         share = grade_shares(self)
         return Predictions(relevant, relevant * share[self.fold])
 
-    def verified(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per query, the relevant pairs and the grade-2 pairs a human or a source label confirmed: no estimated
-        count goes below them."""
-        known = self.certain | self.sampled
-        relevant = np.bincount(self.query, known * self.relevant, self.queries)
-        high = np.bincount(self.query, known * (self.gain >= 2), self.queries)
-        return relevant, high
-
 
 def grade_shares(pool: Pool) -> np.ndarray:
     """Per fold of queries, the share of relevant pairs that are grade 2, from the verdicts drawn at random in the

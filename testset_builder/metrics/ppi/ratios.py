@@ -1,4 +1,4 @@
-"""Per-query metrics as functions of estimated totals, and their gradients for the delta method.
+"""Per-query metrics as functions of estimated totals, and their slopes for the delta method.
 
 - precision@k = hits@k / k and DCG@k: linear in one total, so their figures are exactly design-unbiased.
 - recall@k = H / R: H the relevant pairs in the run's top k, R the query's relevant pairs.
@@ -6,11 +6,16 @@
   pairs; the ideal ranking puts min(N2, k) twos first, then ones up to k: IDCG = F(N2) + F(N), F(n) the DCG of n
   gain-1 places (linear between whole numbers, flat from k on).
 
-Guards, each stated because each trades a little bias for a denominator that stays meaningful: an estimated count
-is never below the relevant (or grade-2) pairs a label confirmed, nor below the hits it is the denominator of; a
-query whose estimated count is 0 scores 0 (trec_eval counts such a query as 0 too). Where a guard holds a count
-fixed, that count's slope is 0. A query's value is kept in [0, 1]: a noisy total can read below 0 (a drawn
-not-relevant pair the estimate rated high subtracts its estimate over pi), and one such query would drag the mean.
+Guards, each moving an estimate towards what the truth is known to satisfy:
+
+- no total of a ratio is below what the labels confirm (:mod:`.totals`); precision and DCG are left unguarded,
+  so their figures stay unbiased;
+- R is at least H, and N at least N2;
+- a count that is not 0 is at least 1;
+- a query's value is in [0, 1], and a query whose estimated count is 0 scores 0 (as trec_eval scores it).
+
+The slopes are those of the unguarded ratio at the guarded point: a guard moves the point, it does not remove the
+totals' noise from the variance.
 """
 
 from __future__ import annotations
@@ -42,38 +47,31 @@ def ideal_dcg(relevant: float, k: int) -> float:
 
 
 def ratio(numerator: np.ndarray, denominator: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """numerator / denominator per query (0 where the denominator is none), kept in [0, 1], and its slopes by each.
-    The slopes are the unclipped ratio's: where a query's totals are noisy enough to leave the range, that noise
-    still counts in the variance."""
+    """numerator / denominator per query (0 where the denominator is none), kept in [0, 1], and the unguarded
+    ratio's slopes by each."""
     some = denominator > TINY
     safe = np.where(some, denominator, 1.0)
-    value = np.where(some, numerator / safe, 0.0)
-    value = np.clip(value, 0.0, 1.0)
+    value = np.clip(np.where(some, numerator / safe, 0.0), 0.0, 1.0)
     return value, np.where(some, 1.0 / safe, 0.0), np.where(some, -numerator / safe**2, 0.0)
 
 
-def recall(hits: np.ndarray, relevant: np.ndarray, verified: np.ndarray):
-    """recall per query and slopes by (H, R), R held at least max(H, the verified relevant pairs)."""
-    floor = np.maximum(np.maximum(hits, 0.0), verified)
-    count = np.maximum(relevant, floor)
-    value, by_hits, by_count = ratio(hits, count)
-    return value, by_hits, np.where(relevant >= floor, by_count, 0.0)
+def whole(count: np.ndarray) -> np.ndarray:
+    """A count of pairs is 0 or at least 1: an estimate between them is held at 1."""
+    return np.where(count > TINY, np.maximum(count, 1.0), count)
 
 
-def ndcg(dcg: np.ndarray, high: np.ndarray, relevant: np.ndarray, verified: np.ndarray, verified_high: np.ndarray, k):
-    """nDCG per query and slopes by (D, N2, N). N2 held at least the verified grade-2 pairs, N at least N2 and the
-    verified relevant pairs."""
-    n2 = np.maximum(high, verified_high)
-    n = np.maximum(relevant, np.maximum(n2, verified))
-    f2, slope2 = ideal_part(n2, k)
+def recall(hits: np.ndarray, relevant: np.ndarray):
+    """recall per query (R held at least H, and at least 1 where it is not 0) and its slopes by (H, R)."""
+    return ratio(hits, whole(np.maximum(relevant, hits)))
+
+
+def ndcg(dcg: np.ndarray, high: np.ndarray, relevant: np.ndarray, k: int):
+    """nDCG per query (N held at least N2, and at least 1 where it is not 0) and its slopes by (D, N2, N)."""
+    n = whole(np.maximum(relevant, high))
+    f2, slope2 = ideal_part(high, k)
     f, slope = ideal_part(n, k)
     value, by_dcg, by_ideal = ratio(dcg, f2 + f)
-    n_free = relevant >= np.maximum(n2, verified)
-    by_n = np.where(n_free, by_ideal * slope, 0.0)
-    # N2 enters F(N2), and F(N) too where it is N's floor; its own guard holds it where that binds
-    n2_sets_n = ~n_free & (n2 >= verified)
-    by_n2 = np.where(high >= verified_high, by_ideal * (slope2 + n2_sets_n * slope), 0.0)
-    return value, by_dcg, by_n2, by_n
+    return value, by_dcg, by_ideal * (slope2 + (relevant < high) * slope), by_ideal * slope
 
 
 def rank_discount(ranks: np.ndarray, k: int, metric: str) -> np.ndarray:

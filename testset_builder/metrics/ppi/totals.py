@@ -22,11 +22,13 @@ from .pool import Pool
 
 @dataclass(frozen=True)
 class Total:
-    """One total per query, and each pair's residual term a_i (x_i - f_i) (0 unless drawn at random): the pair's
-    part in the total's error, before division by pi_i."""
+    """One total per query, each pair's residual term a_i (x_i - f_i) (0 unless drawn at random: the pair's part in
+    the total's error, before division by pi_i), and per query what the labels confirm (every a_i and x_i is at
+    least 0, so the true total is at least that)."""
 
     per_query: np.ndarray
     residual: np.ndarray
+    verified: np.ndarray  # per query, sum of a_i x_i over the labelled pairs: the true total is at least this
 
 
 def total(pool: Pool, coefficient: np.ndarray, observed: np.ndarray, predicted: np.ndarray, correct: bool) -> Total:
@@ -35,4 +37,6 @@ def total(pool: Pool, coefficient: np.ndarray, observed: np.ndarray, predicted: 
     residual = np.where(pool.sampled, coefficient * (observed - predicted), 0.0) if correct else np.zeros(len(pool))
     plugged = np.where(pool.certain, observed, predicted) * coefficient
     values = plugged + residual / pool.probability
-    return Total(np.bincount(pool.query, values, pool.queries), residual)
+    known = (pool.certain | pool.sampled) if correct else pool.certain
+    confirmed = np.bincount(pool.query, np.where(known, coefficient * observed, 0.0), pool.queries)
+    return Total(np.bincount(pool.query, values, pool.queries), residual, confirmed)
