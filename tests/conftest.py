@@ -208,21 +208,12 @@ def queued_workspace(docs_workspace):
     return ws
 
 
-@pytest.fixture
-def pair_queue(docs_workspace):
-    """Two real queries, each paired with every chunk of the docs corpus in the review queue; ``truth(item)`` says
-    whether a reviewer would call the pair relevant (the chunk names the query's metric)."""
-    from testset_builder.records import Query, QueryOrigin
+def queue_every_chunk(ws, queries, chunks) -> list:
+    """Store ``queries`` and queue a review item for each of them with every chunk of ``chunks`` (live chunk rows)."""
     from testset_builder.store import review as review_store
     from testset_builder.store import rows
     from testset_builder.store.workspace import utc_timestamp
 
-    ws = docs_workspace
-    chunks = rows.live_chunk_rows(ws.db)
-    queries = [
-        Query(query_id="q-ndcg", text="how is ndcg computed", origin=QueryOrigin.real),
-        Query(query_id="q-recall-at-k", text="what does recall at k count", origin=QueryOrigin.real),
-    ]
     items = [
         review_store.QueuedItem(review_store.pair_item_id(q.query_id, c), "pair", q.query_id, c, 1.0, "test", 1)
         for q in queries
@@ -231,6 +222,23 @@ def pair_queue(docs_workspace):
     with ws.transaction() as db:
         rows.put_queries(db, queries)
         review_store.enqueue(db, items, utc_timestamp())
+    return items
+
+
+@pytest.fixture
+def pair_queue(docs_workspace):
+    """Two real queries, each paired with every chunk of the docs corpus in the review queue; ``truth(item)`` says
+    whether a reviewer would call the pair relevant (the chunk names the query's metric)."""
+    from testset_builder.records import Query, QueryOrigin
+    from testset_builder.store import rows
+
+    ws = docs_workspace
+    chunks = rows.live_chunk_rows(ws.db)
+    queries = [
+        Query(query_id="q-ndcg", text="how is ndcg computed", origin=QueryOrigin.real),
+        Query(query_id="q-recall-at-k", text="what does recall at k count", origin=QueryOrigin.real),
+    ]
+    items = queue_every_chunk(ws, queries, chunks)
     texts = {c: text for c, _, text in chunks}
     word = {"q-ndcg": "ndcg", "q-recall-at-k": "recall"}  # two queries in two folds (relevance.fold_of)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import queue_every_chunk
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -293,9 +294,7 @@ def likely_pairs_queue(docs_workspace):
     likely relevant), a real query about nothing in the corpus, and a synthetic question copied from a chunk with no
     label on it; each query paired with every chunk in the review queue. ``truth`` says the copied chunk answers."""
     from testset_builder.records import Query, QueryOrigin
-    from testset_builder.store import review as review_store
     from testset_builder.store import rows
-    from testset_builder.store.workspace import utc_timestamp
 
     ws = docs_workspace
     chunks = rows.live_chunk_rows(ws.db)
@@ -307,14 +306,7 @@ def likely_pairs_queue(docs_workspace):
     ]
     queries[-1] = queries[-1].model_copy(update={"origin": QueryOrigin.synthetic, "source_chunk_id": chunks[1][0]})
     queries.append(Query(query_id="real-off-topic", text="when do bananas ripen in the sun", origin=QueryOrigin.real))
-    items = [
-        review_store.QueuedItem(review_store.pair_item_id(q.query_id, c), "pair", q.query_id, c, 1.0, "test", 1)
-        for q in queries
-        for c, *_ in chunks
-    ]
-    with ws.transaction() as db:
-        rows.put_queries(db, queries)
-        review_store.enqueue(db, items, utc_timestamp())
+    queue_every_chunk(ws, queries, chunks)
     ws.truth = {(q, c) for q, (c, _) in sources.items()}
     return ws
 
