@@ -5,7 +5,8 @@ drawn as `select` draws them (a take-all stratum, then a Poisson sample of a ten
 verdicts come from the qrels; every system's nDCG@10, recall@100 and precision@10 is then estimated three ways from
 the same draw: the difference estimator with the estimate as given (the shipped default), with a cross-fitted
 Platt recalibration (the refinement), and from the verdicts alone (human-only). The truth is the metric on complete
-labels of the pool (trec_eval's pooling convention: a pair outside the pool is not relevant).
+labels of the pool (trec_eval's pooling convention: a pair outside the pool is not relevant). Kendall's tau says how
+each draw's figures order the systems against the truth's order, averaged over the draws.
 
     python benchmarks/interval_coverage.py                     # the bundled collections, 10 draws each
     python benchmarks/interval_coverage.py --draws 20 --clef2018 <git dir of CLEFeHealth/CLEFeHealth2018IRtask>
@@ -30,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import kendalltau
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -207,6 +209,7 @@ def arm(
     ranks = best_ranks(collection, pairs)
     budget = int(budget_share * len(pairs))
     cases: dict[tuple[str, str], list[tuple[bool, float, float]]] = {}
+    taus: dict[tuple[str, str], list[float]] = {}
     for seed in range(draws):
         split = design.split_budget(
             queries, p, ranks, set(queries), budget, uniform_share=0.2, take_all_share=take_all_share,
@@ -224,6 +227,7 @@ def arm(
             for q, pp, pi, g in zip(queries, p.tolist(), probability.tolist(), grade.tolist())
         ]
         pools = {"ppi": ppi.Pool(reviewed), "ppi-platt": ppi.Pool(reviewed, "platt")}
+        points: dict[tuple[str, str], list[tuple[float, float]]] = {}  # (estimator, metric) -> (estimate, truth)
         for name, ranks_of in ranks_by_run.items():
             for m, k in METRICS:
                 for estimator in ESTIMATORS:
@@ -234,6 +238,9 @@ def arm(
                     cases.setdefault((estimator, m), []).append(
                         (interval.low <= target <= interval.high, interval.estimate - target, interval.width)
                     )
+                    points.setdefault((estimator, m), []).append((interval.estimate, target))
+        for key, found in points.items():  # how this draw's figures order the systems, against the truth's order
+            taus.setdefault(key, []).append(kendalltau(*zip(*found)).statistic)
     out = {"pairs": len(pairs), "queries": len(set(queries)), "systems": len(ranks_by_run), "budget": budget}
     for (estimator, m), rows in cases.items():
         covered, error, width = (np.array(column, dtype=float) for column in zip(*rows))
@@ -242,6 +249,7 @@ def arm(
             "bias": round(float(error.mean()), 4),
             "error_sd": round(float(error.std()), 4),
             "width": round(float(width.mean()), 4),
+            "kendall_tau": round(float(np.nanmean(taus[(estimator, m)])), 3),
             "cases": len(rows),
         }
     for m, _ in METRICS:
