@@ -209,7 +209,8 @@ def score(
         for report in estimated:
             out.print(details_table(report))
     curves = {r["run"]: np.asarray(r["recall_curve"]) for r in reports}  # what the JSON holds, drawn
-    out.print(recall_curves_table(curves, {r["run"]: r["target_recall"] for r in reports}))
+    reach = {r["run"]: r["target_recall"] for r in reports}
+    out.print(recall_curves_table(curves, reach, labelled_only=bool(estimated)))
     runs = [(r["run"], r["queries"]) for r in reports]
     for line in coverage_lines(runs, len(reports) > 1, relevance_level, release is not None):
         out.print(line, highlight=False)

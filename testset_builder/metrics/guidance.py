@@ -63,14 +63,17 @@ def sparkline(curve: np.ndarray, low: float, high: float, ks: Sequence[int]) -> 
     return "".join(SPARKS[level] for level in levels)
 
 
-def recall_curves_table(curves: dict[str, np.ndarray], reach: dict[str, dict[str, int | None]]) -> Table:
+def recall_curves_table(
+    curves: dict[str, np.ndarray], reach: dict[str, dict[str, int | None]], labelled_only: bool = False
+) -> Table:
     """Each run's mean recall@k for k = 1..100 as a line of blocks on one shared scale, its recall at 10, 20 and
-    100, and the smallest k reaching each target recall."""
+    100, and the smallest k reaching each target recall. ``labelled_only``: the curves read the labelled pairs
+    alone (a release whose other pairs are estimated), and the title says so."""
     ks = chart_ks()
     low = math.floor(10 * min(float(c[0]) for c in curves.values())) / 10
     targets = list(next(iter(reach.values())))
     table = Table(
-        title="recall@k, k = 1…100",
+        title="recall@k, k = 1…100" + (" (labelled pairs only)" if labelled_only else ""),
         title_justify="left",
         caption=f"blocks: k on a log scale (1, 10 in the middle, 100), height {low:.1f} (▁) to 1.0 (█); "
         "smallest k: the first k whose mean recall reaches the target",
