@@ -310,7 +310,8 @@ def quality(p, y, keys) -> dict:
 def review_round(
     domain: Domain, prior: testset_builder.labels.fitting.Coefficients, budget: float, seed: int, strength: float
 ):
-    """One ``select`` round of about ``budget`` pairs answered from the qrels, then ``estimate``'s cross-validated,
+    """One ``select`` round of about ``budget`` pairs (the take-all part, then the Poisson sample) answered from the
+    qrels, then ``estimate``'s cross-validated,
     cross-fitted refit: each pair's P(relevant) by its fold's model, and which pairs were drawn at what
     probability."""
     p0 = testset_builder.labels.fitting.sigmoid(prior.logits(domain.x))
@@ -326,10 +327,18 @@ def review_round(
     best = best.min(axis=1)
     if domain.system_ranks is not None:  # the systems pooled: select weighs their ranks too
         best = np.minimum(best, domain.system_ranks)
-    probabilities = testset_builder.labels.design.inclusion_probabilities(
-        p0, budget, best_ranks=best if RANKED else None
-    )
-    drawn = np.array([d.drawn for d in testset_builder.labels.design.draw(probabilities, seed)])
+    design = testset_builder.labels.design
+    queries = [q for q, _ in domain.keys]
+    split = design.split_budget(
+        queries, p0, best if RANKED else np.ones(len(p0)), set(queries), round(budget),
+        uniform_share=0.2, take_all_share=design.TAKE_ALL_SHARE, per_query=design.TAKE_ALL_PER_QUERY, seed=seed,
+    )  # fmt: skip
+    probabilities = np.zeros(len(p0))
+    probabilities[split.certain] = 1.0
+    probabilities[split.rest] = split.probabilities
+    drawn = np.zeros(len(p0), dtype=bool)
+    drawn[split.certain] = True
+    drawn[[split.rest[d.index] for d in split.outcome if d.drawn]] = True
     index = np.flatnonzero(drawn)
     groups = [domain.keys[i][0] for i in index]
     _, validation, folds = testset_builder.labels.fitting.validated_fit(
