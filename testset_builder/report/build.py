@@ -122,13 +122,18 @@ def build_report(release, runs: Sequence[Run] = (), seed: int = 0) -> Report:
 
 
 def trust(rows: list[dict], counts: dict, figures: dict) -> dict:
-    """The estimate's spread over the pairs no human labelled, its calibration on the drawn verdicts, and its
+    """The estimate's spread over the pairs no human labelled, its calibration on the verdicts drawn at random (the
+    sample stratum: pairs taken for sure were chosen for a high estimate, so they would lean its share high), and its
     quality on every human verdict (:func:`~testset_builder.labels.fitting.release_quality`, as `score` says it)."""
     estimated = [row["p_relevant"] for row in rows if row["label"] is None and row["p_relevant"] is not None]
     drawn = [
         (row["p_relevant"], int(row["label"] >= 1))
         for row in rows
-        if row["draw"] and row["draw"]["drawn"] and row["origin"] == "human" and row["p_relevant"] is not None
+        if row["draw"]
+        and row["draw"]["drawn"]
+        and row["draw"].get("stratum", "sample") == "sample"
+        and row["origin"] == "human"
+        and row["p_relevant"] is not None
     ]
     if estimated:
         figures["estimates"] = plots.histogram(estimated, 20, "estimated P(relevant) of the pairs no human labelled")
