@@ -218,3 +218,45 @@ def test_a_fully_labelled_releases_figure_is_the_qrels_ndcg_with_its_grades_and_
     expected = np.mean([scores[q]["ndcg_cut_10"] for q in sorted(qrels)])
     figure_ = report["metrics"]["ndcg@10"]["figure"]
     assert figure_["kind"] == "exact" and figure_["mean"] == pytest.approx(expected, abs=1e-12)
+
+
+def _rows(labels, p, pi, drawn, answered):
+    """estimates.jsonl rows of one query: the latest round considered every pair."""
+    return [
+        {
+            "query-id": "q", "corpus-id": f"c{i}", "p_relevant": p, "model": "m",
+            "label": labels[i] if answered[i] else None, "origin": "human" if answered[i] else None,
+            "draw": {"round": 1, "probability": pi, "drawn": bool(drawn[i]), "stratum": "sample"},
+        }
+        for i in range(len(labels))
+    ]  # fmt: skip
+
+
+def test_a_label_on_a_pair_the_round_considered_and_did_not_draw_does_not_bias_the_figure():
+    """Reviewers may answer a queued pair the latest round did not draw; counting that label as certain would
+    correct the pair twice (the round's drawn verdicts already stand for it). Averaged over many draws the figure
+    stays on the truth when every relevant pair is answered whether drawn or not."""
+    from testset_builder.metrics.prediction import ReleasePool, rank_array
+
+    labels = [1] * 5 + [0] * 15
+    truth = 5 / 20
+    figures = []
+    chance = np.random.default_rng(0)
+    for _ in range(4000):
+        drawn = chance.random(20) < 0.3
+        answered = drawn | (np.array(labels) == 1)  # the relevant ones get answered anyway
+        pool = ReleasePool(_rows(labels, 0.2, 0.3, drawn, answered))
+        ranks = rank_array(pool.pairs, {("q", f"c{i}"): i + 1 for i in range(20)})
+        figures.append(figure(pool.pool, ranks, "precision", 20).point)
+    assert np.mean(figures) == pytest.approx(truth, abs=0.01)
+
+
+def test_a_release_whose_every_pair_is_labelled_gives_the_exact_figure_even_where_labels_were_drawn():
+    from testset_builder.metrics.prediction import ReleasePool, rank_array
+
+    labels = [1, 1, 1, 1]
+    pool = ReleasePool(_rows(labels, 0.1, 0.5, [True, True, False, False], [True] * 4))
+    assert pool.applies == "qrels"
+    ranks = rank_array(pool.pairs, {("q", f"c{i}"): i + 1 for i in range(4)})
+    result = of(figure(pool.pool, ranks, "precision", 4), "precision")
+    assert result.estimate == pytest.approx(1.0) and result.width == pytest.approx(0.0)

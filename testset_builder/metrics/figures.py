@@ -93,10 +93,8 @@ def against_best_by_figure(
 
 
 def normal_p(interval: ppi.Interval) -> float:
-    """Two-sided p-value of a difference of zero, from its standard error (1 without one or when it is 0 and so is
-    the difference)."""
-    if interval.std_error is None:
+    """Two-sided p-value of a difference of zero, from its standard error; 1 without one, or when it is 0: the
+    estimated variance is 0 when no drawn verdict falls where the runs differ, which is no evidence either way."""
+    if interval.std_error is None or interval.std_error == 0:
         return 1.0
-    if interval.std_error == 0:
-        return 1.0 if interval.estimate == 0 else 0.0
     return math.erfc(abs(interval.estimate) / interval.std_error / math.sqrt(2))

@@ -8,9 +8,13 @@ Each release pair becomes a :class:`~.ppi.PooledPair`, relevant from grade 1 on 
   missing at random within the stratum; finish the round for the exact design);
 - a pair the round took for sure (its take-all stratum) and a human answered: a certain label, when every take-all
   pair was answered; else drawn with the stratum's answer rate, as above;
+- a pair the latest round considered and did not draw: the estimate alone, even if a reviewer labelled it since
+  (the round's draw already corrects the estimate over every pair it considered);
 - any other pair with a human label (earlier rounds' included: each round drew anew from the pairs still
   unlabelled, so the latest one is the design) or a synthetic question's source: a certain label;
 - the rest (estimated only, LLM-unverified, drawn but unanswered): the estimate alone.
+
+Where every pair is labelled, every label is certain and the figure is exact.
 
 The prediction plugged in is ``p_heldout`` where the release has it (the refit that did not see the pair's fold of
 queries, so no verdict moves its own pair's prediction), else ``p_relevant``. A run's results outside the release's
@@ -73,19 +77,31 @@ def answer_rates(rows: Sequence[dict]) -> dict[str, float]:
 
 
 def release_pairs(rows: Sequence[dict]) -> list[tuple[str, str, float, float | None, int | None]]:
-    """(query, chunk, prediction, inclusion probability, grade) for each row, run-independent (see the module)."""
+    """(query, chunk, prediction, inclusion probability, grade) for each row, run-independent (see the module).
+
+    Two rules keep the totals unbiased. Where every pair is labelled, every label is certain: there is nothing to
+    estimate. Otherwise a label on a pair the latest round considered and did not draw is left out (the pair counts
+    as estimated): the round's drawn verdicts already correct the estimate over every pair it considered, so
+    taking that label as certain too would correct the pair twice (reviewers may answer a queued pair the round did
+    not draw). Such a label still ships in the qrels."""
     latest = latest_round(rows)
     rates = answer_rates(rows)
+    complete = all(row["origin"] in CERTAIN_ORIGINS for row in rows)
     out = []
     for row in rows:
         grade = row["label"] if row["origin"] in CERTAIN_ORIGINS else None
         p = row.get("p_heldout", row["p_relevant"])
         p = p if p is not None else float((grade or 0) >= 1)
         probability, draw = None, row["draw"]
-        if grade is not None and draw and draw["drawn"] and draw["round"] == latest and row["origin"] == "human":
+        in_round = bool(draw) and draw["round"] == latest
+        if grade is not None and complete:
+            probability = 1.0
+        elif grade is not None and in_round and draw["drawn"] and row["origin"] == "human":
             probability = min(1.0, draw["probability"] * rates[_stratum(row)])
+        elif grade is not None and in_round and row["origin"] == "human":
+            grade = None  # considered, not drawn: the round's draw stands for it
         elif grade is not None:
-            probability = 1.0  # a synthetic source, a human label nobody drew, or one an earlier round brought in
+            probability = 1.0  # a synthetic source, or a label from before the round or outside its population
         out.append((row["query-id"], row["corpus-id"], p, probability, grade))
     return out
 
