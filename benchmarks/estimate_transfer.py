@@ -226,15 +226,6 @@ def load_domain(folder: Path, queries_wanted: int, depth: int, seed: int, pool_s
         0.0  # no judge here: the prior gives the LLM no weight
     )
     x[:, testset_builder.labels.features.FEATURES.index("llm_missing")] = 0.0
-    if pool_systems:  # the pooled systems' agreement, as the workspace computes it from their pooled tops
-        tops = [(q, c, s, r) for s, ranks in systems.items() for (q, c), r in ranks.items() if r <= pool_systems]
-        agreement, pooled = testset_builder.labels.systems.run_agreement(tops)
-        testset_builder.labels.systems.with_runs(
-            x, keys, agreement, pooled, keys
-        )  # keys: the pool, as the workspace's candidate pairs
-        testset_builder.labels.systems.agreement_beyond(
-            x, keys, x.copy(), keys
-        )  # what they agree on beyond the features (ranks only)
     synthetic = (sx, sy) if len(sy) else (None, None)
     g = np.array([grades.get(key, 0) for key in keys])
     return Domain(
@@ -428,13 +419,8 @@ def pooling(domain: Domain, prior, draws: int, share: float, strength: float) ->
 
 
 def blind(x: np.ndarray) -> np.ndarray:
-    """The features as they are with no system pooled."""
-    out = x.copy()
-    (
-        out[:, testset_builder.labels.features.FEATURES.index("runs")],
-        out[:, testset_builder.labels.features.FEATURES.index("runs_missing")],
-    ) = 0.0, 1.0
-    return out
+    """The features as they are with no system pooled: the systems' columns are not among them."""
+    return x.copy()
 
 
 def _mean_tau(values: list[float]) -> float | None:

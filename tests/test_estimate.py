@@ -37,7 +37,7 @@ def test_without_a_dense_model_the_dense_features_say_unrelated():
     assert out[:, FEATURES.index("overlap")] == pytest.approx([0, 0])
 
 
-def synthetic(n: int, seed: int, bias: float = -1.0, weights=(2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5, 0, 0, 0)):
+def synthetic(n: int, seed: int, bias: float = -1.0, weights=(2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5)):
     chance = np.random.default_rng(seed)
     x = chance.normal(size=(n, len(FEATURES)))
     p = 1 / (1 + np.exp(-(bias + x @ np.array(weights))))
@@ -61,7 +61,7 @@ def test_a_refit_keeps_the_prior_with_too_few_verdicts_or_one_class_of_them():
 
 
 def test_a_refit_moves_towards_the_truth_as_verdicts_accumulate():
-    truth = (2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5, 0, 0, 0)
+    truth = (2.0, -1.0, 0.5, 0, 0, 1.5, 0, 0, 0.5, 0, -0.5)
     x, y = synthetic(4000, seed=3, weights=truth)
     start = RelevanceModel("flat", 0.0, (0.0,) * len(FEATURES))
     distances = [
@@ -207,118 +207,6 @@ def test_the_shipped_priors_weigh_only_the_features_they_were_fitted_on_and_no_h
         assert weighed == set(features), model.name  # the pooled systems' columns earn a weight from verdicts only
 
 
-def _pooled_features(rng, queries: int, per_query: int):
-    """Pairs of several queries with features as query_features gives them (BM25 and dense scores over the
-    query's chunks, their ranks), and each pair's hidden relevance."""
-    keys, blocks, relevant = [], [], []
-    for q in range(queries):
-        truth = rng.random(per_query) < 0.2
-        dense = 0.3 + 0.03 * truth + 0.1 * rng.standard_normal(per_query)  # features that barely tell
-        bm25 = np.maximum(0.0, 5.0 + 0.5 * truth + 2.0 * rng.standard_normal(per_query))
-        words = [{"a"} if rng.random() < 0.5 else set() for _ in range(per_query)]
-        blocks.append(query_features(dense, bm25, list(range(per_query)), {"a"}, words, [None] * per_query))
-        keys.extend((f"q{q}", f"c{i}") for i in range(per_query))
-        relevant.extend(truth)
-    return keys, np.vstack(blocks), np.array(relevant)
-
-
-def _systems(keys, matrix, knows: np.ndarray | None) -> tuple[dict, dict]:
-    """Two systems' discounts and scores per pair: a hybrid of the features' two scores (a fusion knows nothing
-    more), and the same plus what it knows (``knows``) when given; each ranked per query and cut at 20, as pooled
-    runs are, its score the value it ranked by."""
-    score = matrix[:, FEATURES.index("dense_z")] + matrix[:, FEATURES.index("bm25_z")]
-    discounts: dict = {}
-    scores: dict = {}
-    for name, extra in (("fusion", 0.0), ("knowing", 1.0)):
-        value = score + (extra * 3.0 * knows if knows is not None else 0.0)
-        for query in sorted({q for q, _ in keys}):
-            rows = [i for i, (q, _) in enumerate(keys) if q == query]
-            for rank, i in enumerate(sorted(rows, key=lambda i: -value[i])[:20], 1):
-                discounts.setdefault(name, {})[keys[i]] = 1.0 / np.log2(1 + rank)
-                scores.setdefault(name, {})[keys[i]] = float(value[i])
-    return discounts, scores
-
-
-def test_the_systems_agreement_counts_only_what_the_retrieval_features_do_not_already_say():
-    from testset_builder.labels.features import without_dense
-    from testset_builder.labels.fitting import roc_auc
-    from testset_builder.labels.systems import SCORE_CLIP, agreement_of, with_runs, with_systems
-
-    rng = np.random.default_rng(7)
-    keys, matrix, relevant = _pooled_features(rng, 30, 40)
-    features = dict(zip(keys, matrix))
-    runs, scores = FEATURES.index("runs"), FEATURES.index("scores")
-    for knows in (None, relevant.astype(float)):
-        discounts, scored = _systems(keys, matrix, knows)
-        raw = matrix.copy()
-        with_runs(raw, keys, *agreement_of(discounts), keys)
-        _, beyond = with_systems(matrix.copy(), keys, discounts, keys, scored, features)
-        if knows is None:  # systems that fuse BM25 and the dense model: little is left, and it is not relevance
-            assert beyond[:, runs].std() < 0.4 * raw[:, runs].std()
-            assert 0.4 < roc_auc(beyond[:, runs], relevant) < 0.6
-            assert 0.4 < roc_auc(beyond[:, scores], relevant) < 0.6
-        else:  # a system that knows which chunks are relevant: what is left says so, better than the raw agreement
-            assert roc_auc(beyond[:, runs], relevant) > max(0.9, roc_auc(raw[:, runs], relevant))
-            assert roc_auc(beyond[:, scores], relevant) > 0.9
-        some = [0, 41, 805]  # the same values whichever pairs are estimated with them: fitted over the whole pool
-        _, alone = with_systems(matrix[some].copy(), [keys[i] for i in some], discounts, keys, scored, features)
-        assert alone[:, [runs, scores]] == pytest.approx(beyond[some][:, [runs, scores]])
-    unpooled = matrix[:1].copy()
-    _, outside = with_systems(unpooled, [("q-none", "c0")], discounts, keys, scored, features)
-    assert outside[0, runs] == 0.0 and outside[0, scores] == 0.0  # a query no system was pooled for: nothing to say
-    few = keys[:40]  # one query's 40 pairs: too few to tell what the systems know beyond the features, so no bet
-    _, small = with_systems(matrix[:40].copy(), few, discounts, few, scored, features)
-    assert small[:, runs].tolist() == [0.0] * 40 and small[:, scores].tolist() == [0.0] * 40
-    broken = dict(features)
-    broken[keys[3]] = np.full(len(FEATURES), np.nan)  # one bad stored row spoils its own estimate, not the pool's
-    _, spoiled = with_systems(matrix.copy(), keys, discounts, keys, scored, broken)
-    assert np.isfinite(np.delete(spoiled[:, runs], 3)).all()
-    flat = {**scored, "flat": dict.fromkeys(scored["fusion"], 1.0)}  # a run whose scores are all alike says nothing
-    _, with_flat = with_systems(matrix.copy(), keys, {**discounts, "flat": discounts["fusion"]}, keys, flat, features)
-    assert with_flat[:, scores] == pytest.approx(beyond[:, scores])  # and does not dilute the others' mean
-    lexical = {pair: without_dense(row[None, :], 1000)[0] for pair, row in features.items()}  # a pool without dense
-    _, asked = with_systems(matrix[:5].copy(), keys[:5], discounts, keys, scored, lexical)  # asked with dense features
-    assert np.isfinite(asked[:, [runs, scores]]).all() and np.abs(asked[:, [runs, scores]]).max() <= SCORE_CLIP
-
-
-def test_the_pooled_systems_agreement_is_the_mean_discount_they_give_a_pair_over_the_systems_pooled_for_its_query():
-    from testset_builder.labels.systems import run_agreement, with_runs
-
-    rows = [("q1", "a", "run:x", 1), ("q1", "b", "run:x", 3), ("q1", "a", "run:y", 7), ("q2", "c", "run:x", 1)]
-    agreement, queries = run_agreement(rows)
-    assert queries == {"q1", "q2"}
-    assert agreement[("q1", "a")] == pytest.approx((1 / np.log2(2) + 1 / np.log2(8)) / 2)
-    assert agreement[("q1", "b")] == pytest.approx((1 / np.log2(4)) / 2)  # run:y's top leaves it out
-    assert agreement[("q2", "c")] == pytest.approx(1.0)  # the only system pooled for q2 ranks it first
-    rows += [("q2", "d", "run:x", 2), ("q4", "e", "run:x", 1), ("q4", "f", "run:x", 2)]
-    agreement, queries = run_agreement(rows)
-    reference = [("q1", "a"), ("q1", "b"), ("q1", "z"), ("q2", "c"), ("q2", "d"), ("q2", "y"), ("q3", "a")]
-    reference += [("q4", "e"), ("q4", "f")]
-    keys = [("q1", "a"), ("q1", "b"), ("q1", "z"), ("q2", "c"), ("q2", "y"), ("q3", "a"), ("q4", "e"), ("q1", "w")]
-    matrix = np.zeros((len(keys), len(FEATURES)))
-    with_runs(matrix, keys, agreement, queries, reference)
-    runs, missing = FEATURES.index("runs"), FEATURES.index("runs_missing")
-
-    def z(value: float, scale: list[float]) -> float:  # standardised against the query's reference pairs
-        return (value - np.mean(scale)) / np.std(scale)
-
-    q1 = [agreement[("q1", "a")], agreement[("q1", "b")], 0.0]  # no system ranks z
-    q2 = [1.0, 1 / np.log2(3), 0.0]
-    q4 = [1.0, 1 / np.log2(3)]
-    expected = [z(q1[0], q1), z(q1[1], q1), z(0.0, q1), z(1.0, q2), z(0.0, q2), 0.0, z(1.0, q4), z(0.0, q1)]
-    assert matrix[:, runs] == pytest.approx(expected)  # each query on its own scale; w, asked about, on q1's
-    assert matrix[:, missing].tolist() == [0.0] * 5 + [1.0, 0.0, 0.0]  # q3: none pooled, not "every system missed it"
-
-    alone = np.zeros((1, len(FEATURES)))
-    with_runs(alone, [("q1", "a")], agreement, queries, reference)
-    assert alone[0, runs] == pytest.approx(matrix[0, runs])  # the same value whichever pairs are fitted with it
-    flat = np.zeros((2, len(FEATURES)))
-    with_runs(
-        flat, [("q5", "a"), ("q5", "b")], {("q5", "a"): 0.5, ("q5", "b"): 0.5}, {"q5"}, [("q5", "a"), ("q5", "b")]
-    )
-    assert flat[:, runs].tolist() == [0.0, 0.0] and flat[:, missing].tolist() == [0.0, 0.0]  # all alike: no spread
-
-
 def test_a_pooled_system_that_knows_what_the_features_miss_earns_weight_from_the_verdicts(pair_queue, capsys):
     import zlib
 
@@ -346,7 +234,6 @@ def test_a_pooled_system_that_knows_what_the_features_miss_earns_weight_from_the
     with_run = roc_auc([saved[k].p_relevant for k in keys], labels)
     prior = PRIOR if refitted["model"]["name"] == f"refit:{PRIOR.name}" else PRIOR_LEXICAL
     blind = np.array([vector(saved[k].features) for k in keys])  # the same verdicts, the system not pooled
-    blind[:, FEATURES.index("runs")], blind[:, FEATURES.index("runs_missing")] = 0.0, 1.0
     without = np.zeros(len(keys))
     for query_id in ("q-ndcg", "q-recall-at-k"):  # cross-fitted as the workspace is: each query by the other's verdicts
         mine = np.array([q == query_id for q, _ in keys])
@@ -432,9 +319,6 @@ def test_a_refit_weighs_the_one_pooled_system_that_knows_above_the_many_that_do_
     weights = refitted["model"]["weights"]
     knows = weights["system:run:knows"]
     assert knows > 0 and all(knows > abs(weights[f"system:run:blind-{n}"]) for n in range(1, 5)), weights
-    # 52 pooled pairs are too few to tell what the systems agree on beyond the features (twice the regressors): that
-    # column is 0 throughout, and its weight stays the prior's, which is none
-    assert weights["runs"] == pytest.approx(0.0)
 
 
 def test_a_refit_reads_the_pooled_systems_scores_from_the_pool_and_weighs_the_one_that_knows(pair_queue, capsys):

@@ -40,9 +40,6 @@ def far_off_verdicts(n: int = 300, seed: int = 0):
             (dense - 0.5) / 0.1,
             chance.normal(size=n),
             chance.uniform(0, 2, n),
-            np.zeros(n),  # no system pooled
-            np.ones(n),
-            np.zeros(n),
         ]
     )
     assert x.shape[1] == len(FEATURES)
@@ -53,9 +50,7 @@ def far_off_verdicts(n: int = 300, seed: int = 0):
 
 # the SciFact-only prior this project shipped before (no weight on the three per-query features it lacked), its base
 # rate four log-odds lower: far off in a domain whose verdicts follow cosine similarity alone
-FAR_PRIOR = Coefficients(
-    -8.4685, (0.4615, 9.5617, 4.2288, -0.2695, -0.3840, 1.9477, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-)
+FAR_PRIOR = Coefficients(-8.4685, (0.4615, 9.5617, 4.2288, -0.2695, -0.3840, 1.9477, 0.0, 0.0, 0.0, 0.0, 0.0))
 
 
 def undamped_newton(x, y, centre: Coefficients, strength: float = 10.0):

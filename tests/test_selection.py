@@ -211,22 +211,25 @@ def test_migration_25_names_the_features_of_rows_stored_by_position_in_each_earl
     import sqlite3
 
     from testset_builder.labels.features import FEATURES, vector
-    from testset_builder.store import estimates, migrations
+    from testset_builder.store import migrations
 
+    stored_then = (  # the order every earlier version stored, by position
+        "dense", "dense_gap", "bm25", "bm25_log_rank", "dense_log_rank", "overlap", "llm", "llm_missing", "dense_z",
+        "bm25_z", "rrf", "runs", "runs_missing", "scores",
+    )  # fmt: skip
     db = sqlite3.connect(tmp_path / "old.db")
     db.execute("CREATE TABLE estimates (query_id TEXT, chunk_id TEXT, features TEXT)")
-    row = [float(i) for i in range(len(FEATURES))]
-    for length in (14, 13, 11, 5):  # this version's order, two before it, and a row nothing can read
+    row = [float(i) for i in range(len(stored_then))]
+    for length in (14, 13, 11, 5):  # three versions' rows, and a row nothing can read
         db.execute("INSERT INTO estimates VALUES (?, ?, ?)", ("q", f"c{length}", json.dumps(row[:length])))
     migrations.m025_estimate_features_by_name(db)
+    migrations.m025_estimate_features_by_name(db)  # a second run changes nothing
     stored = {c: json.loads(f) for c, f in db.execute("SELECT chunk_id, features FROM estimates")}
-    assert stored["c14"] == dict(zip(FEATURES, row)) and stored["c5"] == {}
-    assert stored["c11"] == dict(zip(FEATURES[:11], row[:11]))
-    # read back, a row from before the pooled systems' columns had none pooled
-    old = vector(stored["c11"])
-    assert old[FEATURES.index("runs_missing")] == 1.0 and old[FEATURES.index("runs")] == 0.0
-    assert list(old[:11]) == row[:11]
-    assert estimates  # the store module reads the same JSON objects (tests/test_estimate.py round-trips them)
+    assert stored["c14"] == dict(zip(stored_then, row)) and stored["c5"] == {}
+    assert stored["c11"] == dict(zip(stored_then[:11], row[:11]))
+    # read back by name: today's features, in today's order; names that are features no more are left out
+    today = [row[stored_then.index(name)] for name in FEATURES]
+    assert list(vector(stored["c14"])) == today and list(vector(stored["c11"])) == today
 
 
 # the take-all stratum -----------------------------------------------------------------------------------------------

@@ -28,22 +28,13 @@ FEATURES = (
     "dense_z",  # cosine similarity standardised over the query's top 100 chunks (mean 0, deviation 1 there)
     "bm25_z",  # BM25 standardised over the query's top 100 chunks
     "rrf",  # reciprocal-rank fusion of the BM25 and dense ranks, 60 / (60 + rank) each (0..2)
-    "runs",  # the systems `propose --runs` pooled: their mean 1 / log2(1 + rank), a z-score over the query's pool,
-    # less what the pair's retrieval features predict of it (agreement_beyond): what BM25 and MiniLM do not know
-    "runs_missing",  # 1 when no system was pooled for the query
-    "scores",  # the pooled systems' mean score (each standardised over every query), less what the features predict of
-    # it, over its deviation (agreement_beyond): unlike ranks, scores that mean the same in every query tell them apart
 )
 
 
-# what a feature no stored row names takes: a row from before the pooled systems' columns had none pooled
-ABSENT = {"runs_missing": 1.0}
-
-
 def vector(named: Mapping[str, float]) -> np.ndarray:
-    """A stored pair's features, by name, as a row in :data:`FEATURES`' order (a name it lacks: :data:`ABSENT`'s
-    value, else 0)."""
-    return np.array([float(named.get(name, ABSENT.get(name, 0.0))) for name in FEATURES])
+    """A stored pair's features, by name, as a row in :data:`FEATURES`' order (a name it lacks: 0; a name that is
+    no longer a feature, as an older version's pooled systems' mean agreement: left out)."""
+    return np.array([float(named.get(name, 0.0)) for name in FEATURES])
 
 
 def by_name(row: Sequence[float]) -> dict[str, float]:
@@ -98,7 +89,6 @@ def query_features(
     out[:, column("overlap")] = [len(query_words & w) / len(query_words) if query_words else 0.0 for w in chunk_words]
     out[:, column("llm")] = [0.5 if p is None else p for p in llm]
     out[:, column("llm_missing")] = [1.0 if p is None else 0.0 for p in llm]
-    out[:, column("runs_missing")] = 1.0  # the pooled systems' columns are the store's: filled in when fitting
     return out
 
 

@@ -155,9 +155,9 @@ def _fitted(
     pooled: Sequence[Pair],
 ):
     """The model refitted on the humans' verdicts among ``pairs``, over the pairs' feature matrix with the LLM's
-    latest P(relevant) and the pooled systems' agreement filled in (both may have come after the features were
-    stored; the agreement on the scale of the workspace's ``pooled`` and queued pairs, as the caller read them), kept
-    only where it beats the prior on held-out verdicts (:func:`~testset_builder.labels.fitting.validated_fit`)."""
+    latest P(relevant) and the pooled systems' columns (both may have come after the features were stored; the
+    columns on the scale of the workspace's ``pooled`` and queued pairs, as the caller read them), kept only where
+    it beats the prior on held-out verdicts (:func:`~testset_builder.labels.fitting.validated_fit`)."""
     from ..retrieval.pool import RUN_PREFIX
     from ..store import draws, rows
 
@@ -169,7 +169,7 @@ def _fitted(
         matrix[i, FEATURES.index("llm")] = llm.get(pair, 0.5)
         matrix[i, FEATURES.index("llm_missing")] = 0.0 if pair in llm else 1.0
     ranked = list(rows.ranks_by(workspace.db, RUN_PREFIX))  # runs pooled since: the latest
-    systems, matrix = with_systems(matrix, keys, system_discounts(ranked), pooled, system_scores(ranked), features)
+    systems, matrix = with_systems(matrix, keys, system_discounts(ranked), pooled, system_scores(ranked))
     labels = human_labels(judgments)
     labelled = [i for i, pair in enumerate(keys) if pair in labels]
     drawn = draws.drawn_pair_probabilities(workspace.db)  # a pair drawn for review weighs 1 / its probability
