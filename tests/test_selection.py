@@ -390,3 +390,26 @@ def test_migration_24_gives_every_earlier_draw_the_sample_stratum(docs_workspace
                 "created_at, stratum) VALUES ('r0', ?, 'p-new', 2, 1.0, 1, 0.9, 'prior', 'now', 'other')",
                 (chunk,),
             )
+
+
+def test_a_pair_an_earlier_round_drew_and_a_later_one_passed_over_leaves_the_drawn_band_and_waits_no_more(
+    pair_queue,
+):
+    from testset_builder.stages.selection import DRAWN_PRIORITY, PASSED_OVER, select_for_review
+    from testset_builder.store import draws as stored
+    from testset_builder.store import review as review_store
+
+    ws = pair_queue
+    first = select_for_review(ws, 6, seed=1, take_all_share=0.0)
+    drawn_first = {d.item_id for d in stored.pair_draws(ws.db).values() if d.drawn and d.round == first.round}
+    second = select_for_review(ws, 6, seed=2, take_all_share=0.0)  # nobody answered the first round
+    latest = stored.pair_draws(ws.db)
+    drawn_second = {d.item_id for d in latest.values() if d.drawn and d.round == second.round}
+    passed_over = drawn_first - drawn_second
+    assert passed_over, "the two rounds drew the same pairs: pick other seeds"
+    queued = {item.item_id: item for item in review_store.queued_items(ws.db)}
+    for item_id in passed_over:
+        assert queued[item_id].priority < DRAWN_PRIORITY and queued[item_id].reason.startswith(PASSED_OVER)
+    for item_id in drawn_second:
+        assert queued[item_id].priority >= DRAWN_PRIORITY
+    assert stored.waiting_pairs(ws.db) == len(drawn_second)  # the passed-over pairs wait no more

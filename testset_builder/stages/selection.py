@@ -31,6 +31,9 @@ DRAWN_PRIORITY = 3.0  # above any estimate-driven priority (at most 2), below an
 TAKE_ALL_PRIORITY = 4.0  # plus p / 2 (at most 4.5): above drawn pairs and audit disagreements, in one priority band
 
 
+# what a pair an earlier round drew and this one passed over reads in the queue: its verdict would be set aside by
+# the figures (the latest round's draw stands for it), so it leaves the drawn pairs' band
+PASSED_OVER = "drawn by an earlier round, not by round"
 TAKEN_FOR_SURE = " (taken for sure: likely relevant)"  # what a take-all item's reason adds to a drawn one's
 
 
@@ -105,6 +108,8 @@ def select_for_review(
         now = utc_timestamp()
         store.put_draws(db, considered, now)
         review_store.enqueue(db, drawn_items([d for d in considered if d.drawn], round_number), now)
+        passed_over = {(d.query_id, d.chunk_id): d.p_relevant * (1 - d.p_relevant) for d in considered if not d.drawn}
+        review_store.demote_earlier_draws(db, passed_over, f"{PASSED_OVER} {round_number}")
         doubted = sum(not answered for answered in review_store.doubted_questions(db).values())
     likely_queries, without_likely = likely_coverage(query_ids, p, real)
     covered = len({query_ids[i] for i in split.certain})

@@ -98,8 +98,10 @@ def undrawn_pending_pairs(db: sqlite3.Connection) -> list[tuple[str, str]]:
 
 
 def waiting_pairs(db: sqlite3.Connection) -> int:
-    """How many drawn pairs no reviewer has answered yet."""
+    """How many pairs the latest round that considered them drew and no reviewer has answered yet (a pair an
+    earlier round drew and a later one passed over waits no more: its verdict would be set aside)."""
     return db.execute(
-        "SELECT COUNT(DISTINCT d.item_id) FROM review_draws d WHERE d.drawn = 1 AND NOT EXISTS "
+        "SELECT COUNT(DISTINCT d.item_id) FROM review_draws d WHERE d.drawn = 1 "
+        "AND d.round = (SELECT MAX(e.round) FROM review_draws e WHERE e.item_id = d.item_id) AND NOT EXISTS "
         "(SELECT 1 FROM review_state s WHERE s.item_id = d.item_id AND s.counting = 1)"
     ).fetchone()[0]

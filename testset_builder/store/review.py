@@ -69,6 +69,19 @@ def reorder_pairs(db: sqlite3.Connection, priorities: dict[tuple[str, str], floa
     return moved
 
 
+def demote_earlier_draws(db: sqlite3.Connection, priorities: dict[tuple[str, str], float], reason: str) -> int:
+    """Move each queued pair item an earlier round drew (its reason says so) to ``priorities``' value and ``reason``:
+    for the pairs a new round considered and did not draw. Returns how many moved."""
+    moved = 0
+    for (query_id, chunk_id), priority in priorities.items():
+        moved += db.execute(
+            "UPDATE review_items SET priority = ?, reason = ? WHERE item_id = ? AND kind = 'pair' "
+            "AND reason LIKE 'drawn for review%'",
+            (priority, reason, pair_item_id(query_id, chunk_id)),
+        ).rowcount
+    return moved
+
+
 def item(db: sqlite3.Connection, item_id: str) -> QueuedItem | None:
     row = db.execute(
         "SELECT item_id, kind, query_id, chunk_id, priority, reason, wanted_overlap FROM review_items "
