@@ -48,13 +48,15 @@ def parts(pool: Pool, ranks: np.ndarray, metric: str, k: int, use: str) -> list[
     predicted, correct = pool.predictions(use), use != "estimate"
     coefficient = ratios.rank_discount(np.asarray(ranks, dtype=float), k, metric)
     ones = np.ones(len(pool))
-    count = total(pool, ones, pool.relevant, predicted.relevant, correct)
-    if metric in ("precision", "dcg"):
-        return [total(pool, coefficient, pool.relevant, predicted.relevant, correct)]
-    if metric == "recall":
-        return [total(pool, coefficient, pool.relevant, predicted.relevant, correct), count]
-    dcg = total(pool, coefficient, pool.gain, predicted.gain, correct)
-    return [dcg, total(pool, ones, (pool.gain >= 2).astype(float), predicted.high, correct), count]
+
+    def count(observed: np.ndarray, prediction: np.ndarray) -> Total:
+        return total(pool, ones, observed, prediction, correct)
+
+    if metric == "ndcg":
+        dcg = total(pool, coefficient, pool.gain, predicted.gain, correct)
+        return [dcg, count((pool.gain >= 2).astype(float), predicted.high), count(pool.relevant, predicted.relevant)]
+    hits = total(pool, coefficient, pool.relevant, predicted.relevant, correct)
+    return [hits, count(pool.relevant, predicted.relevant)] if metric == "recall" else [hits]
 
 
 def per_query(metric: str, k: int, totals: list[np.ndarray]) -> tuple[np.ndarray, ...]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._hashing import fold_of
+from ...labels.fitting import Coefficients, penalised_fit, sigmoid
 
 FOLDS = 5  # folds of queries: a pair's prediction is fitted on the other folds' verdicts only
 USES = ("ppi", "human", "estimate")
@@ -52,6 +53,11 @@ class Predictions:
     def gain(self) -> np.ndarray:
         return self.relevant + self.high
 
+    @staticmethod
+    def of(relevant: np.ndarray, share: np.ndarray) -> Predictions:
+        """P(relevant), and P(grade 2) as each pair's share of grade 2 among its relevant ones."""
+        return Predictions(relevant, relevant * share)
+
 
 class Pool:
     """Every pooled pair of every query, as arrays in the pairs' order. A run's ranks come separately
@@ -81,8 +87,9 @@ class Pool:
         self.sampled = labelled & (self.probability < 1.0)
         self.fold = np.array([fold_of(q, FOLDS) for q in self.query_ids], dtype=np.int64)[self.query]
         self.calibrate = calibrate
-        self.plugged = self._predictions(CALIBRATIONS[calibrate](self))
-        self.raw = self._predictions(self.p)
+        share = grade_shares(self)[self.fold]
+        self.plugged = Predictions.of(CALIBRATIONS[calibrate](self), share)
+        self.raw = Predictions.of(self.p, share)
 
     @property
     def queries(self) -> int:
@@ -103,10 +110,6 @@ class Pool:
             zero = np.zeros(len(self))
             return Predictions(zero, zero)
         return self.raw if use == "estimate" else self.plugged
-
-    def _predictions(self, relevant: np.ndarray) -> Predictions:
-        share = grade_shares(self)
-        return Predictions(relevant, relevant * share[self.fold])
 
 
 def grade_shares(pool: Pool) -> np.ndarray:
@@ -139,6 +142,8 @@ def _identity(pool: Pool) -> np.ndarray:
 
 LOGIT_CLIP = 1e-6  # estimates of exactly 0 or 1 are held this far inside, so their log-odds stay finite
 PLATT_PSEUDO = 2.0  # verdicts' worth of pull towards the estimate as given: a few verdicts cannot flip it
+PLATT_PENALTY = np.full(2, PLATT_PSEUDO * 0.25)  # on (a, b): a verdict at p = 1/2 carries information 1/4
+AS_GIVEN = Coefficients(0.0, (1.0,))  # a = 0, b = 1: the estimate as given, what the penalty pulls towards
 MIN_PLATT = 10  # fewer verdicts drawn at random in the other folds: the estimate is plugged in as given
 
 
@@ -149,7 +154,8 @@ def logits(p: np.ndarray) -> np.ndarray:
 
 def _platt(pool: Pool) -> np.ndarray:
     """Each fold's estimates through sigmoid(a + b logit p), a and b fitted on the other folds' verdicts drawn at
-    random (weighted by 1 / pi, pulled towards a = 0, b = 1 by :data:`PLATT_PSEUDO` verdicts' worth)."""
+    random (weighted by 1 / pi, pulled towards a = 0, b = 1 by :data:`PLATT_PSEUDO` verdicts' worth), by the
+    relevance model's own penalised logistic fit (:func:`~testset_builder.labels.fitting.penalised_fit`)."""
     z = logits(pool.p)
     out = pool.p.copy()
     for fold in range(FOLDS):
@@ -158,26 +164,11 @@ def _platt(pool: Pool) -> np.ndarray:
         if train.sum() < MIN_PLATT or pool.relevant[train].min() == pool.relevant[train].max():
             continue
         weight = 1.0 / pool.probability[train]
-        a, b = platt_fit(z[train], pool.relevant[train], weight * (train.sum() / weight.sum()))
-        out[mine] = 1.0 / (1.0 + np.exp(-(a + b * z[mine])))
+        fitted = penalised_fit(
+            z[train, None], pool.relevant[train], AS_GIVEN, PLATT_PENALTY, weight * (train.sum() / weight.sum())
+        )
+        out[mine] = sigmoid(fitted.logits(z[mine, None]))
     return out
-
-
-def platt_fit(z: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float]:
-    """Penalised logistic regression of ``y`` on (1, ``z``) with weights ``w``, by Newton's method; the penalty
-    pulls (a, b) towards (0, 1), the estimate as given."""
-    design = np.column_stack([np.ones_like(z), z])
-    theta, centre = np.array([0.0, 1.0]), np.array([0.0, 1.0])
-    penalty = PLATT_PSEUDO * 0.25  # a verdict at p = 1/2 carries information 1/4
-    for _ in range(50):
-        q = 1.0 / (1.0 + np.exp(-(design @ theta)))
-        gradient = design.T @ (w * (y - q)) - penalty * (theta - centre)
-        hessian = (design * (w * q * (1.0 - q))[:, None]).T @ design + penalty * np.eye(2)
-        step = np.linalg.solve(hessian, gradient)
-        theta = theta + np.clip(step, -2.0, 2.0)
-        if np.abs(step).max() < 1e-10:
-            break
-    return float(theta[0]), float(theta[1])
 
 
 CALIBRATIONS = {"none": _identity, "platt": _platt}
