@@ -21,7 +21,7 @@ import numpy as np
 
 from ..tables import Run
 from . import ppi
-from .prediction import KINDS, ReleasePool, covered, rank_array, run_ranks
+from .prediction import KINDS, ReleasePool, covered, covered_depth, rank_array, run_ranks
 from .spec import MetricSpec
 from .stats import holm
 
@@ -65,6 +65,9 @@ def against_best_by_figure(
     """Per covered metric: the best run by the figure that applies (the first listed on a tie) and each other run's
     paired difference from it, as :func:`~.many.against_best` gives them for the labelled pairs."""
     use = "estimate" if pool.applies == "estimate" else "ppi"
+    ranks = runs_ranks(
+        pool, runs, covered_depth(specs)
+    )  # read once at the deepest cutoff: each metric cuts at its own k
     result = {}
     for spec in specs:
         if not covered(spec):
@@ -72,7 +75,6 @@ def against_best_by_figure(
         name = str(spec)
         means = [report["metrics"][name]["mean"] for report in reports]
         best = int(np.argmax(means))
-        ranks = runs_ranks(pool, runs, spec.k)
         figures = [ppi.figure(pool.pool, r, spec.name, spec.k, use) for r in ranks]
         others = [i for i in range(len(runs)) if i != best]
         intervals = [ppi.paired(figures[i], figures[best], spec.name) for i in others]

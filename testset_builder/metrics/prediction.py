@@ -58,7 +58,9 @@ def latest_round(rows: Sequence[dict]) -> int | None:
     return max((row["draw"]["round"] for row in rows if row["draw"]), default=None)
 
 
-def _stratum(row: dict) -> str:
+def stratum_of(row: dict) -> str:
+    """The stratum of a row's draw: ``take-all`` or ``sample`` (a release written before strata: every draw
+    sampled)."""
     return row["draw"].get("stratum") or "sample"
 
 
@@ -70,7 +72,7 @@ def answer_rates(rows: Sequence[dict]) -> dict[str, float]:
     for row in rows:
         draw = row["draw"]
         if draw and draw["drawn"] and draw["round"] == latest:
-            stratum = _stratum(row)
+            stratum = stratum_of(row)
             asked[stratum] = asked.get(stratum, 0) + 1
             answered[stratum] = answered.get(stratum, 0) + (row["origin"] == "human")
     return {stratum: answered[stratum] / asked[stratum] for stratum in asked}
@@ -97,7 +99,7 @@ def release_pairs(rows: Sequence[dict]) -> list[tuple[str, str, float, float | N
         if grade is not None and complete:
             probability = 1.0
         elif grade is not None and in_round and draw["drawn"] and row["origin"] == "human":
-            probability = min(1.0, draw["probability"] * rates[_stratum(row)])
+            probability = min(1.0, draw["probability"] * rates[stratum_of(row)])
         elif grade is not None and in_round and row["origin"] == "human":
             grade = None  # considered, not drawn: the round's draw stands for it
         elif grade is not None:
@@ -111,7 +113,7 @@ def drawn_at_random(pairs) -> int:
     return sum(grade is not None and probability < 1.0 for *_, probability, grade in pairs)
 
 
-def _depth(specs: Sequence[MetricSpec]) -> int:
+def covered_depth(specs: Sequence[MetricSpec]) -> int:
     """How deep a run must be read for the covered metrics."""
     return max((s.k for s in specs if covered(s)), default=10)
 
@@ -180,7 +182,7 @@ def prediction_report(rows: Sequence[dict], run: Run, specs: Sequence[MetricSpec
     """The figure that applies to each covered metric for ``run``, with its interval, the others under
     ``details``, which applies and why, and the run's diagnostics."""
     pool = pool or ReleasePool(rows)
-    depth = _depth(specs)
+    depth = covered_depth(specs)
     ranks = run_ranks(run, pool.query_ids, depth)
     positions = rank_array(pool.pairs, ranks)
     metrics = {}
@@ -242,7 +244,7 @@ def prediction_differences(rows: Sequence[dict], baseline: Run, others: Sequence
     """Each other run minus the baseline, per covered metric: the paired difference of the figures that apply, and
     its 95% interval (the verdicts both figures share cancel)."""
     pool = ReleasePool(rows)
-    depth = _depth(specs)
+    depth = covered_depth(specs)
     base = rank_array(pool.pairs, run_ranks(baseline, pool.query_ids, depth))
     use = "estimate" if pool.applies == "estimate" else "ppi"
     out = []

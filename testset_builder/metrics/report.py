@@ -8,6 +8,8 @@ from rich.table import Table
 
 from .compare import Comparison
 from .evaluate import Evaluation
+from .figures import LABELLED_ONLY
+from .prediction import KINDS
 from .stats import bootstrap_intervals, design_effects
 
 
@@ -75,11 +77,11 @@ def score_table(report: dict) -> Table:
     return table
 
 
-INTERVALS = {
-    "prediction-powered": "over the review's random draw, for these queries",
-    "exact": "bootstrap over queries",
-    "estimate-only": "none: no verdict was drawn at random",
-    "labelled pairs only": "bootstrap over queries; the estimator does not cover this metric",
+INTERVALS = {  # what each kind of figure's 95% interval resamples
+    KINDS["ppi"]: "over the review's random draw, for these queries",
+    KINDS["qrels"]: "bootstrap over queries",
+    KINDS["estimate"]: "none: no verdict was drawn at random",
+    LABELLED_ONLY: "bootstrap over queries; the estimator does not cover this metric",
 }
 
 
@@ -187,7 +189,7 @@ def estimate_lines(report: dict, quality: dict | None) -> list[str]:
     """Once for a release with estimates: which figure applies and why, how many more verdicts would halve the
     intervals, and the estimate's quality in one word."""
     estimates = report["estimates"]
-    figure = {"ppi": "prediction-powered", "qrels": "exact", "estimate": "estimate-only"}[estimates["applies"]]
+    figure = KINDS[estimates["applies"]]
     lines = [
         f"figures: {figure} for precision@k, recall@k and nDCG@k ({estimates['why']}; {estimates['queries']} "
         f"queries, {estimates['pairs']} pairs, relevance {estimates['relevance']})"
@@ -198,7 +200,7 @@ def estimate_lines(report: dict, quality: dict | None) -> list[str]:
             f"about {max(halving)} more verdicts drawn at random (`select`, then review) would halve the "
             "prediction-powered intervals"
         )
-    if any(entry.get("kind") == "labelled pairs only" for entry in report["metrics"].values()):
+    if any(entry.get("kind") == LABELLED_ONLY for entry in report["metrics"].values()):
         lines.append(
             "labelled pairs only: the estimator does not cover these metrics, so they read the labelled pairs alone "
             "(high where reviewers saw the likeliest pairs)"

@@ -23,7 +23,7 @@ from ..metrics.clusters import resolve_clusters
 from ..metrics.figures import one_figure
 from ..metrics.many import DEFAULT_TARGETS, evaluate_with_curve, smallest_k
 from ..metrics.online import online_signals
-from ..metrics.prediction import ReleasePool, prediction_report, release_pairs
+from ..metrics.prediction import ReleasePool, prediction_report, release_pairs, stratum_of
 from ..metrics.report import score_dict
 from ..stages.questions import lexical_overlap
 from ..tables import Run
@@ -131,7 +131,7 @@ def trust(rows: list[dict], counts: dict, figures: dict) -> dict:
         for row in rows
         if row["draw"]
         and row["draw"]["drawn"]
-        and row["draw"].get("stratum", "sample") == "sample"
+        and stratum_of(row) == "sample"
         and row["origin"] == "human"
         and row["p_relevant"] is not None
     ]
