@@ -324,12 +324,7 @@ def review_round(
         queries, p0, best if RANKED else np.ones(len(p0)), set(queries), round(budget),
         uniform_share=0.2, take_all_share=design.TAKE_ALL_SHARE, per_query=design.TAKE_ALL_PER_QUERY, seed=seed,
     )  # fmt: skip
-    probabilities = np.zeros(len(p0))
-    probabilities[split.certain] = 1.0
-    probabilities[split.rest] = split.probabilities
-    drawn = np.zeros(len(p0), dtype=bool)
-    drawn[split.certain] = True
-    drawn[[split.rest[d.index] for d in split.outcome if d.drawn]] = True
+    probabilities, drawn = split.inclusion(), split.drawn()
     index = np.flatnonzero(drawn)
     groups = [domain.keys[i][0] for i in index]
     _, validation, folds = testset_builder.labels.fitting.validated_fit(

@@ -215,11 +215,7 @@ def arm(
             queries, p, ranks, set(queries), budget, uniform_share=0.2, take_all_share=take_all_share,
             per_query=per_query, seed=seed,
         )  # fmt: skip
-        probability = np.zeros(len(pairs))
-        probability[split.certain] = 1.0
-        for d in split.outcome:
-            if d.drawn:
-                probability[split.rest[d.index]] = d.probability
+        probability = np.where(split.drawn(), split.inclusion(), 0.0)  # 0: not reviewed
         reviewed = [
             ppi.PooledPair(q, None, float(pp), float(pi), int(g >= 1), int(g))
             if pi > 0

@@ -284,6 +284,10 @@ def test_the_random_draw_spends_what_the_take_all_part_leaves_and_no_other_pair_
     left = min(budget - len(split.certain), len(split.rest))
     assert split.probabilities.sum() == pytest.approx(left, rel=1e-6) and split.sample_budget == left
     assert (split.probabilities > 0).all() and (split.probabilities <= 1).all()
+    # each pending pair's inclusion probability and whether it is reviewed, in the pending pairs' order
+    inclusion, drawn = split.inclusion(), split.drawn()
+    assert (inclusion[split.certain] == 1.0).all() and list(inclusion[split.rest]) == list(split.probabilities)
+    assert set(np.flatnonzero(drawn)) == set(split.certain) | {split.rest[d.index] for d in split.outcome if d.drawn}
 
 
 def test_the_take_all_share_keeps_part_of_the_budget_for_the_random_draw():

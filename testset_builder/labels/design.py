@@ -141,6 +141,19 @@ class Split:
     outcome: list[Draw]  # the rest's draw (each index into ``rest``)
     sample_budget: float  # what the draw spent: the budget less the pairs taken for sure, at most the rest
 
+    def inclusion(self) -> np.ndarray:
+        """Every pending pair's inclusion probability, in the pending pairs' order (1 for a pair taken for sure)."""
+        out = np.ones(len(self.certain) + len(self.rest))
+        out[self.rest] = self.probabilities
+        return out
+
+    def drawn(self) -> np.ndarray:
+        """Whether each pending pair is reviewed: taken for sure, or drawn at random."""
+        out = np.zeros(len(self.certain) + len(self.rest), dtype=bool)
+        out[self.certain] = True
+        out[[self.rest[d.index] for d in self.outcome if d.drawn]] = True
+        return out
+
 
 def split_budget(
     query_ids: Sequence[str],

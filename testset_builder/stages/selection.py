@@ -139,10 +139,10 @@ def drawn_items(chosen, round_number: int):
     """The review items of a round's drawn pairs, by priority: those taken for sure first (the likeliest first),
     then the rest (the likely relevant and uncertain first)."""
     from ..store.draws import TAKE_ALL
-    from ..store.review import QueuedItem
+    from ..store.review import DRAWN_FOR_REVIEW, QueuedItem
 
     for d in chosen:
-        reason = f"drawn for review, round {round_number}"
+        reason = f"{DRAWN_FOR_REVIEW}, round {round_number}"
         if d.stratum == TAKE_ALL:
             priority, reason = TAKE_ALL_PRIORITY + d.p_relevant / 2, reason + TAKEN_FOR_SURE
         else:

@@ -69,6 +69,9 @@ def reorder_pairs(db: sqlite3.Connection, priorities: dict[tuple[str, str], floa
     return moved
 
 
+DRAWN_FOR_REVIEW = "drawn for review"  # how a drawn pair's reason begins: what select writes and reads back
+
+
 def demote_earlier_draws(db: sqlite3.Connection, priorities: dict[tuple[str, str], float], reason: str) -> int:
     """Move each queued pair item an earlier round drew (its reason says so) to ``priorities``' value and ``reason``:
     for the pairs a new round considered and did not draw. Returns how many moved."""
@@ -76,8 +79,8 @@ def demote_earlier_draws(db: sqlite3.Connection, priorities: dict[tuple[str, str
     for (query_id, chunk_id), priority in priorities.items():
         moved += db.execute(
             "UPDATE review_items SET priority = ?, reason = ? WHERE item_id = ? AND kind = 'pair' "
-            "AND reason LIKE 'drawn for review%'",
-            (priority, reason, pair_item_id(query_id, chunk_id)),
+            "AND reason LIKE ? || '%'",
+            (priority, reason, pair_item_id(query_id, chunk_id), DRAWN_FOR_REVIEW),
         ).rowcount
     return moved
 
