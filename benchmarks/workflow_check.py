@@ -86,13 +86,14 @@ def answer_drawn(workspace: Path, grades: dict[str, dict[str, int]]) -> int:
     from fastapi.testclient import TestClient
 
     from testset_builder.review_ui import create_app
+    from testset_builder.store.review import DRAWN_FOR_REVIEW
 
     answered = 0
     with open_workspace(workspace) as ws, TestClient(create_app(ws, TOKEN)) as client:
         client.headers["Authorization"] = f"Bearer {TOKEN}"
         while (served := client.get("/api/next", params={"reviewer": "bench"})).status_code == 200:
             item = served.json()
-            if not item["reason"].startswith("drawn for review"):
+            if not item["reason"].startswith(DRAWN_FOR_REVIEW):
                 break
             grade = grades.get(item["query"]["query_id"], {}).get(item["chunk"]["chunk_id"], 0)
             verdict = {"item_id": item["item_id"], "reviewer": "bench", "idempotency_key": f"k-{item['item_id']}"}

@@ -274,8 +274,10 @@ def answer_through_api(workspace_root: Path, reviewer: str, wanted: str, verdict
 def answer_drawn_through_api(workspace_root: Path, grade_of, reviewer: str = "ann") -> int:
     """A reviewer answering every pair a selection round drew (they head the queue): ``grade_of(item)`` gives each
     grade. Returns how many were answered."""
+    from testset_builder.store.review import DRAWN_FOR_REVIEW
+
     return answer_through_api(
-        workspace_root, reviewer, "drawn for review", lambda item: {"action": "grade", "grade": grade_of(item)}
+        workspace_root, reviewer, DRAWN_FOR_REVIEW, lambda item: {"action": "grade", "grade": grade_of(item)}
     )
 
 
