@@ -197,12 +197,9 @@ class SynthesizeConfig(Strict):
         "critic_min_estimate)",
     )
     critic_min_grade: int = Field(default=1, ge=1, le=2)
-    # measured with the old SciFact prior on 60 questions the local model wrote from SciFact chunks: the 8 of 60 below
-    # 0.01 were off their source ("end of thirty years war treaty"). The five-domain prior is less sure of anything:
-    # on the docs corpus it puts a question about bananas against a docs chunk at 0.01-0.05 (0.05 where the cosine is
-    # 0.12) and on-topic questions at 0.5-0.6, so the bar is 0.1. A higher bar trims the set to what the estimate's
-    # own signals find easily: at 0.5 (old prior) it kept 27 of 60 and turned BM25's lead over dense (MRR@10 0.69 vs
-    # 0.59) into a deficit
+    # low: the prior rates a question off its source (bananas against a docs chunk) just under it and on-topic ones
+    # well above it; a higher bar trims the set to what the estimate's own signals find easily, which skews how the
+    # set ranks retrievers (benchmarks/synthetic_agreement.py measures it)
     critic_min_estimate: float = Field(default=0.1, ge=0.0, le=1.0)
     check_sources: bool = Field(
         default=True,

@@ -1,8 +1,9 @@
 """The shipped priors: the relevance model before a workspace has any verdict.
 
-Each was fitted on five domains' pools, each domain weighing the same: SciFact and the four classic collections in
-``benchmarks/data`` (Cranfield, CISI, MED, NPL), by ``python benchmarks/estimate_transfer.py --fit``, which also
-checks each domain left out of the fit. A pooled pair without a qrel counts as not relevant.
+Each was fitted on the pools of the five collections ``benchmarks/estimate_transfer.py`` reads (their sources and
+licences: ``benchmarks/data/README.md``), each weighing the same, by ``python benchmarks/estimate_transfer.py
+--fit``, which also checks each collection left out of the fit. A pooled pair without a qrel counts as not
+relevant.
 
 - Only per-query z-scores and the dense cosine carry weight: ranks' logarithms and the raw BM25 ratio depend on the
   corpus's size and the query's length, so they do not transfer between domains.

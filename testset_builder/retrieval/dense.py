@@ -34,8 +34,7 @@ def _onnx_available() -> bool:
 
 
 # what a model of None means, read at each call (a benchmark may set it): ONNX int8 where ONNX Runtime is installed
-# (the dense extra installs it): 2.47x the texts a second of PyTorch on SciFact, recall@100 0.927 against 0.925
-# (benchmarks/encoding_speed.py)
+# (the dense extra installs it), faster than PyTorch at the same recall (benchmarks/encoding_speed.py measures both)
 DEFAULT_MODEL = ONNX_INT8_MODEL if _onnx_available() else TORCH_MODEL
 INSTALL_HINT = 'pip install torch==2.13.0 (the CPU build) first, then pip install "testset-builder[dense]"'
 
@@ -104,7 +103,7 @@ def id_batches(corpus: Corpus) -> Iterator[Batch]:
 
 
 ENCODE_PRIORS = {TORCH_MODEL: 25.0, ONNX_INT8_MODEL: 55.0}  # chunks a second on an idle 2-core CPU (about 600
-# characters each; benchmarks/encoding_speed.py: 26.5 and 65.5 texts/s on SciFact), until this machine measures its own
+# characters each; benchmarks/encoding_speed.py measures them), until this machine measures its own
 ENCODING_FILE = "encoding.json"
 MEASURED_FROM = 16  # texts an encoding needs before its rate is kept
 

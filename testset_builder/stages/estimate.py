@@ -223,7 +223,7 @@ def current_model(workspace, indexes=None, strength: float = REFIT_STRENGTH) -> 
 
 
 def described(name: str, verdicts: int) -> str:
-    """How a summary names the estimate that decided: ``estimate (prior scifact-train-v1)``."""
+    """How a summary names the estimate that decided: ``estimate (prior five-domains-v6, 120 verdicts)``."""
     return f"estimate ({name.replace(':', ' ', 1)}{f', {verdicts} verdicts' if verdicts else ''})"
 
 

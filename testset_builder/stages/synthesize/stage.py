@@ -69,7 +69,7 @@ class SynthesizeSummary:
     twin_labels: int = 0
     mining: JudgingCounts = field(default_factory=JudgingCounts)
     questions_with_extra_relevant: int = 0
-    critic_by: str | None = None  # what decided: "estimate (prior scifact-train-v1)" or "llm judge local:gemma-3-270m"
+    critic_by: str | None = None  # what decided: "estimate (prior five-domains-v6)" or "llm judge local:gemma-3-270m"
     mined_by: str | None = None
     doubted: int = 0  # questions whose source the estimate doubts: queued for review as questions
     calls: int = 0
