@@ -260,3 +260,49 @@ def test_a_release_whose_every_pair_is_labelled_gives_the_exact_figure_even_wher
     ranks = rank_array(pool.pairs, {("q", f"c{i}"): i + 1 for i in range(4)})
     result = of(figure(pool.pool, ranks, "precision", 4), "precision")
     assert result.estimate == pytest.approx(1.0) and result.width == pytest.approx(0.0)
+
+
+def test_a_strong_runs_ndcg_is_unbiased_where_each_querys_ideal_is_known_its_overshoots_kept():
+    """With k grade-2 pairs confirmed, a query's ideal DCG is known, so its nDCG is linear in the estimated DCG and
+    exactly unbiased over every possible draw. Clipping a query's value at 1 would drop the draws that overshoot
+    and read a strong run low."""
+    k = 3
+    grades = np.array([2, 2, 2, 1, 0, 2, 0, 1])
+    predicted = np.array([1.0, 1.0, 1.0, 0.1, 0.9, 0.05, 0.8, 0.2])  # anti-calibrated on the uncertain pairs
+    pi = np.array([1.0, 1.0, 1.0, 0.3, 0.2, 0.4, 0.25, 0.5])
+    ranks = [2, 3, 6, 1, 4, 5, 7, 8]  # a strong run: the truth is close to 1
+    truth = exact([("q", r, int(g)) for r, g in zip(ranks, grades)], "ndcg", k)
+    expected, overshoots = 0.0, 0
+    for drawn in itertools.product((0, 1), repeat=5):
+        drawn = np.array((1, 1, 1, *drawn), dtype=bool)
+        chance = float(np.prod(np.where(drawn, pi, 1 - pi)))
+        pairs = [
+            PooledPair("q", ranks[i], predicted[i], float(pi[i]), int(grades[i] >= 1), int(grades[i]))
+            if drawn[i]
+            else PooledPair("q", ranks[i], predicted[i])
+            for i in range(len(grades))
+        ]
+        pool = Pool(pairs)
+        value = float(figure(pool, pool.ranks_of(pairs), "ndcg", k).per_query[0])
+        overshoots += value > 1.0
+        expected += chance * value
+    assert overshoots > 0, "no draw overshoots: the check would not tell a clip apart"
+    assert expected == pytest.approx(truth, abs=1e-12)
+
+
+def test_beales_ratio_removes_most_of_the_bias_a_ratio_of_noisy_totals_has():
+    """Beale's estimator against simulated totals whose variance and covariance are known: its mean is nearer the
+    ratio of the means than the plain ratio's mean, and with a known denominator it is the plain ratio."""
+    from testset_builder.metrics.ppi.ratios import beale
+
+    chance = np.random.default_rng(0)
+    mean = np.array([3.0, 4.0])
+    cov = np.array([[1.0, 0.6], [0.6, 1.2]])
+    x, y = chance.multivariate_normal(mean, cov, size=200_000).T
+    kept = y > 0.5  # a denominator near 0 has no ratio to speak of
+    x, y = x[kept], y[kept]
+    target = mean[0] / mean[1]
+    plain = float(np.mean(x / y))
+    corrected = float(np.mean(beale(x, y, np.full(len(y), cov[1, 1]), np.full(len(y), cov[0, 1]))))
+    assert abs(corrected - target) < abs(plain - target) / 3, (plain, corrected, target)
+    assert beale(np.array([2.0]), np.array([5.0]), np.array([0.0]), np.array([0.0]))[0] == pytest.approx(0.4)

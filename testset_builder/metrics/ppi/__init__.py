@@ -21,7 +21,7 @@ from . import ratios
 from .pool import CALIBRATIONS, FOLDS, USES, Pool, PooledPair, Predictions, grade_shares
 from .ratios import ideal_dcg
 from .totals import Total, total
-from .variance import Z95, Figure, Interval, interval
+from .variance import Z95, Figure, Interval, interval, within_queries
 
 METRICS = ("precision", "dcg", "ndcg", "recall")
 CALIBRATION = "none"  # the textbook estimator: the estimates plugged in as given
@@ -36,7 +36,26 @@ def figure(pool: Pool, ranks: np.ndarray, metric: str, k: int, use: str = "ppi")
     guarded = [t.per_query if linear else np.maximum(t.per_query, t.verified) for t in totals]
     value, *slopes = per_query(metric, k, guarded)
     influence = sum(slope[pool.query] * t.residual for slope, t in zip(slopes, totals))
+    if metric == "ndcg" and use != "estimate":
+        value = _beale_ndcg(pool, k, totals, guarded)
     return Figure(pool, value, influence / pool.queries, use != "estimate")
+
+
+def _beale_ndcg(pool: Pool, k: int, totals: list[Total], guarded: list[np.ndarray]) -> np.ndarray:
+    """nDCG per query by Beale's ratio estimator (:func:`.ratios.beale`) where the ideal DCG is the estimated
+    counts' own: its residual term is each pair's residuals in N2 and N weighted by the ideal's slopes. Where a
+    guard replaced a count with its bound (what the labels confirm, or 1), the denominator is no longer the noisy
+    total Beale's correction is derived for, so the plain ratio stands."""
+    dcg, high, relevant = totals
+    best, by_high, by_relevant = ratios.ideal(guarded[1], guarded[2], k)
+    residual = by_high[pool.query] * high.residual + by_relevant[pool.query] * relevant.residual
+    corrected = ratios.beale(
+        guarded[0], best, within_queries(pool, residual, residual), within_queries(pool, dcg.residual, residual)
+    )
+    count = np.maximum(guarded[2], guarded[1])
+    bound = (guarded[1] > high.per_query) | (guarded[2] > relevant.per_query) | (guarded[2] < guarded[1])
+    bound |= (count > ratios.TINY) & (count < 1)
+    return np.where(bound, ratios.ndcg(guarded[0], guarded[1], guarded[2], k)[0], corrected)
 
 
 def parts(pool: Pool, ranks: np.ndarray, metric: str, k: int, use: str) -> list[Total]:

@@ -10,9 +10,17 @@ Guards, each moving an estimate towards what the truth is known to satisfy:
 
 - no total of a ratio is below what the labels confirm (:mod:`.totals`); precision and DCG are left unguarded,
   so their figures stay unbiased;
-- R is at least H, and N at least N2;
+- N is at least N2 (recall's R is not held at least H: a query whose recall is 1 could then only read low);
 - a count that is not 0 is at least 1;
-- a query's value is in [0, 1], and a query whose estimated count is 0 scores 0 (as trec_eval scores it).
+- a query whose estimated count is 0 scores 0 (as trec_eval scores it).
+
+A query's value is not clipped to [0, 1]: clipping a noisy, unbiased value biases it (a strong run's queries near
+1 would lose their overshoots and keep their undershoots). Only the mean over queries is kept in range.
+
+nDCG's ideal DCG saturates once a query holds k relevant pairs; below that, D / IDCG of noisy totals reads high
+(the mean of 1 / x exceeds 1 over the mean of x). :func:`beale` removes that ratio's first-order bias with the
+totals' own design variance (Beale 1962; Cochran 1977, section 6.8): no constant is fitted. It applies where the
+denominator is the estimated counts' own; where a guard replaced a count with its bound, the plain ratio stands.
 
 The slopes are those of the unguarded ratio at the guarded point: a guard moves the point, it does not remove the
 totals' noise from the variance.
@@ -47,12 +55,21 @@ def ideal_dcg(relevant: float, k: int) -> float:
 
 
 def ratio(numerator: np.ndarray, denominator: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """numerator / denominator per query (0 where the denominator is none), kept in [0, 1], and the unguarded
-    ratio's slopes by each."""
+    """numerator / denominator per query (0 where the denominator is none) and the ratio's slopes by each."""
     some = denominator > TINY
     safe = np.where(some, denominator, 1.0)
-    value = np.clip(np.where(some, numerator / safe, 0.0), 0.0, 1.0)
+    value = np.where(some, numerator / safe, 0.0)
     return value, np.where(some, 1.0 / safe, 0.0), np.where(some, -numerator / safe**2, 0.0)
+
+
+def beale(numerator: np.ndarray, denominator: np.ndarray, variance: np.ndarray, covariance: np.ndarray) -> np.ndarray:
+    """Beale's ratio estimator per query: (X Y + C) / (Y^2 + V), with V the estimated design variance of the
+    denominator's total Y and C its covariance with the numerator's X. It equals X / Y times
+    (1 + C / (X Y)) / (1 + V / Y^2), removing the first-order bias E[X / Y] - E[X] / E[Y]; where Y is known (V = 0)
+    it is the plain ratio."""
+    some = denominator > TINY
+    scale = np.where(some, denominator**2 + variance, 1.0)
+    return np.where(some, (numerator * denominator + covariance) / scale, 0.0)
 
 
 def whole(count: np.ndarray) -> np.ndarray:
@@ -61,17 +78,25 @@ def whole(count: np.ndarray) -> np.ndarray:
 
 
 def recall(hits: np.ndarray, relevant: np.ndarray):
-    """recall per query (R held at least H, and at least 1 where it is not 0) and its slopes by (H, R)."""
-    return ratio(hits, whole(np.maximum(relevant, hits)))
+    """recall per query (R at least 1 where it is not 0) and its slopes by (H, R). R is not held at least H: a
+    query whose recall is 1 would then only ever read low."""
+    return ratio(hits, whole(relevant))
 
 
-def ndcg(dcg: np.ndarray, high: np.ndarray, relevant: np.ndarray, k: int):
-    """nDCG per query (N held at least N2, and at least 1 where it is not 0) and its slopes by (D, N2, N)."""
+def ideal(high: np.ndarray, relevant: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """IDCG@k per query from its grade-2 and relevant counts (N held at least N2, and at least 1 where it is not
+    0), and its slopes by (N2, N)."""
     n = whole(np.maximum(relevant, high))
     f2, slope2 = ideal_part(high, k)
     f, slope = ideal_part(n, k)
-    value, by_dcg, by_ideal = ratio(dcg, f2 + f)
-    return value, by_dcg, by_ideal * (slope2 + (relevant < high) * slope), by_ideal * slope
+    return f2 + f, slope2 + (relevant < high) * slope, slope
+
+
+def ndcg(dcg: np.ndarray, high: np.ndarray, relevant: np.ndarray, k: int):
+    """nDCG per query and its slopes by (D, N2, N)."""
+    best, by_high, by_relevant = ideal(high, relevant, k)
+    value, by_dcg, by_ideal = ratio(dcg, best)
+    return value, by_dcg, by_ideal * by_high, by_ideal * by_relevant
 
 
 def rank_discount(ranks: np.ndarray, k: int, metric: str) -> np.ndarray:

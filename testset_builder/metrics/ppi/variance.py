@@ -57,6 +57,14 @@ class Figure:
         return float(terms.sum())
 
 
+def within_queries(pool: Pool, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per query, the estimated design covariance of two of its totals from their pairs' residual terms (the
+    variance where ``a`` is ``b``): sum over drawn pairs of (1 - pi_i) / pi_i^2 a_i b_i."""
+    pi = pool.probability
+    terms = np.where(pool.sampled, (1.0 - pi) / pi**2 * a * b, 0.0)
+    return np.bincount(pool.query, terms, pool.queries)
+
+
 def interval(point: float, variance: float | None, bounds: tuple[float, float] = (-math.inf, math.inf)) -> Interval:
     """point +- 1.96 standard errors, the point and both limits kept inside ``bounds``."""
     low, high = bounds
