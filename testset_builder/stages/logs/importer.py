@@ -62,6 +62,7 @@ class LogImportSummary:
     unknown_ids_by_text: int = 0  # results whose id the workspace lacks, matched by their text instead
     unmatched_texts: int = 0
     records_with_retrieval: int = 0
+    results_folded: int = 0  # results naming a chunk an earlier result of the same record named (kept at its best rank)
     scrubbed: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # the first SHOWN, "line N: why"
     seconds: float = 0.0
@@ -76,7 +77,7 @@ class LogImportSummary:
 
 COUNTED = (
     "records", "unreadable", "new_queries", "results", "by_id", "by_exact_text", "by_normalised_text", "unknown_ids",
-    "unknown_ids_by_text", "unmatched_texts", "records_with_retrieval",
+    "unknown_ids_by_text", "unmatched_texts", "records_with_retrieval", "results_folded",
 )  # fmt: skip
 
 
@@ -121,6 +122,16 @@ class _Batch:
             log.last_comment = record.comment or log.last_comment
             if retrieval:
                 log.retrieval, log.retrieved_at = retrieval, stamp or log.retrieved_at
+
+
+def fold_repeats(retrieval: list[tuple[int, str, float | None]]) -> tuple[list[tuple[int, str, float | None]], int]:
+    """A record's resolved retrieval with each chunk once, at its best rank, and how many results were folded. Two
+    results name one chunk when a document was ingested twice in the vector store, or two results have the same
+    text (both match one chunk): a run must not list a chunk twice for a query."""
+    kept: dict[str, tuple[int, str, float | None]] = {}
+    for result in sorted(retrieval, key=lambda r: r[0]):
+        kept.setdefault(result[1], result)
+    return list(kept.values()), len(retrieval) - len(kept)
 
 
 SAMPLE = 200  # the head of the log read before anything is stored: lines that should give records
@@ -253,6 +264,8 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
                 summary.by_exact_text += how == "exact"
                 summary.by_normalised_text += how == "normalised"
                 retrieval.append((result.rank, found, result.score))
+            retrieval, folded = fold_repeats(retrieval)
+            summary.results_folded += folded
             summary.records += 1
             summary.records_with_retrieval += bool(retrieval)
             query = Query(query_id=derived_id(text), text=text, origin=QueryOrigin.real, metadata={"from": "logs"})
