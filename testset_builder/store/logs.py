@@ -69,6 +69,7 @@ def advance_import(db: sqlite3.Connection, import_id: str, lines_done: int, coun
 
 def forget_import(db: sqlite3.Connection, import_id: str) -> None:
     """Drop an import's record, so the file can be imported again (only for one that stored no record)."""
+    db.execute("DELETE FROM log_traces WHERE import_id = ?", (import_id,))
     db.execute("DELETE FROM log_imports WHERE import_id = ?", (import_id,))
 
 
@@ -82,6 +83,20 @@ def finish_import(db: sqlite3.Connection, import_id: str, counts: dict) -> None:
 def import_counts(db: sqlite3.Connection, import_id: str) -> dict:
     row = db.execute("SELECT counts FROM log_imports WHERE import_id = ?", (import_id,)).fetchone()
     return json.loads(row[0]) if row else {}
+
+
+def seen_traces_among(db: sqlite3.Connection, trace_keys: Iterable[str]) -> set[str]:
+    """Those of ``trace_keys`` (hashed trace ids) an import recorded already."""
+    sql = "SELECT trace_key FROM log_traces WHERE trace_key IN ({marks})"
+    return {row[0] for row in rows_in(db, sql, sorted(set(trace_keys)))}
+
+
+def add_traces(db: sqlite3.Connection, import_id: str, trace_keys: Iterable[str]) -> None:
+    """Record the requests (hashed trace ids) an import recorded."""
+    db.executemany(
+        "INSERT INTO log_traces (trace_key, import_id) VALUES (?, ?) ON CONFLICT(trace_key) DO NOTHING",
+        [(key, import_id) for key in trace_keys],
+    )
 
 
 def _later(a: str | None, b: str | None) -> bool:

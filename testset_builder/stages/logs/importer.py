@@ -10,8 +10,13 @@ reviewers see what the live system showed.
 Retrieved results name chunks by id or by text (matched exactly or normalised, see :mod:`.matching`; a text
 matching no chunk, or several unrelated ones, is counted and listed). An id the workspace does not have (a
 LlamaIndex or LangChain node id) is matched by the result's text when the log carries it, else counted and listed
-with its line, never guessed. A log file is one import, by the sha256 of its bytes: importing it again adds
-nothing, and an import killed part-way resumes after the last committed batch, counting no record twice.
+with its line, never guessed. A record naming one chunk twice keeps it once, at its best rank.
+
+A log file is one import, by the sha256 of its bytes: importing it again adds nothing, and an import killed part-way
+resumes after the last committed batch, counting no record twice. A request with an id (a trace id) is recorded
+once whatever file holds it: the workspace keeps a hash of each id recorded, so a grown log or overlapping exports
+add only what is new. Requests the reader skips (a trace without a retrieval, one cut off) and those seen before
+are counted by reason, never recorded.
 
 Before anything is stored the head of the log is read as a sample: when none of its lines gives a record, or more
 than half are unreadable, the import stops with an error that says what the lines looked like (another format?),
@@ -30,7 +35,7 @@ from ..._hashing import file_sha256
 from ...config import LogsConfig
 from ...errors import InputError
 from ...export.formats import LOG_FORMATS
-from ...export.logs import LogRecord, Unreadable, read_log
+from ...export.logs import LogRecord, Skipped, Unreadable, read_log
 from ...export.queries import MAX_QUERY_CHARS, derived_id
 from ...records import Query, QueryOrigin
 from ...retrieval.pool import Candidate
@@ -63,6 +68,8 @@ class LogImportSummary:
     unmatched_texts: int = 0
     records_with_retrieval: int = 0
     results_folded: int = 0  # results naming a chunk an earlier result of the same record named (kept at its best rank)
+    feedback: int = 0  # records with a thumbs, a rating or a comment
+    skipped: dict[str, int] = field(default_factory=dict)  # requests read but recorded as no query, by why
     scrubbed: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # the first SHOWN, "line N: why"
     seconds: float = 0.0
@@ -77,7 +84,7 @@ class LogImportSummary:
 
 COUNTED = (
     "records", "unreadable", "new_queries", "results", "by_id", "by_exact_text", "by_normalised_text", "unknown_ids",
-    "unknown_ids_by_text", "unmatched_texts", "records_with_retrieval", "results_folded",
+    "unknown_ids_by_text", "unmatched_texts", "records_with_retrieval", "results_folded", "feedback",
 )  # fmt: skip
 
 
@@ -88,12 +95,22 @@ def session_key(session: str) -> str:
     return "s" + hashlib.sha256(session.encode("utf-8")).hexdigest()[:16]
 
 
+def trace_key(trace: str) -> str:
+    """What the workspace keeps of a request's id (a trace id): its sha256, enough to know the request again when a
+    later log holds it too, and nothing that gives the id back."""
+    return hashlib.sha256(trace.encode("utf-8")).hexdigest()[:32]
+
+
+SEEN_BEFORE = "seen before"  # a request (trace) an earlier import or line recorded: skipped, counted under this
+
+
 class _Batch:
     """Records folded per query until the batch is written."""
 
     def __init__(self) -> None:
         self.logs: dict[str, stored_logs.QueryLog] = {}
         self.queries: dict[str, Query] = {}
+        self.traces: set[str] = set()  # hashed ids of the requests recorded
         self.records = 0
 
     def add(self, query: Query, record: LogRecord, retrieval: list[tuple[int, str, float | None]]) -> None:
@@ -153,8 +170,9 @@ def import_logs(
 
 
 def _check_sample(path: Path, settings: LogsConfig, items: list) -> None:
-    """Refuse a log whose head (``items``) gives no record, or more unreadable lines than records."""
-    records = sum(isinstance(item, LogRecord) for item in items)
+    """Refuse a log whose head (``items``) gives no request read whole (a record, or one skipped for a reason), or
+    more unreadable lines than such requests."""
+    records = sum(isinstance(item, (LogRecord, Skipped)) for item in items)
     unreadable = len(items) - records
     if records == 0 or unreadable > records:
         shown = "; ".join(str(item) for item in items if isinstance(item, Unreadable))[:600] or "no line in it"
@@ -205,6 +223,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         with workspace.transaction() as tx:
             summary.new_queries += rows.put_queries(tx, batch.queries.values())
             stored_logs.add_query_logs(tx, batch.logs.values())
+            stored_logs.add_traces(tx, import_id, batch.traces)
             rows.put_candidates(
                 tx,
                 [
@@ -217,8 +236,12 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             stored_logs.advance_import(tx, import_id, through, _counts(summary))
         batch = _Batch()
 
-    def fold(items: list[LogRecord | Unreadable]) -> None:
-        """A slice of the log into the batch: ids and texts resolved with one lookup each for the slice."""
+    def fold(items: list[LogRecord | Skipped | Unreadable]) -> None:
+        """A slice of the log into the batch: ids, texts and requests seen before resolved with one lookup each for
+        the slice."""
+        seen = stored_logs.seen_traces_among(
+            db, (trace_key(i.trace) for i in items if isinstance(i, LogRecord) and i.trace is not None)
+        )
         known = stored_logs.live_chunk_ids_among(
             db, (r.chunk_id for i in items if isinstance(i, LogRecord) for r in i.retrieved if r.chunk_id is not None)
         )
@@ -233,6 +256,13 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             if isinstance(item, Unreadable):
                 summary.unreadable += 1
                 summary.note(item.line, item.reason)
+                continue
+            if isinstance(item, Skipped):
+                summary.skipped[item.reason] = summary.skipped.get(item.reason, 0) + 1
+                continue
+            key = trace_key(item.trace) if item.trace is not None else None
+            if key is not None and (key in seen or key in batch.traces):
+                summary.skipped[SEEN_BEFORE] = summary.skipped.get(SEEN_BEFORE, 0) + 1
                 continue
             text = " ".join((scrub(item.query) or "").split())
             item.answer, item.comment = scrub(item.answer), scrub(item.comment)  # each record's: all are counted
@@ -266,12 +296,15 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
                 retrieval.append((result.rank, found, result.score))
             retrieval, folded = fold_repeats(retrieval)
             summary.results_folded += folded
+            summary.feedback += item.thumbs is not None or item.rating is not None or bool(item.comment)
+            if key is not None:
+                batch.traces.add(key)
             summary.records += 1
             summary.records_with_retrieval += bool(retrieval)
             query = Query(query_id=derived_id(text), text=text, origin=QueryOrigin.real, metadata={"from": "logs"})
             batch.add(query, item, retrieval)
 
-    pending: list[LogRecord | Unreadable] = []
+    pending: list[LogRecord | Skipped | Unreadable] = []
     checked = state is not None  # a resumed import passed the check when it began
 
     def begin(head: list) -> None:
@@ -287,7 +320,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         for held in head:
             take(held)
 
-    def take(item: LogRecord | Unreadable) -> None:
+    def take(item: LogRecord | Skipped | Unreadable) -> None:
         """An item into the batch; a full batch is written first, at a line's end (every item of its lines in)."""
         nonlocal pending, last_line
         if len(pending) >= batch_size and item.line > last_line:
@@ -297,7 +330,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         last_line = max(last_line, item.line)
         pending.append(item)
 
-    head: list[LogRecord | Unreadable] = []
+    head: list[LogRecord | Skipped | Unreadable] = []
     for item in read_log(path, settings.format, settings.fields):
         if item.line <= summary.resumed_after_line:
             continue
@@ -322,6 +355,7 @@ def _counts(summary: LogImportSummary) -> dict:
         **{name: getattr(summary, name) for name in COUNTED},
         "problems": summary.problems,
         "scrubbed": summary.scrubbed,
+        "skipped": summary.skipped,
     }
 
 
@@ -330,3 +364,4 @@ def _restore(summary: LogImportSummary, counts: dict) -> None:
         setattr(summary, name, counts.get(name, 0))
     summary.problems = list(counts.get("problems", []))
     summary.scrubbed = dict(counts.get("scrubbed", {}))
+    summary.skipped = dict(counts.get("skipped", {}))
