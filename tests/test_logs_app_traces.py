@@ -199,3 +199,35 @@ def test_export_windows_that_overlap_count_each_request_once(docs_workspace, tmp
     assert [s.records for s in summaries] == [len(windows[0]), len(windows[1]) - shared]
     assert summaries[1].skipped == {"seen before": shared}
     assert_whole_log(docs_workspace, latest)
+
+
+def test_ids_kept_in_document_metadata_are_read_by_the_configured_key(docs_workspace, tmp_path):
+    """LangChain's OpenInference spans carry a document's id only in ``document.metadata``, as JSON text: with
+    ``logs.fields.retrieved_id`` naming the key, each result is matched by that id (its content is the page the app
+    showed, not the chunk's text, so nothing else could match it)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    ids, _ = workspace_chunks(docs_workspace)
+    collected = Collected()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(collected))
+    tracer = provider.get_tracer("langchain-app")
+    expected = {}
+    for i, question in enumerate(QUESTIONS):
+        picked = [ids[(i + k) % len(ids)] for k in range(2)]
+        documents = {}
+        for rank, chunk_id in enumerate(picked):
+            prefix = f"retrieval.documents.{rank}.document"
+            documents[f"{prefix}.content"] = f"page {i}.{rank} as the app rendered it"
+            documents[f"{prefix}.metadata"] = json.dumps({"source": "docs", "chunk_id": chunk_id})
+        with tracer.start_as_current_span("chain", attributes={"input.value": question}):
+            tracer.start_span("retriever", attributes={"openinference.span.kind": "RETRIEVER", **documents}).end()
+        expected[question] = picked
+    provider.shutdown()
+    path = tmp_path / "traces.jsonl"
+    path.write_text("".join(otlp_lines(list(collected.memory.get_finished_spans()))), encoding="utf-8")
+    settings = LogsConfig.model_validate({"format": "otel", "fields": {"retrieved_id": "chunk_id"}})
+    summary = import_logs(docs_workspace, path, settings)
+    assert (summary.records, summary.by_id, summary.unmatched_texts) == (len(QUESTIONS), 2 * len(QUESTIONS), 0)
+    assert stored(docs_workspace)["run"] == expected

@@ -172,6 +172,16 @@ def read_langfuse(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreada
         yield got if isinstance(got, Unreadable) else _record(*got, fields)
 
 
+def looks_like_langfuse(head: str) -> bool:
+    """Whether the start of a file is Langfuse's: observations, or camelCase traces without OTLP's span ids."""
+    return '"observations"' in head or ('"traceId"' in head and '"startTime"' in head and '"spanId"' not in head)
+
+
 register_log_format(
-    LogFormat("langfuse", read_langfuse, "Langfuse trace and session downloads, table exports, API pages (JSON)")
+    LogFormat(
+        "langfuse",
+        read_langfuse,
+        "Langfuse trace and session downloads, table exports, API pages (JSON)",
+        looks_like=looks_like_langfuse,
+    )
 )

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from .formats import LOG_FORMATS, LogFormat, register_log_format
+from .formats import LOG_FORMATS, LogFormat, known_log_format, register_log_format
 
 if TYPE_CHECKING:  # config (pydantic models, YAML) is imported where a log is read: `score` never needs it
     from ..config import LogFieldsConfig as LogFields
@@ -296,6 +296,7 @@ def read_csv(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]:
 # OpenTelemetry: traces as the SDK's and the Collector's exporters write them --------------------------------------
 OTEL_QUERY = ("input.value", "gen_ai.retrieval.query.text", "retrieval.query")
 DEFAULT_QUERY_FIELD = "query"  # logs.fields.query's default: for traces, looked up after the conventions' names
+DEFAULT_ID_FIELD = "id"  # logs.fields.retrieved_id's default: for traces, the document's own id
 OTEL_ANSWER = ("output.value", "gen_ai.completion.0.content")
 
 
@@ -537,8 +538,20 @@ def _span(raw: Any) -> dict:
     }
 
 
-def _documents(attributes: dict[str, Any]) -> list[Retrieved]:
-    """``retrieval.documents.{i}.document.{id,content,score}`` (OpenInference) in index order."""
+def _document_id(doc: dict[str, Any], fields: LogFields) -> str | None:
+    """A retrieved document's id: the configured key (``logs.fields.retrieved_id``) in its ``metadata`` (JSON text,
+    as LangChain's OpenInference spans carry their ids, or nested attributes) when set, else its ``id``."""
+    metadata = json_decoded(doc.get("metadata"))
+    key = fields.retrieved_id
+    in_metadata = metadata.get(key) if isinstance(metadata, dict) else doc.get(f"metadata.{key}")
+    in_metadata = None if isinstance(in_metadata, (dict, list)) else _text(in_metadata, "a document's metadata id")
+    if key != DEFAULT_ID_FIELD and in_metadata is not None:
+        return in_metadata
+    return _text(doc.get("id"), "a document id") or in_metadata
+
+
+def _documents(attributes: dict[str, Any], fields: LogFields) -> list[Retrieved]:
+    """``retrieval.documents.{i}.document.{id,content,score,metadata}`` (OpenInference) in index order."""
     found: dict[int, dict[str, Any]] = {}
     for key, value in attributes.items():
         if key.startswith("retrieval.documents."):
@@ -548,7 +561,7 @@ def _documents(attributes: dict[str, Any]) -> list[Retrieved]:
     results = []
     for rank, index in enumerate(sorted(found), 1):
         doc = found[index]
-        chunk_id = _text(doc.get("id"), "a document id")
+        chunk_id = _document_id(doc, fields)
         text = _text(doc.get("content"), "a document content")
         if chunk_id is None and text is None:
             raise ValueError(f"retrieval document {index} has neither id nor content")
@@ -636,7 +649,8 @@ def _trace_record(trace_id: str, line: int, spans: list[dict], fields: LogFields
         retrievals = [s for s in ordered if _is_retrieval(s["attributes"])]
         if not retrievals:
             return Skipped(line, NO_RETRIEVAL)
-        results = [(s, _documents(s["attributes"]) or _genai_documents(s["attributes"], fields)) for s in retrievals]
+        results = [(s, _documents(s["attributes"], fields) or _genai_documents(s["attributes"], fields))
+                   for s in retrievals]  # fmt: skip
         primary, documents = next(((s, d) for s, d in results if d), results[0])
 
         def depth(span: dict) -> int:
@@ -719,8 +733,21 @@ def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Skipped | U
 
 register_log_format(LogFormat("jsonl", read_jsonl, "one JSON object a request; fields by the config's logs.fields"))
 register_log_format(LogFormat("csv", read_csv, "one row a request with a header; lists as JSON in a cell"))
+
+
+def looks_like_traces(head: str) -> bool:
+    """Whether the start of a file is OpenTelemetry spans: OTLP's names, the console exporter's or Phoenix's."""
+    return any(marker in head for marker in ('"resourceSpans"', '"scopeSpans"', '"spanId"', '"span_id"'))
+
+
 register_log_format(
-    LogFormat("otel", read_otel, "OpenTelemetry traces (OTLP JSON, console exporter); OpenInference attributes")
+    LogFormat(
+        "otel",
+        read_otel,
+        "OpenTelemetry traces (OTLP JSON, console exporter); OpenInference attributes",
+        looks_like=looks_like_traces,
+        aliases=("otlp",),
+    )
 )
 
 
@@ -728,8 +755,10 @@ def read_log(path: str | Path, format: str, fields: LogFields | None = None) -> 
     """Records (and unreadable lines) of a log, streamed; ``format`` is a registered log format (jsonl, csv, otel,
     or one added with :func:`~.formats.register_log_format`)."""
     path = Path(path)
-    if format not in LOG_FORMATS:
-        raise InputError(f"unknown log format {format!r}; use {', '.join(LOG_FORMATS)}")
+    try:
+        format = known_log_format(format)
+    except ValueError:
+        raise InputError(f"unknown log format {format!r}; use {', '.join(LOG_FORMATS)}") from None
     if not path.is_file():
         raise InputError("no such log file", path=path)
     if fields is None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from ..._hashing import file_sha256
 from ...config import LogsConfig
 from ...errors import InputError
-from ...export.formats import LOG_FORMATS
+from ...export.formats import LOG_FORMATS, log_format_of
 from ...export.logs import LogRecord, Skipped, Unreadable, read_log
 from ...export.queries import MAX_QUERY_CHARS, derived_id
 from ...records import Query, QueryOrigin
@@ -169,20 +169,37 @@ def import_logs(
         return _import(workspace, path, settings, batch_size, force)
 
 
+HEAD_BYTES = 65536  # the start of a refused log that is looked at to name its format
+REASONS_SHOWN = 3  # the unreadable items a refusal quotes
+
+
 def _check_sample(path: Path, settings: LogsConfig, items: list) -> None:
     """Refuse a log whose head (``items``) gives no request read whole (a record, or one skipped for a reason), or
-    more unreadable lines than such requests."""
+    more unreadable lines than such requests; name its format when it looks like another one."""
     records = sum(isinstance(item, (LogRecord, Skipped)) for item in items)
     unreadable = len(items) - records
     if records == 0 or unreadable > records:
-        shown = "; ".join(str(item) for item in items if isinstance(item, Unreadable))[:600] or "no line in it"
+        with path.open("rb") as handle:
+            guess = log_format_of(handle.read(HEAD_BYTES).decode("utf-8", "replace"))
+        counted = f"read as {settings.format}, {records} of the first {len(items)} items give a record"
+        if guess is not None and guess != settings.format:
+            raise InputError(
+                f"{counted}: it looks like {LOG_FORMATS[guess].description}, so import it with --format {guess} "
+                f"(config: logs.format: {guess}). Nothing was imported",
+                path=path,
+            )
+        reasons = [_shortened(str(item)) for item in items if isinstance(item, Unreadable)][:REASONS_SHOWN]
         others = ", ".join(f for f in LOG_FORMATS if f != settings.format)
         raise InputError(
-            f"read as {settings.format}, {records} of the first {len(items)} items give a record and {unreadable} "
-            f"cannot be read ({shown}): is it another format (--format {others}) or do its field names need the "
-            "config's logs.fields? Nothing was imported",
+            f"{counted} and {unreadable} cannot be read ({'; '.join(reasons) or 'no line in it'}): is it another "
+            f"format (--format {others}) or do its field names need the config's logs.fields? Nothing was imported",
             path=path,
         )
+
+
+def _shortened(text: str, limit: int = 160) -> str:
+    """``text`` cut at a word's end to about ``limit`` characters."""
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: int, force: bool) -> LogImportSummary:
