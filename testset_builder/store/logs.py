@@ -208,7 +208,8 @@ def undrawn_logged(db: sqlite3.Connection) -> list[dict]:
     """Logged queries no draw has considered yet, with their aggregates and top production score and text."""
     cursor = db.execute(
         "SELECT l.*, q.text, (SELECT r.score FROM log_retrievals r WHERE r.query_id = l.query_id AND r.rank = 1) "
-        "AS top_score FROM log_queries l JOIN queries q USING (query_id) "
+        "AS top_score, EXISTS (SELECT 1 FROM log_retrievals r WHERE r.query_id = l.query_id) AS retrieved "
+        "FROM log_queries l JOIN queries q USING (query_id) "
         "WHERE l.query_id NOT IN (SELECT query_id FROM log_draws) ORDER BY l.frequency DESC, l.query_id"
     )
     names = [d[0] for d in cursor.description]
