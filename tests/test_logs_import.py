@@ -184,3 +184,33 @@ def test_a_querys_session_is_its_earliest_records_whatever_the_order_of_lines_an
             "what is ndcg": min(session_key("a-no-time"), session_key("b-no-time")),
             "what is mrr": None,
         }
+
+
+def test_a_query_logged_as_an_object_is_its_question_and_a_request_id_counts_once(docs_workspace, tmp_path):
+    """A chain's input logged whole (``{"question", "chat_history"}``) gives its question (the keys from the config);
+    a request logged again under its id (a retried write, a second export) is counted once, across imports too."""
+    ids = [chunk_id for chunk_id, _, _ in rows.live_chunk_rows(docs_workspace.db)]
+    records = [
+        {"trace_id": "req-1", "query": {"question": "what is recall", "chat_history": []}, "retrieved": ids[:2],
+         "thumbs": "down"},
+        {"trace_id": "req-2", "query": json.dumps({"input": "how is ndcg computed"}), "retrieved": ids[2:3]},
+        {"trace_id": "req-1", "query": {"question": "what is recall", "chat_history": []}, "retrieved": ids[:2],
+         "thumbs": "down"},
+        {"trace_id": "req-3", "query": {"history": []}},
+    ]  # fmt: skip
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    summary = import_logs(docs_workspace, path)
+    assert (summary.records, summary.feedback, summary.skipped, summary.unreadable) == (2, 1, {"seen before": 1}, 1)
+    assert "no text under question, query, input" in summary.problems[0]
+    texts = {
+        rows.get_query(docs_workspace.db, q["query_id"]).text for q in stored_logs.logged_queries(docs_workspace.db)
+    }
+    assert texts == {"what is recall", "how is ndcg computed"}
+    grown = tmp_path / "grown.jsonl"
+    grown.write_text(path.read_text(encoding="utf-8") + json.dumps({**records[1], "trace_id": "req-4"}) + "\n")
+    again = import_logs(docs_workspace, grown)
+    assert (again.records, again.skipped) == (1, {"seen before": 3})
+    logged = {q["query_id"]: q for q in stored_logs.logged_queries(docs_workspace.db)}
+    assert logged[derived_id("what is recall")]["thumbs_down"] == 1
+    assert logged[derived_id("how is ndcg computed")]["frequency"] == 2

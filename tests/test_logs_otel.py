@@ -166,9 +166,10 @@ def test_a_log_that_reads_as_nothing_is_refused_and_then_imports_with_the_right_
     root = str(docs_workspace.root)
     assert main(["import-logs", str(path), "--workspace", root, "--format", "jsonl", "--json"]) == 1
     error = json.loads(capsys.readouterr().out)["error"]
-    assert "0 of the first" in error and "--format" in error and "Nothing was imported" in error
+    assert "0 of the first" in error and "Nothing was imported" in error
+    assert "it looks like OpenTelemetry traces" in error and "--format otel" in error  # its format, named
     assert stored_logs.logged_queries(docs_workspace.db) == []
-    assert main(["import-logs", str(path), "--workspace", root, "--format", "otel", "--json"]) == 0
+    assert main(["import-logs", str(path), "--workspace", root, "--format", "otlp", "--json"]) == 0  # otel's alias
     summary = json.loads(capsys.readouterr().out)
     assert summary["records"] == TRACES and not summary["already_imported"]
     assert len(stored_logs.logged_queries(docs_workspace.db)) == len(expected)

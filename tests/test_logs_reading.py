@@ -8,7 +8,7 @@ import pytest
 
 from testset_builder.config import LogFieldsConfig as LogFields
 from testset_builder.errors import InputError
-from testset_builder.export.logs import LogRecord, Retrieved, Unreadable, read_log
+from testset_builder.export.logs import LogRecord, Retrieved, Skipped, Unreadable, read_log
 from testset_builder.stages.logs.matching import ChunkMatcher
 from testset_builder.stages.logs.scrub import Scrubber
 
@@ -106,14 +106,17 @@ def test_openinference_spans_become_one_record_per_trace(tmp_path):
     )  # fmt: skip
     items = list(read_log(log, "otel"))
     records = {r.query: r for r in items if isinstance(r, LogRecord)}
-    assert set(records) == {"first question", "second question"}
+    assert set(records) == {"first question"}
     first = records["first question"]
     assert first.retrieved == [Retrieved(1, "doc#9", None, 0.8), Retrieved(2, None, "Some text.", None)]
-    assert (first.answer, first.session, first.thumbs) == ("an answer", "s9", -1)
+    assert (first.answer, first.session, first.thumbs, first.trace) == ("an answer", "s9", -1, "t1")
+    # no query's record: a trace without a retrieval span (t2, answered without retrieving) and one cut off (t3,
+    # whose root span is not in the file)
+    skipped = [i for i in items if isinstance(i, Skipped)]
+    assert [(s.line, s.reason) for s in skipped] == [(2, "no retrieval"), (4, "root not in the file")]
     problems = [i for i in items if isinstance(i, Unreadable)]
-    # a trace with no query, reported at its last span's line (4), and an object the file's end cut short (5)
-    assert sorted(p.line for p in problems) == [4, 5] and any("t3 has no query" in p.reason for p in problems)
-    assert [r.line for r in items if isinstance(r, LogRecord)] == [2, 3]  # each trace at the line it ended
+    assert [p.line for p in problems] == [5]  # an object the file's end cut short
+    assert [r.line for r in items if isinstance(r, LogRecord)] == [3]  # each trace at the line it ended
 
 
 def test_a_missing_file_and_an_unknown_format_are_clear_errors(tmp_path):
@@ -215,8 +218,9 @@ def test_a_logged_passage_matches_its_chunk_only_under_its_own_documents_title()
 
 
 def console_span(trace: str, span: str, query: str | None = None) -> str:
-    """One span as the SDK's console exporter writes it (indented over many lines)."""
-    attributes = {"input.value": query} if query else {"openinference.span.kind": "RETRIEVER"}
+    """One span as the SDK's console exporter writes it (indented over many lines): with a query, a retriever's
+    root span (what was asked it, and nothing retrieved)."""
+    attributes = {"openinference.span.kind": "RETRIEVER", **({"input.value": query} if query else {})}
     parent = None if query else "0x" + "1" * 16
     body = {"name": "s", "context": {"trace_id": "0x" + trace * 32, "span_id": "0x" + span * 16},
             "parent_id": parent, "attributes": attributes}  # fmt: skip
@@ -230,7 +234,8 @@ def test_a_malformed_trace_file_spoils_only_what_is_malformed(tmp_path):
     spoiled = console_span("e", "1", "spoiled question").replace('"s"', '"\udcff"').encode("utf-8", "surrogateescape")
     request = {"resourceSpans": [{"scopeSpans": [{"spans": [
         {"traceId": "f" * 32, "spanId": "2" * 16,
-         "attributes": [{"key": "input.value", "value": {"stringValue": "q f"}}]},
+         "attributes": [{"key": "input.value", "value": {"stringValue": "q f"}},
+                        {"key": "openinference.span.kind", "value": {"stringValue": "RETRIEVER"}}]},
         {"spanId": "3" * 16},  # no trace id
         {"traceId": "9" * 32, "spanId": "4" * 16, "attributes": [{"key": "n", "value": {"intValue": None}}]},
         {"traceId": "8" * 32, "spanId": "5" * 16, "startTimeUnixNano": "9" * 30},

@@ -167,3 +167,99 @@ def test_logged_sessions_are_kept_as_hashes_and_score_resamples_real_queries_by_
     assert f"by logged session: {n} queries in {by_session} clusters" in clusters["description"]
     assert main(["score", "--release", str(summary.path), "--run", str(trec), "--cluster-by", "query", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["clusters"]["clusters"] == n
+
+
+def test_a_vector_store_holding_a_document_twice_gives_a_release_that_loads_and_scores(tmp_path, capsys):
+    """A LangChain store that ingested a document twice returns its text twice, under two ids the workspace does not
+    know: both results match one chunk. `run` folds them into one result at its best rank and says how many it
+    folded; the release's production run lists each chunk once, and `score --release`, `report` and
+    `api.load_release` all read it (the embedded model proposes, so this needs the local extra)."""
+    import yaml
+    from conftest import require
+
+    from testset_builder import api
+
+    require("testset_builder.llm.local_provider")
+    docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
+    config = tmp_path / "set.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "workspace": "ws", "generator": {"kind": "local"},
+                "synthesize": {"questions": 2, "critic": False, "mine": False, "styles": {"natural": 1.0}},
+                "run": {"sources": [str(docs)], "logs": "log.jsonl", "log_limit": 8, "review_budget": 0,
+                        "baselines": ["bm25"]},
+            }
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    assert main(["chunk", str(docs), "--config", str(config), "--json"]) == 0  # the store the app indexes
+    capsys.readouterr()
+    with api.open_workspace(tmp_path / "ws") as ws:
+        passages = dict(zip(*rows.live_chunk_passages(ws.db)))
+    texts = list(passages.values())
+    topics = ["how is ndcg computed", "what does recall count", "how do I review pairs", "what is a release"]
+    records, expected = [], {}
+    for i, topic in enumerate(topics * 2):
+        twice, other = texts[i % len(texts)], texts[(i + 3) % len(texts)]
+        retrieved = [{"id": f"uuid-{i}-a", "text": twice}, {"id": f"uuid-{i}-b", "text": other},
+                     {"id": f"uuid-{i}-c", "text": twice}]  # fmt: skip
+        records.append({"query": f"{topic} ({i})", "retrieved": retrieved, "thumbs": "down"})
+        expected[f"{topic} ({i})"] = [twice, other]  # the repeat folded into its first, best, rank
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    assert main(["run", str(config), "--no-review", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    imported = first["stages"]["import-logs"]["result"]
+    assert (imported["records"], imported["results"], imported["results_folded"]) == (8, 24, 8)
+    release = tmp_path / "ws" / "releases" / first["release"]
+    released = api.load_release(str(release))
+    assert released.production is not None and released.production_note is None
+    production = released.production.to_dict()
+    assert production and set(production) <= set(released.logs)
+    for query_id, scored in production.items():
+        ranked = sorted(scored, key=scored.get, reverse=True)
+        assert [passages[c] for c in ranked] == expected[released.queries[query_id]]
+
+    trec = tmp_path / "production.trec"
+    trec.write_text((release / "runs" / "production.trec").read_text(encoding="utf-8"), encoding="utf-8")
+    assert main(["score", "--release", str(release), "--run", str(trec), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+    assert main(["report", "--release", str(release), "--out", str(tmp_path / "r.html"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["online"]["logged_queries"] == len(released.logs)
+    assert main(["run", str(config), "--no-review", "--json"]) == 0  # the rerun loads the release it wrote
+    assert json.loads(capsys.readouterr().out)["stages"]["import-logs"]["result"]["already_imported"]
+
+
+def test_a_release_whose_production_run_repeats_a_pair_still_loads_and_scores_another_run(
+    docs_workspace, tmp_path, capsys
+):
+    """A release written before repeats were folded lists a chunk twice for a query in runs/production.trec. It is
+    immutable, so loading it keeps each chunk at its best rank and says so; scoring another run against it works."""
+    from testset_builder._hashing import file_sha256
+
+    ws = docs_workspace
+    ids = [chunk_id for chunk_id, _, _ in rows.live_chunk_rows(ws.db)]
+    records = [{"query": f"{TOPICS[i]} question", "retrieved": ids[i : i + 3], "thumbs": "down"} for i in range(4)]
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    import_logs(ws, log)
+    drawn = select_logged(ws, limit=4, seed=1).drawn_queries
+    run = label_production_tops(ws, drawn, lambda n: 2)
+    path = Path(write_release(ws, "1.0.0").path)
+    production = path / "runs" / "production.trec"
+    query_id, ranked = sorted(run.items())[0]
+    repeated = f"{query_id} Q0 {ranked[0][1]} 4 0.25 production\n"  # its top chunk again, lower down
+    production.write_text(production.read_text(encoding="utf-8") + repeated, encoding="utf-8")
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    manifest["files"]["runs/production.trec"] = file_sha256(production)
+    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+    released = load_release(path)
+    assert "1 chunks twice" in released.production_note
+    assert released.production.to_dict()[query_id][ranked[0][1]] == 1.0  # its best rank's score
+    trec = tmp_path / "run.trec"
+    trec.write_text("".join(f"{q} Q0 {c} {r} {1 / r} prod\n" for q, rs in run.items() for r, c, _ in rs))
+    assert main(["score", "--release", str(path), "--run", str(trec), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+    assert main(["report", "--release", str(path), "--out", str(tmp_path / "r.html"), "--json"]) == 0
+    assert "twice" in json.loads(capsys.readouterr().out)["online"]["production_note"]

@@ -22,7 +22,7 @@ WORDS = "recall ndcg ranking chunk release review judge corpus metric query labe
 def row(query_id, text, frequency=1, thumbs_down=0, cited=0, clicked=0, ratings=0, rating_sum=0.0, top_score=1.0):
     return dict(
         query_id=query_id, text=text, frequency=frequency, thumbs_up=0, thumbs_down=thumbs_down, cited=cited,
-        clicked=clicked, ratings=ratings, rating_sum=rating_sum, top_score=top_score, retrieved_at="t",
+        clicked=clicked, ratings=ratings, rating_sum=rating_sum, top_score=top_score, retrieved_at="t", retrieved=1,
     )  # fmt: skip
 
 
@@ -99,3 +99,15 @@ def test_the_commands_draw_from_logs_and_propose_pools_the_drawn_queries(logged,
     assert "production" in retrievers and "bm25" in retrievers
     assert main(["select", "--from-logs", "--budget", "5", "--workspace", root, "--json"]) == 1
     assert "--limit" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_a_log_without_timestamps_is_not_called_empty_handed(docs_workspace, tmp_path):
+    """A logged query whose records retrieved chunks is not drawn for "nothing retrieved", timestamps or none."""
+    ids = [chunk_id for chunk_id, _, _ in rows.live_chunk_rows(docs_workspace.db)]
+    records = [{"query": "what is recall", "retrieved": ids[:2]}, {"query": "what is ndcg"}]
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    import_logs(docs_workspace, log)
+    reasons = {r["text"]: failure_weight(r, None, None)[1] for r in stored_logs.undrawn_logged(docs_workspace.db)}
+    empty = "nothing retrieved (or no logged result matched a chunk)"
+    assert empty not in reasons["what is recall"] and empty in reasons["what is ndcg"]

@@ -344,7 +344,13 @@ class RemapConfig(Strict):
 class LogFieldsConfig(Strict):
     """Where each part of a log record is (dotted paths reach into nested JSON objects; CSV columns by name)."""
 
-    query: str = "query"
+    query: str = Field(
+        default="query", description="traces: looked up first when set, on the retrieval span then the app's"
+    )
+    question: list[str] = Field(
+        default_factory=lambda: ["question", "query", "input"],
+        description="a query that is a JSON object (a chain called with a dict): the first of these keys holding text",
+    )
     retrieved: str = Field(default="retrieved", description="a list of chunk ids, or of objects with the keys below")
     retrieved_id: str = "id"
     retrieved_text: str = Field(default="text", description="matched back to a chunk exactly or normalised")
@@ -357,6 +363,10 @@ class LogFieldsConfig(Strict):
     clicked: str = Field(default="clicked", description="cited chunk ids the user opened")
     timestamp: str = "timestamp"
     session: str = "session"
+    trace_id: str = Field(
+        default="trace_id",
+        description="a request's id (traces: the trace id): a request seen before is not counted again",
+    )
 
 
 class LogsConfig(Strict):

@@ -72,11 +72,16 @@ def import_logs(
         return
     resumed = f" (resumed after line {summary.resumed_after_line})" if summary.resumed_after_line else ""
     out.print(
-        f"imported {escape(log.name)}{resumed}: {summary.records} records, {summary.new_queries} new queries; "
+        f"imported {escape(log.name)}{resumed}: {summary.records} records, {summary.new_queries} new queries, "
+        f"{summary.feedback} with feedback"
+        + (f"; skipped {skipped_text(summary.skipped)}" if summary.skipped else "")
+        + "; "
         f"{summary.results} retrieved results: {summary.by_id} by id, {summary.by_exact_text} by exact and "
         f"{summary.by_normalised_text} by normalised text, {summary.unknown_ids} unknown ids "
         f"({summary.unknown_ids_by_text} of them matched by their text), "
-        f"{summary.unmatched_texts} unmatched texts; {summary.unreadable} lines unreadable"
+        f"{summary.unmatched_texts} unmatched texts"
+        + (f", {summary.results_folded} folded into a result for the same chunk" if summary.results_folded else "")
+        + f"; {summary.unreadable} lines unreadable"
         + (f"; scrubbed {', '.join(f'{n} {k}' for k, n in summary.scrubbed.items())}" if summary.scrubbed else ""),
         highlight=False,
     )
@@ -86,3 +91,8 @@ def import_logs(
     hidden = listed - len(summary.problems)
     if hidden > 0:
         err.print(f"... and {hidden} more (counted above)")
+
+
+def skipped_text(skipped: dict[str, int]) -> str:
+    """The requests an import skipped, by reason: ``3 no retrieval, 2 seen before``."""
+    return ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))

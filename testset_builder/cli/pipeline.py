@@ -19,6 +19,7 @@ import typer
 
 from .. import api
 from .app import EXIT_OK, JsonOption, MaxCostOption, app, err, out, settings, shows_progress
+from .logs import skipped_text
 
 
 def _print_plan(planned) -> None:
@@ -106,6 +107,7 @@ def said(stage: str, result) -> str:
             f"{result['records']} records, {result['new_queries']} new queries; "
             f"{result['unknown_ids'] - result.get('unknown_ids_by_text', 0)} unknown ids, "
             f"{result['unmatched_texts']} unmatched texts, {result['unreadable']} lines unreadable"
+            + (f"; skipped {skipped_text(result['skipped'])}" if result.get("skipped") else "")
         )
     if stage == "select-logs":
         return (

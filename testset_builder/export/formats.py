@@ -40,11 +40,15 @@ class ReleaseExport:
 @dataclass(frozen=True)
 class LogFormat:
     """A production log's format: ``read(path, fields)`` streams its records and unreadable lines
-    (:class:`~.logs.LogRecord`, :class:`~.logs.Unreadable`), ``fields`` being the config's ``logs.fields``."""
+    (:class:`~.logs.LogRecord`, :class:`~.logs.Unreadable`), ``fields`` being the config's ``logs.fields``;
+    ``looks_like(head)``: whether the first characters of a file are in this format (None: never guessed), so a log
+    refused under another ``--format`` can name this one; ``aliases``: other names it is known by."""
 
     name: str
     read: Callable[[Path, Any], Any]
     description: str = ""
+    looks_like: Callable[[str], bool] | None = None
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,11 +106,19 @@ def register_review_format(fmt: ReviewFormat) -> ReviewFormat:
 
 
 def known_log_format(name: str) -> str:
-    """``name`` when a log format of that name is registered (the built-in ones, jsonl, csv and otel, are registered
-    when the package ``export`` is imported, as it is by importing this module)."""
-    if name not in LOG_FORMATS:
+    """The registered log format ``name`` names, by its name or an alias (``otlp`` for ``otel``); the built-in ones
+    are registered when the package ``export`` is imported, as it is by importing this module."""
+    if name in LOG_FORMATS:
+        return name
+    found = next((fmt.name for fmt in LOG_FORMATS.values() if name in fmt.aliases), None)
+    if found is None:
         raise ValueError(f"unknown log format {name!r}: one of {', '.join(LOG_FORMATS)}")
-    return name
+    return found
+
+
+def log_format_of(head: str) -> str | None:
+    """The first registered log format whose ``looks_like`` recognises ``head``, the start of a file."""
+    return next((fmt.name for fmt in LOG_FORMATS.values() if fmt.looks_like is not None and fmt.looks_like(head)), None)
 
 
 def detected(table: dict[str, TableFormat], path: Path, line: str) -> str | None:

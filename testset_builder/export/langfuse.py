@@ -19,7 +19,6 @@ last generation's. A score named like the configured ``thumbs`` field (or ``user
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,8 @@ from .logs import (
     _thumbs,
     grouped_by_trace,
     items_of_each,
+    json_decoded,
+    text_in,
 )
 
 if TYPE_CHECKING:
@@ -72,26 +73,6 @@ def _items(value: Any) -> tuple[list[dict], list[str]]:
     return found, []
 
 
-def _decoded(value: Any) -> Any:
-    """A value Langfuse may hold as JSON text (a trace's input and output in a download): decoded when it is."""
-    if isinstance(value, str) and value[:1] in ('"', "[", "{"):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _message(value: Any, keys: tuple[str, ...]) -> str | None:
-    """Text from a string, an object with one of ``keys``, or a list of chat messages (the last one's content)."""
-    value = _decoded(value)
-    if isinstance(value, list) and value and all(isinstance(m, dict) for m in value):
-        value = value[-1]
-    if isinstance(value, dict):
-        value = next((value[k] for k in keys if isinstance(value.get(k), str) and value[k].strip()), None)
-    return value if isinstance(value, str) and value.strip() else None
-
-
 def _document(item: Any, rank: int, fields: LogFields) -> Retrieved:
     if isinstance(item, str):
         return Retrieved(rank, text=item)
@@ -120,7 +101,7 @@ def _document(item: Any, rank: int, fields: LogFields) -> Retrieved:
 
 def _documents(output: Any, fields: LogFields) -> list[Retrieved] | None:
     """The retrieved results in an observation's output, or None when it is not a list of documents."""
-    output = _decoded(output)
+    output = json_decoded(output)
     if isinstance(output, dict):
         output = next((output[k] for k in DOCUMENT_LISTS if isinstance(output.get(k), list)), None)
     if not isinstance(output, list) or not output or not all(isinstance(d, dict) for d in output):
@@ -158,14 +139,14 @@ def _record(trace_id: str, line: int, items: list[dict], fields: LogFields) -> L
             if found:
                 retriever, documents = observation, found
                 break
-        query = _message(retriever.get("input"), QUERY_KEYS) if retriever else None
-        query = query or _message(trace.get("input"), QUERY_KEYS)
+        query = text_in(retriever.get("input"), QUERY_KEYS) if retriever else None
+        query = query or text_in(trace.get("input"), QUERY_KEYS)
         if query is None:
             return Unreadable(line, f"trace {trace_id} has no query (no retriever's input, no trace input)")
         generations = [o for o in observations if str(o.get("type", "")).upper() == "GENERATION"]
-        answer = _message(trace.get("output"), ANSWER_KEYS)
+        answer = text_in(trace.get("output"), ANSWER_KEYS)
         if answer is None and generations:
-            answer = _message(generations[-1].get("output"), ANSWER_KEYS)
+            answer = text_in(generations[-1].get("output"), ANSWER_KEYS)
         thumbs, rating, comment = _feedback(trace.get("scores"), fields)
         started = trace.get("timestamp") or next((o.get("startTime") for o in observations if o.get("startTime")), None)
         session = trace.get("sessionId") or next((o.get("sessionId") for o in observations if o.get("sessionId")), None)
@@ -179,6 +160,7 @@ def _record(trace_id: str, line: int, items: list[dict], fields: LogFields) -> L
             comment=comment,
             timestamp=_text(started, "the timestamp"),
             session=_text(session, "the session"),
+            trace=trace_id,
         )
     except BROKEN as error:
         return Unreadable(line, f"trace {trace_id}: {error}")
@@ -190,6 +172,16 @@ def read_langfuse(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreada
         yield got if isinstance(got, Unreadable) else _record(*got, fields)
 
 
+def looks_like_langfuse(head: str) -> bool:
+    """Whether the start of a file is Langfuse's: observations, or camelCase traces without OTLP's span ids."""
+    return '"observations"' in head or ('"traceId"' in head and '"startTime"' in head and '"spanId"' not in head)
+
+
 register_log_format(
-    LogFormat("langfuse", read_langfuse, "Langfuse trace and session downloads, table exports, API pages (JSON)")
+    LogFormat(
+        "langfuse",
+        read_langfuse,
+        "Langfuse trace and session downloads, table exports, API pages (JSON)",
+        looks_like=looks_like_langfuse,
+    )
 )

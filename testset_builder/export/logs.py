@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from .formats import LOG_FORMATS, LogFormat, register_log_format
+from .formats import LOG_FORMATS, LogFormat, known_log_format, register_log_format
 
 if TYPE_CHECKING:  # config (pydantic models, YAML) is imported where a log is read: `score` never needs it
     from ..config import LogFieldsConfig as LogFields
@@ -53,6 +53,16 @@ class LogRecord:
     clicked: list[str] = field(default_factory=list)  # cited chunk ids the user opened
     timestamp: str | None = None
     session: str | None = None
+    trace: str | None = None  # the request's own id (a trace id): a request an earlier import saw is not counted again
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A request read whole that is no query's record, and why (``reason``: a short phrase the summary counts by,
+    such as "no retrieval")."""
+
+    line: int
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,44 @@ def _get(record: Any, path: str) -> Any:
             return None
         record = record[part]
     return record
+
+
+def json_decoded(value: Any) -> Any:
+    """A value a writer may hold as JSON text (an OpenInference ``input.value`` of a chain called with a dict, a
+    Langfuse trace's input): decoded when it is JSON, else as it is."""
+    if isinstance(value, str) and value[:1] in ('"', "[", "{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def text_in(value: Any, keys: Iterable[str]) -> str | None:
+    """Text from a string, from an object (or JSON text of one) by the first of ``keys`` that holds text, or from a
+    list of chat messages (the last one's); None when there is none."""
+    value = json_decoded(value)
+    if isinstance(value, list) and value and all(isinstance(m, dict) for m in value):
+        value = value[-1]
+    if isinstance(value, dict):
+        value = next((value[k] for k in keys if isinstance(value.get(k), str) and value[k].strip()), None)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _question(value: Any, fields: LogFields) -> str | None:
+    """The user's question in a query field: its text, or the question field of an object (a chain called with
+    ``{"question": ..., "chat_history": [...]}``); ValueError for an object without one."""
+    if value is None or value == "":
+        return None
+    decoded = json_decoded(value)
+    if isinstance(decoded, (dict, list)):
+        found = text_in(decoded, fields.question)
+        if found is None:
+            keys = ", ".join(fields.question)
+            kind = type(decoded).__name__
+            raise ValueError(f"the query is a JSON {kind} with no text under {keys} (logs.fields.question)")
+        return found
+    return str(value)
 
 
 def _text(value: Any, what: str) -> str | None:
@@ -154,7 +202,7 @@ def _retrieved(value: Any, fields: LogFields) -> list[Retrieved]:
 
 def parse_record(line: int, raw: dict, fields: LogFields) -> LogRecord:
     """One log record from a JSON object or CSV row; ValueError says what is wrong with it."""
-    query = _text(_get(raw, fields.query), "the query")
+    query = _question(_get(raw, fields.query), fields)
     if query is None or not query.strip():
         raise ValueError(f"no query (field {fields.query!r})")
     return LogRecord(
@@ -169,6 +217,7 @@ def parse_record(line: int, raw: dict, fields: LogFields) -> LogRecord:
         clicked=_ids(_get(raw, fields.clicked), "clicked"),
         timestamp=_text(_get(raw, fields.timestamp), "the timestamp"),
         session=_text(_get(raw, fields.session), "the session"),
+        trace=_text(_get(raw, fields.trace_id), "the trace id"),
     )
 
 
@@ -245,7 +294,9 @@ def read_csv(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]:
 
 
 # OpenTelemetry: traces as the SDK's and the Collector's exporters write them --------------------------------------
-OTEL_QUERY = ("input.value", "retrieval.query", "gen_ai.prompt.0.content")
+OTEL_QUERY = ("input.value", "gen_ai.retrieval.query.text", "retrieval.query")
+DEFAULT_QUERY_FIELD = "query"  # logs.fields.query's default: for traces, looked up after the conventions' names
+DEFAULT_ID_FIELD = "id"  # logs.fields.retrieved_id's default: for traces, the document's own id
 OTEL_ANSWER = ("output.value", "gen_ai.completion.0.content")
 
 
@@ -476,17 +527,31 @@ def _span(raw: Any) -> dict:
     if trace is None:
         raise ValueError("no trace id")
     parent = raw.get("parentSpanId") or raw.get("parent_span_id") or raw.get("parent_id")
+    attributes = _attributes(raw)
     return {
         "trace": trace,
         "span": _span_id(raw.get("spanId") or raw.get("span_id") or context.get("span_id")),
         "parent": _span_id(parent),
-        "attributes": _attributes(raw),
+        "attributes": attributes,
         "start": _start(raw.get("startTimeUnixNano") or raw.get("start_time")),
+        "server": _is_server(raw, attributes),
     }
 
 
-def _documents(attributes: dict[str, Any]) -> list[Retrieved]:
-    """``retrieval.documents.{i}.document.{id,content,score}`` (OpenInference) in index order."""
+def _document_id(doc: dict[str, Any], fields: LogFields) -> str | None:
+    """A retrieved document's id: the configured key (``logs.fields.retrieved_id``) in its ``metadata`` (JSON text,
+    as LangChain's OpenInference spans carry their ids, or nested attributes) when set, else its ``id``."""
+    metadata = json_decoded(doc.get("metadata"))
+    key = fields.retrieved_id
+    in_metadata = metadata.get(key) if isinstance(metadata, dict) else doc.get(f"metadata.{key}")
+    in_metadata = None if isinstance(in_metadata, (dict, list)) else _text(in_metadata, "a document's metadata id")
+    if key != DEFAULT_ID_FIELD and in_metadata is not None:
+        return in_metadata
+    return _text(doc.get("id"), "a document id") or in_metadata
+
+
+def _documents(attributes: dict[str, Any], fields: LogFields) -> list[Retrieved]:
+    """``retrieval.documents.{i}.document.{id,content,score,metadata}`` (OpenInference) in index order."""
     found: dict[int, dict[str, Any]] = {}
     for key, value in attributes.items():
         if key.startswith("retrieval.documents."):
@@ -496,7 +561,7 @@ def _documents(attributes: dict[str, Any]) -> list[Retrieved]:
     results = []
     for rank, index in enumerate(sorted(found), 1):
         doc = found[index]
-        chunk_id = _text(doc.get("id"), "a document id")
+        chunk_id = _document_id(doc, fields)
         text = _text(doc.get("content"), "a document content")
         if chunk_id is None and text is None:
             raise ValueError(f"retrieval document {index} has neither id nor content")
@@ -508,32 +573,116 @@ def _first(attributes: dict[str, Any], keys: Iterable[str]) -> Any:
     return next((attributes[k] for k in keys if attributes.get(k) not in (None, "")), None)
 
 
-def _trace_record(trace_id: str, line: int, spans: list[dict], fields: LogFields) -> LogRecord | Unreadable:
-    """A trace's record: the query and answer from its root span (the one without a parent in the trace), else
-    from any span; the documents of the first span (by start) that retrieved some; feedback from any span."""
+NO_RETRIEVAL = "no retrieval"  # the reasons a trace is skipped, as the import summary counts them
+ROOT_MISSING = "root not in the file"
+SERVER_KINDS = {"2", "server", "span_kind_server", "spankind.server"}  # OTLP's enum, its name, the console's
+
+
+def _is_server(raw: dict, attributes: dict[str, Any]) -> bool:
+    """A web framework's span (FastAPI, Flask: kind SERVER, or ``http.*`` / ``url.*`` attributes without an
+    OpenInference kind): what it holds is the HTTP request and response, never the user's question."""
+    if "openinference.span.kind" in attributes:
+        return False
+    if str(raw.get("kind", "")).casefold() in SERVER_KINDS:
+        return True
+    return any(key.startswith(("http.", "url.")) for key in attributes)
+
+
+def _is_retrieval(attributes: dict[str, Any]) -> bool:
+    """A span that retrieved: OpenInference's RETRIEVER, the OTel GenAI conventions' ``retrieval`` operation, or
+    any span carrying retrieved documents."""
+    return (
+        str(attributes.get("openinference.span.kind", "")).upper() == "RETRIEVER"
+        or str(attributes.get("gen_ai.operation.name", "")).casefold() == "retrieval"
+        or any(key.startswith(("retrieval.documents.", "gen_ai.retrieval.documents")) for key in attributes)
+    )
+
+
+def _genai_documents(attributes: dict[str, Any], fields: LogFields) -> list[Retrieved]:
+    """``gen_ai.retrieval.documents`` (the OTel GenAI conventions: a JSON list of ``{id, score}``, or the list
+    flattened as attributes)."""
+    listed = json_decoded(attributes.get("gen_ai.retrieval.documents"))
+    if not isinstance(listed, list):
+        found: dict[int, dict[str, Any]] = {}
+        for key, value in attributes.items():
+            index, _, rest = key.removeprefix("gen_ai.retrieval.documents.").partition(".")
+            if key.startswith("gen_ai.retrieval.documents.") and index.isdigit():
+                found.setdefault(int(index), {})[rest] = value
+        listed = [found[i] for i in sorted(found)]
+    return _retrieved(listed, fields)
+
+
+def _query_keys(fields: LogFields) -> tuple[str, ...]:
+    """The attributes that may hold a span's query, in order: the configured one first when it was set."""
+    keys = (*OTEL_QUERY, fields.query) if fields.query == DEFAULT_QUERY_FIELD else (fields.query, *OTEL_QUERY)
+    return tuple(dict.fromkeys(keys))
+
+
+def _span_query(attributes: dict[str, Any], fields: LogFields) -> str | None:
+    """A span's query: the first query attribute holding one; an object's question field (a dict input, whether
+    JSON text or nested attributes)."""
+    for key in _query_keys(fields):
+        value = attributes.get(key)
+        if value in (None, ""):
+            nested = {k: attributes[f"{key}.{k}"] for k in fields.question if f"{key}.{k}" in attributes}
+            value = nested or None
+        if value not in (None, ""):
+            return _question(value, fields)
+    return None
+
+
+def _trace_record(trace_id: str, line: int, spans: list[dict], fields: LogFields) -> LogRecord | Skipped | Unreadable:
+    """A trace's record. The query is the question its retriever was asked (the retrieval span's input), else the
+    app's top span's (the root, or the first below a web server's span); the results are that retrieval's. The
+    answer comes from the app's top span, feedback and session from any span.
+
+    Two kinds of trace are no query's record, each skipped with its reason: one without a retrieval span (a chat
+    turn that retrieved nothing, or one whose retrieval is in another file), and one cut off, whose root span is
+    not in the file (a file cut or rotated mid-trace; a later file holding the whole trace records it). A server
+    span whose parent is elsewhere is a root: a request that came in from another service."""
     try:
-        ids = {s["span"] for s in spans}
-        roots = [s for s in spans if s["parent"] is None or s["parent"] not in ids]
+        by_id = {s["span"]: s for s in spans if s["span"]}
+        tops = [s for s in spans if s["parent"] is None or s["parent"] not in by_id]
+        if not any(s["parent"] is None or s["server"] for s in tops):
+            return Skipped(line, ROOT_MISSING)
         ordered = sorted(spans, key=lambda s: s["start"] or "")
-        attributes: dict[str, Any] = {}
-        for span in [*(s for s in ordered if s not in roots), *roots]:  # the root last, so its attributes win
-            attributes.update(span["attributes"])
-        query = _text(_first(attributes, (*OTEL_QUERY, fields.query)), "the query")
+        retrievals = [s for s in ordered if _is_retrieval(s["attributes"])]
+        if not retrievals:
+            return Skipped(line, NO_RETRIEVAL)
+        results = [(s, _documents(s["attributes"], fields) or _genai_documents(s["attributes"], fields))
+                   for s in retrievals]  # fmt: skip
+        primary, documents = next(((s, d) for s, d in results if d), results[0])
+
+        def depth(span: dict) -> int:
+            seen = 0
+            while span["parent"] in by_id and seen < len(spans):
+                span, seen = by_id[span["parent"]], seen + 1
+            return seen
+
+        app = sorted((s for s in ordered if not s["server"]), key=depth)
+        top = app[0] if app else None
+        query = next(
+            filter(None, (_span_query(s["attributes"], fields) for s in [primary, *retrievals, *app[:1]])), None
+        )
         if query is None or not query.strip():
-            return Unreadable(line, f"trace {trace_id} has no query ({', '.join(OTEL_QUERY)})")
-        documents = next((d for d in (_documents(s["attributes"]) for s in ordered) if d), [])
+            return Unreadable(line, f"trace {trace_id} has no query ({', '.join(_query_keys(fields))})")
+        attributes: dict[str, Any] = {}
+        for span in [*(s for s in ordered if s is not top), *([top] if top else [])]:  # the top last: it wins
+            attributes.update(span["attributes"])
+        answer = _first(top["attributes"], (*OTEL_ANSWER, fields.answer)) if top else None
         return LogRecord(
             line=line,
             query=query,
             retrieved=documents,
-            answer=_text(_first(attributes, (*OTEL_ANSWER, fields.answer)), "the answer"),
+            answer=text_in(answer, ("answer", "output", "result", "response", "content", "text")),
             thumbs=_thumbs(attributes.get(fields.thumbs)),
             rating=_number(attributes.get(fields.rating), "rating"),
             comment=_text(attributes.get(fields.comment), "the comment"),
             cited=_ids(attributes.get(fields.cited), "cited"),
             clicked=_ids(attributes.get(fields.clicked), "clicked"),
-            timestamp=next((s["start"] for s in [*roots, *ordered] if s["start"]), None),
+            timestamp=next((s["start"] for s in [*app[:1], *ordered] if s["start"]), None),
             session=_text(_first(attributes, ("session.id", fields.session)), "the session"),
+            trace=trace_id,
         )
     except BROKEN as error:
         return Unreadable(line, f"trace {trace_id}: {error}")
@@ -573,7 +722,7 @@ def grouped_by_trace(
         yield trace_id, final, items
 
 
-def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]:
+def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Skipped | Unreadable]:
     """OpenTelemetry traces, one record each, from what exporters write: OTLP JSON (the Collector's file exporter
     and the SDK's OTLP encoder: an export request a line, ids hex or base64), one span a line (OTLP, flat, or the
     console exporter's one-line form), the SDK's console exporter (one span over many lines), Phoenix's span pages.
@@ -584,8 +733,21 @@ def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]
 
 register_log_format(LogFormat("jsonl", read_jsonl, "one JSON object a request; fields by the config's logs.fields"))
 register_log_format(LogFormat("csv", read_csv, "one row a request with a header; lists as JSON in a cell"))
+
+
+def looks_like_traces(head: str) -> bool:
+    """Whether the start of a file is OpenTelemetry spans: OTLP's names, the console exporter's or Phoenix's."""
+    return any(marker in head for marker in ('"resourceSpans"', '"scopeSpans"', '"spanId"', '"span_id"'))
+
+
 register_log_format(
-    LogFormat("otel", read_otel, "OpenTelemetry traces (OTLP JSON, console exporter); OpenInference attributes")
+    LogFormat(
+        "otel",
+        read_otel,
+        "OpenTelemetry traces (OTLP JSON, console exporter); OpenInference attributes",
+        looks_like=looks_like_traces,
+        aliases=("otlp",),
+    )
 )
 
 
@@ -593,8 +755,10 @@ def read_log(path: str | Path, format: str, fields: LogFields | None = None) -> 
     """Records (and unreadable lines) of a log, streamed; ``format`` is a registered log format (jsonl, csv, otel,
     or one added with :func:`~.formats.register_log_format`)."""
     path = Path(path)
-    if format not in LOG_FORMATS:
-        raise InputError(f"unknown log format {format!r}; use {', '.join(LOG_FORMATS)}")
+    try:
+        format = known_log_format(format)
+    except ValueError:
+        raise InputError(f"unknown log format {format!r}; use {', '.join(LOG_FORMATS)}") from None
     if not path.is_file():
         raise InputError("no such log file", path=path)
     if fields is None:

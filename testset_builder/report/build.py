@@ -110,6 +110,8 @@ def build_report(release, runs: Sequence[Run] = (), seed: int = 0) -> Report:
         report.trust = trust(release.estimates, counts.get("estimates", {}), report.plots)
     if release.logs:
         report.online = online_signals(release.logs, release.qrels, release.production, seed=seed)
+        if release.production_note:
+            report.online["production_note"] = release.production_note
     pool = ReleasePool(release.estimates) if release.estimates and runs else None
     for run in runs:
         report.runs.append(scored_run(release, run, report, pool))

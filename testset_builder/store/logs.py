@@ -69,6 +69,7 @@ def advance_import(db: sqlite3.Connection, import_id: str, lines_done: int, coun
 
 def forget_import(db: sqlite3.Connection, import_id: str) -> None:
     """Drop an import's record, so the file can be imported again (only for one that stored no record)."""
+    db.execute("DELETE FROM log_traces WHERE import_id = ?", (import_id,))
     db.execute("DELETE FROM log_imports WHERE import_id = ?", (import_id,))
 
 
@@ -82,6 +83,20 @@ def finish_import(db: sqlite3.Connection, import_id: str, counts: dict) -> None:
 def import_counts(db: sqlite3.Connection, import_id: str) -> dict:
     row = db.execute("SELECT counts FROM log_imports WHERE import_id = ?", (import_id,)).fetchone()
     return json.loads(row[0]) if row else {}
+
+
+def seen_traces_among(db: sqlite3.Connection, trace_keys: Iterable[str]) -> set[str]:
+    """Those of ``trace_keys`` (hashed trace ids) an import recorded already."""
+    sql = "SELECT trace_key FROM log_traces WHERE trace_key IN ({marks})"
+    return {row[0] for row in rows_in(db, sql, sorted(set(trace_keys)))}
+
+
+def add_traces(db: sqlite3.Connection, import_id: str, trace_keys: Iterable[str]) -> None:
+    """Record the requests (hashed trace ids) an import recorded."""
+    db.executemany(
+        "INSERT INTO log_traces (trace_key, import_id) VALUES (?, ?) ON CONFLICT(trace_key) DO NOTHING",
+        [(key, import_id) for key in trace_keys],
+    )
 
 
 def _later(a: str | None, b: str | None) -> bool:
@@ -193,7 +208,8 @@ def undrawn_logged(db: sqlite3.Connection) -> list[dict]:
     """Logged queries no draw has considered yet, with their aggregates and top production score and text."""
     cursor = db.execute(
         "SELECT l.*, q.text, (SELECT r.score FROM log_retrievals r WHERE r.query_id = l.query_id AND r.rank = 1) "
-        "AS top_score FROM log_queries l JOIN queries q USING (query_id) "
+        "AS top_score, EXISTS (SELECT 1 FROM log_retrievals r WHERE r.query_id = l.query_id) AS retrieved "
+        "FROM log_queries l JOIN queries q USING (query_id) "
         "WHERE l.query_id NOT IN (SELECT query_id FROM log_draws) ORDER BY l.frequency DESC, l.query_id"
     )
     names = [d[0] for d in cursor.description]

@@ -822,6 +822,21 @@ def m025_estimate_features_by_name(db: sqlite3.Connection) -> None:
     db.executemany("UPDATE estimates SET features = ? WHERE query_id = ? AND chunk_id = ?", updates)
 
 
+@migration(26)
+def m026_logged_traces(db: sqlite3.Connection) -> None:
+    """``log_traces``: every request (trace) an import recorded, by a hash of its id (the id itself is not kept),
+    so a grown, rotated or overlapping log adds only the requests no import recorded before."""
+    run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS log_traces (
+            trace_key TEXT PRIMARY KEY,
+            import_id TEXT NOT NULL REFERENCES log_imports(import_id)
+        );
+        """,
+    )
+
+
 def _key_bytes(key: int | bytes) -> bytes:
     """A key as migration 14 stored it (a signed 64-bit integer) as 8 little-endian bytes (one stored as bytes, as
     the backfill of migration 14 run by this code does, is already)."""

@@ -79,7 +79,7 @@ def failure_weight(row: dict, median_rating: float | None, low_score: float | No
     if row["top_score"] is not None and low_score is not None and row["top_score"] <= low_score:
         weight += 1.0
         reasons.append(f"top retrieval score {row['top_score']:.3g}, in the log's lowest quarter")
-    if row["retrieved_at"] is None:
+    if not row["retrieved"]:  # a log without timestamps keeps its retrievals with no time
         weight += 1.0
         reasons.append("nothing retrieved (or no logged result matched a chunk)")
     if frequency > 1:

@@ -10,8 +10,13 @@ reviewers see what the live system showed.
 Retrieved results name chunks by id or by text (matched exactly or normalised, see :mod:`.matching`; a text
 matching no chunk, or several unrelated ones, is counted and listed). An id the workspace does not have (a
 LlamaIndex or LangChain node id) is matched by the result's text when the log carries it, else counted and listed
-with its line, never guessed. A log file is one import, by the sha256 of its bytes: importing it again adds
-nothing, and an import killed part-way resumes after the last committed batch, counting no record twice.
+with its line, never guessed. A record naming one chunk twice keeps it once, at its best rank.
+
+A log file is one import, by the sha256 of its bytes: importing it again adds nothing, and an import killed part-way
+resumes after the last committed batch, counting no record twice. A request with an id (a trace id) is recorded
+once whatever file holds it: the workspace keeps a hash of each id recorded, so a grown log or overlapping exports
+add only what is new. Requests the reader skips (a trace without a retrieval, one cut off) and those seen before
+are counted by reason, never recorded.
 
 Before anything is stored the head of the log is read as a sample: when none of its lines gives a record, or more
 than half are unreadable, the import stops with an error that says what the lines looked like (another format?),
@@ -29,8 +34,8 @@ from pathlib import Path
 from ..._hashing import file_sha256
 from ...config import LogsConfig
 from ...errors import InputError
-from ...export.formats import LOG_FORMATS
-from ...export.logs import LogRecord, Unreadable, read_log
+from ...export.formats import LOG_FORMATS, log_format_of
+from ...export.logs import LogRecord, Skipped, Unreadable, read_log
 from ...export.queries import MAX_QUERY_CHARS, derived_id
 from ...records import Query, QueryOrigin
 from ...retrieval.pool import Candidate
@@ -62,6 +67,9 @@ class LogImportSummary:
     unknown_ids_by_text: int = 0  # results whose id the workspace lacks, matched by their text instead
     unmatched_texts: int = 0
     records_with_retrieval: int = 0
+    results_folded: int = 0  # results naming a chunk an earlier result of the same record named (kept at its best rank)
+    feedback: int = 0  # records with a thumbs, a rating or a comment
+    skipped: dict[str, int] = field(default_factory=dict)  # requests read but recorded as no query, by why
     scrubbed: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # the first SHOWN, "line N: why"
     seconds: float = 0.0
@@ -76,7 +84,7 @@ class LogImportSummary:
 
 COUNTED = (
     "records", "unreadable", "new_queries", "results", "by_id", "by_exact_text", "by_normalised_text", "unknown_ids",
-    "unknown_ids_by_text", "unmatched_texts", "records_with_retrieval",
+    "unknown_ids_by_text", "unmatched_texts", "records_with_retrieval", "results_folded", "feedback",
 )  # fmt: skip
 
 
@@ -87,12 +95,22 @@ def session_key(session: str) -> str:
     return "s" + hashlib.sha256(session.encode("utf-8")).hexdigest()[:16]
 
 
+def trace_key(trace: str) -> str:
+    """What the workspace keeps of a request's id (a trace id): its sha256, enough to know the request again when a
+    later log holds it too, and nothing that gives the id back."""
+    return hashlib.sha256(trace.encode("utf-8")).hexdigest()[:32]
+
+
+SEEN_BEFORE = "seen before"  # a request (trace) an earlier import or line recorded: skipped, counted under this
+
+
 class _Batch:
     """Records folded per query until the batch is written."""
 
     def __init__(self) -> None:
         self.logs: dict[str, stored_logs.QueryLog] = {}
         self.queries: dict[str, Query] = {}
+        self.traces: set[str] = set()  # hashed ids of the requests recorded
         self.records = 0
 
     def add(self, query: Query, record: LogRecord, retrieval: list[tuple[int, str, float | None]]) -> None:
@@ -123,6 +141,16 @@ class _Batch:
                 log.retrieval, log.retrieved_at = retrieval, stamp or log.retrieved_at
 
 
+def fold_repeats(retrieval: list[tuple[int, str, float | None]]) -> tuple[list[tuple[int, str, float | None]], int]:
+    """A record's resolved retrieval with each chunk once, at its best rank, and how many results were folded. Two
+    results name one chunk when a document was ingested twice in the vector store, or two results have the same
+    text (both match one chunk): a run must not list a chunk twice for a query."""
+    kept: dict[str, tuple[int, str, float | None]] = {}
+    for result in sorted(retrieval, key=lambda r: r[0]):
+        kept.setdefault(result[1], result)
+    return list(kept.values()), len(retrieval) - len(kept)
+
+
 SAMPLE = 200  # the head of the log read before anything is stored: lines that should give records
 
 
@@ -141,19 +169,37 @@ def import_logs(
         return _import(workspace, path, settings, batch_size, force)
 
 
+HEAD_BYTES = 65536  # the start of a refused log that is looked at to name its format
+REASONS_SHOWN = 3  # the unreadable items a refusal quotes
+
+
 def _check_sample(path: Path, settings: LogsConfig, items: list) -> None:
-    """Refuse a log whose head (``items``) gives no record, or more unreadable lines than records."""
-    records = sum(isinstance(item, LogRecord) for item in items)
+    """Refuse a log whose head (``items``) gives no request read whole (a record, or one skipped for a reason), or
+    more unreadable lines than such requests; name its format when it looks like another one."""
+    records = sum(isinstance(item, (LogRecord, Skipped)) for item in items)
     unreadable = len(items) - records
     if records == 0 or unreadable > records:
-        shown = "; ".join(str(item) for item in items if isinstance(item, Unreadable))[:600] or "no line in it"
+        with path.open("rb") as handle:
+            guess = log_format_of(handle.read(HEAD_BYTES).decode("utf-8", "replace"))
+        counted = f"read as {settings.format}, {records} of the first {len(items)} items give a record"
+        if guess is not None and guess != settings.format:
+            raise InputError(
+                f"{counted}: it looks like {LOG_FORMATS[guess].description}, so import it with --format {guess} "
+                f"(config: logs.format: {guess}). Nothing was imported",
+                path=path,
+            )
+        reasons = [_shortened(str(item)) for item in items if isinstance(item, Unreadable)][:REASONS_SHOWN]
         others = ", ".join(f for f in LOG_FORMATS if f != settings.format)
         raise InputError(
-            f"read as {settings.format}, {records} of the first {len(items)} items give a record and {unreadable} "
-            f"cannot be read ({shown}): is it another format (--format {others}) or do its field names need the "
-            "config's logs.fields? Nothing was imported",
+            f"{counted} and {unreadable} cannot be read ({'; '.join(reasons) or 'no line in it'}): is it another "
+            f"format (--format {others}) or do its field names need the config's logs.fields? Nothing was imported",
             path=path,
         )
+
+
+def _shortened(text: str, limit: int = 160) -> str:
+    """``text`` cut at a word's end to about ``limit`` characters."""
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: int, force: bool) -> LogImportSummary:
@@ -194,6 +240,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         with workspace.transaction() as tx:
             summary.new_queries += rows.put_queries(tx, batch.queries.values())
             stored_logs.add_query_logs(tx, batch.logs.values())
+            stored_logs.add_traces(tx, import_id, batch.traces)
             rows.put_candidates(
                 tx,
                 [
@@ -206,8 +253,12 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             stored_logs.advance_import(tx, import_id, through, _counts(summary))
         batch = _Batch()
 
-    def fold(items: list[LogRecord | Unreadable]) -> None:
-        """A slice of the log into the batch: ids and texts resolved with one lookup each for the slice."""
+    def fold(items: list[LogRecord | Skipped | Unreadable]) -> None:
+        """A slice of the log into the batch: ids, texts and requests seen before resolved with one lookup each for
+        the slice."""
+        seen = stored_logs.seen_traces_among(
+            db, (trace_key(i.trace) for i in items if isinstance(i, LogRecord) and i.trace is not None)
+        )
         known = stored_logs.live_chunk_ids_among(
             db, (r.chunk_id for i in items if isinstance(i, LogRecord) for r in i.retrieved if r.chunk_id is not None)
         )
@@ -222,6 +273,13 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             if isinstance(item, Unreadable):
                 summary.unreadable += 1
                 summary.note(item.line, item.reason)
+                continue
+            if isinstance(item, Skipped):
+                summary.skipped[item.reason] = summary.skipped.get(item.reason, 0) + 1
+                continue
+            key = trace_key(item.trace) if item.trace is not None else None
+            if key is not None and (key in seen or key in batch.traces):
+                summary.skipped[SEEN_BEFORE] = summary.skipped.get(SEEN_BEFORE, 0) + 1
                 continue
             text = " ".join((scrub(item.query) or "").split())
             item.answer, item.comment = scrub(item.answer), scrub(item.comment)  # each record's: all are counted
@@ -253,12 +311,17 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
                 summary.by_exact_text += how == "exact"
                 summary.by_normalised_text += how == "normalised"
                 retrieval.append((result.rank, found, result.score))
+            retrieval, folded = fold_repeats(retrieval)
+            summary.results_folded += folded
+            summary.feedback += item.thumbs is not None or item.rating is not None or bool(item.comment)
+            if key is not None:
+                batch.traces.add(key)
             summary.records += 1
             summary.records_with_retrieval += bool(retrieval)
             query = Query(query_id=derived_id(text), text=text, origin=QueryOrigin.real, metadata={"from": "logs"})
             batch.add(query, item, retrieval)
 
-    pending: list[LogRecord | Unreadable] = []
+    pending: list[LogRecord | Skipped | Unreadable] = []
     checked = state is not None  # a resumed import passed the check when it began
 
     def begin(head: list) -> None:
@@ -274,7 +337,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         for held in head:
             take(held)
 
-    def take(item: LogRecord | Unreadable) -> None:
+    def take(item: LogRecord | Skipped | Unreadable) -> None:
         """An item into the batch; a full batch is written first, at a line's end (every item of its lines in)."""
         nonlocal pending, last_line
         if len(pending) >= batch_size and item.line > last_line:
@@ -284,7 +347,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         last_line = max(last_line, item.line)
         pending.append(item)
 
-    head: list[LogRecord | Unreadable] = []
+    head: list[LogRecord | Skipped | Unreadable] = []
     for item in read_log(path, settings.format, settings.fields):
         if item.line <= summary.resumed_after_line:
             continue
@@ -309,6 +372,7 @@ def _counts(summary: LogImportSummary) -> dict:
         **{name: getattr(summary, name) for name in COUNTED},
         "problems": summary.problems,
         "scrubbed": summary.scrubbed,
+        "skipped": summary.skipped,
     }
 
 
@@ -317,3 +381,4 @@ def _restore(summary: LogImportSummary, counts: dict) -> None:
         setattr(summary, name, counts.get(name, 0))
     summary.problems = list(counts.get("problems", []))
     summary.scrubbed = dict(counts.get("scrubbed", {}))
+    summary.skipped = dict(counts.get("skipped", {}))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..._hashing import file_sha256 as sha256_file
 from ...errors import InputError
-from ...export import RELEASE_EXPORTS, ReleaseExport, read_run, register_release_export
+from ...export import RELEASE_EXPORTS, ReleaseExport, register_release_export
 from ...export.beir import read_beir_corpus, read_beir_qrels, read_beir_queries
 from ...export.hf import hf_files
 from ...export.jsonl import write_jsonl_qrels
@@ -17,7 +17,7 @@ from ...export.trec import write_trec_topics
 from ...tables import Qrels, Run
 from .estimated import ESTIMATES_FILE, read_estimates
 from .layout import CHUNKS_META, EVIDENCE_META, QUERIES_META, REMAP_META
-from .logged import LOGS_META, PRODUCTION_RUN
+from .logged import LOGS_META, PRODUCTION_RUN, read_production_run
 
 
 @dataclass
@@ -35,6 +35,7 @@ class LoadedRelease:
     remap_outcomes: list[dict] = field(default_factory=list)  # a remapped release's meta/remap.jsonl
     logs: dict[str, dict] = field(default_factory=dict)  # logged query id -> meta/logs.jsonl's row (.logged)
     production: Run | None = None  # runs/production.trec: the live system's logged retrieval
+    production_note: str | None = None  # how runs/production.trec was read when it was not clean (read_production_run)
 
     @property
     def has_spans(self) -> bool:
@@ -85,6 +86,9 @@ def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
             estimates = read_estimates((path / ESTIMATES_FILE).read_text(encoding="utf-8"))
         except ValueError:
             raise InputError(f"{ESTIMATES_FILE} is not JSON lines", path=path) from None
+    production, production_note = (
+        read_production_run(path / PRODUCTION_RUN) if PRODUCTION_RUN in files else (None, None)
+    )
     return LoadedRelease(
         path,
         manifest,
@@ -100,7 +104,8 @@ def load_release(path: str | Path, verify: bool = True) -> LoadedRelease:
         },
         _rows(path, REMAP_META, files, "query_id"),
         _by_id(path, LOGS_META, files),
-        read_run(path / PRODUCTION_RUN) if PRODUCTION_RUN in files else None,
+        production,
+        production_note,
     )
 
 
