@@ -32,8 +32,11 @@ def figure(pool: Pool, ranks: np.ndarray, metric: str, k: int, use: str = "ppi")
     "ppi" (estimates corrected by the drawn verdicts), "human" (the verdicts alone, nothing plugged in) or
     "estimate" (the estimates alone, no interval)."""
     totals = parts(pool, ranks, metric, k, use)
-    linear = metric in ("precision", "dcg")  # unguarded: a floor would bias an unbiased figure upwards
-    guarded = [t.per_query if linear else np.maximum(t.per_query, t.verified) for t in totals]
+    # a floor biases upwards a total the figure is linear in: precision's hits, DCG and nDCG's DCG stay unfloored.
+    # Recall's hits keep theirs: they share most of their pairs with R, and beside a floored R an unfloored H could
+    # read far below 0
+    floored = [metric == "recall" or (metric == "ndcg" and i > 0) for i in range(len(totals))]
+    guarded = [np.maximum(t.per_query, t.verified) if floor else t.per_query for t, floor in zip(totals, floored)]
     value, *slopes = per_query(metric, k, guarded)
     influence = sum(slope[pool.query] * t.residual for slope, t in zip(slopes, totals))
     if metric == "ndcg" and use != "estimate":

@@ -8,8 +8,8 @@
 
 Guards, each moving an estimate towards what the truth is known to satisfy:
 
-- no total of a ratio is below what the labels confirm (:mod:`.totals`); precision and DCG are left unguarded,
-  so their figures stay unbiased;
+- no count (R, N2, N) and no recall hits total is below what the labels confirm (:mod:`.totals`); precision, DCG
+  and nDCG's DCG are left unfloored, so the figures linear in them stay unbiased;
 - N is at least N2 (recall's R is not held at least H: a query whose recall is 1 could then only read low);
 - a count that is not 0 is at least 1;
 - a query whose estimated count is 0 scores 0 (as trec_eval scores it).
