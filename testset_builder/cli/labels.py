@@ -681,6 +681,13 @@ def selection_lines(summary, budget: int) -> list[str]:
         f"evenly; smallest probability {smallest})",
         f"  why: {summary.why}",
     ]
+    if summary.over_budget():
+        lines.append(f"  {summary.over_budget()}")
+    if summary.furniture_pairs:
+        lines.append(
+            f"  {summary.furniture_pairs} pending pairs name a chunk marked boilerplate: never taken for sure, "
+            "drawn only with the even share"
+        )
     if summary.doubted_questions_waiting:
         lines.append(
             f"  {summary.doubted_questions_waiting} doubted synthetic questions wait in the queue too, each queued "

@@ -19,6 +19,7 @@ import typer
 
 from .. import api
 from .app import EXIT_OK, JsonOption, MaxCostOption, app, err, out, settings, shows_progress
+from .corpus import boilerplate_line
 
 
 def _print_plan(planned) -> None:
@@ -77,7 +78,8 @@ def said(stage: str, result) -> str:
     if stage == "chunk":
         return (
             f"{result['documents']} documents ({result['new']} new, {result['changed']} changed, "
-            f"{result['unchanged']} unchanged), {result['chunks_added']} chunks added"
+            f"{result['unchanged']} unchanged), {result['chunks_added']} chunks added; "
+            f"{boilerplate_line(result.get('boilerplate_by_reason') or {})}"
         )
     if stage == "synthesize":
         doubted = f"; {result['doubted']} doubted, held back until reviewed" if result.get("doubted") else ""
@@ -112,7 +114,13 @@ def said(stage: str, result) -> str:
             f"round {result['round']}: {result['drawn']} of {result['considered']} logged queries drawn, failures first"
         )
     if stage == "select":
-        return f"round {result['round']}: {result['drawn']} of {result['considered']} pairs drawn for review"
+        line = f"round {result['round']}: {result['drawn']} of {result['considered']} pairs drawn for review"
+        if result["drawn"] > result["budget"]:
+            line += (
+                f" ({result['take_all']} taken for sure, {result['sampled']} at random where "
+                f"{result['sample_budget']:g} were expected: a random draw's count varies around its budget)"
+            )
+        return line
     if stage == "report":
         return result["report"]
     if stage == "estimate":

@@ -29,6 +29,7 @@ from ...prompts import PromptLibrary
 from ...records import Query, QueryOrigin
 from ...retrieval.indexes import WorkspaceIndexes, retriever_names
 from ...stages.estimate import current_model, described
+from ...store import corpus as corpus_store
 from ...store import history, rows
 from ...store.workspace import Workspace, utc_timestamp
 from ..judge import Judge
@@ -208,7 +209,8 @@ class _Run:
             )
         self.duplicates = rows.live_duplicate_groups(workspace.db)
         self.group_of = {chunk_id: group for chunk_id, (group, _) in self.duplicates.items()}
-        self.eligible, skipped = eligible_chunks(live, self.group_of, settings.min_chars)
+        marked = corpus_store.boilerplate_chunks(workspace.db)
+        self.eligible, skipped = eligible_chunks(live, self.group_of, settings.min_chars, marked)
         summary.chunks_eligible, summary.chunks_skipped = len(self.eligible), dict(skipped)
         if not self.eligible:
             reasons = ", ".join(f"{n} {r}" for r, n in skipped.items())
