@@ -232,7 +232,8 @@ def chunk(
         f"{summary.documents} documents ({summary.new} new, {summary.changed} changed, {summary.unchanged} unchanged, "
         f"{summary.removed} removed); {summary.chunks_added} chunks added, {summary.chunks_removed} marked removed; "
         f"{summary.duplicate_chunks} chunks in {summary.duplicate_groups} duplicate groups; "
-        f"{boilerplate_line(summary.boilerplate_by_reason)}; {summary.skipped} skipped; {summary.seconds:.2f} s -> {resolved.workspace}"
+        f"{boilerplate_line(summary.boilerplate_by_reason)}; "
+        f"{summary.skipped} skipped; {summary.seconds:.2f} s -> {resolved.workspace}"
     )
     for source, n in list(summary.removed_by_source.items())[:10]:
         out.print(f"  marked removed: {n} documents of {escape(source)}", highlight=False)
