@@ -35,12 +35,13 @@ FURNITURE_LINE = re.compile(
     r"view (page )?source|edit (on|in) github|edit this page|suggest an? edit|improve this page|report an? (bug|issue)|"
     r"previous( topic| page)?|next( topic| page)?|quick search|search|skip to (main )?content|back to top|"
     r"was this (page )?helpful\??|(yes|no)|related topics|documentation overview|index|modules|home|menu|"
-    r"(toggle )?(navigation|sidebar|menu|theme)|last updated (on|by) .*|powered by .*|created using .*|"
+    r"(toggle )?(navigation|sidebar|menu|theme)|last updated .*|powered by .*|created using .*|"
     r"built with .*|©.*|copyright (©|\(c\)|\d{4}).*|all rights reserved\.?|accept( all)?( cookies)?|reject( all)?|"
     r"cookie (settings|preferences))",
     re.IGNORECASE,
 )
 BREADCRUMB_END = ("»", "›", "|", ">")
+TRAIL_MARKS = ("»", "›")  # a breadcrumb trail's separators: two in a line make it one
 SHORT_LINE = 12  # words: furniture lines are short, so a sentence that starts with "Powered by" stays content
 MARKDOWN_LINK = re.compile(r"!?\[[^\]\n]*\]\([^)\n]*\)")
 LIST_MARK = re.compile(r"^\s*(#{1,6}|[-*+]|\d+[.)])\s+")
@@ -56,7 +57,9 @@ def furniture_line(line: str) -> bool:
     bare = LIST_MARK.sub("", line).strip().strip("¶").strip()
     if not bare or len(bare.split()) > SHORT_LINE:
         return False
-    if bare.endswith(BREADCRUMB_END) and not bare.startswith("|") and len(bare.split()) <= 4:
+    if bare.startswith("|"):  # a table's row
+        return False
+    if sum(bare.count(mark) for mark in TRAIL_MARKS) >= 2 or (bare.endswith(BREADCRUMB_END) and len(bare.split()) <= 4):
         return True
     return bool(FURNITURE_LINE.fullmatch(bare.rstrip(":").strip()))
 
