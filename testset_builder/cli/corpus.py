@@ -182,10 +182,9 @@ def chunk(
     """
     import sys
 
-    from rich.progress import Progress
-
     from .. import api
     from ..errors import LargeRemovalError
+    from ..llm.progress import LineProgress
 
     resolved = settings(
         config,
@@ -203,9 +202,7 @@ def chunk(
 
     with (
         open_workspace_for(resolved, create=True) as ws,
-        Progress(
-            console=err, transient=True, disable=not (shows_progress(json_output) and err.is_terminal)
-        ) as progress,
+        LineProgress(console=err, transient=True, disable=not shows_progress(json_output)) as progress,
     ):
         given = {"workspace": ws, "strict": strict, "rehash": rehash, "engine": chunker_engine, "progress": progress}
         try:
