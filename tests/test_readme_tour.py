@@ -119,7 +119,9 @@ def test_the_readme_tour_followed_literally_reaches_a_release_and_a_score(tmp_pa
     assert "items the release waits for are answered" in progress, progress
 
     assert main(shlex.split(second_run)[1:]) == 0
-    assert "release 0.1.0" in capsys.readouterr().out
+    released_run = capsys.readouterr().out
+    assert "release 0.1.0" in released_run
+    assert "held back" not in released_run  # every doubted question was answered: none is said to wait
     released = tmp_path / "my-set" / "testset" / "releases" / "0.1.0"
     assert (released / "manifest.json").exists()
     baseline = next((tmp_path / "my-set" / "testset" / "reports" / "runs").glob("bm25-0.1.0.trec"))
@@ -135,3 +137,42 @@ def test_after_run_with_a_workspace_of_its_own_the_next_commands_name_that_works
     assert "serve --config my-set/testset-builder.yaml --workspace elsewhere" in told
     assert "run my-set/testset-builder.yaml --workspace elsewhere" in told
     assert "--workspace" not in next_commands("my-set/testset-builder.yaml", None)
+
+
+def test_off_a_terminal_progress_is_printed_as_lines_a_tenth_of_the_way_apart():
+    import io
+
+    from rich.console import Console
+
+    from testset_builder.llm.progress import llm_progress
+
+    log = io.StringIO()
+    with llm_progress(Console(file=log, width=200)) as progress:  # a file: not a terminal
+        task = progress.add_task("questions (round 1)", total=40, cost=0.0, cached=0)
+        for done in range(40):
+            progress.update(task, advance=1, cached=done // 2)
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 10 and lines[-1] == "questions (round 1): 40 of 40 (100%), $0.0000, 19 cached"
+    assert all(
+        re.fullmatch(r"questions \(round 1\): \d+ of 40 \(\d+%\), \$0\.0000, \d+ cached", line) for line in lines
+    )
+
+
+def test_scores_on_a_few_queries_say_how_few(capsys):
+    examples = ROOT / "examples"
+    qrels_queries = {line.split()[0] for line in (examples / "qrels.tsv").read_text().splitlines()[1:] if line}
+    assert main(["score", "--qrels", str(examples / "qrels.tsv"), "--run", str(examples / "bm25.trec")]) == 0
+    assert f"{len(qrels_queries)} queries: too few for a stable figure" in capsys.readouterr().out
+
+
+def test_a_draw_over_its_budget_says_why():
+    from testset_builder.stages.selection import SelectionSummary
+
+    summary = SelectionSummary(
+        round=1, considered=112, reconsidered=0, drawn=22, budget=20.0, uniform_share=0.2, smallest_probability=0.01,
+        model="prior", take_all=8, take_all_queries=4, real_queries_without_likely=0, sampled=14, sample_budget=12.0,
+        take_all_share=0.5, take_all_per_query=3, doubted_questions_waiting=0, why="",
+    )  # fmt: skip
+    assert summary.over_budget().startswith("22 drawn for a budget of 20: 8 taken for sure")
+    assert "took 14 where 12 were expected" in summary.over_budget()
+    assert SelectionSummary(**{**summary.as_dict(), "drawn": 20, "sampled": 12}).over_budget() == ""
