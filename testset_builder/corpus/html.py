@@ -31,13 +31,21 @@ FURNITURE_ROLES = {
     "navigation", "search", "banner", "contentinfo", "complementary", "dialog", "alertdialog", "menu", "menubar",
     "toolbar", "tablist", "note",
 }  # fmt: skip
-# class and id words that name furniture in themes and hand-written sites alike (a word of ``nav-links``,
-# ``sphinxsidebar`` contains ``sidebar``): never ``header`` (``section-header`` wraps a heading of the text)
-FURNITURE_NAMES = re.compile(
+# class words that name furniture in themes and hand-written sites alike (a word of ``nav-links``; ``sphinxsidebar``
+# contains ``sidebar``): never ``header`` (``section-header`` wraps a heading of the text)
+FURNITURE_CLASSES = re.compile(
     r"(^|[-_\s])(nav|navbar|navigation|menu|breadcrumbs?|toc|pagination|cookies?|consent|related)($|[-_\s])|"
     r"sidebar|footer|edit-?this-?page|this-?page",
     re.IGNORECASE,
 )
+# an id names furniture only as a whole (``id="menu"``, ``id="cookie-banner"``): a section's or a heading's id comes
+# from its title ("Cookie objects" is ``cookie-objects``), so those are never read
+FURNITURE_ID = re.compile(
+    r"((site|main|top|page)[-_]?)?(nav|navbar|navigation|menu|sidebar|footer|breadcrumbs?|toc|"
+    r"cookies?([-_]?(banner|consent|notice|bar))?|consent)",
+    re.IGNORECASE,
+)
+TITLED = {"section", "article", *HEADINGS}  # elements whose id a heading's title gives
 LINK_DENSE = 0.5  # a block whose text is at least half link text is a list of links, not prose
 
 
@@ -50,15 +58,18 @@ def _visible(text: str) -> int:
 
 
 def is_furniture(node) -> bool:
-    """An element that holds page furniture by what it is: a control or landmark tag, a furniture ARIA role, or a
-    class or id naming furniture."""
+    """An element that holds page furniture by what it is: a control or landmark tag, a furniture ARIA role, a class
+    naming furniture, or an id that is a furniture name as a whole (not on a section or heading)."""
     if node.tag in FURNITURE_TAGS:
         return True
     attributes = node.attributes
     if (attributes.get("role") or "").strip().lower() in FURNITURE_ROLES:
         return True
-    names = f"{attributes.get('class') or ''} {attributes.get('id') or ''}"
-    return bool(names.strip()) and bool(FURNITURE_NAMES.search(names))
+    if FURNITURE_CLASSES.search(attributes.get("class") or ""):
+        return True
+    identifier = (attributes.get("id") or "").strip()
+    titled = node.tag in TITLED or "section" in (attributes.get("class") or "").split()
+    return bool(identifier) and not titled and bool(FURNITURE_ID.fullmatch(identifier))
 
 
 def _is_main(node) -> bool:
