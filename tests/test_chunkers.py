@@ -204,6 +204,8 @@ def test_the_overlap_asked_for_is_present_between_neighbours_even_when_sentences
 
 def chunk_record(chunk) -> dict:
     """A validated chunk as the ingest's chunk record (corpus/batches.py's module docstring gives the shape)."""
+    from testset_builder.corpus.boilerplate import text_reason
+
     return {
         "chunk_id": chunk.chunk_id,
         "doc_id": chunk.doc_id,
@@ -212,6 +214,7 @@ def chunk_record(chunk) -> dict:
         "end": chunk.end,
         "metadata": json.dumps(chunk.metadata, ensure_ascii=False, sort_keys=True),
         "text_sha256": hashlib.sha256(chunk.text.encode("utf-8")).hexdigest(),
+        "boilerplate": text_reason(chunk.text),  # these documents carry no furniture spans: the text decides
     }
 
 

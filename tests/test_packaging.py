@@ -28,6 +28,23 @@ def test_every_package_of_the_tree_is_listed_for_the_wheel():
     assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
 
 
+def test_every_folder_of_data_files_is_a_listed_package_so_setuptools_warns_of_none():
+    """setuptools warns "Package would be ignored" of each folder it could import that is not listed (one screen of
+    warnings each, in every `make demo`'s log), and a later version ignores it."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed, data = set(config["packages"]), set(config["package-data"])
+    roots = {"testset_builder": PACKAGE, **{name: ROOT / folder for name, folder in config["package-dir"].items()}}
+    data_folders = set()  # folders of files and no __init__.py: packages only of data
+    for name, root in roots.items():
+        for folder in [root, *(p for p in root.rglob("*") if p.is_dir() and "__pycache__" not in p.parts)]:
+            files = [f for f in folder.iterdir() if f.is_file()]
+            if files and not (folder / "__init__.py").exists():
+                data_folders.add(".".join([name, *folder.relative_to(root).parts]))
+    assert data_folders, "the tree has folders of data files (templates, prompts)"
+    assert data_folders <= listed, f"add to [tool.setuptools] packages: {sorted(data_folders - listed)}"
+    assert data_folders <= data, f"add to [tool.setuptools.package-data]: {sorted(data_folders - data)}"
+
+
 def test_sql_lives_in_the_store():
     offenders = [
         f"{path.relative_to(ROOT)}:{number}"

@@ -497,9 +497,12 @@ def judges_pools(config: Config) -> bool:
 
 
 def checks_questions(config: Config) -> bool:
-    """With the embedded generator (about 3 of 10 of its questions usable, some labelled on a chunk that does not
-    answer them), or question review on, :func:`run` waits for the doubted questions before it releases."""
-    return config.review.questions or config.generator_role().kind == "local"
+    """With question review on, or unset with the embedded generator (many of its questions unusable, some labelled
+    on a chunk that does not answer them), :func:`run` waits for the doubted questions before it releases; the
+    reviewers are served them unless question review is off."""
+    if config.review.questions is not None:
+        return config.review.questions
+    return config.generator_role().kind == "local"
 
 
 @dataclass

@@ -270,7 +270,11 @@ class ReviewConfig(Strict):
         "counts the same (set it once; unset: the workspace's, 1 at first)",
     )
     blind: bool = Field(default=True, description="hide the LLM's grade and others' verdicts until one answers")
-    questions: bool = Field(default=False, description="also review the synthetic questions themselves")
+    questions: bool | None = Field(
+        default=None,
+        description="also queue every synthetic question for review (keep, drop or edit); unset: serve the questions "
+        "already queued, the doubted ones a release waits for; false: pairs only",
+    )
     guidelines: str | None = Field(
         default=None,
         description="what reviewers should know, in Markdown, shown on the review page (raw HTML is shown as text)",
@@ -401,7 +405,10 @@ class RunConfig(Strict):
     )
     log_limit: int = Field(default=200, ge=1, description="logged queries a failure-first draw picks to label")
     review_budget: int = Field(
-        default=100, ge=0, description="pairs a selection round draws for review (0: release without review)"
+        default=30,
+        ge=0,
+        description="pairs the first selection round draws for review: sized for a first try; raise it (or run "
+        "`select` again) to narrow the figures' intervals (0: release without review)",
     )
     baselines: list[Literal["bm25", "dense"]] = Field(
         default_factory=lambda: ["bm25", "dense"],

@@ -182,10 +182,9 @@ def chunk(
     """
     import sys
 
-    from rich.progress import Progress
-
     from .. import api
     from ..errors import LargeRemovalError
+    from ..llm.progress import LineProgress
 
     resolved = settings(
         config,
@@ -203,9 +202,7 @@ def chunk(
 
     with (
         open_workspace_for(resolved, create=True) as ws,
-        Progress(
-            console=err, transient=True, disable=not (shows_progress(json_output) and err.is_terminal)
-        ) as progress,
+        LineProgress(console=err, transient=True, disable=not shows_progress(json_output)) as progress,
     ):
         given = {"workspace": ws, "strict": strict, "rehash": rehash, "engine": chunker_engine, "progress": progress}
         try:
@@ -232,10 +229,21 @@ def chunk(
         f"{summary.documents} documents ({summary.new} new, {summary.changed} changed, {summary.unchanged} unchanged, "
         f"{summary.removed} removed); {summary.chunks_added} chunks added, {summary.chunks_removed} marked removed; "
         f"{summary.duplicate_chunks} chunks in {summary.duplicate_groups} duplicate groups; "
+        f"{boilerplate_line(summary.boilerplate_by_reason)}; "
         f"{summary.skipped} skipped; {summary.seconds:.2f} s -> {resolved.workspace}"
     )
     for source, n in list(summary.removed_by_source.items())[:10]:
         out.print(f"  marked removed: {n} documents of {escape(source)}", highlight=False)
+
+
+def boilerplate_line(by_reason: dict[str, int]) -> str:
+    """How many chunks are marked as page furniture, by why: "12 marked boilerplate (9 navigation, 3 repeated:
+    searchable, never a question's source)"."""
+    total = sum(by_reason.values())
+    if not total:
+        return "0 marked boilerplate"
+    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(by_reason.items(), key=lambda item: -item[1]))
+    return f"{total} marked boilerplate ({reasons}: searchable, never a question's source)"
 
 
 def _engine(name: str, ray_address: str | None):

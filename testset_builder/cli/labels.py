@@ -211,11 +211,14 @@ def _print_synthesis(summary, resolved) -> None:
         lines.append(f"critic: {summary.critic_by}: each source's {bar}")
     if summary.mined_by:
         lines.append(f"mining by {summary.mined_by}: {_mining(summary)}")
-    if summary.doubted:
+    if summary.doubted_waiting:
         lines.append(
-            f"doubted: {summary.doubted} questions whose source the estimate does not rank near the top wait for "
-            "question review (`serve --questions`); releases hold them back until a reviewer keeps them"
+            f"doubted: {summary.doubted} questions whose source the estimate does not rank near the top; "
+            f"{summary.doubted_waiting} wait for question review (`serve`); releases hold them back until a reviewer "
+            "keeps them"
         )
+    elif summary.doubted:
+        lines.append(f"doubted: {summary.doubted} questions whose source the estimate doubts, all reviewed")
     lines.append(
         f"LLM: {summary.calls} calls ({summary.cache_hits} from the cache), {summary.input_tokens} input and "
         f"{summary.output_tokens} output tokens, ${summary.cost_usd:.4f}; {summary.seconds:.1f} s -> "
@@ -681,10 +684,17 @@ def selection_lines(summary, budget: int) -> list[str]:
         f"evenly; smallest probability {smallest})",
         f"  why: {summary.why}",
     ]
+    if summary.over_budget():
+        lines.append(f"  {summary.over_budget()}")
+    if summary.furniture_pairs:
+        lines.append(
+            f"  {summary.furniture_pairs} pending pairs name a chunk marked boilerplate: never taken for sure, "
+            "drawn only with the even share"
+        )
     if summary.doubted_questions_waiting:
         lines.append(
             f"  {summary.doubted_questions_waiting} doubted synthetic questions wait in the queue too, each queued "
-            "for sure, outside the budget (`serve --questions` shows them)"
+            "for sure, outside the budget (`serve` shows them)"
         )
     return lines
 

@@ -19,6 +19,7 @@ import typer
 
 from .. import api
 from .app import EXIT_OK, JsonOption, MaxCostOption, app, err, out, settings, shows_progress
+from .corpus import boilerplate_line
 from .logs import skipped_text
 
 
@@ -69,6 +70,28 @@ def _duration(seconds: float) -> str:
     return f"~{seconds / 3600:.1f} h"
 
 
+def next_commands(config: str, workspace: Path | None) -> str:
+    """What to run after `run` stopped for review: the reviewer, then `run` again, on the workspace this run used
+    (the one --workspace named, else the config's). The reviewer serves the doubted questions with the pairs."""
+    where = f" --config {config}" + (f" --workspace {workspace}" if workspace is not None else "")
+    again = f" --workspace {workspace}" if workspace is not None else ""
+    return (
+        f": run `testset-builder serve{where}` (or `testset-builder review --reviewer NAME{where}`), then "
+        f"`testset-builder run {config}{again}` again"
+    )
+
+
+def doubted_words(doubted: int, waiting: int) -> str:
+    """What a synthesize line says of the doubted questions: how many still wait for a reviewer."""
+    if not doubted:
+        return ""
+    if not waiting:
+        return f"; {doubted} doubted, all reviewed"
+    if waiting == doubted:
+        return f"; {doubted} doubted, held back until reviewed"
+    return f"; {doubted} doubted, {waiting} held back until reviewed"
+
+
 def said(stage: str, result) -> str:
     """One line of what a stage did, from its result (or its JSON document)."""
     if hasattr(result, "as_dict"):
@@ -78,10 +101,11 @@ def said(stage: str, result) -> str:
     if stage == "chunk":
         return (
             f"{result['documents']} documents ({result['new']} new, {result['changed']} changed, "
-            f"{result['unchanged']} unchanged), {result['chunks_added']} chunks added"
+            f"{result['unchanged']} unchanged), {result['chunks_added']} chunks added; "
+            f"{boilerplate_line(result.get('boilerplate_by_reason') or {})}"
         )
     if stage == "synthesize":
-        doubted = f"; {result['doubted']} doubted, held back until reviewed" if result.get("doubted") else ""
+        doubted = doubted_words(result.get("doubted", 0), result.get("doubted_waiting", 0))
         fewer = (
             f"; fewer than asked ({result['shortfall']}), going on with these"
             if result.get("shortfall") and not result.get("retryable")
@@ -114,7 +138,13 @@ def said(stage: str, result) -> str:
             f"round {result['round']}: {result['drawn']} of {result['considered']} logged queries drawn, failures first"
         )
     if stage == "select":
-        return f"round {result['round']}: {result['drawn']} of {result['considered']} pairs drawn for review"
+        line = f"round {result['round']}: {result['drawn']} of {result['considered']} pairs drawn for review"
+        if result["drawn"] > result["budget"]:
+            line += (
+                f" ({result['take_all']} taken for sure, {result['sampled']} at random where "
+                f"{result['sample_budget']:g} were expected: a random draw's count varies around its budget)"
+            )
+        return line
     if stage == "report":
         return result["report"]
     if stage == "estimate":
@@ -174,9 +204,9 @@ def run(
         if not shows_progress(json_output):
             return contextlib.nullcontext()
         if stage == "chunk":
-            from rich.progress import Progress
+            from ..llm.progress import LineProgress
 
-            return Progress(console=err, transient=True, disable=not err.is_terminal)
+            return LineProgress(console=err, transient=True)
         from ..llm.progress import llm_progress
 
         return llm_progress(err)
@@ -195,11 +225,7 @@ def run(
     done = api.run(resolved, review=not no_review, progress=progress, on_stage=on_stage)
     message = done.message
     if done.status == "review":
-        flag = " --questions" if done.doubted else ""
-        message += (
-            f": run `testset-builder serve{flag} --config {config}` (or `testset-builder review{flag} --reviewer NAME "
-            f"--config {config}`), then `testset-builder run {config}` again"
-        )
+        message += next_commands(config, workspace)
     if json_output:
         print(json.dumps({**done.as_dict(), "message": message}, indent=2))
     else:

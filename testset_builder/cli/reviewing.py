@@ -78,7 +78,8 @@ QuestionsOption = Annotated[
     bool | None,
     typer.Option(
         "--questions/--no-questions",
-        help="Also review the synthetic questions: keep, drop or edit (review.questions).",
+        help="Also review every synthetic question: keep, drop or edit (review.questions). Without either flag, the "
+        "questions already queued (the doubted ones a release waits for) are served with the pairs.",
         show_default=False,
     ),
 ]
@@ -228,11 +229,13 @@ def review_in_terminal(
             finished = False
         finally:
             returned = review.leave(ws, reviewer)  # what they held goes back now, not when its lease ends
+        gate = review.stats(ws, shared).release_words()
+    gate = f"; {gate}" if gate else ""
     if finished:
-        out.print(f"nothing left for {escape(reviewer)} to review; {given[0]} verdicts given this session")
+        out.print(f"nothing left for {escape(reviewer)} to review; {given[0]} verdicts given this session{gate}")
         return
     back = "; the item you held went back to the queue" if returned else ""
-    out.print(f"stopped; {given[0]} verdicts given this session{back}", highlight=False)
+    out.print(f"stopped; {given[0]} verdicts given this session{back}{gate}", highlight=False)
 
 
 def _review_loop(ws, reviewer: str, shared, adjudicate: bool, given: list[int]) -> bool:
@@ -278,9 +281,10 @@ def _review_loop(ws, reviewer: str, shared, adjudicate: bool, given: list[int]) 
 
 
 def _progress(stats, reviewer: str) -> None:
+    gate = f" · {stats.release_words()}" if stats.release_words() else ""
     out.print(
         f"[dim]{stats.verdicts} of {stats.verdicts_wanted} verdicts given ({stats.done} of {stats.total} items done)"
-        f" · {stats.given_by(reviewer)} by you[/]",
+        f" · {stats.given_by(reviewer)} by you{escape(gate)}[/]",
         highlight=False,
     )
 

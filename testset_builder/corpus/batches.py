@@ -10,7 +10,8 @@ Record shapes:
   ``metadata`` str (JSON, keys sorted).
 - chunk record (:func:`chunk_batch`): ``chunk_id`` str, ``doc_id`` str, ``text`` str, ``start`` int, ``end`` int
   (``document.text[start:end] == text``), ``metadata`` str (JSON, keys sorted), ``text_sha256`` str (hex sha256 of
-  the text's UTF-8).
+  the text's UTF-8), ``boilerplate`` str (why the chunk is page furniture, :func:`~.boilerplate.chunk_reason`; ''
+  for content).
 - signature record (:func:`signature_batch`): ``chunk_id`` str, ``normalised_sha256`` str (hex sha256 of the
   normalised text: equal for exact duplicates), ``band_keys`` bytes (the 16 LSH keys (:data:`~.dedup.BANDS`) as
   little-endian int64, 8 bytes each; empty when the chunk has fewer than two distinct shingles and so takes no part
@@ -38,6 +39,7 @@ import numpy as np
 
 from ..config import ChunkingConfig
 from ..records import Document
+from .boilerplate import FURNITURE_KEY, chunk_reason
 from .chunkers import chunk_metadata, chunk_spans
 from .dedup import band_keys, normalise, shingle_hashes, signatures_and_sketches
 
@@ -75,6 +77,7 @@ def chunk_batch(documents: list[Record], config: ChunkingConfig) -> list[Record]
     metadata = _metadata_json(config)
     for document in documents:
         doc_id, text = document["doc_id"], document["text"]
+        furniture = furniture_spans(document["metadata"])
         for index, (chunk_id, start, end, extra) in enumerate(chunk_spans(doc_id, text, config)):
             piece = text[start:end]
             records.append(
@@ -86,9 +89,19 @@ def chunk_batch(documents: list[Record], config: ChunkingConfig) -> list[Record]
                     "end": end,
                     "metadata": _json(chunk_metadata(config, index, extra)) if extra else metadata(index),
                     "text_sha256": text_sha256(piece),
+                    "boilerplate": chunk_reason(piece, start, end, furniture),
                 }
             )
     return records
+
+
+def furniture_spans(metadata: str) -> list[list[int]]:
+    """The furniture spans a document record's metadata JSON lists (none for most documents: parsed only when the
+    key is there)."""
+    if f'"{FURNITURE_KEY}"' not in metadata:
+        return []
+    spans = json.loads(metadata).get(FURNITURE_KEY)
+    return spans if isinstance(spans, list) else []
 
 
 def _metadata_json(config: ChunkingConfig) -> Callable[[int], str]:

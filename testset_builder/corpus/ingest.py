@@ -39,6 +39,7 @@ from ..store.history import record_stage_run
 from ..store.rows import content_sha256, put_document_records
 from ..store.workspace import Workspace, utc_timestamp
 from .batches import ChunkedBatch, Engine, Record, document_record, local_engine
+from .boilerplate import REPEATED, repeated_across, text_reason
 from .loaders import LoadResult, UnreadFiles, nothing_loaded
 from .regroup import regroup_after_removal, settle_pending
 
@@ -64,6 +65,8 @@ class IngestSummary:
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
     duplicate_groups: int = 0
     duplicate_chunks: int = 0
+    boilerplate_chunks: int = 0  # live chunks marked as page furniture (searchable, never a question's source)
+    boilerplate_by_reason: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
@@ -310,7 +313,21 @@ def _ingest(
         summary.chunks_removed += len(removed)
         regroup_after_removal(tx, removed)
         summary.duplicate_groups, summary.duplicate_chunks = stored.duplicate_counts(tx)
+        mark_boilerplate(tx)
+        summary.boilerplate_by_reason = stored.boilerplate_counts(tx)
+        summary.boilerplate_chunks = sum(summary.boilerplate_by_reason.values())
         summary.chunks_unchanged = stored.live_chunk_count(tx) - summary.chunks_added
         summary.seconds = time.perf_counter() - started
         record_stage_run(tx, "chunk", run.config_hash, summary.as_dict(), now)
     return summary
+
+
+def mark_boilerplate(tx) -> None:
+    """The corpus-wide part of the boilerplate marks (:mod:`.boilerplate`), once the duplicate groups are settled:
+    chunks cut before marks existed are examined by their text, and the chunks of groups repeated across many
+    documents are marked ``repeated`` (and unmarked when their group no longer is)."""
+    after = ""
+    while batch := stored.unexamined_chunks(tx, after):
+        stored.mark_boilerplate(tx, [(chunk_id, text_reason(text)) for chunk_id, text in batch])
+        after = batch[-1][0]
+    stored.mark_repeated(tx, repeated_across(stored.live_document_count(tx)), REPEATED)

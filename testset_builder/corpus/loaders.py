@@ -33,7 +33,8 @@ from typing import Any, NamedTuple
 
 from ..errors import InputError
 from ..records import Document, id_problem
-from .html import html_text
+from .boilerplate import FURNITURE_KEY
+from .html import html_document
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
 HTML_SUFFIXES = {".html", ".htm"}
@@ -186,8 +187,9 @@ def load_file_noting(
         return _pdf_document(path, doc_id)
     text = _decode(path.read_bytes() if raw is None else raw)
     if suffix in HTML_SUFFIXES:
-        title, body = html_text(text)
-        return Document(doc_id=doc_id, text=body, title=title, source=str(path), metadata={"format": "html"}), []
+        title, body, furniture = html_document(text)
+        metadata: dict = {"format": "html"} | ({FURNITURE_KEY: [list(span) for span in furniture]} if furniture else {})
+        return Document(doc_id=doc_id, text=body, title=title, source=str(path), metadata=metadata), []
     return Document(doc_id=doc_id, text=text, source=str(path), metadata={"format": suffix.lstrip(".") or "txt"}), []
 
 

@@ -3,13 +3,14 @@
 1. **Take-all.** Each real query's pending pairs the estimate calls likely relevant (p_i >= :data:`LIKELY_RELEVANT`),
    a few a query and at most a share of the budget, get pi_i = 1 (:func:`take_all`). A draw alone can miss them all:
    with a small budget over a large pool every pi_i is small. Taken for sure, they give each real query its labels.
+   A pair whose chunk is page furniture (:mod:`~testset_builder.corpus.boilerplate`) is never taken for sure.
 2. **Poisson sample.** Every other pending pair is drawn independently with probability
 
        pi_i = min(1, u + c * w_i),   w_i = p_i (1 + 1 / log2(1 + r_i))
 
-   (p_i: the pair's estimated P(relevant); r_i: its best rank by the tool's retrievers or a pooled system; see
-   :func:`review_weights`), where ``u`` spreads ``uniform_share`` of the rest of the budget evenly (so no pi_i is 0)
-   and ``c`` makes sum(pi_i) equal that rest.
+   (p_i: the pair's estimated P(relevant), 0 for a furniture chunk, which so gets only the even share; r_i: its best
+   rank by the tool's retrievers or a pooled system; see :func:`review_weights`), where ``u`` spreads
+   ``uniform_share`` of the rest of the budget evenly (so no pi_i is 0) and ``c`` makes sum(pi_i) equal that rest.
 
 Each considered pair records its pi_i and stratum, drawn or not: estimates from the verdicts weighted by 1 / pi_i
 (Horvitz-Thompson, and the difference estimator of :mod:`~testset_builder.metrics.ppi` on top of it) stay unbiased
@@ -111,16 +112,27 @@ TAKE_ALL_SHARE = 0.5  # the most of the budget taken for sure: the rest is the r
 
 
 def take_all(
-    query_ids: Sequence[str], p: Sequence[float], ranks: Sequence[float], real: set[str], per_query: int, limit: int
+    query_ids: Sequence[str],
+    p: Sequence[float],
+    ranks: Sequence[float],
+    real: set[str],
+    per_query: int,
+    limit: int,
+    furniture: Sequence[bool] | None = None,
 ) -> list[int]:
     """The take-all stratum, as indices into the pending pairs: each real query's pairs with p >=
     :data:`LIKELY_RELEVANT`, the likeliest first (a tie to the better rank), at most ``per_query`` of them; at most
-    ``limit`` in all, chosen round-robin across queries (every query's likeliest pair, by p, before any second one)."""
+    ``limit`` in all, chosen round-robin across queries (every query's likeliest pair, by p, before any second one).
+    A pair whose ``furniture`` flag is set (its chunk is page furniture) is never taken."""
 
     def likeliest(i: int) -> tuple:
         return (-p[i], ranks[i], i)
 
-    eligible = [i for i, query in enumerate(query_ids) if query in real and p[i] >= LIKELY_RELEVANT]
+    eligible = [
+        i
+        for i, query in enumerate(query_ids)
+        if query in real and p[i] >= LIKELY_RELEVANT and not (furniture is not None and furniture[i])
+    ]
     by_query: dict[str, list[int]] = {}
     for i in sorted(eligible, key=likeliest):
         by_query.setdefault(query_ids[i], []).append(i)
@@ -166,16 +178,20 @@ def split_budget(
     take_all_share: float,
     per_query: int,
     seed: int,
+    furniture: Sequence[bool] | None = None,
 ) -> Split:
     """The take-all part (:func:`take_all`, at most ``take_all_share`` of ``budget``), then Poisson sampling of the
-    other pairs with the rest of the budget (:func:`inclusion_probabilities`), so their probabilities stay known."""
+    other pairs with the rest of the budget (:func:`inclusion_probabilities`), so their probabilities stay known.
+    A pair flagged ``furniture`` is never taken for sure and is weighted as if p were 0 in the draw: it keeps the
+    even share's probability, known and above 0, so the estimates stay unbiased without spending reviews on it."""
     if not 0.0 <= take_all_share < 1.0:
         raise ValueError("take_all_share must be in [0, 1): the random draw keeps part of the budget")
-    certain = take_all(query_ids, p, ranks, real, per_query, int(take_all_share * budget))
+    certain = take_all(query_ids, p, ranks, real, per_query, int(take_all_share * budget), furniture)
     taken = set(certain)
     rest = [i for i in range(len(query_ids)) if i not in taken]
     left = budget - len(certain)
-    probabilities = inclusion_probabilities([p[i] for i in rest], left, uniform_share, [ranks[i] for i in rest])
+    weighted_p = [0.0 if furniture is not None and furniture[i] else p[i] for i in rest]
+    probabilities = inclusion_probabilities(weighted_p, left, uniform_share, [ranks[i] for i in rest])
     return Split(certain, rest, probabilities, draw(probabilities, seed), float(min(left, len(rest))))
 
 

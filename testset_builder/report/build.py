@@ -173,10 +173,24 @@ def scored_run(release, run: Run, report: Report, pool: ReleasePool | None = Non
         "metrics": scored["metrics"],
         "estimates": scored.get("estimates"),
         "queries": scored["queries"],
+        "few_queries": few_queries(scored["queries"]["evaluated_queries"]),
         "clustered": clusters.codes is not None,
         "recall_curve": [float(v) for v in curve],
         "target_recall": {target: smallest_k(curve, target) for target in report.targets},
     }
+
+
+def few_queries(queries: int) -> str:
+    """What a figure on few queries says of how few ('' from :data:`~..metrics.power.FEW_CLUSTERS` queries on):
+    "3 queries: too few for a stable figure ...". A mean over n queries moves by up to 1/n with one query."""
+    from ..metrics.power import FEW_CLUSTERS
+
+    if not 0 < queries < FEW_CLUSTERS:
+        return ""
+    return (
+        f"{queries} {'query' if queries == 1 else 'queries'}: too few for a stable figure (one query moves a mean by "
+        f"up to {1 / queries:.2g}; under {FEW_CLUSTERS} queries an interval is rough)"
+    )
 
 
 def render(report: Report) -> str:

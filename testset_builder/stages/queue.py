@@ -77,13 +77,26 @@ def queued_pairs(workspace, limit: int = 20, text_chars: int | None = 200) -> tu
     return items, review_store.queue_size(db, kind="pair")
 
 
+def question_status(query_id: str, dropped: set[str], kept: set[str], doubted: dict[str, bool]) -> str:
+    """A synthetic question's review status: ``dropped`` or ``kept`` by reviewers; ``doubted, waiting`` when its
+    source label is doubted and no reviewer has answered it (a release holds it back); else ``not reviewed``."""
+    if query_id in dropped:
+        return "dropped"
+    if query_id in kept:
+        return "kept"
+    if query_id in doubted and not doubted[query_id]:
+        return "doubted, waiting"
+    return "not reviewed"
+
+
 def synthetic_questions(workspace, limit: int = 20) -> tuple[list[dict], int]:
-    """The first ``limit`` synthetic questions with style, source chunk and whether a reviewer dropped them; and
-    how many there are."""
+    """The first ``limit`` synthetic questions with style, source chunk and review status
+    (:func:`question_status`); and how many there are."""
     from ..store import review as review_store
     from ..store import rows
 
     dropped = review_store.dropped_queries(workspace.db)
+    kept, doubted = review_store.kept_queries(workspace.db), review_store.doubted_questions(workspace.db)
     ids = rows.synthetic_query_ids(workspace.db)
     listed = []
     for query_id in ids[:limit]:
@@ -94,7 +107,7 @@ def synthetic_questions(workspace, limit: int = 20) -> tuple[list[dict], int]:
                 "text": query.text,
                 "style": query.style,
                 "source_chunk_id": query.source_chunk_id,
-                "status": "dropped" if query_id in dropped else "kept",
+                "status": question_status(query_id, dropped, kept, doubted),
                 "edited_from": query.metadata.get("edited_from"),
             }
         )

@@ -38,9 +38,9 @@ from ..errors import InputError, ReviewConflictError, UnknownIdError
 from ..labels import policy
 from ..metrics.agreement import cohen_kappa, pairwise_agreement
 from ..records import Judgment, JudgmentSource, JudgmentStatus, Query, reviewer_name
+from ..store import draws, rows
 from ..store import failure_tags as tag_store
 from ..store import review as store
-from ..store import rows
 from ..store.workspace import Workspace, utc_timestamp
 
 DROP_REASONS = review_actions.DROP_REASONS
@@ -176,8 +176,9 @@ def free_again_at(workspace: Workspace, reviewer: str, settings: ReviewConfig | 
 
 
 def _kinds(settings: ReviewConfig) -> tuple[str, ...]:
-    """The item kinds reviewers are served: pairs, and the synthetic questions with ``questions``."""
-    return ("pair", "question") if settings.questions else ("pair",)
+    """The item kinds reviewers are served: pairs, and the synthetic questions queued (all of them with
+    ``questions``; unset, those queued as doubted, which a release waits for), unless ``questions`` is false."""
+    return ("pair",) if settings.questions is False else ("pair", "question")
 
 
 def leave(workspace: Workspace, reviewer: str) -> int:
@@ -500,18 +501,38 @@ class ReviewStats:
     verdicts: int = 0  # counting verdicts given, each item's up to as many as it wants
     verdicts_wanted: int = 0  # what every item wants in all (overlap counted)
     per_reviewer: dict[str, dict[str, int]] = field(default_factory=dict)
+    release_waits_for: int = 0  # items `run` waits for before it releases: drawn pairs and doubted questions
+    release_waiting: int = 0  # of them, those no reviewer has answered yet
 
     def given_by(self, reviewer: str) -> int:
         return sum(self.per_reviewer.get(reviewer, {}).values())
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return asdict(self) | {"release_status": self.release_words()}
+
+    def release_words(self) -> str:
+        """What the progress line says of the items the release waits for ('' when it waits for none)."""
+        if not self.release_waits_for:
+            return ""
+        if not self.release_waiting:
+            return (
+                f"all {self.release_waits_for} items the release waits for are answered: run `testset-builder run` "
+                "again (what is left is optional)"
+            )
+        return f"{self.release_waiting} of the {self.release_waits_for} items the release waits for still to answer"
 
 
 def stats(workspace: Workspace, settings: ReviewConfig | None = None) -> ReviewStats:
     settings = settings or ReviewConfig()
-    counts = store.queue_counts(workspace.db, utc_timestamp(), workspace_overlap(workspace, settings))
-    return ReviewStats(**counts, per_reviewer=store.verdicts_per_reviewer(workspace.db))
+    db = workspace.db
+    counts = store.queue_counts(db, utc_timestamp(), workspace_overlap(workspace, settings))
+    doubted = store.doubted_questions(db) if settings.questions is not False else {}
+    return ReviewStats(
+        **counts,
+        per_reviewer=store.verdicts_per_reviewer(db),
+        release_waits_for=draws.drawn_pairs(db) + len(doubted),
+        release_waiting=draws.waiting_pairs(db) + sum(not answered for answered in doubted.values()),
+    )
 
 
 def agreement(workspace: Workspace, adjudicator: str | None = None) -> dict:

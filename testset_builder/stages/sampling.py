@@ -13,6 +13,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..corpus.boilerplate import text_reason
+
 BOILERPLATE = re.compile(
     r"all rights reserved|cookie|privacy policy|terms of (use|service)|subscribe|sign in|log in|copyright|©|"
     r"table of contents|click here|skip to (main )?content",
@@ -42,18 +44,24 @@ def skip_reason(text: str, min_chars: int) -> str | None:
     lines = [line for line in stripped.splitlines() if line.strip()]
     if lines and sum(bool(BOILERPLATE.search(line)) for line in lines) / len(lines) > 0.3:
         return "boilerplate"
+    if text_reason(stripped):  # what the chunk stage marks by text (a chunk cut before marks existed has none)
+        return "boilerplate"
     return None
 
 
 def eligible_chunks(
-    chunks: Sequence[SourceChunk], duplicate_group: Mapping[str, str], min_chars: int
+    chunks: Sequence[SourceChunk],
+    duplicate_group: Mapping[str, str],
+    min_chars: int,
+    boilerplate: Mapping[str, str] | frozenset[str] = frozenset(),
 ) -> tuple[list[SourceChunk], Counter]:
     """Informative chunks, one per duplicate group (the smallest id stands for its twins); and a count of the
-    skipped by reason (short, boilerplate, duplicate)."""
+    skipped by reason (short, boilerplate, duplicate). ``boilerplate``: the chunks the chunk stage marked as page
+    furniture (:mod:`~testset_builder.corpus.boilerplate`), never a source."""
     skipped: Counter = Counter()
     kept, seen_groups = [], set()
     for chunk in sorted(chunks, key=lambda c: c.chunk_id):
-        reason = skip_reason(chunk.text, min_chars)
+        reason = "boilerplate" if chunk.chunk_id in boilerplate else skip_reason(chunk.text, min_chars)
         if reason is None and chunk.chunk_id in duplicate_group:
             group = duplicate_group[chunk.chunk_id]
             reason = "duplicate" if group in seen_groups else None

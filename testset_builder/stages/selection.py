@@ -56,6 +56,18 @@ class SelectionSummary:
     take_all_per_query: int
     doubted_questions_waiting: int  # synthetic questions queued as doubted (each for sure, outside the budget)
     why: str
+    furniture_pairs: int = 0  # pending pairs whose chunk is page furniture: never taken for sure, the even share only
+
+    def over_budget(self) -> str:
+        """Why more pairs were drawn than the budget, when they were ('' otherwise): the random draw takes each
+        pair on its own with its probability, so its count varies around what it was given."""
+        if self.drawn <= self.budget:
+            return ""
+        return (
+            f"{self.drawn} drawn for a budget of {self.budget:g}: {self.take_all} taken for sure, and the random draw "
+            f"took {self.sampled} where {self.sample_budget:g} were expected (it draws each pair on its own with a "
+            "known probability, so its count varies around the budget; that is what keeps the figures unbiased)"
+        )
 
     def as_dict(self) -> dict:
         from dataclasses import asdict
@@ -82,6 +94,7 @@ def select_for_review(
     :mod:`~testset_builder.metrics.prediction`)."""
     from ..retrieval.pool import RUN_PREFIX
     from ..stages.estimate import estimate_workspace
+    from ..store import corpus as corpus_store
     from ..store import draws as store
     from ..store import estimates as stored_estimates
     from ..store import review as review_store
@@ -100,9 +113,11 @@ def select_for_review(
         systems = rows.best_ranks_by(db, RUN_PREFIX)  # the systems the set will score rank these pairs too
         ranks = [min(best_rank(estimates[x]), systems.get(x, math.inf)) for x in pending]
         query_ids, real = [q for q, _ in pending], rows.real_query_ids(db)
+        marked = corpus_store.boilerplate_chunks(db)
+        furniture = [chunk_id in marked for _, chunk_id in pending]
         split = split_budget(
             query_ids, p, ranks, real, budget, uniform_share=uniform_share, take_all_share=take_all_share,
-            per_query=take_all_per_query, seed=seed * 1_000_003 + round_number,
+            per_query=take_all_per_query, seed=seed * 1_000_003 + round_number, furniture=furniture,
         )  # fmt: skip
         considered = split_draws(pending, p, split, round_number, fitted.model["name"])
         now = utc_timestamp()
@@ -119,7 +134,7 @@ def select_for_review(
         float(split.probabilities.min()) if split.rest else None, fitted.model["name"],
         len(split.certain), covered, without_likely, sum(d.drawn for d in split.outcome), split.sample_budget,
         take_all_share, take_all_per_query, doubted,
-        why_split(len(split.certain), covered, likely_queries, split.sample_budget),
+        why_split(len(split.certain), covered, likely_queries, split.sample_budget), sum(furniture),
     )  # fmt: skip
 
 

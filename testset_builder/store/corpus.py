@@ -102,14 +102,15 @@ def put_document_chunks(
     live_before: dict[str, str | None] = dict(rows_in(db, sql, list(documents)))
     db.executemany(
         'INSERT INTO chunks (chunk_id, doc_id, text, start, "end", metadata, created_at, config_sha256, doc_sha256, '
-        "text_sha256, normalised_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "text_sha256, normalised_sha256, boilerplate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT(chunk_id) DO UPDATE SET removed_at = NULL, text = excluded.text, "
-        "config_sha256 = excluded.config_sha256, "
+        "config_sha256 = excluded.config_sha256, boilerplate = excluded.boilerplate, "
         'start = excluded.start, "end" = excluded."end", metadata = excluded.metadata, '
         "doc_sha256 = excluded.doc_sha256, text_sha256 = excluded.text_sha256, "
         "normalised_sha256 = excluded.normalised_sha256",
         [(c["chunk_id"], c["doc_id"], c["text"], c["start"], c["end"], c["metadata"], now, config_sha256,
-          documents[c["doc_id"]], c["text_sha256"], normalised[c["chunk_id"]]) for c in chunks],
+          documents[c["doc_id"]], c["text_sha256"], normalised[c["chunk_id"]], c.get("boilerplate", ""))
+         for c in chunks],
     )  # fmt: skip
     live = {c["chunk_id"]: c["text_sha256"] for c in chunks}
     added = [chunk_id for chunk_id in live if chunk_id not in live_before]
@@ -220,3 +221,56 @@ def chunked_document_hashes(db: sqlite3.Connection) -> list[tuple[str, str]]:
         "ORDER BY doc_id"
     )
     return db.execute(sql).fetchall()
+
+
+def unexamined_chunks(db: sqlite3.Connection, after: str = "", limit: int = 10_000) -> list[tuple[str, str]]:
+    """(chunk_id, text) of up to ``limit`` live chunks cut before boilerplate was marked, by id after ``after``."""
+    sql = (
+        "SELECT chunk_id, text FROM chunks WHERE removed_at IS NULL AND boilerplate IS NULL AND chunk_id > ? "
+        "ORDER BY chunk_id LIMIT ?"
+    )
+    return db.execute(sql, (after, limit)).fetchall()
+
+
+def mark_boilerplate(db: sqlite3.Connection, marks: Iterable[tuple[str, str]]) -> None:
+    """Set each (chunk_id, reason) chunk's mark ('' for content)."""
+    db.executemany("UPDATE chunks SET boilerplate = ? WHERE chunk_id = ?", [(reason, c) for c, reason in marks])
+
+
+def mark_repeated(db: sqlite3.Connection, min_documents: int, reason: str) -> None:
+    """Mark ``reason`` the live chunks (not marked otherwise) of the duplicate groups whose live members come from
+    ``min_documents`` documents or more, and unmark the chunks so marked whose group no longer does."""
+    db.execute("DROP TABLE IF EXISTS temp.repeated_chunks")
+    db.execute(
+        "CREATE TEMP TABLE repeated_chunks AS SELECT d.chunk_id FROM chunk_duplicates d JOIN chunks c USING (chunk_id) "
+        "WHERE c.removed_at IS NULL AND d.group_id IN (SELECT d2.group_id FROM chunk_duplicates d2 "
+        "JOIN chunks c2 USING (chunk_id) WHERE c2.removed_at IS NULL GROUP BY d2.group_id "
+        "HAVING COUNT(DISTINCT c2.doc_id) >= ?)",
+        (min_documents,),
+    )
+    db.execute(
+        "UPDATE chunks SET boilerplate = '' WHERE boilerplate = ? AND chunk_id NOT IN (SELECT chunk_id FROM "
+        "temp.repeated_chunks)",
+        (reason,),
+    )
+    db.execute(
+        "UPDATE chunks SET boilerplate = ? WHERE (boilerplate = '' OR boilerplate IS NULL) AND chunk_id IN "
+        "(SELECT chunk_id FROM temp.repeated_chunks)",
+        (reason,),
+    )
+    db.execute("DROP TABLE temp.repeated_chunks")
+
+
+def boilerplate_counts(db: sqlite3.Connection) -> dict[str, int]:
+    """reason -> how many live chunks are marked with it."""
+    sql = (
+        "SELECT boilerplate, COUNT(*) FROM chunks WHERE removed_at IS NULL AND boilerplate IS NOT NULL "
+        "AND boilerplate != '' GROUP BY boilerplate ORDER BY boilerplate"
+    )
+    return dict(db.execute(sql).fetchall())
+
+
+def boilerplate_chunks(db: sqlite3.Connection) -> dict[str, str]:
+    """chunk_id -> reason of every chunk marked as page furniture (live or removed: a judgment may name either)."""
+    sql = "SELECT chunk_id, boilerplate FROM chunks WHERE boilerplate IS NOT NULL AND boilerplate != ''"
+    return dict(db.execute(sql).fetchall())

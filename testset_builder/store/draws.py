@@ -105,3 +105,12 @@ def waiting_pairs(db: sqlite3.Connection) -> int:
         "AND d.round = (SELECT MAX(e.round) FROM review_draws e WHERE e.item_id = d.item_id) AND NOT EXISTS "
         "(SELECT 1 FROM review_state s WHERE s.item_id = d.item_id AND s.counting = 1)"
     ).fetchone()[0]
+
+
+def drawn_pairs(db: sqlite3.Connection) -> int:
+    """How many pairs the latest round that considered them drew, answered or not (what :func:`waiting_pairs`
+    counts down from)."""
+    return db.execute(
+        "SELECT COUNT(DISTINCT d.item_id) FROM review_draws d WHERE d.drawn = 1 "
+        "AND d.round = (SELECT MAX(e.round) FROM review_draws e WHERE e.item_id = d.item_id)"
+    ).fetchone()[0]

@@ -837,6 +837,17 @@ def m026_logged_traces(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(27)
+def m027_chunk_boilerplate(db: sqlite3.Connection) -> None:
+    """``chunks.boilerplate``: why a chunk is page furniture (navigation, a table of contents, a repeated footer: one
+    of :data:`~testset_builder.corpus.boilerplate.REASONS`), '' for content, NULL for a chunk cut before the mark
+    existed (the next ``chunk`` run examines it). Marked chunks stay searchable; they are never a question's source
+    nor taken for sure in review."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(chunks)")}
+    if "boilerplate" not in columns:  # idempotent, as the migrations after 18 are
+        run_script(db, "ALTER TABLE chunks ADD COLUMN boilerplate TEXT;")
+
+
 def _key_bytes(key: int | bytes) -> bytes:
     """A key as migration 14 stored it (a signed 64-bit integer) as 8 little-endian bytes (one stored as bytes, as
     the backfill of migration 14 run by this code does, is already)."""

@@ -2,7 +2,8 @@
 another chunk that answers it. Each question's top-ranked *other* chunks (BM25, plus dense and their fusion when the
 dense extra is installed) are pooled, then either the judge grades them (positive grades are queued for review as
 ``llm`` proposals) or the relevance estimate scores them, with no LLM call (pairs it puts at P(relevant) >= 0.5 are
-queued, and every estimate is stored for ``queue``, ``select`` and releases)."""
+queued, and every estimate is stored for ``queue``, ``select`` and releases). A chunk marked as page furniture is
+never queued as a likely answer (:mod:`~testset_builder.corpus.boilerplate`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ...records import JudgmentSource, Query
 from ...retrieval.indexes import WorkspaceIndexes
 from ...retrieval.pool import pool, pooled_pairs
 from ...stages.estimate import described, estimate_workspace
+from ...store import corpus as corpus_store
 from ...store import estimates as stored_estimates
 from ...store import review as review_store
 from ...store import rows
@@ -63,13 +65,14 @@ async def mine(
     gained an extra relevant chunk."""
     texts = {q.query_id: q.text for q in queries}
     pairs = [JudgePair(q, texts[q], c, indexes.passages[c]) for q, c in mining_pool(workspace, indexes, queries, depth)]
+    furniture = corpus_store.boilerplate_chunks(workspace.db)
     counts, every = await judge_and_queue(
         workspace,
         judge,
         pairs,
         batch=batch,
         progress=progress,
-        queue_if=lambda j: j.grade >= 1,
+        queue_if=lambda j: j.grade >= 1 and j.chunk_id not in furniture,
         description="mining other chunks",
     )
     return counts, len({q for (q, _), j in every.items() if j.grade >= 1})
@@ -85,7 +88,12 @@ def mine_by_estimate(
     wanted = mining_pool(workspace, indexes, queries, depth)
     fitted = estimate_workspace(workspace, wanted, indexes=indexes)
     stored = stored_estimates.estimates(workspace.db)
-    relevant = [stored[pair] for pair in wanted if pair in stored and stored[pair].p_relevant >= MINED_RELEVANT]
+    furniture = corpus_store.boilerplate_chunks(workspace.db)
+    relevant = [
+        stored[pair]
+        for pair in wanted
+        if pair in stored and stored[pair].p_relevant >= MINED_RELEVANT and pair[1] not in furniture
+    ]
     items = [
         review_store.QueuedItem(
             review_store.pair_item_id(e.query_id, e.chunk_id), "pair", e.query_id, e.chunk_id,

@@ -29,7 +29,9 @@ from ...prompts import PromptLibrary
 from ...records import Query, QueryOrigin
 from ...retrieval.indexes import WorkspaceIndexes, retriever_names
 from ...stages.estimate import current_model, described
+from ...store import corpus as corpus_store
 from ...store import history, rows
+from ...store import review as review_store
 from ...store.workspace import Workspace, utc_timestamp
 from ..judge import Judge
 from ..labelling import JudgingCounts
@@ -72,6 +74,7 @@ class SynthesizeSummary:
     critic_by: str | None = None  # what decided: "estimate (prior five-domains-v6)" or "llm judge local:gemma-3-270m"
     mined_by: str | None = None
     doubted: int = 0  # questions whose source the estimate doubts: queued for review as questions
+    doubted_waiting: int = 0  # of them, those no reviewer has answered yet (a release holds them back)
     calls: int = 0
     cache_hits: int = 0
     input_tokens: int = 0
@@ -208,7 +211,8 @@ class _Run:
             )
         self.duplicates = rows.live_duplicate_groups(workspace.db)
         self.group_of = {chunk_id: group for chunk_id, (group, _) in self.duplicates.items()}
-        self.eligible, skipped = eligible_chunks(live, self.group_of, settings.min_chars)
+        marked = corpus_store.boilerplate_chunks(workspace.db)
+        self.eligible, skipped = eligible_chunks(live, self.group_of, settings.min_chars, marked)
         summary.chunks_eligible, summary.chunks_skipped = len(self.eligible), dict(skipped)
         if not self.eligible:
             reasons = ", ".join(f"{n} {r}" for r, n in skipped.items())
@@ -357,6 +361,8 @@ class _Run:
         self.model = self.model or current_model(self.workspace, self.indexes)
         checks = check_sources(self.model, self.indexes, [query for _, query in self.accepted])
         self.summary.doubted = queue_doubted(self.workspace, checks)
+        answered = review_store.doubted_questions(self.workspace.db)
+        self.summary.doubted_waiting = sum(c.doubt is not None and not answered.get(c.query_id) for c in checks)
 
     def _shortfall(self) -> str:
         settings, summary = self.settings, self.summary
