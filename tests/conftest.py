@@ -274,10 +274,17 @@ def answer_through_api(workspace_root: Path, reviewer: str, wanted: str, verdict
 def answer_drawn_through_api(workspace_root: Path, grade_of, reviewer: str = "ann") -> int:
     """A reviewer answering every pair a selection round drew (they head the queue): ``grade_of(item)`` gives each
     grade. Returns how many were answered."""
+    from testset_builder.config import ReviewConfig
     from testset_builder.store.review import DRAWN_FOR_REVIEW
 
+    # pairs only: served a doubted question past the drawn pairs, the reviewer would hold its lease and keep it
+    # from the next reviewer
     return answer_through_api(
-        workspace_root, reviewer, DRAWN_FOR_REVIEW, lambda item: {"action": "grade", "grade": grade_of(item)}
+        workspace_root,
+        reviewer,
+        DRAWN_FOR_REVIEW,
+        lambda item: {"action": "grade", "grade": grade_of(item)},
+        ReviewConfig(questions=False),
     )
 
 
