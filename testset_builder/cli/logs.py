@@ -73,6 +73,7 @@ def import_logs(
     resumed = f" (resumed after line {summary.resumed_after_line})" if summary.resumed_after_line else ""
     out.print(
         f"imported {escape(log.name)}{resumed}: {summary.records} records, {summary.new_queries} new queries, "
+        f"{summary.records_with_retrieval} with a retrieval, "
         f"{summary.feedback} with feedback"
         + (f"; skipped {skipped_text(summary.skipped)}" if summary.skipped else "")
         + "; "
@@ -85,6 +86,8 @@ def import_logs(
         + (f"; scrubbed {', '.join(f'{n} {k}' for k, n in summary.scrubbed.items())}" if summary.scrubbed else ""),
         highlight=False,
     )
+    for note in summary.notes:
+        out.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     for problem in summary.problems:
         err.print(f"[yellow]skipped[/] {escape(problem)}", highlight=False)
     listed = summary.unreadable + summary.unknown_ids - summary.unknown_ids_by_text + summary.unmatched_texts
