@@ -776,7 +776,7 @@ def score(
 
     specs = parse_metrics(metrics if isinstance(metrics, str) else list(metrics))
     labels, estimates, loaded, queries, document_of = _labels(release, qrels)
-    made = _runs(runs, queries, k)
+    made = _runs(runs, queries, k, loaded)
     scored = [evaluate_with_curve(labels, r, specs, relevance_level=relevance_level) for r in made]
     evaluations = [evaluation for evaluation, _ in scored]
     clusters = _clusters_of(
@@ -854,8 +854,10 @@ def _clusters_of(
     return resolve_clusters(evaluation.query_ids, cluster_by, source_document, pairs, given, session)
 
 
-def _runs(runs, queries, k: int) -> list:
-    """Run objects from Run objects, run files or retriever callables (run on ``queries``), named apart."""
+def _runs(runs, queries, k: int, loaded=None) -> list:
+    """Run objects from Run objects, run files or retriever callables (run on ``queries``), named apart. A
+    framework's retriever (:mod:`~.frameworks`) matches its results against ``loaded``'s chunks: what matched no
+    chunk is warned of, and a retriever none of whose results matched is refused."""
     from .export import read_run
 
     made, paths = [], []
@@ -869,7 +871,9 @@ def _runs(runs, queries, k: int) -> list:
         elif callable(one):
             if queries is None:
                 raise InputError("a retriever needs the queries' texts: score it on a release")
-            made.append(retrieve(one, queries, k))
+            made.append(
+                _framework_run(one, queries, k, loaded) if hasattr(one, "for_release") else retrieve(one, queries, k)
+            )
         else:
             raise InputError(f"a run is a Run, a run file or a retriever callable, not {type(one).__name__}")
         paths.append(path)
@@ -880,6 +884,21 @@ def _runs(runs, queries, k: int) -> list:
     if len({r.name for r in made}) < len(made):
         made = [replace(r, name=f"{r.name}-{n + 1}") for n, r in enumerate(made)]
     return made
+
+
+def _framework_run(retriever, queries, k: int, loaded):
+    """A framework retriever's run on a release's queries, its results matched against the release's chunks."""
+    import warnings
+
+    if loaded is not None:
+        retriever.for_release(loaded.corpus)
+    run = retrieve(retriever, queries, k)
+    problem = retriever.problem()
+    if problem is not None and not sum(retriever.matched.values()):
+        raise InputError(f"every metric would read 0: {problem}")
+    if problem is not None:
+        warnings.warn(problem, stacklevel=3)
+    return run
 
 
 @dataclass
@@ -942,7 +961,7 @@ def compare(
     rules = parse_gate(list(fail_if_worse))
     specs += [spec for spec in parse_metrics([r.metric for r in rules]) if spec not in specs] if rules else []
     labels, estimates, loaded, queries, document_of = _labels(release, qrels)
-    made = _runs(runs, queries, k)
+    made = _runs(runs, queries, k, loaded)
     if len(made) < 2:
         raise InputError("compare needs at least two runs (the first is the baseline)")
     evaluations = [evaluate(labels, r, specs, relevance_level=relevance_level) for r in made]
@@ -984,29 +1003,21 @@ def set_sizes(evaluations, clusters, alpha: float, detect: float | None):
 
 
 def langchain_retriever(retriever, id_key: str = "chunk_id") -> Retriever:
-    """A LangChain retriever as a callable :func:`score` takes: each ``Document``'s ``metadata[id_key]`` is its
-    chunk id (ranked in the order LangChain returns them)."""
+    """A LangChain retriever as a callable :func:`score` takes: each ``Document``'s chunk id is its
+    ``metadata[id_key]``, else its ``id``, else its text matched to the release's chunks (exactly or normalised);
+    ranked in the order LangChain returns them. What matches no chunk is said (:mod:`~.frameworks`)."""
+    from .frameworks import langchain_retriever as wrapped
 
-    def run(text: str) -> list[str]:
-        return [document.metadata[id_key] for document in retriever.invoke(text)]
-
-    run.__name__ = type(retriever).__name__
-    return run
+    return wrapped(retriever, id_key)
 
 
 def llamaindex_retriever(retriever, id_key: str = "chunk_id") -> Retriever:
-    """A LlamaIndex retriever as a callable :func:`score` takes: each node's ``metadata[id_key]`` (else its node
-    id) is its chunk id, with the node's score."""
+    """A LlamaIndex retriever as a callable :func:`score` takes: each node's chunk id is its ``metadata[id_key]``,
+    else its node id, else its text matched to the release's chunks; with the node's score. What matches no chunk
+    is said (:mod:`~.frameworks`)."""
+    from .frameworks import llamaindex_retriever as wrapped
 
-    def run(text: str) -> list:
-        nodes = retriever.retrieve(text)
-        ids = [node.node.metadata.get(id_key, node.node.node_id) for node in nodes]
-        if any(node.score is None for node in nodes):  # no scores: the order LlamaIndex gave is the ranking
-            return ids
-        return [(chunk_id, float(node.score)) for chunk_id, node in zip(ids, nodes)]
-
-    run.__name__ = type(retriever).__name__
-    return run
+    return wrapped(retriever, id_key)
 
 
 __all__ = [
