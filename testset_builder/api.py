@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .errors import InputError
 
@@ -249,6 +249,44 @@ def import_logs(config: Config, log: str | Path, *, workspace=None, force: bool 
 
     with _opened(config, workspace) as ws:
         return importing(ws, Path(log), config.logs, force=force)
+
+
+@dataclass
+class ChunksExportResult:
+    """What ``export-chunks`` wrote: how many chunks, where (None: the stream given), in which format."""
+
+    chunks: int
+    out: str | None
+    format: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def export_chunks(
+    config: Config, out: str | Path | TextIO, *, format: str = "jsonl", workspace=None
+) -> ChunksExportResult:
+    """The workspace's live chunks (id, document, title, text) for an app to index with the tool's ids, written to
+    ``out`` (a file, replaced whole only once written; or an open text stream) as JSON lines or CSV
+    (:mod:`~.export.chunks`)."""
+    from .export.chunks import CHUNK_FORMATS, write_chunks
+    from .store import rows
+
+    if format not in CHUNK_FORMATS:
+        raise InputError(f"unknown chunks format {format!r}: use {', '.join(CHUNK_FORMATS)}")
+    with _opened(config, workspace, readonly=True) as ws, contextlib.closing(rows.iter_live_chunks(ws.db)) as chunks:
+        if not isinstance(out, str | Path):
+            return ChunksExportResult(write_chunks(chunks, out, format), None, format)
+        path = Path(out)
+        partial = path.with_name(path.name + ".partial")
+        try:
+            with partial.open("w", encoding="utf-8", newline="") as handle:
+                count = write_chunks(chunks, handle, format)
+            partial.replace(path)
+        except OSError as error:
+            partial.unlink(missing_ok=True)
+            raise InputError(f"cannot write the chunks ({error.strerror})", path=path) from None
+    return ChunksExportResult(count, str(path), format)
 
 
 def select(
@@ -1021,9 +1059,9 @@ def llamaindex_retriever(retriever, id_key: str = "chunk_id") -> Retriever:
 
 
 __all__ = [
-    "DEFAULT_METRICS", "BaselineResult", "ChunkResult", "CompareResult", "EstimateResult", "ProposeResult",
-    "ReleaseResult", "ReportResult", "RunResult", "ScoreResult", "baseline", "chunk", "compare", "estimate",
-    "import_logs", "langchain_retriever", "llamaindex_retriever", "load_config", "load_release", "open_workspace",
-    "propose", "release", "report", "retrieve", "run", "run_async", "score", "select", "select_logs", "set_sizes",
-    "synthesize", "with_roles",
+    "DEFAULT_METRICS", "BaselineResult", "ChunkResult", "ChunksExportResult", "CompareResult", "EstimateResult",
+    "ProposeResult", "ReleaseResult", "ReportResult", "RunResult", "ScoreResult", "baseline", "chunk", "compare",
+    "estimate", "export_chunks", "import_logs", "langchain_retriever", "llamaindex_retriever", "load_config",
+    "load_release", "open_workspace", "propose", "release", "report", "retrieve", "run", "run_async", "score",
+    "select", "select_logs", "set_sizes", "synthesize", "with_roles",
 ]  # fmt: skip
