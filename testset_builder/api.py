@@ -764,6 +764,7 @@ class ScoreResult:
     sizes: list[Any]  # what the set can detect per metric (metrics.power)
     alpha: float
     quality: dict | None = None  # the estimate's held-out AUC and ECE, in one word (labels.fitting)
+    transfer: Any = None  # synthetic questions against real queries (metrics.transfer), on a release with both
 
     @property
     def metrics(self) -> dict:
@@ -774,6 +775,8 @@ class ScoreResult:
         extra = {"clusters": self.cluster_design.as_dict(), "set_size": [s.as_dict() for s in self.sizes]}
         if self.quality is not None:
             extra["estimate_quality"] = self.quality
+        if self.transfer is not None:
+            extra["transfer"] = self.transfer.as_dict()
         if len(self.reports) == 1:
             return {**self.reports[0], **extra}
         return {"runs": self.reports, "against_best": self.against_best, "alpha": self.alpha, "correction": "holm",
@@ -830,7 +833,20 @@ def score(
     if estimates and relevance_level == 1:
         reports, best, quality = _applying_figures(estimates, made, specs, reports, best, alpha)
     sizes = set_sizes(evaluations, clusters.codes, alpha, detect)
-    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality)
+    checked = _transfer(evaluations, loaded, resamples, seed, alpha) if loaded is not None else None
+    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality, checked)
+
+
+def _transfer(evaluations, loaded, resamples: int, seed: int, alpha: float):
+    """The runs scored on the release's synthetic questions and on its real queries apart (:mod:`~.metrics.transfer`);
+    None unless the release labels both. Read from the labelled pairs (on a release with estimates, the figures
+    that apply are not split by subset)."""
+    from .metrics.transfer import transfer_of
+
+    def origin_of(query_id: str) -> str | None:
+        return loaded.query_meta.get(query_id, {}).get("origin")
+
+    return transfer_of(evaluations, origin_of, resamples, seed, alpha)
 
 
 def _applying_figures(estimates, runs, specs, reports, best, alpha):
