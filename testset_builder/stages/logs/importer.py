@@ -272,7 +272,8 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         )
         for item in items:
             if isinstance(item, Notice):
-                summary.notes.append(item.text)
+                if item.text not in summary.notes:  # a resumed import reads the whole file's notes again
+                    summary.notes.append(item.text)
                 continue
             if isinstance(item, Unreadable):
                 summary.unreadable += 1
