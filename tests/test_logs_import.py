@@ -142,6 +142,27 @@ def test_the_command_reports_counts_as_json_and_a_workspace_without_chunks_is_re
     assert "no chunks" in json.loads(capsys.readouterr().out)["error"]
 
 
+def test_the_summary_counts_records_queries_retrievals_feedback_and_what_was_skipped(log, docs_workspace, capsys):
+    """The log above: 4 records of 2 queries (one asked three times), 3 of which retrieved a chunk (one named only
+    an unknown id), 3 with thumbs or a comment; two lines not read. A request id seen twice is skipped, by reason."""
+    path, ids, _ = log
+    with path.open("a", encoding="utf-8") as handle:
+        for _ in range(2):
+            handle.write(json.dumps({"query": "asked once", "trace_id": "t1", "retrieved": [ids[5]]}) + "\n")
+    assert main(["import-logs", str(path), "--workspace", str(docs_workspace.root)]) == 0
+    line = capsys.readouterr().out.replace("\n", " ")
+    assert "5 records, 3 new queries, 4 with a retrieval, 3 with feedback; skipped 1 seen before" in line
+    assert "2 lines unreadable" in line
+    importing = path.with_name("again.jsonl")
+    importing.write_bytes(path.read_bytes() + b"\n")
+    assert main(["import-logs", str(importing), "--workspace", str(docs_workspace.root), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert {key: document[key] for key in ("records", "new_queries", "records_with_retrieval", "feedback")} == {
+        "records": 4, "new_queries": 0, "records_with_retrieval": 3, "feedback": 3
+    }  # fmt: skip
+    assert document["skipped"] == {"seen before": 2} and document["unreadable"] == 2
+
+
 def test_every_records_personal_data_is_scrubbed_and_counted_not_only_what_is_kept(docs_workspace, tmp_path):
     """Each record's answer and comment are scrubbed (and counted) as they are read, though only a query's latest
     answer is kept: the count is what the log held, and nothing unscrubbed is ever stored."""

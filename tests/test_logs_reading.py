@@ -252,3 +252,12 @@ def test_a_malformed_trace_file_spoils_only_what_is_malformed(tmp_path):
     assert any("out of range" in p for p in problems)
     lines = [i.line for i in items]
     assert lines == sorted(lines)  # in line order, as a resumed import counts on
+
+
+def test_a_bare_integer_is_not_taken_for_a_phone_number():
+    """Ten digits with no separator and no leading + are an integer (a row id, the largest 32-bit int), not a phone
+    number as people write one; the same digits written as a phone number are one."""
+    scrub = Scrubber()
+    text = "id 2147483647 overflowed; order 0123456789; call 214-748-3647 or +12147483647"
+    assert scrub(text) == "id 2147483647 overflowed; order 0123456789; call [phone] or [phone]"
+    assert scrub.counts["phone"] == 2

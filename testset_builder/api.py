@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .errors import InputError
 
@@ -249,6 +249,44 @@ def import_logs(config: Config, log: str | Path, *, workspace=None, force: bool 
 
     with _opened(config, workspace) as ws:
         return importing(ws, Path(log), config.logs, force=force)
+
+
+@dataclass
+class ChunksExportResult:
+    """What ``export-chunks`` wrote: how many chunks, where (None: the stream given), in which format."""
+
+    chunks: int
+    out: str | None
+    format: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def export_chunks(
+    config: Config, out: str | Path | TextIO, *, format: str = "jsonl", workspace=None
+) -> ChunksExportResult:
+    """The workspace's live chunks (id, document, title, text) for an app to index with the tool's ids, written to
+    ``out`` (a file, replaced whole only once written; or an open text stream) as JSON lines or CSV
+    (:mod:`~.export.chunks`)."""
+    from .export.chunks import CHUNK_FORMATS, write_chunks
+    from .store import rows
+
+    if format not in CHUNK_FORMATS:
+        raise InputError(f"unknown chunks format {format!r}: use {', '.join(CHUNK_FORMATS)}")
+    with _opened(config, workspace, readonly=True) as ws, contextlib.closing(rows.iter_live_chunks(ws.db)) as chunks:
+        if not isinstance(out, str | Path):
+            return ChunksExportResult(write_chunks(chunks, out, format), None, format)
+        path = Path(out)
+        partial = path.with_name(path.name + ".partial")
+        try:
+            with partial.open("w", encoding="utf-8", newline="") as handle:
+                count = write_chunks(chunks, handle, format)
+            partial.replace(path)
+        except OSError as error:
+            partial.unlink(missing_ok=True)
+            raise InputError(f"cannot write the chunks ({error.strerror})", path=path) from None
+    return ChunksExportResult(count, str(path), format)
 
 
 def select(
@@ -726,6 +764,7 @@ class ScoreResult:
     sizes: list[Any]  # what the set can detect per metric (metrics.power)
     alpha: float
     quality: dict | None = None  # the estimate's held-out AUC and ECE, in one word (labels.fitting)
+    transfer: Any = None  # synthetic questions against real queries (metrics.transfer), on a release with both
 
     @property
     def metrics(self) -> dict:
@@ -736,6 +775,8 @@ class ScoreResult:
         extra = {"clusters": self.cluster_design.as_dict(), "set_size": [s.as_dict() for s in self.sizes]}
         if self.quality is not None:
             extra["estimate_quality"] = self.quality
+        if self.transfer is not None:
+            extra["transfer"] = self.transfer.as_dict()
         if len(self.reports) == 1:
             return {**self.reports[0], **extra}
         return {"runs": self.reports, "against_best": self.against_best, "alpha": self.alpha, "correction": "holm",
@@ -776,7 +817,7 @@ def score(
 
     specs = parse_metrics(metrics if isinstance(metrics, str) else list(metrics))
     labels, estimates, loaded, queries, document_of = _labels(release, qrels)
-    made = _runs(runs, queries, k)
+    made = _runs(runs, queries, k, loaded)
     scored = [evaluate_with_curve(labels, r, specs, relevance_level=relevance_level) for r in made]
     evaluations = [evaluation for evaluation, _ in scored]
     clusters = _clusters_of(
@@ -792,7 +833,20 @@ def score(
     if estimates and relevance_level == 1:
         reports, best, quality = _applying_figures(estimates, made, specs, reports, best, alpha)
     sizes = set_sizes(evaluations, clusters.codes, alpha, detect)
-    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality)
+    checked = _transfer(evaluations, loaded, resamples, seed, alpha) if loaded is not None else None
+    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality, checked)
+
+
+def _transfer(evaluations, loaded, resamples: int, seed: int, alpha: float):
+    """The runs scored on the release's synthetic questions and on its real queries apart (:mod:`~.metrics.transfer`);
+    None unless the release labels both. Read from the labelled pairs (on a release with estimates, the figures
+    that apply are not split by subset)."""
+    from .metrics.transfer import transfer_of
+
+    def origin_of(query_id: str) -> str | None:
+        return loaded.query_meta.get(query_id, {}).get("origin")
+
+    return transfer_of(evaluations, origin_of, resamples, seed, alpha)
 
 
 def _applying_figures(estimates, runs, specs, reports, best, alpha):
@@ -854,8 +908,10 @@ def _clusters_of(
     return resolve_clusters(evaluation.query_ids, cluster_by, source_document, pairs, given, session)
 
 
-def _runs(runs, queries, k: int) -> list:
-    """Run objects from Run objects, run files or retriever callables (run on ``queries``), named apart."""
+def _runs(runs, queries, k: int, loaded=None) -> list:
+    """Run objects from Run objects, run files or retriever callables (run on ``queries``), named apart. A
+    framework's retriever (:mod:`~.frameworks`) matches its results against ``loaded``'s chunks: what matched no
+    chunk is warned of, and a retriever none of whose results matched is refused."""
     from .export import read_run
 
     made, paths = [], []
@@ -869,7 +925,9 @@ def _runs(runs, queries, k: int) -> list:
         elif callable(one):
             if queries is None:
                 raise InputError("a retriever needs the queries' texts: score it on a release")
-            made.append(retrieve(one, queries, k))
+            made.append(
+                _framework_run(one, queries, k, loaded) if hasattr(one, "for_release") else retrieve(one, queries, k)
+            )
         else:
             raise InputError(f"a run is a Run, a run file or a retriever callable, not {type(one).__name__}")
         paths.append(path)
@@ -880,6 +938,21 @@ def _runs(runs, queries, k: int) -> list:
     if len({r.name for r in made}) < len(made):
         made = [replace(r, name=f"{r.name}-{n + 1}") for n, r in enumerate(made)]
     return made
+
+
+def _framework_run(retriever, queries, k: int, loaded):
+    """A framework retriever's run on a release's queries, its results matched against the release's chunks."""
+    import warnings
+
+    if loaded is not None:
+        retriever.for_release(loaded.corpus)
+    run = retrieve(retriever, queries, k)
+    problem = retriever.problem()
+    if problem is not None and not sum(retriever.matched.values()):
+        raise InputError(f"every metric would read 0: {problem}")
+    if problem is not None:
+        warnings.warn(problem, stacklevel=3)
+    return run
 
 
 @dataclass
@@ -942,7 +1015,7 @@ def compare(
     rules = parse_gate(list(fail_if_worse))
     specs += [spec for spec in parse_metrics([r.metric for r in rules]) if spec not in specs] if rules else []
     labels, estimates, loaded, queries, document_of = _labels(release, qrels)
-    made = _runs(runs, queries, k)
+    made = _runs(runs, queries, k, loaded)
     if len(made) < 2:
         raise InputError("compare needs at least two runs (the first is the baseline)")
     evaluations = [evaluate(labels, r, specs, relevance_level=relevance_level) for r in made]
@@ -984,35 +1057,27 @@ def set_sizes(evaluations, clusters, alpha: float, detect: float | None):
 
 
 def langchain_retriever(retriever, id_key: str = "chunk_id") -> Retriever:
-    """A LangChain retriever as a callable :func:`score` takes: each ``Document``'s ``metadata[id_key]`` is its
-    chunk id (ranked in the order LangChain returns them)."""
+    """A LangChain retriever as a callable :func:`score` takes: each ``Document``'s chunk id is its
+    ``metadata[id_key]``, else its ``id``, else its text matched to the release's chunks (exactly or normalised);
+    ranked in the order LangChain returns them. What matches no chunk is said (:mod:`~.frameworks`)."""
+    from .frameworks import langchain_retriever as wrapped
 
-    def run(text: str) -> list[str]:
-        return [document.metadata[id_key] for document in retriever.invoke(text)]
-
-    run.__name__ = type(retriever).__name__
-    return run
+    return wrapped(retriever, id_key)
 
 
 def llamaindex_retriever(retriever, id_key: str = "chunk_id") -> Retriever:
-    """A LlamaIndex retriever as a callable :func:`score` takes: each node's ``metadata[id_key]`` (else its node
-    id) is its chunk id, with the node's score."""
+    """A LlamaIndex retriever as a callable :func:`score` takes: each node's chunk id is its ``metadata[id_key]``,
+    else its node id, else its text matched to the release's chunks; with the node's score. What matches no chunk
+    is said (:mod:`~.frameworks`)."""
+    from .frameworks import llamaindex_retriever as wrapped
 
-    def run(text: str) -> list:
-        nodes = retriever.retrieve(text)
-        ids = [node.node.metadata.get(id_key, node.node.node_id) for node in nodes]
-        if any(node.score is None for node in nodes):  # no scores: the order LlamaIndex gave is the ranking
-            return ids
-        return [(chunk_id, float(node.score)) for chunk_id, node in zip(ids, nodes)]
-
-    run.__name__ = type(retriever).__name__
-    return run
+    return wrapped(retriever, id_key)
 
 
 __all__ = [
-    "DEFAULT_METRICS", "BaselineResult", "ChunkResult", "CompareResult", "EstimateResult", "ProposeResult",
-    "ReleaseResult", "ReportResult", "RunResult", "ScoreResult", "baseline", "chunk", "compare", "estimate",
-    "import_logs", "langchain_retriever", "llamaindex_retriever", "load_config", "load_release", "open_workspace",
-    "propose", "release", "report", "retrieve", "run", "run_async", "score", "select", "select_logs", "set_sizes",
-    "synthesize", "with_roles",
+    "DEFAULT_METRICS", "BaselineResult", "ChunkResult", "ChunksExportResult", "CompareResult", "EstimateResult",
+    "ProposeResult", "ReleaseResult", "ReportResult", "RunResult", "ScoreResult", "baseline", "chunk", "compare",
+    "estimate", "export_chunks", "import_logs", "langchain_retriever", "llamaindex_retriever", "load_config",
+    "load_release", "open_workspace", "propose", "release", "report", "retrieve", "run", "run_async", "score",
+    "select", "select_logs", "set_sizes", "synthesize", "with_roles",
 ]  # fmt: skip

@@ -2,7 +2,8 @@
 
 Commands are registered in pipeline order by importing their modules: corpus (init, config, chunk), indexing (index),
 pipeline (run), labels (synthesize, propose, audit, estimate, select, queue, costs, resume), reviewing (serve, review),
-releases (release, diff, export, push, import, remap), logs (import-logs), scoring (score, compare, baseline, report).
+releases (release, diff, export, push, import, remap), logs (export-chunks, import-logs), scoring (score, compare,
+baseline, report).
 """
 
 from . import corpus, indexing, labels, logs, pipeline, releases, reviewing, scoring  # noqa: F401  (registers commands)
@@ -12,7 +13,7 @@ PIPELINE = [
     "init", "run", "config", "chunk", "index", "synthesize", "propose", "audit", "estimate", "select", "queue",
     "add-reviewer", "serve",
     "review", "review-stats", "review-export", "review-import", "costs", "resume", "release", "diff", "export",
-    "push", "import", "remap", "import-logs", "score", "compare", "baseline", "report",
+    "push", "import", "remap", "export-chunks", "import-logs", "score", "compare", "baseline", "report",
 ]  # fmt: skip
 app.registered_commands.sort(key=lambda c: PIPELINE.index(c.name or c.callback.__name__))  # --help in pipeline order
 for _command in app.registered_commands:  # typer keeps a docstring's line breaks: rich then wraps each line apart

@@ -73,6 +73,7 @@ def import_logs(
     resumed = f" (resumed after line {summary.resumed_after_line})" if summary.resumed_after_line else ""
     out.print(
         f"imported {escape(log.name)}{resumed}: {summary.records} records, {summary.new_queries} new queries, "
+        f"{summary.records_with_retrieval} with a retrieval, "
         f"{summary.feedback} with feedback"
         + (f"; skipped {skipped_text(summary.skipped)}" if summary.skipped else "")
         + "; "
@@ -85,6 +86,8 @@ def import_logs(
         + (f"; scrubbed {', '.join(f'{n} {k}' for k, n in summary.scrubbed.items())}" if summary.scrubbed else ""),
         highlight=False,
     )
+    for note in summary.notes:
+        out.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     for problem in summary.problems:
         err.print(f"[yellow]skipped[/] {escape(problem)}", highlight=False)
     listed = summary.unreadable + summary.unknown_ids - summary.unknown_ids_by_text + summary.unmatched_texts
@@ -96,3 +99,37 @@ def import_logs(
 def skipped_text(skipped: dict[str, int]) -> str:
     """The requests an import skipped, by reason: ``3 no retrieval, 2 seen before``."""
     return ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
+
+
+@app.command("export-chunks")
+def export_chunks(
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    destination: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="The file to write (default: standard output).", show_default=False),
+    ] = None,
+    format: Annotated[str, typer.Option("--format", help="jsonl or csv.")] = "jsonl",
+    json_output: JsonOption = False,
+) -> None:
+    """Write the workspace's chunks for your app to index: each chunk's id, document id, title and text.
+
+    Index these texts and keep each chunk's id with it (LangChain: metadata={"chunk_id": ...}). Your logs then
+    import by id, and your retriever scores through the LangChain and LlamaIndex adapters without text matching.
+    The chunks are the ones a release will label, so export them after `chunk` and before your app logs traffic.
+
+    Example: `testset-builder export-chunks --workspace testset --out chunks.jsonl`.
+    """
+    import sys
+
+    from .. import api
+
+    resolved = settings(config, workspace)
+    with open_workspace_for(resolved, readonly=True) as ws:
+        result = api.export_chunks(resolved, destination or sys.stdout, format=format, workspace=ws)
+    if destination is None:
+        return
+    if json_output:
+        print(json.dumps(result.as_dict(), indent=2))
+        return
+    out.print(f"wrote {result.chunks} chunks to {escape(str(destination))} ({result.format})", highlight=False)

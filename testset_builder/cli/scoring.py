@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from .. import api
 from .app import (
@@ -164,6 +165,11 @@ def score(
     shown. A line says how many more verdicts would halve the intervals. Another says how good the estimate is.
     --details shows the other figures; JSON has them under each run's `details`.
 
+    On a release that labels both synthetic questions and real queries, each run is also scored on each subset
+    apart: Kendall's tau between the two rankings of the runs and each run's optimism gap (synthetic minus real),
+    with 95% intervals. A warning says when the subsets order two runs oppositely, or a gap is clear of 0. JSON:
+    `transfer`.
+
     Example: `testset-builder score --release testset@latest --runs 'runs/*.trec' --metrics ndcg@10,recall@10`.
     """
     import numpy as np
@@ -174,6 +180,7 @@ def score(
     from ..metrics import parse_metrics
     from ..metrics.guidance import cluster_line, half_width_line, recall_curves_table, runs_table, set_size_line
     from ..metrics.report import details_table, diagnostic_lines, estimate_lines, score_table
+    from ..metrics.transfer import transfer_lines
 
     parse_metrics(metrics)  # a bad metric is named before any file is read
     targets = parse_targets(target_recall)
@@ -222,6 +229,11 @@ def score(
     if best is None and ci:
         out.print(half_width_line(reports[0]), highlight=False)
     out.print(set_size_line(sizes), highlight=False)
+    if scored.transfer is not None:
+        for line in transfer_lines(scored.transfer):
+            out.print(line, highlight=False)
+        for warning in scored.transfer.warnings:
+            err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if per_query:
         out.print(f"per-query values written to {per_query}")
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from . import phoenix
 from .formats import LOG_FORMATS, LogFormat, known_log_format, register_log_format
 
 if TYPE_CHECKING:  # config (pydantic models, YAML) is imported where a log is read: `score` never needs it
@@ -63,6 +64,15 @@ class Skipped:
 
     line: int
     reason: str
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the reader learnt about the whole log that no line says, for the import summary: where its
+    feedback is when the file holds none (Phoenix keeps it apart), annotations it did not read as feedback."""
+
+    line: int
+    text: str
 
 
 @dataclass(frozen=True)
@@ -159,7 +169,7 @@ def _thumbs(value: Any) -> int | None:
         return 1 if value else -1
     if isinstance(value, (int, float)) and value in (1, -1, 0):
         return 1 if value == 1 else -1
-    text = str(value).strip().casefold()
+    text = str(value).strip().casefold().replace("-", "_").replace(" ", "_")  # Phoenix's "thumbs-up"
     if text in THUMBS_UP:
         return 1
     if text in THUMBS_DOWN:
@@ -372,6 +382,8 @@ def _any_value(value: Any) -> Any:
     ValueError for one that is none of these."""
     if not isinstance(value, dict):
         return value
+    present = {key: inner for key, inner in value.items() if inner is not None}  # a writer may put every kind, null
+    value = {_CAMEL.get(key, key): inner for key, inner in (present or value).items()}
     for key in ("stringValue", "boolValue", "doubleValue", "bytesValue"):
         if key in value:
             return value[key]
@@ -386,6 +398,16 @@ def _any_value(value: Any) -> Any:
         pairs = _values_of(value, "kvlistValue")
         return {str(kv.get("key")): _any_value(kv.get("value")) for kv in pairs if isinstance(kv, dict)}
     return None
+
+
+# protobuf's JSON with proto field names (``MessageToJson(preserving_proto_field_name=True)``, Phoenix's
+# ``/spans/otlpv1``): OTLP's snake_case names, read as the camelCase ones of the OTLP/JSON encoding
+_CAMEL = {
+    "string_value": "stringValue", "bool_value": "boolValue", "double_value": "doubleValue",
+    "bytes_value": "bytesValue", "int_value": "intValue", "array_value": "arrayValue", "kvlist_value": "kvlistValue",
+    "resource_spans": "resourceSpans", "scope_spans": "scopeSpans",
+    "instrumentation_library_spans": "instrumentationLibrarySpans",
+}  # fmt: skip
 
 
 def _values_of(value: dict, kind: str) -> list:
@@ -449,17 +471,29 @@ def _span_id(value: Any) -> str | None:
 
 
 def _start(value: Any) -> str | None:
-    """When a span started, as ISO 8601: from nanoseconds since the epoch (OTLP) or as written (the console's)."""
+    """When a span started, as ISO 8601: from a time since the epoch (OTLP's nanoseconds; pandas' JSON writes a
+    dataframe's times in milliseconds: the unit is told by the size), a datetime (a Parquet file's), or as written
+    (the console's)."""
+    from datetime import UTC, datetime
+
     if value in (None, ""):
         return None
+    if isinstance(value, datetime):
+        value = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
     if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-        from datetime import UTC, datetime
-
+        number = int(value)
+        per_second = next((unit for size, unit in EPOCH_UNITS if number >= size), 1)
         try:
-            return datetime.fromtimestamp(int(value) / 1e9, UTC).isoformat().replace("+00:00", "Z")
+            return datetime.fromtimestamp(number / per_second, UTC).isoformat().replace("+00:00", "Z")
         except (OverflowError, OSError, ValueError):
             raise ValueError(f"start time {str(value)[:30]} is out of range") from None
     return str(value)
+
+
+# (smallest count, units a second): a time since the epoch after 1973 in nanoseconds is at least 1e17, in
+# microseconds 1e14, in milliseconds 1e11
+EPOCH_UNITS = ((10**17, 10**9), (10**14, 10**6), (10**11, 10**3))
 
 
 BROKEN = (ValueError, TypeError, AttributeError, OverflowError)  # what a malformed span or attribute raises
@@ -478,21 +512,28 @@ def items_of_each(values: list, items_of: Callable[[Any], tuple[list[dict], list
 
 def _spans(value: Any) -> tuple[list[dict], list[str]]:
     """The spans in one JSON value, and why any of them could not be read (each span on its own: one bad span
-    spoils no other): an OTLP export (``resourceSpans`` / ``scopeSpans`` / ``spans``), one OTLP span, one span as
-    the SDK's console exporter or Phoenix's REST API writes it (ids under ``context``, ``parent_id``), a page of
-    Phoenix's span list (``{"data": [...], "next_cursor"}``) or an array of any of these; each span as ``{trace,
-    span, parent, attributes, start}``."""
+    spoils no other): an OTLP export (``resourceSpans`` / ``scopeSpans`` / ``spans``, or protobuf's proto field
+    names: ``resource_spans``), one OTLP span, one span as the SDK's console exporter or Phoenix's REST API writes
+    it (ids under ``context``, ``parent_id``), a row of Phoenix's spans dataframe, a page of Phoenix's span list
+    (``{"data": [...], "next_cursor"}``) or an array of any of these; each span as ``{trace, span, parent,
+    attributes, start, server, phoenix}``. A Phoenix annotation (:mod:`.phoenix`) is an item with no trace, ``{trace:
+    None, annotation}``: it names its span, whose trace is known once every span is read."""
     if isinstance(value, list):  # an array of spans (or of export requests)
         return items_of_each(value, _spans)
     if not isinstance(value, dict):
         return [], [f"a JSON {type(value).__name__}, not a span"]
     if isinstance(value.get("data"), list) and "context" not in value:  # a page of Phoenix's REST API
         return _spans(value["data"])
+    annotation = phoenix.annotation_of(value)
+    if annotation is not None:
+        return [{"trace": None, "annotation": annotation}], []
+    value = {_CAMEL.get(key, key): inner for key, inner in value.items()}
     if "resourceSpans" not in value:
-        return _one(value)
+        return _one(phoenix.span_of_row(value) or value)
     found, problems = [], []
     resources = value.get("resourceSpans")
     for resource in resources if isinstance(resources, list) else [resources]:
+        resource = {_CAMEL.get(k, k): v for k, v in resource.items()} if isinstance(resource, dict) else resource
         scopes = (
             resource.get("scopeSpans") or resource.get("instrumentationLibrarySpans")
             if isinstance(resource, dict)
@@ -528,13 +569,17 @@ def _span(raw: Any) -> dict:
         raise ValueError("no trace id")
     parent = raw.get("parentSpanId") or raw.get("parent_span_id") or raw.get("parent_id")
     attributes = _attributes(raw)
+    kind = phoenix.kind_attribute(raw, attributes)
+    if kind is not None:
+        attributes["openinference.span.kind"] = kind
     return {
         "trace": trace,
         "span": _span_id(raw.get("spanId") or raw.get("span_id") or context.get("span_id")),
         "parent": _span_id(parent),
         "attributes": attributes,
-        "start": _start(raw.get("startTimeUnixNano") or raw.get("start_time")),
+        "start": _start(raw.get("startTimeUnixNano") or raw.get("start_time_unix_nano") or raw.get("start_time")),
         "server": _is_server(raw, attributes),
+        "phoenix": "span_kind" in raw and bool(context),  # Phoenix's span: its feedback is kept apart
     }
 
 
@@ -631,15 +676,70 @@ def _span_query(attributes: dict[str, Any], fields: LogFields) -> str | None:
     return None
 
 
-def _trace_record(trace_id: str, line: int, spans: list[dict], fields: LogFields) -> LogRecord | Skipped | Unreadable:
+def _name(text: Any) -> str:
+    """An annotation's or field's name as compared: ``User Feedback``, ``user-feedback`` and ``user_feedback`` alike."""
+    return "".join(c for c in str(text).casefold() if c.isalnum())
+
+
+FEEDBACK_NAMES = ("userfeedback", "feedback", "thumbs")  # Phoenix's built-in user_feedback, its docs' "user feedback"
+
+
+def _annotated(notes: list[dict], fields: LogFields, tally: phoenix.Annotations | None) -> dict[str, Any]:
+    """Feedback from a trace's Phoenix annotations (oldest first: the latest wins): the one named like the thumbs
+    field or user_feedback gives the thumbs (its label, else its score 1 or 0) and its explanation the comment;
+    one named like the rating field the rating; one named like the comment field (or ``note``) the comment. Others
+    (an LLM's evaluations) are counted in ``tally``, not read."""
+    thumbs_names = {_name(fields.thumbs), *FEEDBACK_NAMES}
+    found: dict[str, Any] = {}
+    for note in notes:
+        name, label, score = _name(note["name"]), note["label"], note["score"]
+        explanation = note["explanation"] if isinstance(note["explanation"], str) else None
+        try:
+            if name in thumbs_names:
+                found["comment"] = explanation or found.get("comment")
+                found["thumbs"] = _thumbs(label if label is not None else score)
+            elif name == _name(fields.rating):
+                found["rating"] = _number(score if score is not None else label, "rating")
+            elif name in (_name(fields.comment), "note"):
+                found["comment"] = explanation or (label if isinstance(label, str) else None) or found.get("comment")
+            elif tally is not None:
+                tally.not_feedback[note["name"]] += 1
+        except ValueError:  # feedback that says neither up nor down, a rating that is no number: counted, not read
+            if tally is not None:
+                tally.unclear += 1
+    return found
+
+
+def _trace_record(
+    trace_id: str, line: int, spans: list[dict], fields: LogFields, annotations: phoenix.Annotations | None = None
+) -> LogRecord | Skipped | Unreadable:
     """A trace's record. The query is the question its retriever was asked (the retrieval span's input), else the
     app's top span's (the root, or the first below a web server's span); the results are that retrieval's. The
-    answer comes from the app's top span, feedback and session from any span.
+    answer comes from the app's top span, feedback and session from any span, and from Phoenix's annotations on
+    the trace or its spans (``annotations``), where Phoenix keeps a user's feedback.
 
     Two kinds of trace are no query's record, each skipped with its reason: one without a retrieval span (a chat
     turn that retrieved nothing, or one whose retrieval is in another file), and one cut off, whose root span is
     not in the file (a file cut or rotated mid-trace; a later file holding the whole trace records it). A server
     span whose parent is elsewhere is a root: a request that came in from another service."""
+    record = _trace_parts(trace_id, line, spans, fields)
+    if annotations is None:
+        return record
+    notes = annotations.take(trace_id, (s["span"] for s in spans))
+    annotations.phoenix_spans |= any(s.get("phoenix") for s in spans)
+    if not isinstance(record, LogRecord):
+        annotations.off_record += len(notes)
+        return record
+    found = _annotated(notes, fields, annotations)
+    record.thumbs = record.thumbs if record.thumbs is not None else found.get("thumbs")
+    record.rating = record.rating if record.rating is not None else found.get("rating")
+    record.comment = record.comment or found.get("comment")
+    annotations.feedback_records += record.thumbs is not None or record.rating is not None or bool(record.comment)
+    return record
+
+
+def _trace_parts(trace_id: str, line: int, spans: list[dict], fields: LogFields) -> LogRecord | Skipped | Unreadable:
+    """A trace's record from its spans alone (see :func:`_trace_record`)."""
     try:
         by_id = {s["span"]: s for s in spans if s["span"]}
         tops = [s for s in spans if s["parent"] is None or s["parent"] not in by_id]
@@ -689,28 +789,39 @@ def _trace_record(trace_id: str, line: int, spans: list[dict], fields: LogFields
 
 
 def grouped_by_trace(
-    path: Path, items_of: Callable[[Any], tuple[list[dict], list[str]]], what: str
+    path: Path,
+    items_of: Callable[[Any], tuple[list[dict], list[str]]],
+    what: str,
+    values: Callable[[Path], Iterator[tuple[int, int, Any]]] | None = None,
+    aside: Callable[[dict], None] | None = None,
 ) -> Iterator[tuple[str, int, list[dict]] | Unreadable]:
     """The items of a trace file (spans, observations: dicts with their ``trace`` id) grouped by trace, each trace
     as ``(trace id, line, its items)`` at the line of its last item, whatever the order and place of its items.
-    ``items_of`` gives the items of one JSON value and why any could not be read (each said as "not a ``what``").
+    ``items_of`` gives the items of one JSON value and why any could not be read (each said as "not a ``what``");
+    ``values`` the file's values with their first and last lines (default: its JSON values). An item whose trace is
+    None (a Phoenix annotation, which names a span) goes to ``aside`` in the first pass, before any trace is emitted.
 
     A first pass notes the line where each trace's last item is; the second emits a trace there. So traces come in
     line order (what a resumed import counts on). What is held: one value of the file at a time, each trace id
     with its last line (a few dozen bytes a trace), and the items of the traces still open."""
+    values = values or _json_values
     last: dict[str, int] = {}
-    for _, end, value in _json_values(path):
+    for _, end, value in values(path):
         if not isinstance(value, Unreadable):
             for item in items_of(value)[0]:
-                last[item["trace"]] = end
+                if item["trace"] is not None:
+                    last[item["trace"]] = end
+                elif aside is not None:
+                    aside(item)
     open_traces: dict[str, list[dict]] = {}
     final = 0
-    for start, end, value in _json_values(path):
+    for start, end, value in values(path):
         final = end
         if isinstance(value, Unreadable):
             yield value
             continue
         items, problems = items_of(value)
+        items = [item for item in items if item["trace"] is not None]
         for problem in problems:
             yield Unreadable(start, f"not {what} ({problem})")
         for item in items:
@@ -722,13 +833,21 @@ def grouped_by_trace(
         yield trace_id, final, items
 
 
-def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Skipped | Unreadable]:
+def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Skipped | Unreadable | Notice]:
     """OpenTelemetry traces, one record each, from what exporters write: OTLP JSON (the Collector's file exporter
-    and the SDK's OTLP encoder: an export request a line, ids hex or base64), one span a line (OTLP, flat, or the
-    console exporter's one-line form), the SDK's console exporter (one span over many lines), Phoenix's span pages.
-    Spans of a trace may come in any order and anywhere in the file (:func:`grouped_by_trace`)."""
-    for got in grouped_by_trace(path, _spans, "a span"):
-        yield got if isinstance(got, Unreadable) else _trace_record(*got, fields)
+    and the SDK's OTLP encoder: an export request a line, ids hex or base64, camelCase or protobuf's proto field
+    names), one span a line (OTLP, flat, or the console exporter's one-line form), the SDK's console exporter (one
+    span over many lines), Phoenix's span pages and spans dataframe (Parquet, JSON records, CSV) with the
+    annotations saved beside them (:mod:`.phoenix`). Spans of a trace may come in any order and anywhere in the
+    file (:func:`grouped_by_trace`). What the file says of its feedback as a whole comes last, as notices."""
+    annotations = phoenix.Annotations(_span_id)
+    final = 0
+    for got in grouped_by_trace(path, _spans, "a span", phoenix.tabular_source(path), annotations.add):
+        item = got if isinstance(got, Unreadable) else _trace_record(*got, fields, annotations)
+        final = max(final, item.line)
+        yield item
+    for text in annotations.notices():
+        yield Notice(final, text)
 
 
 register_log_format(LogFormat("jsonl", read_jsonl, "one JSON object a request; fields by the config's logs.fields"))
@@ -737,14 +856,15 @@ register_log_format(LogFormat("csv", read_csv, "one row a request with a header;
 
 def looks_like_traces(head: str) -> bool:
     """Whether the start of a file is OpenTelemetry spans: OTLP's names, the console exporter's or Phoenix's."""
-    return any(marker in head for marker in ('"resourceSpans"', '"scopeSpans"', '"spanId"', '"span_id"'))
+    markers = ('"resourceSpans"', '"scopeSpans"', '"spanId"', '"span_id"', '"resource_spans"', "context.span_id")
+    return head.startswith("PAR1") or any(marker in head for marker in markers)
 
 
 register_log_format(
     LogFormat(
         "otel",
         read_otel,
-        "OpenTelemetry traces (OTLP JSON, console exporter); OpenInference attributes",
+        "OpenTelemetry traces (OTLP JSON, console exporter, Phoenix's exports); OpenInference attributes",
         looks_like=looks_like_traces,
         aliases=("otlp",),
     )

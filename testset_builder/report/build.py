@@ -25,6 +25,7 @@ from ..metrics.many import DEFAULT_TARGETS, evaluate_with_curve, smallest_k
 from ..metrics.online import online_signals
 from ..metrics.prediction import ReleasePool, prediction_report, release_pairs, stratum_of
 from ..metrics.report import score_dict
+from ..metrics.transfer import transfer_of
 from ..stages.questions import lexical_overlap
 from ..tables import Run
 from . import plots
@@ -44,6 +45,7 @@ class Report:
     review: dict = field(default_factory=dict)
     trust: dict | None = None
     online: dict | None = None  # online signals, when the release carries production logs
+    transfer: dict | None = None  # synthetic questions against real queries (metrics.transfer), when it has both
     runs: list[dict] = field(default_factory=list)
     targets: tuple[float, ...] = DEFAULT_TARGETS
     clusters: str = ""
@@ -113,8 +115,12 @@ def build_report(release, runs: Sequence[Run] = (), seed: int = 0) -> Report:
         if release.production_note:
             report.online["production_note"] = release.production_note
     pool = ReleasePool(release.estimates) if release.estimates and runs else None
-    for run in runs:
-        report.runs.append(scored_run(release, run, report, pool))
+    specs = parse_metrics(REPORT_METRICS)
+    evaluated = [evaluate_with_curve(release.qrels_table(), run, specs) for run in runs]
+    for run, (evaluation, curve) in zip(runs, evaluated):
+        report.runs.append(scored_run(release, run, report, evaluation, curve, pool))
+    checked = transfer_of([e for e, _ in evaluated], lambda q: release.query_meta.get(q, {}).get("origin"), seed=seed)
+    report.transfer = checked.as_dict() if checked is not None else None
     if report.runs:
         ks = list(range(1, len(report.runs[0]["recall_curve"]) + 1))
         report.plots["recall_curves"] = plots.curves(
@@ -155,13 +161,13 @@ def trust(rows: list[dict], counts: dict, figures: dict) -> dict:
     }
 
 
-def scored_run(release, run: Run, report: Report, pool: ReleasePool | None = None) -> dict:
+def scored_run(release, run: Run, report: Report, evaluation, curve, pool: ReleasePool | None = None) -> dict:
     """A run's metrics with intervals resampling the release's clusters (a synthetic question's source document, a
     logged query's session), its recall@k for k = 1..100 and the smallest k reaching each target recall. On a
     release with estimates (``pool`` their pairs), each metric's figure is the one that applies, as `score` gives
-    it (:func:`~testset_builder.metrics.figures.one_figure`)."""
+    it (:func:`~testset_builder.metrics.figures.one_figure`). ``evaluation`` and ``curve``: the run's, on the release's
+    labels."""
     specs = parse_metrics(REPORT_METRICS)
-    evaluation, curve = evaluate_with_curve(release.qrels_table(), run, specs)
     clusters = resolve_clusters(evaluation.query_ids, "auto", release.source_document, session=release.session)
     report.clusters = clusters.describe()
     scored = score_dict(evaluation, clusters=clusters.codes)

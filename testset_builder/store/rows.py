@@ -321,6 +321,14 @@ def live_chunk_rows(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
     return [(r[0], r[1], passage_text(r[2], r[3])) for r in rows]
 
 
+def iter_live_chunks(db: sqlite3.Connection) -> Iterator[tuple[str, str, str, str]]:
+    """(chunk_id, doc_id, the document's title, the chunk's text) of each live chunk by id, streamed."""
+    yield from db.execute(
+        "SELECT c.chunk_id, c.doc_id, COALESCE(d.title, ''), c.text FROM chunks c JOIN documents d USING (doc_id) "
+        "WHERE c.removed_at IS NULL ORDER BY c.chunk_id"
+    )
+
+
 def live_duplicate_groups(db: sqlite3.Connection) -> dict[str, tuple[str, str]]:
     """chunk_id -> (group_id, kind) for live chunks that have exact or near twins."""
     sql = (

@@ -35,7 +35,7 @@ from ..._hashing import file_sha256
 from ...config import LogsConfig
 from ...errors import InputError
 from ...export.formats import LOG_FORMATS, log_format_of
-from ...export.logs import LogRecord, Skipped, Unreadable, read_log
+from ...export.logs import LogRecord, Notice, Skipped, Unreadable, read_log
 from ...export.queries import MAX_QUERY_CHARS, derived_id
 from ...records import Query, QueryOrigin
 from ...retrieval.pool import Candidate
@@ -70,6 +70,7 @@ class LogImportSummary:
     results_folded: int = 0  # results naming a chunk an earlier result of the same record named (kept at its best rank)
     feedback: int = 0  # records with a thumbs, a rating or a comment
     skipped: dict[str, int] = field(default_factory=dict)  # requests read but recorded as no query, by why
+    notes: list[str] = field(default_factory=list)  # what the reader said of the whole log (where its feedback is)
     scrubbed: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # the first SHOWN, "line N: why"
     seconds: float = 0.0
@@ -177,7 +178,7 @@ def _check_sample(path: Path, settings: LogsConfig, items: list) -> None:
     """Refuse a log whose head (``items``) gives no request read whole (a record, or one skipped for a reason), or
     more unreadable lines than such requests; name its format when it looks like another one."""
     records = sum(isinstance(item, (LogRecord, Skipped)) for item in items)
-    unreadable = len(items) - records
+    unreadable = sum(isinstance(item, Unreadable) for item in items)
     if records == 0 or unreadable > records:
         with path.open("rb") as handle:
             guess = log_format_of(handle.read(HEAD_BYTES).decode("utf-8", "replace"))
@@ -253,7 +254,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             stored_logs.advance_import(tx, import_id, through, _counts(summary))
         batch = _Batch()
 
-    def fold(items: list[LogRecord | Skipped | Unreadable]) -> None:
+    def fold(items: list[LogRecord | Skipped | Unreadable | Notice]) -> None:
         """A slice of the log into the batch: ids, texts and requests seen before resolved with one lookup each for
         the slice."""
         seen = stored_logs.seen_traces_among(
@@ -270,6 +271,10 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             if r.text is not None and (r.chunk_id is None or r.chunk_id not in known)
         )
         for item in items:
+            if isinstance(item, Notice):
+                if item.text not in summary.notes:  # a resumed import reads the whole file's notes again
+                    summary.notes.append(item.text)
+                continue
             if isinstance(item, Unreadable):
                 summary.unreadable += 1
                 summary.note(item.line, item.reason)
@@ -321,7 +326,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             query = Query(query_id=derived_id(text), text=text, origin=QueryOrigin.real, metadata={"from": "logs"})
             batch.add(query, item, retrieval)
 
-    pending: list[LogRecord | Skipped | Unreadable] = []
+    pending: list[LogRecord | Skipped | Unreadable | Notice] = []
     checked = state is not None  # a resumed import passed the check when it began
 
     def begin(head: list) -> None:
@@ -337,7 +342,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         for held in head:
             take(held)
 
-    def take(item: LogRecord | Skipped | Unreadable) -> None:
+    def take(item: LogRecord | Skipped | Unreadable | Notice) -> None:
         """An item into the batch; a full batch is written first, at a line's end (every item of its lines in)."""
         nonlocal pending, last_line
         if len(pending) >= batch_size and item.line > last_line:
@@ -347,7 +352,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         last_line = max(last_line, item.line)
         pending.append(item)
 
-    head: list[LogRecord | Skipped | Unreadable] = []
+    head: list[LogRecord | Skipped | Unreadable | Notice] = []
     for item in read_log(path, settings.format, settings.fields):
         if item.line <= summary.resumed_after_line:
             continue
@@ -373,6 +378,7 @@ def _counts(summary: LogImportSummary) -> dict:
         "problems": summary.problems,
         "scrubbed": summary.scrubbed,
         "skipped": summary.skipped,
+        "notes": summary.notes,
     }
 
 
@@ -382,3 +388,4 @@ def _restore(summary: LogImportSummary, counts: dict) -> None:
     summary.problems = list(counts.get("problems", []))
     summary.scrubbed = dict(counts.get("scrubbed", {}))
     summary.skipped = dict(counts.get("skipped", {}))
+    summary.notes = list(counts.get("notes", []))

@@ -75,6 +75,26 @@ class ChunkMatcher:
             lambda ids: stored_logs.duplicate_groups_of(db, ids),
         )
 
+    @classmethod
+    def over(cls, chunks: Mapping[str, tuple[str, str]]) -> ChunkMatcher:
+        """A matcher over chunks held in memory (chunk id -> (its document's title, its text)), such as a release's
+        corpus: no duplicate groups, so a text two chunks hold is ambiguous."""
+        by_text: dict[str, list[str]] = {}
+        by_normalised: dict[str, list[str]] = {}
+        for chunk_id, (_, text) in chunks.items():
+            by_text.setdefault(text_sha256(text), []).append(chunk_id)
+            by_normalised.setdefault(normalised_sha256(text), []).append(chunk_id)
+
+        def lookup(table: dict[str, list[str]]) -> Lookup:
+            return lambda hashes: {h: table[h] for h in hashes if h in table}
+
+        return cls(
+            lookup(by_text),
+            lookup(by_normalised),
+            lambda ids: {c: chunks[c][0] for c in ids if c in chunks},
+            lambda ids: {},
+        )
+
     def match_all(self, texts: Iterable[str]) -> dict[str, tuple[str | None, str]]:
         """text -> (chunk id, how: "exact" | "normalised") or (None, why: "no chunk has this text" | "ambiguous: N
         chunks have this text"), for every distinct text, with a few lookups for all of them."""

@@ -17,6 +17,12 @@ EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 PHONE = re.compile(r"(?<![\w.])(?!\d+\.\d+(?![\d\s().-]*\d))\+?\d(?:[\s().-]*\d){8,14}(?![\w.])")
 
 
+def _bare_number(found: str) -> bool:
+    """Digits alone, without a leading + or a separator: an integer (2147483647, an order or row id, a timestamp),
+    not a phone number as people write one."""
+    return found.isdigit()
+
+
 @dataclass
 class Scrubber:
     """Replaces e-mails, phone numbers and the ``patterns`` given (regular expressions) with placeholders; counts
@@ -26,20 +32,32 @@ class Scrubber:
     counts: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
-        # (kind, placeholder, rule, a substring every match holds, or None)
-        self._rules = [("email", "[email]", EMAIL, "@"), ("phone", "[phone]", PHONE, None)]
+        # (kind, placeholder, rule, a substring every match holds or None, which matches to keep or None)
+        self._rules = [("email", "[email]", EMAIL, "@", None), ("phone", "[phone]", PHONE, None, _bare_number)]
         for index, pattern in enumerate(self.patterns):
             try:
-                self._rules.append((f"pattern {index}", "[redacted]", re.compile(pattern), None))
+                self._rules.append((f"pattern {index}", "[redacted]", re.compile(pattern), None, None))
             except re.error as error:
                 raise InputError(f"logs.pii_patterns[{index}] is not a regular expression ({error})") from None
 
     def __call__(self, text: str | None) -> str | None:
         if not text:
             return text
-        for kind, placeholder, rule, needed in self._rules:
+        for kind, placeholder, rule, needed, keep in self._rules:
             if needed is not None and needed not in text:
                 continue
-            text, replaced = rule.subn(placeholder, text)
+            if keep is None:
+                text, replaced = rule.subn(placeholder, text)
+            else:
+                replaced = 0
+
+                def replace(match: re.Match, placeholder: str = placeholder, keep=keep) -> str:
+                    nonlocal replaced
+                    if keep(match.group()):
+                        return match.group()
+                    replaced += 1
+                    return placeholder
+
+                text = rule.sub(replace, text)
             self.counts[kind] += replaced
         return text
