@@ -607,7 +607,9 @@ def review_import(
 
     Only submitted answers count (drafts, discarded records and cancelled annotations do not). The file is checked
     whole first: a malformed record or an item this workspace does not have stores nothing. Importing the same file
-    again stores nothing new; a grade changed since is recorded as the annotator's new verdict.
+    again stores nothing new; a grade changed since is recorded as the annotator's new verdict. Each grade keeps
+    the time its tool gives it (updated_at): one older than the grade its annotator already stands by is kept out
+    and counted, so an older export imported after a newer one changes nothing.
 
     Example: `testset-builder review-import annotations.json --workspace testset --annotators users.json`.
     """
@@ -621,9 +623,10 @@ def review_import(
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return
+    older = f", {summary.older} older than the grade already stored (kept out)" if summary.older else ""
     out.print(
         f"imported {summary.format} {source.name}: {summary.grades} grades from {len(summary.reviewers)} annotators "
-        f"on {summary.records} records: {summary.new_verdicts} new verdicts, {summary.unchanged} already recorded, "
-        f"{summary.unanswered} records unanswered",
+        f"on {summary.records} records: {summary.new_verdicts} new verdicts, {summary.unchanged} already recorded"
+        f"{older}, {summary.unanswered} records unanswered",
         highlight=False,
     )

@@ -8,6 +8,11 @@ back and records each annotator's grade as a human verdict through :func:`~tests
 so imported grades are held to the same rules as any other: append-only, stored once, undoable, and released by the
 same policy. Importing a file again stores nothing new; an annotator who changed a grade since the last import
 gets a new verdict that stands in for the old.
+
+Imports are ordered by time: each imported grade keeps when its tool says it was given (``source_at``), and a grade
+older than the one its annotator stands by (imported or given here) is kept out and counted, never stored over it.
+So importing an older export after a newer one changes nothing. A grade whose export gives no time is taken as
+given now.
 """
 
 from __future__ import annotations
@@ -18,7 +23,14 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..export.formats import REVIEW_FORMATS
-from ..export.review_tools import QUESTION, ImportedGrade, PendingPair, detect_format, named_annotator, read_records
+from ..export.review_tools import (
+    QUESTION,
+    ImportedGrade,
+    PendingPair,
+    detect_format,
+    named_annotator,
+    read_records_at,
+)
 from ..labels import policy
 from ..store import review as store
 from ..store import rows
@@ -45,6 +57,7 @@ class ImportSummary:
     new_verdicts: int
     unchanged: int
     unanswered: int
+    older: int = 0  # grades older than the one their annotator stands by: kept out
     reviewers: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -137,7 +150,7 @@ def import_annotations(
     The whole file is checked first: a malformed record or an item this workspace does not have stores nothing.
     ``annotators`` (:func:`~testset_builder.export.review_tools.read_annotators`) gives the annotators' ids
     readable names, kept for later imports."""
-    records = read_records(path)
+    records, lines = read_records_at(path)
     fmt = fmt or detect_format(records)
     if fmt not in REVIEW_FORMATS:
         raise InputError(f"unknown format {fmt!r}; use one of {', '.join(REVIEW_FORMATS)}")
@@ -152,28 +165,47 @@ def import_annotations(
             path=path,
         )
     items = {g.item_id: store.item(workspace.db, g.item_id) for g in grades}
-    unknown = sorted(item_id for item_id, found in items.items() if found is None or found.kind != "pair")
+    unknown = [g for g in grades if items[g.item_id] is None or items[g.item_id].kind != "pair"]
     if unknown:
-        shown = ", ".join(repr(i[:80]) for i in unknown[:5]) + (
-            f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        shown = "; ".join(f"{g.item_id[:80]!r} ({_where(g, fmt, lines)})" for g in unknown[:5]) + (
+            f"; and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         )
-        raise InputError(f"{len(unknown)} items are not (query, chunk) pairs of this workspace: {shown}", path=path)
-    new, unchanged = 0, 0
+        raise InputError(
+            f"{len(unknown)} grades are on items that are not (query, chunk) pairs of this workspace: {shown}. "
+            "Nothing was stored",
+            path=path,
+        )
+    new, unchanged, older = 0, 0, 0
     with workspace.transaction() as db:  # the whole file or nothing
         grades = _name_annotators(db, fmt, grades, annotators or {})
         standing = policy.reviewer_grades(list(rows.iter_judgments(db)))
+        stood = {(v.item_id, v.reviewer): v for v, _ in store.effective_verdicts(db, "pair") if v.action == "grade"}
         for grade in grades:
             item = items[grade.item_id]
+            before = stood.get((grade.item_id, grade.reviewer))
             if standing.get((item.query_id, item.chunk_id), {}).get(grade.reviewer) == grade.grade:
                 unchanged += 1
+                continue
+            if before is not None and grade.at is not None and grade.at <= before.given_at:
+                older += 1  # the annotator's standing grade is newer: this one never replaces it
                 continue
             # the key is the reviewer's next verdict on the item: a rerun (or a second process) finds it stored
             count = store.verdict_count(db, grade.item_id, grade.reviewer)
             key = f"{fmt}:{grade.item_id}:{grade.reviewer}:{count}:{grade.grade}"
             result = record_verdict(
-                db, grade.reviewer, grade.item_id, "grade", key, grade=grade.grade, seconds=grade.seconds
-            )
+                db, grade.reviewer, grade.item_id, "grade", key, grade=grade.grade, seconds=grade.seconds,
+                source_at=grade.at,
+            )  # fmt: skip
             new += result.created
             unchanged += not result.created
+            stood[(grade.item_id, grade.reviewer)] = result.verdict
     reviewers = sorted({g.reviewer for g in grades})
-    return ImportSummary(fmt, len(records), len(grades), new, unchanged, unanswered, reviewers)
+    return ImportSummary(fmt, len(records), len(grades), new, unchanged, unanswered, older, reviewers)
+
+
+def _where(grade: ImportedGrade, fmt: str, lines: list[int]) -> str:
+    """Where an imported grade is in its file: the task or record, its line, and the annotator."""
+    place = f"{'task' if fmt == 'label-studio' else 'record'} {grade.record}" if grade.record else "a record"
+    if grade.record and grade.record <= len(lines):
+        place += f" at line {lines[grade.record - 1]}"
+    return place + (f", annotator {grade.annotator[:60]!r}" if grade.annotator else "")

@@ -364,10 +364,12 @@ def record_verdict(
     edited_text: str | None = None,
     seconds: float | None = None,
     overlap: int | None = None,
+    source_at: str | None = None,
 ) -> SubmitResult:
     """:func:`submit` inside a transaction the caller holds (an import stores a whole file in one): ``grade`` for a
     grade; ``reason`` for a drop or a skip; ``edited_text`` for an edit; ``comment`` and ``seconds`` (time spent) for
-    any; ``overlap`` as :func:`submit` says."""
+    any; ``overlap`` as :func:`submit` says; ``source_at``, for an imported verdict, when its tool says it was
+    given."""
     reviewer = reviewer_name(reviewer)
     _check_key(idempotency_key, "a verdict")
     seen = store.verdict_by_key(db, idempotency_key)
@@ -410,7 +412,7 @@ def record_verdict(
     verdict = store.Verdict(
         _verdict_id(idempotency_key), item_id, reviewer, action, grade if action == "grade" else None,
         reason, comment, edited_text if action == "edit_question" else None, judgment_id, None, idempotency_key,
-        seconds, now,
+        seconds, now, source_at,
     )  # fmt: skip
     store.add_verdict(db, verdict)
     store.release_lease(db, item_id, reviewer)

@@ -307,12 +307,19 @@ class Verdict:
     idempotency_key: str
     seconds: float | None
     created_at: str
+    source_at: str | None = None  # imported: when the annotator gave it, by their tool's export (UTC)
+
+    @property
+    def given_at(self) -> str:
+        """When the reviewer gave it: the source's time for an imported verdict, else when it was stored."""
+        return self.source_at or self.created_at
 
 
 _VERDICT_COLUMNS = (
     "verdict_id, item_id, reviewer, action, grade, reason, comment, edited_text, judgment_id, undoes, "
-    "idempotency_key, seconds, created_at"
+    "idempotency_key, seconds, created_at, source_at"
 )
+_VERDICT_FIELDS = len(_VERDICT_COLUMNS.split(","))
 
 
 def verdict_by_key(db: sqlite3.Connection, idempotency_key: str) -> Verdict | None:
@@ -326,11 +333,11 @@ def add_verdict(db: sqlite3.Connection, verdict: Verdict) -> None:
     """Append a verdict and bring the reviewer's standing on the item in step (an undo brings back what stood
     before the verdict it takes back)."""
     db.execute(
-        f"INSERT INTO review_verdicts ({_VERDICT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO review_verdicts ({_VERDICT_COLUMNS}) VALUES ({', '.join('?' * _VERDICT_FIELDS)})",
         (
             verdict.verdict_id, verdict.item_id, verdict.reviewer, verdict.action, verdict.grade, verdict.reason,
             verdict.comment, verdict.edited_text, verdict.judgment_id, verdict.undoes, verdict.idempotency_key,
-            verdict.seconds, verdict.created_at,
+            verdict.seconds, verdict.created_at, verdict.source_at,
         ),
     )  # fmt: skip
     _restate(db, verdict.item_id, verdict.reviewer)
@@ -375,7 +382,7 @@ def effective_verdicts(db: sqlite3.Connection, kind: str | None = None) -> list[
     if kind:
         sql, args = sql + " WHERE i.kind = ?", (kind,)
     rows = db.execute(sql + " ORDER BY v.created_at, v.verdict_id", args).fetchall()
-    return [(Verdict(*row[:13]), QueuedItem(*row[13:])) for row in rows]
+    return [(Verdict(*row[:_VERDICT_FIELDS]), QueuedItem(*row[_VERDICT_FIELDS:])) for row in rows]
 
 
 def edited_query_id(query_id: str, text: str) -> str:
