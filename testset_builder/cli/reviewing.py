@@ -271,10 +271,16 @@ def _review_loop(ws, reviewer: str, shared, adjudicate: bool, given: list[int]) 
             out.print("your last verdict was taken back" if undone else "nothing to undo")
             continue
         try:
-            review.submit(
-                ws, reviewer, item.item_id, **_parse(answer, item), idempotency_key=key,
-                overlap=None if adjudicate else review.workspace_overlap(ws, shared),
-            )  # fmt: skip
+            verdict = _parse(answer, item)
+            if adjudicate and verdict["action"] != "grade":
+                raise InputError("settling a disagreement takes a grade (0, 1 or 2); q gives it back")
+            if adjudicate:
+                review.settle(ws, reviewer, item.item_id, verdict["grade"], key)
+            else:
+                review.submit(
+                    ws, reviewer, item.item_id, **verdict, idempotency_key=key,
+                    overlap=review.workspace_overlap(ws, shared),
+                )  # fmt: skip
             given[0] += 1
         except (InputError, ReviewConflictError) as error:
             err.print(f"[yellow]{escape(str(error))}[/]")
@@ -378,6 +384,10 @@ def _show(item, meanings: dict[int, str]) -> None:
     if item.graded_by:
         given = ", ".join(f"{grade} by {escape(who)}" for who, grade in sorted(item.graded_by.items()))
         lines.append(f"[yellow]graded {given}: your grade settles it[/]")
+        if item.self_party:
+            lines.append("[yellow]you graded it yourself: settled by you, it counts as self-settled[/]")
+        for said in item.comments or []:
+            lines.append(f"[dim]{escape(said['reviewer'])} said:[/] {escape(said['comment'])}")
     if item.kind == "pair":
         lines.append("\n".join(f"[dim]{grade} · {escape(meaning)}[/]" for grade, meaning in meanings.items()))
     label = "is this chunk relevant to the query?" if item.kind == "pair" else "is this a good test question?"
@@ -434,7 +444,9 @@ def review_stats(
 
     Quadratic-weighted Cohen's kappa for each pair of reviewers, Krippendorff's alpha (ordinal) across all of them,
     exact agreement, and the LLM judge against the reviewers' resolved grade (weighted kappa and a confusion
-    matrix); then the items reviewers disagree on. A reviewer named --adjudicator settles those: `review --adjudicate`.
+    matrix); then the items reviewers disagree on and no admin settled yet (`review --adjudicate`, or the page's
+    adjudicate mode). Settled pairs are reported apart: an adjudication is not a grade, so it moves no kappa or
+    alpha. --adjudicator names the reviewer whose own grade breaks the ties left open.
     With production logs: how many logged queries have a failure tag, the split by tag (retrieval, generation, none,
     unanswerable; resolved like grades) and, where two or more reviewers tagged a query, their agreement (share
     alike, Cohen's kappa per pair of reviewers).
@@ -483,6 +495,15 @@ def review_stats(
         out.print(f"  disagree: {escape(item['query_id'])} / {escape(item['chunk_id'])}: {grades}", highlight=False)
     if len(report["disagreements"]) > 10:
         out.print(f"  ... and {len(report['disagreements']) - 10} more (--json lists them all)")
+    settled = report["adjudication"]
+    if settled["adjudicated"]:
+        by = ", ".join(f"{n} by {escape(admin)}" for admin, n in settled["by"].items())
+        out.print(
+            f"settled by an admin (not counted in the agreement above): {settled['adjudicated']} pairs ({by}), "
+            f"{settled['self_settled']} of them self-settled (the admin had graded the pair too); "
+            f"{settled['open']} disagreements still open",
+            highlight=False,
+        )
     if report["failure_tags"]["logged_queries"]:
         _print_failure_tags(report["failure_tags"], fmt)
 

@@ -344,9 +344,12 @@ def add_verdict(db: sqlite3.Connection, verdict: Verdict) -> None:
 
 
 def _restate(db: sqlite3.Connection, item_id: str, reviewer: str) -> None:
+    """The reviewer's standing verdict on the item: their latest one nobody undid. An adjudication is not one (it
+    settles the item; an admin who also graded it still stands by their grade)."""
     latest = db.execute(
         "SELECT v.verdict_id, v.action, v.created_at FROM review_verdicts v WHERE v.item_id = ? AND v.reviewer = ? "
-        "AND v.action != 'undo' AND NOT EXISTS (SELECT 1 FROM review_verdicts u WHERE u.undoes = v.verdict_id) "
+        "AND v.action NOT IN ('undo', 'adjudicate') "
+        "AND NOT EXISTS (SELECT 1 FROM review_verdicts u WHERE u.undoes = v.verdict_id) "
         "ORDER BY v.created_at DESC, v.verdict_id DESC LIMIT 1",
         (item_id, reviewer),
     ).fetchone()
@@ -507,3 +510,26 @@ def review_settings_under(db: sqlite3.Connection, prefix: str) -> dict[str, str]
 
 def verdicts_by(db: sqlite3.Connection, reviewer: str) -> int:
     return db.execute("SELECT COUNT(*) FROM review_verdicts WHERE reviewer = ?", (reviewer,)).fetchone()[0]
+
+
+def live_leases_of_others(db: sqlite3.Connection, reviewer: str, now: str) -> set[str]:
+    """Items another reviewer holds a live lease on."""
+    return {
+        row[0]
+        for row in db.execute(
+            "SELECT DISTINCT item_id FROM review_leases WHERE reviewer != ? AND expires_at > ?", (reviewer, now)
+        )
+    }
+
+
+def comments_on(db: sqlite3.Connection, item_ids: Iterable[str]) -> dict[str, list[tuple[str, str, str, str]]]:
+    """The comments given with verdicts on these items (undone ones too: what was said stays said), oldest first:
+    item id -> [(reviewer, action, comment, created_at)]."""
+    wanted, out = set(item_ids), {}
+    for item_id, reviewer, action, comment, created_at in db.execute(
+        "SELECT item_id, reviewer, action, comment, created_at FROM review_verdicts WHERE comment IS NOT NULL "
+        "AND comment != '' ORDER BY created_at, verdict_id"
+    ):
+        if item_id in wanted:
+            out.setdefault(item_id, []).append((reviewer, action, comment, created_at))
+    return out
