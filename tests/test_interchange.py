@@ -296,9 +296,8 @@ def test_imported_annotators_carry_the_readable_names_their_tool_knows_them_by(q
     "content, message",
     [
         ("[1, 2]", "a list of users"),
-        ('[{"id": 3}]', "needs an id and a username"),
         ("{x: [unclosed", "not JSON or YAML"),
-        ('{"7": ""}', "non-empty id and name"),
+        ('"just a name"', "a list of users"),
     ],
 )
 def test_a_bad_annotators_file_is_refused_with_what_is_wrong(tmp_path, content, message):

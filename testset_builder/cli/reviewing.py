@@ -426,6 +426,58 @@ def add_reviewer(
     err.print("(shown once: send it to that reviewer only, on the address `serve` prints)")
 
 
+@app.command("reviewers")
+def reviewers_command(
+    action: Annotated[
+        str | None, typer.Argument(help="Leave out to list the reviewers; `revoke` to revoke NAME's token.")
+    ] = None,
+    name: Annotated[str | None, typer.Argument(help="The reviewer to revoke.", show_default=False)] = None,
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """List the workspace's reviewers with their verdicts, or revoke one's token (`reviewers revoke NAME`).
+
+    The list shows each reviewer's role, whether their own token is active, revoked or none (a name given with the
+    workspace's token, or an imported annotator), their standing verdicts by action, the pairs they settled, and
+    their last verdict. Revoking stops their token at once (the page and the API answer 401); their verdicts stay
+    and count as before. `add-reviewer NAME` gives them a new token.
+
+    Example: `testset-builder reviewers revoke bob --workspace testset`.
+    """
+    from dataclasses import asdict
+
+    from ..stages import review
+
+    if action not in (None, "list", "revoke") or (action == "revoke") != (name is not None):
+        raise InputError("use `reviewers` to list them, or `reviewers revoke NAME`")
+    resolved = settings(config, workspace)
+    with open_workspace_for(resolved, readonly=action != "revoke") as ws:
+        if action == "revoke":
+            review.revoke_reviewer(ws, name)
+        rows = review.reviewers(ws)
+    if action == "revoke":
+        if json_output:
+            print(json.dumps({"revoked": " ".join(name.split())}))
+        else:
+            out.print(f"revoked {escape(name)}'s token: it no longer works; their verdicts stay", highlight=False)
+        return
+    if json_output:
+        print(json.dumps([asdict(row) for row in rows], indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(title="reviewers", title_justify="left")
+    for column in ("reviewer", "role", "token", "verdicts", "settled", "last verdict"):
+        table.add_column(column, justify="right" if column in ("verdicts", "settled") else "left")
+    for row in rows:
+        given = ", ".join(f"{n} {action.replace('_', ' ')}" for action, n in sorted(row.standing.items())) or "0"
+        table.add_row(
+            escape(row.name), row.role or "", row.token, given, str(row.adjudications), (row.last_verdict_at or "")[:19]
+        )
+    out.print(table)
+
+
 @app.command("review-stats")
 def review_stats(
     workspace: WorkspaceOption = None,
@@ -617,7 +669,9 @@ def review_import(
         typer.Option(
             "--annotators",
             help="Readable names for the annotators' ids: JSON or YAML {id: name}, or the tool's list of users "
-            "(id with username or email). Kept in the workspace for later imports.",
+            "(id with username or email). Kept in the workspace for later imports. A name that is already a "
+            "reviewer here maps the annotator onto that reviewer. Unusable entries are skipped with a warning, "
+            "unless they annotated in the file.",
             show_default=False,
         ),
     ] = None,
@@ -644,6 +698,8 @@ def review_import(
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return
+    for warning in summary.warnings:
+        err.print(f"[yellow]{escape(warning)}[/]", highlight=False)
     older = f", {summary.older} older than the grade already stored (kept out)" if summary.older else ""
     out.print(
         f"imported {summary.format} {source.name}: {summary.grades} grades from {len(summary.reviewers)} annotators "

@@ -372,10 +372,20 @@ def read_label_studio(tasks: list[dict]) -> tuple[list[ImportedGrade], int]:
     return grades, unanswered
 
 
-def read_annotators(path: Path) -> dict[str, str]:
+@dataclass(frozen=True)
+class Annotators:
+    """Readable names for a tool's annotator ids (``names``), and the entries of the file skipped (``skipped``: the
+    entry's id, or ``user N`` without one, with why), which an import refuses only if one carries annotations."""
+
+    names: dict[str, str]
+    skipped: dict[str, str]
+
+
+def read_annotators(path: Path) -> Annotators:
     """Readable names for another tool's annotator ids: a JSON or YAML mapping ``{id: name}``, or a list of the
     tool's user records (Argilla's users, Label Studio's ``/api/users``) named by ``username``, else ``email``,
-    else first and last name."""
+    else first and last name. An entry without an id or a usable name (empty, or over 80 characters) is skipped,
+    with why: a tool's users list holds people who never annotated."""
     import yaml
 
     try:
@@ -384,6 +394,7 @@ def read_annotators(path: Path) -> dict[str, str]:
         raise InputError(f"cannot read the annotators file ({error.strerror or error})", path=path) from None
     except (UnicodeDecodeError, yaml.YAMLError) as error:
         raise InputError(f"the annotators file is not JSON or YAML ({str(error).splitlines()[0]})", path=path) from None
+    skipped: dict[str, str] = {}
     if isinstance(data, dict):
         pairs = list(data.items())
     elif isinstance(data, list) and all(isinstance(user, dict) for user in data):
@@ -391,17 +402,24 @@ def read_annotators(path: Path) -> dict[str, str]:
         for index, user in enumerate(data, 1):
             full = " ".join(str(user.get(k) or "") for k in ("first_name", "last_name")).strip()
             name = user.get("username") or user.get("email") or full
-            if user.get("id") in (None, "") or not name:
-                raise InputError(f"user {index} needs an id and a username, email or name", path=path)
+            if user.get("id") in (None, ""):
+                skipped[f"user {index}"] = "no id"
+                continue
             pairs.append((user["id"], name))
     else:
         raise InputError("the annotators file holds {id: name} or a list of users with an id and a name", path=path)
     names = {}
     for who, name in pairs:
-        if not str(who).strip() or not str(name or "").strip():
-            raise InputError(f"annotator {str(who)[:60]!r} needs a non-empty id and name", path=path)
-        names[str(who).strip()] = " ".join(str(name).split())
-    return names
+        who, name = str(who).strip(), " ".join(str(name or "").split())
+        if not who:
+            skipped["an entry"] = "an empty id"
+        elif not name:
+            skipped[who] = "no username, email or name"
+        elif len(name) > 80:
+            skipped[who] = f"a name of {len(name)} characters (at most 80)"
+        else:
+            names[who] = name
+    return Annotators(names, skipped)
 
 
 register_review_format(

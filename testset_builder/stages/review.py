@@ -41,6 +41,7 @@ from ..records import Judgment, JudgmentSource, JudgmentStatus, Query, reviewer_
 from ..store import draws, rows
 from ..store import failure_tags as tag_store
 from ..store import review as store
+from ..store import reviewers as reviewer_store
 from ..store.workspace import Workspace, utc_timestamp
 
 DROP_REASONS = review_actions.DROP_REASONS
@@ -360,6 +361,22 @@ def principal(workspace: Workspace, token: str, workspace_token: str) -> Princip
 
 def reviewers_with_tokens(workspace: Workspace) -> list[tuple[str, str]]:
     return store.reviewers_with_tokens(workspace.db)
+
+
+def reviewers(workspace: Workspace) -> list[reviewer_store.ReviewerRow]:
+    """Every reviewer of the workspace: role, the state of their token (active, revoked or none), standing verdicts
+    by action, pairs settled, and their last verdict's time."""
+    return reviewer_store.reviewer_rows(workspace.db)
+
+
+def revoke_reviewer(workspace: Workspace, name: str) -> None:
+    """Revoke ``name``'s own token: it stops working at once (the page and the API answer 401); their verdicts stay
+    and count as before. ``add_reviewer`` gives them a new one."""
+    name = reviewer_name(name)
+    with workspace.transaction() as db:
+        if not reviewer_store.revoke_token(db, name, utc_timestamp()):
+            known = [row.name for row in reviewer_store.reviewer_rows(db) if row.token == "active"]
+            raise InputError(f"{name!r} holds no token to revoke (tokens: {', '.join(known) or 'none'})")
 
 
 def _check_key(idempotency_key: str, what: str) -> None:
