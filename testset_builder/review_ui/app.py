@@ -22,6 +22,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from typing import Annotated, Literal
+from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Form, HTTPException, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
@@ -459,6 +460,28 @@ def _page_routes(app: FastAPI, served: Served) -> None:
             "form_token": request.state.form_token,
         }
         return templates.TemplateResponse(request, "failure.html", context)
+
+    def lead_only(request: Request) -> None:
+        if request.state.principal.role != "admin":
+            raise HTTPException(status_code=403, detail="the lead's page is for an admin reviewer")
+
+    @app.get("/lead", response_class=HTMLResponse, dependencies=page_auth)
+    def lead_page(request: Request, revoked: str | None = None):
+        """The lead's page (an admin's): progress per reviewer, agreement per pair, the open disagreements with
+        their comments, and the reviewers' tokens, each revocable."""
+        lead_only(request)
+        context = {
+            "request": request, "overview": review.lead_overview(workspace, settings),
+            "form_token": request.state.form_token, "revoked": revoked, "me": request.state.principal.name,
+        }  # fmt: skip
+        return templates.TemplateResponse(request, "lead.html", context)
+
+    @app.post("/ui/reviewers/revoke", dependencies=page_auth)
+    def ui_revoke(request: Request, reviewer: Annotated[str, Form()]):
+        """Revoke a reviewer's token from the lead's page (their verdicts stay)."""
+        lead_only(request)
+        review.revoke_reviewer(workspace, reviewer)
+        return RedirectResponse(f"/lead?revoked={quote(reviewer)}", status_code=303)
 
     @app.get("/ui/context/{chunk_id:path}", response_class=HTMLResponse, dependencies=page_auth)
     def ui_context(request: Request, chunk_id: str):

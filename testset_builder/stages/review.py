@@ -630,6 +630,23 @@ def agreement(workspace: Workspace, adjudicator: str | None = None) -> dict:
     return policy.agreement(list(rows.iter_judgments(workspace.db)), ReleaseConfig(adjudicator=adjudicator))
 
 
+def lead_overview(workspace: Workspace, settings: ReviewConfig | None = None) -> dict:
+    """What a review's lead watches, for the lead's page: ``stats`` (progress, :func:`stats`), ``reviewers`` (each
+    one's verdicts, settlements and token, :func:`reviewers`), ``agreement`` (per pair of reviewers, alpha, over the
+    independent grades; settlements apart, :func:`agreement`), and ``open``, the disagreements left with each
+    reviewer's grade and what they said (comments), the query's text and the chunk's id."""
+    db = workspace.db
+    report = agreement(workspace)
+    said = store.comments_on(db, [store.pair_item_id(d["query_id"], d["chunk_id"]) for d in report["disagreements"]])
+    open_ = []
+    for found in report["disagreements"]:
+        item_id = store.pair_item_id(found["query_id"], found["chunk_id"])
+        comments = [{"reviewer": r, "action": a, "comment": c, "at": at} for r, a, c, at in said.get(item_id, [])]
+        query = rows.get_query(db, found["query_id"]).text
+        open_.append({**found, "item_id": item_id, "query": query, "comments": comments})
+    return {"stats": stats(workspace, settings), "reviewers": reviewers(workspace), "agreement": report, "open": open_}
+
+
 def disagreements(workspace: Workspace) -> set[str]:
     """The pair items whose reviewers stand by different grades and no admin settled yet: the adjudicator's
     queue."""
