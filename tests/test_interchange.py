@@ -214,13 +214,16 @@ def grade_record(item_id, value, user="u1", status="submitted", question="releva
         ("[1, 2]", "expected a list of records"),
         ('{"a": 1}\nnot json\n', "line 2 is not JSON"),
         (json.dumps([{"something": "else"}]), "cannot tell the format"),
-        (json.dumps([grade_record("ITEM0", 3)]), "record 1: 3 is not a grade"),
+        (json.dumps([grade_record("ITEM0", 3)]), "record 1, annotator 'u1': 3 is not a grade"),
         (json.dumps([grade_record("ITEM0", 1, user=None)]), "a response without a user_id"),
         (json.dumps([grade_record("ITEM0", 1, status="-")]), "record 1: the response of user 'u1' has no status"),
         (json.dumps([grade_record("ITEM0", 1, status="draft")]), "none of its 1 records holds a submitted grade"),
         (json.dumps([grade_record("ITEM0", 1, question="relevant?")]), "was the question renamed"),
         (json.dumps([grade_record("ITEM0", 1), grade_record("ITEM0", 2, user="u" * 80)]), "record 2: annotator 'uuu"),
-        (json.dumps([grade_record("ITEM0", 1), grade_record("p-<script>", 1)]), "1 items are not"),
+        (
+            json.dumps([grade_record("ITEM0", 1), grade_record("p-<script>", 1, user="u2")]),
+            r"1 grades are on items that are not .*'p-<script>' \(record 2 at line 1, annotator 'u2'\)",
+        ),
         (
             json.dumps([{"data": {"item_id": "ITEM0"}, "annotations": [{"result": [review_tools._choice(1)]}]}]),
             "without",
@@ -293,9 +296,8 @@ def test_imported_annotators_carry_the_readable_names_their_tool_knows_them_by(q
     "content, message",
     [
         ("[1, 2]", "a list of users"),
-        ('[{"id": 3}]', "needs an id and a username"),
         ("{x: [unclosed", "not JSON or YAML"),
-        ('{"7": ""}', "non-empty id and name"),
+        ('"just a name"', "a list of users"),
     ],
 )
 def test_a_bad_annotators_file_is_refused_with_what_is_wrong(tmp_path, content, message):

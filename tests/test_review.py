@@ -234,7 +234,7 @@ def test_adjudication_serves_only_the_disagreed_pairs_and_its_grade_decides(work
     pairs = two_reviewers_disagree_once(workspace)
     item = review.next_item(workspace, "cid", adjudicate=True)
     assert item.query["query_id"] == "r1"
-    grade(workspace, "cid", item, 1)
+    review.settle(workspace, "cid", item.item_id, 1, "settle-r1")
     assert review.next_item(workspace, "cid", adjudicate=True) is None
     assert load_release(write_release(workspace, "1.0.0").path).qrels["r1"] == {pairs["r1"]: 1}
 

@@ -163,6 +163,7 @@ class JudgmentStatus(str, Enum):
     regraded = "regraded"
     final = "final"
     withdrawn = "withdrawn"  # an undone verdict: it supersedes the one it takes back and says nothing itself
+    adjudicated = "adjudicated"  # an admin's grade settling a disagreement: it decides the pair, it is not a vote
 
 
 class Judgment(Record):

@@ -77,5 +77,8 @@ for _built_in in (
     ReviewAction("keep_question", ("question",), True, None, "k", "keep", "a good test question", True),
     ReviewAction("drop_question", ("question",), True, "reason", "d", "drop", "not a good question: why", True),
     ReviewAction("edit_question", ("question",), True, "edited_text", None, "edit", "the question, rewritten", True),
+    # an admin settling a disagreement: not a vote, so it neither counts towards the overlap nor stands as the
+    # admin's own grade on the item (review.settle gives it; a reviewer's verdict cannot be one)
+    ReviewAction("adjudicate", ("pair",), False, "grade", None, "settle", "an admin's grade settling a pair", True),
 ):
     ACTIONS[_built_in.name] = _built_in

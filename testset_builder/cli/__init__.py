@@ -11,7 +11,7 @@ from .app import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PARTIAL, app, main
 
 PIPELINE = [
     "init", "run", "config", "chunk", "index", "synthesize", "propose", "audit", "estimate", "select", "queue",
-    "add-reviewer", "serve",
+    "add-reviewer", "reviewers", "serve",
     "review", "review-stats", "review-export", "review-import", "costs", "resume", "release", "diff", "export",
     "push", "import", "remap", "export-chunks", "import-logs", "score", "compare", "baseline", "report",
 ]  # fmt: skip

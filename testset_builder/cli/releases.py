@@ -85,11 +85,12 @@ def release(
     releases/VERSION/ holds the Hugging Face layout (hf/: corpus, queries, default = qrels), BEIR files, TREC
     qrels, manifest.json (file hashes, counts, lineage, policy) and a dataset card (README.md).
 
-    Policy (the config's `release:` section; these flags override it): a human verdict wins (reviewers' majority;
-    ties to --adjudicator); synthetic source chunks are grade 2; unverified LLM proposals are left out unless
-    --include-unverified. With estimates (the default), estimates.jsonl carries every estimated pair of the
-    released queries, labelled or not, for prediction-powered scoring. The same workspace state always gives the
-    same bytes and content hash; a release whose content equals its parent's says so.
+    Policy (the config's `release:` section; these flags override it): a human verdict wins (a pair an admin
+    settled takes the settled grade; else the reviewers' majority, ties to --adjudicator's own grade where they
+    graded the pair, and the card counts those); synthetic source chunks are grade 2; unverified LLM proposals are
+    left out unless --include-unverified. With estimates (the default), estimates.jsonl carries every estimated
+    pair of the released queries, labelled or not, for prediction-powered scoring. The same workspace state always
+    gives the same bytes and content hash; a release whose content equals its parent's says so.
 
     Example: `testset-builder release --bump minor --workspace testset --notes "second review round"`.
     """
@@ -131,6 +132,16 @@ def release(
         )
     if summary.estimates_refit:
         out.print(f"estimate before release: {summary.estimates_refit['why']}", highlight=False)
+    settled = summary.adjudication
+    if settled and (settled["adjudicated"] or settled["open"]):
+        who = settled["adjudicator"]
+        own = f", {settled['tie_to_adjudicator']} ties given to {who}'s own grade" if who else ""
+        out.print(
+            f"disagreements: {settled['adjudicated']} settled by an admin ({settled['self_settled']} self-settled); "
+            f"{settled['open']} left open: {settled['majority']} by majority{own}, {settled['tie_to_latest']} ties to "
+            "the latest grade (the card says so)",
+            highlight=False,
+        )
     if summary.same_as_parent:
         out.print(
             f"[yellow]note:[/] the content equals its parent {summary.parent_version}'s: nothing changed since then"

@@ -271,10 +271,16 @@ def _review_loop(ws, reviewer: str, shared, adjudicate: bool, given: list[int]) 
             out.print("your last verdict was taken back" if undone else "nothing to undo")
             continue
         try:
-            review.submit(
-                ws, reviewer, item.item_id, **_parse(answer, item), idempotency_key=key,
-                overlap=None if adjudicate else review.workspace_overlap(ws, shared),
-            )  # fmt: skip
+            verdict = _parse(answer, item)
+            if adjudicate and verdict["action"] != "grade":
+                raise InputError("settling a disagreement takes a grade (0, 1 or 2); q gives it back")
+            if adjudicate:
+                review.settle(ws, reviewer, item.item_id, verdict["grade"], key)
+            else:
+                review.submit(
+                    ws, reviewer, item.item_id, **verdict, idempotency_key=key,
+                    overlap=review.workspace_overlap(ws, shared),
+                )  # fmt: skip
             given[0] += 1
         except (InputError, ReviewConflictError) as error:
             err.print(f"[yellow]{escape(str(error))}[/]")
@@ -378,6 +384,10 @@ def _show(item, meanings: dict[int, str]) -> None:
     if item.graded_by:
         given = ", ".join(f"{grade} by {escape(who)}" for who, grade in sorted(item.graded_by.items()))
         lines.append(f"[yellow]graded {given}: your grade settles it[/]")
+        if item.self_party:
+            lines.append("[yellow]you graded it yourself: settled by you, it counts as self-settled[/]")
+        for said in item.comments or []:
+            lines.append(f"[dim]{escape(said['reviewer'])} said:[/] {escape(said['comment'])}")
     if item.kind == "pair":
         lines.append("\n".join(f"[dim]{grade} · {escape(meaning)}[/]" for grade, meaning in meanings.items()))
     label = "is this chunk relevant to the query?" if item.kind == "pair" else "is this a good test question?"
@@ -416,6 +426,58 @@ def add_reviewer(
     err.print("(shown once: send it to that reviewer only, on the address `serve` prints)")
 
 
+@app.command("reviewers")
+def reviewers_command(
+    action: Annotated[
+        str | None, typer.Argument(help="Leave out to list the reviewers; `revoke` to revoke NAME's token.")
+    ] = None,
+    name: Annotated[str | None, typer.Argument(help="The reviewer to revoke.", show_default=False)] = None,
+    workspace: WorkspaceOption = None,
+    config: ConfigOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """List the workspace's reviewers with their verdicts, or revoke one's token (`reviewers revoke NAME`).
+
+    The list shows each reviewer's role, whether their own token is active, revoked or none (a name given with the
+    workspace's token, or an imported annotator), their standing verdicts by action, the pairs they settled, and
+    their last verdict. Revoking stops their token at once (the page and the API answer 401); their verdicts stay
+    and count as before. `add-reviewer NAME` gives them a new token.
+
+    Example: `testset-builder reviewers revoke bob --workspace testset`.
+    """
+    from dataclasses import asdict
+
+    from ..stages import review
+
+    if action not in (None, "list", "revoke") or (action == "revoke") != (name is not None):
+        raise InputError("use `reviewers` to list them, or `reviewers revoke NAME`")
+    resolved = settings(config, workspace)
+    with open_workspace_for(resolved, readonly=action != "revoke") as ws:
+        if action == "revoke":
+            review.revoke_reviewer(ws, name)
+        rows = review.reviewers(ws)
+    if action == "revoke":
+        if json_output:
+            print(json.dumps({"revoked": " ".join(name.split())}))
+        else:
+            out.print(f"revoked {escape(name)}'s token: it no longer works; their verdicts stay", highlight=False)
+        return
+    if json_output:
+        print(json.dumps([asdict(row) for row in rows], indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(title="reviewers", title_justify="left")
+    for column in ("reviewer", "role", "token", "verdicts", "settled", "last verdict"):
+        table.add_column(column, justify="right" if column in ("verdicts", "settled") else "left")
+    for row in rows:
+        given = ", ".join(f"{n} {action.replace('_', ' ')}" for action, n in sorted(row.standing.items())) or "0"
+        table.add_row(
+            escape(row.name), row.role or "", row.token, given, str(row.adjudications), (row.last_verdict_at or "")[:19]
+        )
+    out.print(table)
+
+
 @app.command("review-stats")
 def review_stats(
     workspace: WorkspaceOption = None,
@@ -434,7 +496,9 @@ def review_stats(
 
     Quadratic-weighted Cohen's kappa for each pair of reviewers, Krippendorff's alpha (ordinal) across all of them,
     exact agreement, and the LLM judge against the reviewers' resolved grade (weighted kappa and a confusion
-    matrix); then the items reviewers disagree on. A reviewer named --adjudicator settles those: `review --adjudicate`.
+    matrix); then the items reviewers disagree on and no admin settled yet (`review --adjudicate`, or the page's
+    adjudicate mode). Settled pairs are reported apart: an adjudication is not a grade, so it moves no kappa or
+    alpha. --adjudicator names the reviewer whose own grade breaks the ties left open.
     With production logs: how many logged queries have a failure tag, the split by tag (retrieval, generation, none,
     unanswerable; resolved like grades) and, where two or more reviewers tagged a query, their agreement (share
     alike, Cohen's kappa per pair of reviewers).
@@ -483,6 +547,15 @@ def review_stats(
         out.print(f"  disagree: {escape(item['query_id'])} / {escape(item['chunk_id'])}: {grades}", highlight=False)
     if len(report["disagreements"]) > 10:
         out.print(f"  ... and {len(report['disagreements']) - 10} more (--json lists them all)")
+    settled = report["adjudication"]
+    if settled["adjudicated"]:
+        by = ", ".join(f"{n} by {escape(admin)}" for admin, n in settled["by"].items())
+        out.print(
+            f"settled by an admin (not counted in the agreement above): {settled['adjudicated']} pairs ({by}), "
+            f"{settled['self_settled']} of them self-settled (the admin had graded the pair too); "
+            f"{settled['open']} disagreements still open",
+            highlight=False,
+        )
     if report["failure_tags"]["logged_queries"]:
         _print_failure_tags(report["failure_tags"], fmt)
 
@@ -596,7 +669,9 @@ def review_import(
         typer.Option(
             "--annotators",
             help="Readable names for the annotators' ids: JSON or YAML {id: name}, or the tool's list of users "
-            "(id with username or email). Kept in the workspace for later imports.",
+            "(id with username or email). Kept in the workspace for later imports. A name that is already a "
+            "reviewer here maps the annotator onto that reviewer. Unusable entries are skipped with a warning, "
+            "unless they annotated in the file.",
             show_default=False,
         ),
     ] = None,
@@ -607,7 +682,9 @@ def review_import(
 
     Only submitted answers count (drafts, discarded records and cancelled annotations do not). The file is checked
     whole first: a malformed record or an item this workspace does not have stores nothing. Importing the same file
-    again stores nothing new; a grade changed since is recorded as the annotator's new verdict.
+    again stores nothing new; a grade changed since is recorded as the annotator's new verdict. Each grade keeps
+    the time its tool gives it (updated_at): one older than the grade its annotator already stands by is kept out
+    and counted, so an older export imported after a newer one changes nothing.
 
     Example: `testset-builder review-import annotations.json --workspace testset --annotators users.json`.
     """
@@ -621,9 +698,12 @@ def review_import(
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return
+    for warning in summary.warnings:
+        err.print(f"[yellow]{escape(warning)}[/]", highlight=False)
+    older = f", {summary.older} older than the grade already stored (kept out)" if summary.older else ""
     out.print(
         f"imported {summary.format} {source.name}: {summary.grades} grades from {len(summary.reviewers)} annotators "
-        f"on {summary.records} records: {summary.new_verdicts} new verdicts, {summary.unchanged} already recorded, "
-        f"{summary.unanswered} records unanswered",
+        f"on {summary.records} records: {summary.new_verdicts} new verdicts, {summary.unchanged} already recorded"
+        f"{older}, {summary.unanswered} records unanswered",
         highlight=False,
     )

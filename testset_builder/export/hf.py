@@ -111,6 +111,7 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         f"- policy: {'; '.join(manifest['policy']['rules'])}\n"
         f"- models: {models}\n- prompts: {prompts}\n"
         f"- reviewers: {', '.join(lineage['reviewers']) or 'none'}{_agreement(lineage)}\n"
+        f"{_adjudication(lineage.get('adjudication'))}"
         f"- chunker configs: {', '.join(c[:12] for c in lineage['chunker_configs']) or 'unknown'}\n\n"
         "## Loading\n\n"
         '```python\nfrom datasets import load_dataset\nqrels = load_dataset(PATH, "default", split="test")\n'
@@ -129,6 +130,26 @@ def _estimates_line(estimates: dict | None) -> str:
         f"{estimates['queries']} queries ({estimates['estimated_only']} have no human label; {estimates['drawn']} "
         f"were drawn for review with known probabilities, {estimates['drawn_answered']} answered), for "
         "prediction-powered scoring (`testset-builder score --release`)\n"
+    )
+
+
+def _adjudication(settled: dict | None) -> str:
+    """The card's line on how disagreements were settled: the policy by name, and its counts."""
+    if not settled or not (settled["adjudicated"] or settled["open"]):
+        return ""
+    who = settled.get("adjudicator")
+    by = ", ".join(f"{n} by {admin}" for admin, n in settled["by"].items())
+    ties = (
+        f"ties to {who}'s own grade where {who} graded the pair, else to the latest grade"
+        if who
+        else "ties to the latest grade"
+    )
+    return (
+        f"- adjudication: a pair an admin settled takes the settled grade; other disagreements go to the majority, "
+        f"{ties}. Settled by an admin: {settled['adjudicated']} pairs{f' ({by})' if by else ''}, "
+        f"{settled['self_settled']} of them self-settled (the admin had graded the pair too). Left open: "
+        f"{settled['majority']} decided by majority, {settled['tie_to_adjudicator']} ties given to "
+        f"{who or 'the adjudicator'}'s own grade, {settled['tie_to_latest']} ties to the latest grade\n"
     )
 
 

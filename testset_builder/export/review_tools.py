@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import InputError
@@ -61,12 +62,31 @@ class PendingPair:
 
 @dataclass(frozen=True)
 class ImportedGrade:
-    """One annotator's grade on one item, read from another tool's export."""
+    """One annotator's grade on one item, read from another tool's export: ``at`` is when they gave it (UTC, ISO
+    8601) when the export says; ``record`` the record's number in the file (from 1) and ``annotator`` the tool's
+    id for them, to say where a problem is."""
 
     item_id: str
     reviewer: str
     grade: int
     seconds: float | None = None
+    at: str | None = None
+    record: int | None = None
+    annotator: str | None = None
+
+
+def source_time(value, where: str) -> str | None:
+    """An export's timestamp (ISO 8601; ``Z`` or an offset; none taken as UTC) as UTC with microseconds, the form
+    verdict times are stored in, so the two compare as text; None when the export gives none."""
+    if value in (None, ""):
+        return None
+    try:
+        moment = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise InputError(f"{where}: {str(value)[:40]!r} is not an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def _agent(proposal: Judgment) -> str:
@@ -164,6 +184,11 @@ def _choice(grade: int) -> dict:
 
 def read_records(path: Path) -> list[dict]:
     """A JSON list of records, or JSON lines of them."""
+    return read_records_at(path)[0]
+
+
+def read_records_at(path: Path) -> tuple[list[dict], list[int]]:
+    """:func:`read_records`, with the line each record starts on (so an error can say where it is)."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as error:
@@ -172,8 +197,9 @@ def read_records(path: Path) -> list[dict]:
         raise InputError("the file is empty: export the annotated records from Argilla or Label Studio", path=path)
     try:
         data = json.loads(text)
+        lines = _element_lines(text) if isinstance(data, list) else [1]
     except json.JSONDecodeError:
-        data = []
+        data, lines = [], []
         for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
@@ -181,11 +207,25 @@ def read_records(path: Path) -> list[dict]:
                 data.append(json.loads(line))
             except json.JSONDecodeError as error:
                 raise InputError(f"line {number} is not JSON: {error.msg}", path=path) from None
+            lines.append(number)
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list) or not all(isinstance(record, dict) for record in data):
         raise InputError("expected a list of records (JSON objects)", path=path)
-    return data
+    return data, lines
+
+
+def _element_lines(text: str) -> list[int]:
+    """The line each element of a JSON array (valid JSON, already parsed once) starts on."""
+    decoder, lines = json.JSONDecoder(), []
+    at = text.index("[") + 1
+    while True:
+        while text[at] in " \t\r\n,":
+            at += 1
+        if text[at] == "]":
+            return lines
+        lines.append(text.count("\n", 0, at) + 1)
+        at = decoder.raw_decode(text, at)[1]
 
 
 def is_label_studio(record: dict) -> bool:
@@ -228,18 +268,22 @@ def _item_id(record: dict, where: str, *places: dict | None) -> str:
 def read_argilla(records: list[dict]) -> tuple[list[ImportedGrade], int]:
     """Submitted grades from Argilla records, and how many records had none. Flattened records carry each
     response's status; nested ones (``records.to_json``) do not, so a response there without one is refused rather
-    than taken for a submitted answer (it may be a draft)."""
+    than taken for a submitted answer (it may be a draft). A grade's time is its response's ``updated_at`` (as
+    Argilla's API gives each response), else its record's."""
     grades, unanswered = [], 0
     for index, record in enumerate(records, 1):
         where = f"record {index}"
         metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else None
         item_id = _item_id(record, where, metadata, record)
+        record_time = record.get("updated_at")
         if isinstance(record.get("responses"), dict):
             answers = record["responses"].get(QUESTION) or []
             if not isinstance(answers, list):
                 raise InputError(f"{where}: responses.{QUESTION} should be a list")
             found = [
-                (a.get("value"), a.get("user_id"), a.get("status", MISSING)) for a in answers if isinstance(a, dict)
+                (a.get("value"), a.get("user_id"), a.get("status", MISSING), a.get("updated_at") or record_time)
+                for a in answers
+                if isinstance(a, dict)
             ]
         else:
             values = record.get(f"{QUESTION}.responses") or []
@@ -247,9 +291,9 @@ def read_argilla(records: list[dict]) -> tuple[list[ImportedGrade], int]:
             statuses = record.get(f"{QUESTION}.responses.status") or [MISSING] * len(values)
             if not (len(values) == len(users) == len(statuses)):
                 raise InputError(f"{where}: {QUESTION}.responses, .users and .status differ in length")
-            found = list(zip(values, users, statuses))
+            found = [(*answer, record_time) for answer in zip(values, users, statuses)]
         taken = 0
-        for value, user, status in found:
+        for value, user, status, when in found:
             if not user:
                 raise InputError(f"{where}: a response without a user_id")
             if status is MISSING and value is not None:
@@ -260,19 +304,26 @@ def read_argilla(records: list[dict]) -> tuple[list[ImportedGrade], int]:
                 )
             if status != "submitted" or value is None:
                 continue  # a draft or a discarded response says nothing yet
-            grades.append(ImportedGrade(item_id, named_annotator("argilla", user, where), _grade(value, where)))
+            at = f"{where}, annotator {str(user)[:60]!r}"
+            grades.append(
+                ImportedGrade(
+                    item_id, named_annotator("argilla", user, where), _grade(value, at), at=source_time(when, at),
+                    record=index, annotator=str(user),
+                )
+            )  # fmt: skip
             taken += 1
         unanswered += taken == 0
     return grades, unanswered
 
 
-def _annotator(annotation: dict, where: str) -> str:
+def _annotator(annotation: dict, where: str) -> tuple[str, str]:
+    """The reviewer an annotation's author becomes, and the tool's id for them."""
     who = annotation.get("completed_by")
     if isinstance(who, dict):
         who = who.get("email") or who.get("id")
     if who in (None, ""):
         raise InputError(f"{where}: an annotation without completed_by")
-    return named_annotator("label-studio", who, where)
+    return named_annotator("label-studio", who, where), str(who)
 
 
 MISSING = object()  # a response whose export says nothing of its status
@@ -288,7 +339,9 @@ def named_annotator(tool: str, who, where: str) -> str:
 
 
 def read_label_studio(tasks: list[dict]) -> tuple[list[ImportedGrade], int]:
-    """Grades from a Label Studio JSON export (cancelled annotations skipped), and how many tasks had none."""
+    """Grades from a Label Studio JSON export (cancelled annotations skipped), and how many tasks had none. A
+    grade's time is its annotation's ``updated_at`` (else ``created_at``); an annotator's latest annotation of a
+    task is the one taken; ``lead_time`` (seconds spent) is kept as the verdict's time spent."""
     grades, unanswered = [], 0
     for index, task in enumerate(tasks, 1):
         where = f"task {index}"
@@ -296,7 +349,7 @@ def read_label_studio(tasks: list[dict]) -> tuple[list[ImportedGrade], int]:
             raise InputError(f"{where}: no data object")
         item_id = _item_id(task, where, task["data"])
         latest: dict[str, ImportedGrade] = {}
-        for annotation in sorted(task.get("annotations") or [], key=lambda a: str(a.get("updated_at") or "")):
+        for annotation in task.get("annotations") or []:
             if not isinstance(annotation, dict) or annotation.get("was_cancelled"):
                 continue
             chosen = [
@@ -305,19 +358,34 @@ def read_label_studio(tasks: list[dict]) -> tuple[list[ImportedGrade], int]:
             if not chosen:
                 continue
             value = (chosen[-1].get("value") or {}).get("choices")
-            reviewer = _annotator(annotation, where)
+            reviewer, who = _annotator(annotation, where)
+            at = f"{where}, annotator {who[:60]!r}"
             seconds = annotation.get("lead_time")
             seconds = float(seconds) if isinstance(seconds, int | float) and seconds >= 0 else None
-            latest[reviewer] = ImportedGrade(item_id, reviewer, _grade(value, where), seconds)
+            when = source_time(annotation.get("updated_at") or annotation.get("created_at"), at)
+            grade = ImportedGrade(item_id, reviewer, _grade(value, at), seconds, when, index, who)
+            before = latest.get(reviewer)
+            if before is None or (before.at or "") <= (when or ""):
+                latest[reviewer] = grade
         grades.extend(latest.values())
         unanswered += not latest
     return grades, unanswered
 
 
-def read_annotators(path: Path) -> dict[str, str]:
+@dataclass(frozen=True)
+class Annotators:
+    """Readable names for a tool's annotator ids (``names``), and the entries of the file skipped (``skipped``: the
+    entry's id, or ``user N`` without one, with why), which an import refuses only if one carries annotations."""
+
+    names: dict[str, str]
+    skipped: dict[str, str]
+
+
+def read_annotators(path: Path) -> Annotators:
     """Readable names for another tool's annotator ids: a JSON or YAML mapping ``{id: name}``, or a list of the
     tool's user records (Argilla's users, Label Studio's ``/api/users``) named by ``username``, else ``email``,
-    else first and last name."""
+    else first and last name. An entry without an id or a usable name (empty, or over 80 characters) is skipped,
+    with why: a tool's users list holds people who never annotated."""
     import yaml
 
     try:
@@ -326,6 +394,7 @@ def read_annotators(path: Path) -> dict[str, str]:
         raise InputError(f"cannot read the annotators file ({error.strerror or error})", path=path) from None
     except (UnicodeDecodeError, yaml.YAMLError) as error:
         raise InputError(f"the annotators file is not JSON or YAML ({str(error).splitlines()[0]})", path=path) from None
+    skipped: dict[str, str] = {}
     if isinstance(data, dict):
         pairs = list(data.items())
     elif isinstance(data, list) and all(isinstance(user, dict) for user in data):
@@ -333,17 +402,24 @@ def read_annotators(path: Path) -> dict[str, str]:
         for index, user in enumerate(data, 1):
             full = " ".join(str(user.get(k) or "") for k in ("first_name", "last_name")).strip()
             name = user.get("username") or user.get("email") or full
-            if user.get("id") in (None, "") or not name:
-                raise InputError(f"user {index} needs an id and a username, email or name", path=path)
+            if user.get("id") in (None, ""):
+                skipped[f"user {index}"] = "no id"
+                continue
             pairs.append((user["id"], name))
     else:
         raise InputError("the annotators file holds {id: name} or a list of users with an id and a name", path=path)
     names = {}
     for who, name in pairs:
-        if not str(who).strip() or not str(name or "").strip():
-            raise InputError(f"annotator {str(who)[:60]!r} needs a non-empty id and name", path=path)
-        names[str(who).strip()] = " ".join(str(name).split())
-    return names
+        who, name = str(who).strip(), " ".join(str(name or "").split())
+        if not who:
+            skipped["an entry"] = "an empty id"
+        elif not name:
+            skipped[who] = "no username, email or name"
+        elif len(name) > 80:
+            skipped[who] = f"a name of {len(name)} characters (at most 80)"
+        else:
+            names[who] = name
+    return Annotators(names, skipped)
 
 
 register_review_format(

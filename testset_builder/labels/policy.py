@@ -1,8 +1,10 @@
 """Release policy: how the append-only judgment log resolves into qrels, per (query, chunk) pair.
 
-1. a human verdict wins: each reviewer's latest verdict that nothing supersedes is a vote (a rejection is grade 0);
-   the majority grade is released; a tie goes to the adjudicator's vote when the adjudicator voted for a tied
-   grade, else to the most recent verdict for a tied grade;
+1. a human verdict wins. A pair an admin settled (an adjudication, the latest that nothing took back) takes the
+   settled grade. Otherwise each reviewer's latest verdict that nothing supersedes is a vote (a rejection is grade
+   0); the majority grade is released; a tie goes to the adjudicator's vote when the adjudicator voted for a tied
+   grade, else to the most recent verdict for a tied grade. An adjudication is never a vote: agreement figures are
+   over the reviewers' independent grades only, and adjudications are counted apart (:func:`settlement`);
 2. otherwise a synthetic question's source chunk (and its duplicate twins) is grade 2;
 3. otherwise unverified LLM proposals are left out, unless ``include_unverified``: then the latest one is released
    and marked ``llm-unverified``.
@@ -40,9 +42,15 @@ class ResolvedQrel:
 def describe(policy: ReleaseConfig) -> dict:
     """The policy as the manifest states it."""
     unverified = "included, marked llm-unverified" if policy.include_unverified else "excluded"
+    tie = (
+        f"ties to the adjudicator {policy.adjudicator}'s own grade where {policy.adjudicator} graded the pair"
+        if policy.adjudicator
+        else "ties"
+    )
     return {
         "rules": [
-            "human verdict wins (majority of each reviewer's latest verdict; ties to the adjudicator, else the latest)",
+            "human verdict wins: a pair an admin settled takes the settled grade; otherwise the majority of each "
+            f"reviewer's latest verdict, {tie}{', else' if policy.adjudicator else ''} to the latest grade",
             "synthetic source chunks and their duplicate twins count as grade 2",
             f"unverified LLM proposals {unverified}",
             "synthetic questions whose source the estimate doubts "
@@ -94,15 +102,66 @@ def _alive(judgments: list[Judgment]) -> dict[tuple[str, str], list[Judgment]]:
     return by_pair
 
 
+def _votes_of(alive: list[Judgment]) -> list[Judgment]:
+    """The reviewers' independent grades among a pair's live judgments (not an admin's adjudication)."""
+    return [j for j in alive if j.source is JudgmentSource.human and j.status is not JudgmentStatus.adjudicated]
+
+
+def _adjudication(alive: list[Judgment]) -> Judgment | None:
+    """The latest live adjudication of a pair, if an admin settled it."""
+    settled = [j for j in alive if j.status is JudgmentStatus.adjudicated]
+    return max(settled, key=lambda j: (j.created_at, j.judgment_id)) if settled else None
+
+
 def reviewer_grades(judgments: list[Judgment]) -> dict[tuple[str, str], dict[str, int]]:
     """(query, chunk) -> reviewer -> the grade that reviewer stands by: the votes the policy counts, for agreement
-    figures (verdicts given in review and human labels imported alike)."""
+    figures (verdicts given in review and human labels imported alike; an adjudication is not one)."""
     out = {}
     for pair, alive in _alive(judgments).items():
-        human = [j for j in alive if j.source is JudgmentSource.human]
+        human = _votes_of(alive)
         if human:
             out[pair] = {reviewer: grade for reviewer, (grade, _) in _votes(human).items()}
     return out
+
+
+def adjudications(judgments: list[Judgment]) -> dict[tuple[str, str], Judgment]:
+    """(query, chunk) -> the adjudication that settles it, for every pair an admin settled."""
+    out = {}
+    for pair, alive in _alive(judgments).items():
+        if (settled := _adjudication(alive)) is not None:
+            out[pair] = settled
+    return out
+
+
+def settlement(judgments: list[Judgment], policy: ReleaseConfig | None = None, pairs: set | None = None) -> dict:
+    """How the policy settles the pairs reviewers graded differently (only ``pairs``, when given): ``adjudicated``
+    by an admin (``self_settled``: the admin had graded the pair too; ``by``: per admin), and of the disagreements
+    left open, those the ``majority`` decides, the ties given to the adjudicator's own grade (``tie_to_adjudicator``:
+    the adjudicator is always a party to them), and the ties given to the latest grade (``tie_to_latest``)."""
+    policy = policy or ReleaseConfig()
+    counts = {"adjudicated": 0, "self_settled": 0, "majority": 0, "tie_to_adjudicator": 0, "tie_to_latest": 0}
+    by: Counter = Counter()
+    for pair, alive in _alive(judgments).items():
+        if pairs is not None and pair not in pairs:
+            continue
+        votes = _votes(_votes_of(alive))
+        settled = _adjudication(alive)
+        if settled is not None:
+            counts["adjudicated"] += 1
+            counts["self_settled"] += settled.reviewer in votes
+            by[settled.reviewer or ""] += 1
+            continue
+        if len({grade for grade, _ in votes.values()}) < 2:
+            continue
+        tally = Counter(grade for grade, _ in votes.values())
+        if list(tally.values()).count(max(tally.values())) == 1:
+            counts["majority"] += 1
+        elif policy.adjudicator in votes and tally[votes[policy.adjudicator][0]] == max(tally.values()):
+            counts["tie_to_adjudicator"] += 1
+        else:
+            counts["tie_to_latest"] += 1
+    return {**counts, "open": counts["majority"] + counts["tie_to_adjudicator"] + counts["tie_to_latest"],
+            "by": dict(sorted(by.items())), "adjudicator": policy.adjudicator}  # fmt: skip
 
 
 def agreement(judgments: list[Judgment], policy: ReleaseConfig | None = None, pairs: set | None = None) -> dict:
@@ -117,7 +176,17 @@ def agreement(judgments: list[Judgment], policy: ReleaseConfig | None = None, pa
         if pair in grades and proposals:
             llm[pair] = max(proposals, key=lambda j: (j.created_at, j.judgment_id)).grade
     resolved = {(q.query_id, q.chunk_id): q.grade for q in resolve(judgments, policy)}
-    return agreement_report(grades, llm, {pair: grade for pair, grade in resolved.items() if pair in grades})
+    report = agreement_report(grades, llm, {pair: grade for pair, grade in resolved.items() if pair in grades})
+    settled = adjudications(judgments)
+    report["settled"] = [
+        {"query_id": q, "chunk_id": c, "grades": by, "grade": settled[(q, c)].grade,
+         "by": settled[(q, c)].reviewer, "self_settled": settled[(q, c)].reviewer in by,
+         "at": settled[(q, c)].created_at.isoformat()}
+        for (q, c), by in sorted(grades.items()) if (q, c) in settled
+    ]  # fmt: skip
+    report["disagreements"] = [d for d in report["disagreements"] if (d["query_id"], d["chunk_id"]) not in settled]
+    report["adjudication"] = settlement(judgments, policy, pairs)
+    return report
 
 
 def resolve(judgments: list[Judgment], policy: ReleaseConfig | None = None) -> list[ResolvedQrel]:
@@ -125,8 +194,11 @@ def resolve(judgments: list[Judgment], policy: ReleaseConfig | None = None) -> l
     policy = policy or ReleaseConfig()
     resolved = []
     for (query_id, chunk_id), alive in sorted(_alive(judgments).items()):
-        human = [j for j in alive if j.source is JudgmentSource.human]
-        if human:
+        human = _votes_of(alive)
+        settled = _adjudication(alive)
+        if settled is not None:
+            resolved.append(ResolvedQrel(query_id, chunk_id, settled.grade, "human"))
+        elif human:
             resolved.append(ResolvedQrel(query_id, chunk_id, _human_grade(human, policy.adjudicator), "human"))
         elif any(j.source is JudgmentSource.synthetic_source for j in alive):
             resolved.append(ResolvedQrel(query_id, chunk_id, 2, "synthetic-source"))

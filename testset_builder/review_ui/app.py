@@ -22,6 +22,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from typing import Annotated, Literal
+from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Form, HTTPException, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
@@ -188,6 +189,13 @@ class Served:
             self.workspace, reviewer, self.settings, adjudicate=mode == "adjudicate", skipped=mode == "skipped"
         )
 
+    def settle(self, admin: str, item_id: str, action: str, grade, key: str, comment=None, seconds=None):
+        """An admin's grade in the adjudicate mode settles the disagreement (:func:`review.settle`); nothing else
+        is taken there."""
+        if action not in ("grade", "adjudicate"):
+            raise InputError(f"settling a disagreement takes a grade, not {action}: stop for now to give it back")
+        return review.settle(self.workspace, admin, item_id, grade, key, comment, seconds)
+
     def overlap_in(self, mode: str) -> int | None:
         """The overlap a verdict given in a mode is held to: none for an adjudicator's (always taken)."""
         return None if mode == "adjudicate" else review.workspace_overlap(self.workspace, self.settings)
@@ -258,8 +266,15 @@ def _api_routes(app: FastAPI, served: Served) -> None:
 
     @app.post("/api/verdicts", dependencies=auth)
     def api_verdict(request: Request, verdict: VerdictIn):
-        given = {**verdict.model_dump(exclude={"mode"}), "reviewer": _acting(request, verdict.reviewer)}
-        result = review.submit(workspace, **given, overlap=overlap_in(serving(request, verdict.mode)))
+        """A verdict; in the adjudicate mode (an admin's), a grade that settles a disagreement."""
+        mode = serving(request, "adjudicate" if verdict.action == "adjudicate" else verdict.mode)
+        reviewer = _acting(request, verdict.reviewer)
+        if mode == "adjudicate":
+            result = served.settle(reviewer, verdict.item_id, verdict.action, verdict.grade, verdict.idempotency_key,
+                                   verdict.comment, verdict.seconds)  # fmt: skip
+        else:
+            given = {**verdict.model_dump(exclude={"mode"}), "reviewer": reviewer}
+            result = review.submit(workspace, **given, overlap=overlap_in(mode))
         return JSONResponse(result.as_dict(), status_code=201 if result.created else 200)
 
     @app.post("/api/undo", dependencies=auth)
@@ -339,6 +354,7 @@ def _page_routes(app: FastAPI, served: Served) -> None:
             "tag_buttons": TAG_BUTTONS,
             "form_token": request.state.form_token,
             "text_limit": TEXT_LIMIT,
+            "open_disagreements": len(review.disagreements(workspace)) if mode == "adjudicate" and not item else 0,
         }
         name = "item.html" if request.headers.get("hx-request") else "review.html"
         return templates.TemplateResponse(request, name, context)
@@ -383,18 +399,20 @@ def _page_routes(app: FastAPI, served: Served) -> None:
         mode: Annotated[str, Form()] = "queue",
     ):
         reviewer, mode = _reviewer_of(request), serving(request, mode)
+        comment, seconds = (comment or "").strip() or None, max(0.0, time.time() - shown_at)
         try:
-            result = review.submit(
-                workspace, reviewer, item_id, action, idempotency_key, grade=grade,
-                reason=reason or None if action in ("skip", "drop_question") else None,
-                comment=(comment or "").strip() or None,
-                edited_text=edited_text or None if action == "edit_question" else None,
-                seconds=max(0.0, time.time() - shown_at),
-                overlap=overlap_in(mode),
-            )  # fmt: skip
+            if mode == "adjudicate":
+                result = served.settle(reviewer, item_id, action, grade, idempotency_key, comment, seconds)
+            else:
+                result = review.submit(
+                    workspace, reviewer, item_id, action, idempotency_key, grade=grade,
+                    reason=reason or None if action in ("skip", "drop_question") else None, comment=comment,
+                    edited_text=edited_text or None if action == "edit_question" else None, seconds=seconds,
+                    overlap=overlap_in(mode),
+                )  # fmt: skip
         except (ReviewConflictError, InputError) as error:  # said on the page: an htmx swap shows no error body
             return answered(request, reviewer, {"action": "refused", "why": str(error)}, mode)
-        return answered(request, reviewer, {"action": action, "grade": result.verdict.grade}, mode)
+        return answered(request, reviewer, {"action": result.verdict.action, "grade": result.verdict.grade}, mode)
 
     @app.post("/ui/undo", response_class=HTMLResponse, dependencies=page_auth)
     def ui_undo(request: Request, idempotency_key: Annotated[str, Form()], mode: Annotated[str, Form()] = "queue"):
@@ -442,6 +460,28 @@ def _page_routes(app: FastAPI, served: Served) -> None:
             "form_token": request.state.form_token,
         }
         return templates.TemplateResponse(request, "failure.html", context)
+
+    def lead_only(request: Request) -> None:
+        if request.state.principal.role != "admin":
+            raise HTTPException(status_code=403, detail="the lead's page is for an admin reviewer")
+
+    @app.get("/lead", response_class=HTMLResponse, dependencies=page_auth)
+    def lead_page(request: Request, revoked: str | None = None):
+        """The lead's page (an admin's): progress per reviewer, agreement per pair, the open disagreements with
+        their comments, and the reviewers' tokens, each revocable."""
+        lead_only(request)
+        context = {
+            "request": request, "overview": review.lead_overview(workspace, settings),
+            "form_token": request.state.form_token, "revoked": revoked, "me": request.state.principal.name,
+        }  # fmt: skip
+        return templates.TemplateResponse(request, "lead.html", context)
+
+    @app.post("/ui/reviewers/revoke", dependencies=page_auth)
+    def ui_revoke(request: Request, reviewer: Annotated[str, Form()]):
+        """Revoke a reviewer's token from the lead's page (their verdicts stay)."""
+        lead_only(request)
+        review.revoke_reviewer(workspace, reviewer)
+        return RedirectResponse(f"/lead?revoked={quote(reviewer)}", status_code=303)
 
     @app.get("/ui/context/{chunk_id:path}", response_class=HTMLResponse, dependencies=page_auth)
     def ui_context(request: Request, chunk_id: str):

@@ -8,6 +8,11 @@ back and records each annotator's grade as a human verdict through :func:`~tests
 so imported grades are held to the same rules as any other: append-only, stored once, undoable, and released by the
 same policy. Importing a file again stores nothing new; an annotator who changed a grade since the last import
 gets a new verdict that stands in for the old.
+
+Imports are ordered by time: each imported grade keeps when its tool says it was given (``source_at``), and a grade
+older than the one its annotator stands by (imported or given here) is kept out and counted, never stored over it.
+So importing an older export after a newer one changes nothing. A grade whose export gives no time is taken as
+given now.
 """
 
 from __future__ import annotations
@@ -18,9 +23,18 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..export.formats import REVIEW_FORMATS
-from ..export.review_tools import QUESTION, ImportedGrade, PendingPair, detect_format, named_annotator, read_records
+from ..export.review_tools import (
+    QUESTION,
+    Annotators,
+    ImportedGrade,
+    PendingPair,
+    detect_format,
+    named_annotator,
+    read_records_at,
+)
 from ..labels import policy
 from ..store import review as store
+from ..store import reviewers as reviewer_store
 from ..store import rows
 from ..store.workspace import Workspace, utc_timestamp
 from .review import dropped_questions, llm_proposal, record_verdict, workspace_overlap
@@ -45,7 +59,9 @@ class ImportSummary:
     new_verdicts: int
     unchanged: int
     unanswered: int
+    older: int = 0  # grades older than the one their annotator stands by: kept out
     reviewers: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # entries of the annotators file skipped
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -103,10 +119,15 @@ def export_pending(
 # import --------------------------------------------------------------------------------------------------------------
 
 
-def _name_annotators(db, fmt: str, grades: list[ImportedGrade], given: dict[str, str]) -> list[ImportedGrade]:
+def _name_annotators(
+    db, fmt: str, grades: list[ImportedGrade], given: dict[str, str]
+) -> tuple[list[ImportedGrade], list[str]]:
     """The grades with each annotator under their readable name: the one given now, else the one kept from an
-    earlier import (a name, once given, is kept in the workspace, so later imports need no file). An annotator
-    whose verdicts are already stored under their id keeps it: renaming them would split one person in two."""
+    earlier import (a name, once given, is kept in the workspace, so later imports need no file). A name that is a
+    reviewer of the workspace already (``ann``, who reviews on the page) maps the annotator onto that reviewer, so
+    one person is one reviewer; any other becomes ``tool:name``. An annotator whose verdicts are already stored
+    under their id, or under ``tool:name``, keeps it: moving them would split one person in two. A name too long
+    for a reviewer is skipped with a warning (returned) unless its annotator annotated in this file."""
     prefix = f"annotator:{fmt}:"
     kept = store.review_settings_under(db, prefix)
     for who, name in given.items():
@@ -122,22 +143,55 @@ def _name_annotators(db, fmt: str, grades: list[ImportedGrade], given: dict[str,
     for who, name in names.items():
         if by_name.setdefault(name, who) != who:
             raise InputError(f"{fmt} annotators {by_name[name][:60]!r} and {who[:60]!r} are both named {name!r}")
-    now = utc_timestamp()
+    now, used, warnings = utc_timestamp(), {g.reviewer for g in grades}, []
     for who, name in given.items():
-        named_annotator(fmt, name, f"annotator {who[:60]!r}")  # checked as every reviewer's name is
+        if not reviewer_store.reviewer_exists(db, name):
+            try:
+                named_annotator(fmt, name, f"annotator {who[:60]!r}")  # checked as every reviewer's name is
+            except InputError as error:
+                if f"{fmt}:{who}" in used:
+                    raise
+                warnings.append(f"annotators file: skipped {who[:60]!r} ({error}); no annotation of theirs here")
+                del names[who]
+                continue
         store.set_review_setting(db, prefix + who, name, now)
-    renamed = {f"{fmt}:{who}": f"{fmt}:{name}" for who, name in names.items()}
-    return [replace(g, reviewer=renamed.get(g.reviewer, g.reviewer)) for g in grades]
+    renamed = {f"{fmt}:{who}": _reviewer_named(db, fmt, name) for who, name in names.items()}
+    return [replace(g, reviewer=renamed.get(g.reviewer, g.reviewer)) for g in grades], warnings
+
+
+def _reviewer_named(db, fmt: str, name: str) -> str:
+    """The reviewer an annotator named ``name`` is: that reviewer when the workspace has one (and no verdicts sit
+    under ``tool:name`` already), else ``tool:name``."""
+    if not store.verdicts_by(db, f"{fmt}:{name}") and reviewer_store.reviewer_exists(db, name):
+        return name
+    return f"{fmt}:{name}"
+
+
+def _skip_unused(fmt: str, grades: list[ImportedGrade], skipped: dict[str, str]) -> list[str]:
+    """Warnings for the users-file entries skipped; an error when a skipped entry carries annotations here."""
+    used = {g.annotator for g in grades}
+    for who, why in skipped.items():
+        if who in used:
+            raise InputError(
+                f"the annotators file's entry for {fmt} annotator {who[:60]!r} is unusable ({why}), and they "
+                "annotated in this file: give them a usable name. Nothing was stored"
+            )
+    return [
+        f"annotators file: skipped {who[:60]!r} ({why}); no annotation of theirs here" for who, why in skipped.items()
+    ]
 
 
 def import_annotations(
-    workspace: Workspace, path: Path, fmt: str | None = None, annotators: dict[str, str] | None = None
+    workspace: Workspace, path: Path, fmt: str | None = None, annotators: Annotators | dict[str, str] | None = None
 ) -> ImportSummary:
     """Read an Argilla or Label Studio export and record its grades as human verdicts (see the module docstring).
     The whole file is checked first: a malformed record or an item this workspace does not have stores nothing.
-    ``annotators`` (:func:`~testset_builder.export.review_tools.read_annotators`) gives the annotators' ids
-    readable names, kept for later imports."""
-    records = read_records(path)
+    ``annotators`` (:func:`~testset_builder.export.review_tools.read_annotators`, or ``{id: name}``) gives the
+    annotators' ids readable names, kept for later imports; its skipped entries are warnings in the summary, unless
+    one of them annotated in this file."""
+    if not isinstance(annotators, Annotators):
+        annotators = Annotators(dict(annotators or {}), {})
+    records, lines = read_records_at(path)
     fmt = fmt or detect_format(records)
     if fmt not in REVIEW_FORMATS:
         raise InputError(f"unknown format {fmt!r}; use one of {', '.join(REVIEW_FORMATS)}")
@@ -152,28 +206,49 @@ def import_annotations(
             path=path,
         )
     items = {g.item_id: store.item(workspace.db, g.item_id) for g in grades}
-    unknown = sorted(item_id for item_id, found in items.items() if found is None or found.kind != "pair")
+    unknown = [g for g in grades if items[g.item_id] is None or items[g.item_id].kind != "pair"]
     if unknown:
-        shown = ", ".join(repr(i[:80]) for i in unknown[:5]) + (
-            f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        shown = "; ".join(f"{g.item_id[:80]!r} ({_where(g, fmt, lines)})" for g in unknown[:5]) + (
+            f"; and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         )
-        raise InputError(f"{len(unknown)} items are not (query, chunk) pairs of this workspace: {shown}", path=path)
-    new, unchanged = 0, 0
+        raise InputError(
+            f"{len(unknown)} grades are on items that are not (query, chunk) pairs of this workspace: {shown}. "
+            "Nothing was stored",
+            path=path,
+        )
+    warnings = _skip_unused(fmt, grades, annotators.skipped)
+    new, unchanged, older = 0, 0, 0
     with workspace.transaction() as db:  # the whole file or nothing
-        grades = _name_annotators(db, fmt, grades, annotators or {})
+        grades, more = _name_annotators(db, fmt, grades, dict(annotators.names))
+        warnings += more
         standing = policy.reviewer_grades(list(rows.iter_judgments(db)))
+        stood = {(v.item_id, v.reviewer): v for v, _ in store.effective_verdicts(db, "pair") if v.action == "grade"}
         for grade in grades:
             item = items[grade.item_id]
+            before = stood.get((grade.item_id, grade.reviewer))
             if standing.get((item.query_id, item.chunk_id), {}).get(grade.reviewer) == grade.grade:
                 unchanged += 1
+                continue
+            if before is not None and grade.at is not None and grade.at <= before.given_at:
+                older += 1  # the annotator's standing grade is newer: this one never replaces it
                 continue
             # the key is the reviewer's next verdict on the item: a rerun (or a second process) finds it stored
             count = store.verdict_count(db, grade.item_id, grade.reviewer)
             key = f"{fmt}:{grade.item_id}:{grade.reviewer}:{count}:{grade.grade}"
             result = record_verdict(
-                db, grade.reviewer, grade.item_id, "grade", key, grade=grade.grade, seconds=grade.seconds
-            )
+                db, grade.reviewer, grade.item_id, "grade", key, grade=grade.grade, seconds=grade.seconds,
+                source_at=grade.at,
+            )  # fmt: skip
             new += result.created
             unchanged += not result.created
+            stood[(grade.item_id, grade.reviewer)] = result.verdict
     reviewers = sorted({g.reviewer for g in grades})
-    return ImportSummary(fmt, len(records), len(grades), new, unchanged, unanswered, reviewers)
+    return ImportSummary(fmt, len(records), len(grades), new, unchanged, unanswered, older, reviewers, warnings)
+
+
+def _where(grade: ImportedGrade, fmt: str, lines: list[int]) -> str:
+    """Where an imported grade is in its file: the task or record, its line, and the annotator."""
+    place = f"{'task' if fmt == 'label-studio' else 'record'} {grade.record}" if grade.record else "a record"
+    if grade.record and grade.record <= len(lines):
+        place += f" at line {lines[grade.record - 1]}"
+    return place + (f", annotator {grade.annotator[:60]!r}" if grade.annotator else "")

@@ -41,6 +41,7 @@ from ..records import Judgment, JudgmentSource, JudgmentStatus, Query, reviewer_
 from ..store import draws, rows
 from ..store import failure_tags as tag_store
 from ..store import review as store
+from ..store import reviewers as reviewer_store
 from ..store.workspace import Workspace, utc_timestamp
 
 DROP_REASONS = review_actions.DROP_REASONS
@@ -67,6 +68,8 @@ class ReviewItem:
     suggestion: dict | None = None
     logged: dict | None = None  # what the live system did, when the query was logged (see logged_context)
     graded_by: dict[str, int] | None = None  # adjudicating: each reviewer's standing grade on the pair
+    self_party: bool = False  # adjudicating a pair the admin graded too: settling it is "self-settled"
+    comments: list[dict] | None = None  # adjudicating: what the reviewers said with their verdicts on it
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -136,29 +139,60 @@ def next_item(
     reviewer skipped, to answer them after all."""
     settings = settings or ReviewConfig()
     reviewer = reviewer_name(reviewer)
+    if adjudicate:
+        return _next_to_settle(workspace, reviewer, settings)
     kinds = _kinds(settings)
     dropped = dropped_questions(workspace)
-    graded = disagreements_graded(workspace) if adjudicate else None
-    only = set(graded) if graded is not None else None
     overlap = workspace_overlap(workspace, settings)
     with workspace.transaction() as db:
         now = utc_timestamp()
         chosen = None if skipped else store.held_lease(db, reviewer, now)
-        if chosen is not None and only is None and not store.has_room(db, chosen.item_id, reviewer, now, overlap):
+        if chosen is not None and not store.has_room(db, chosen.item_id, reviewer, now, overlap):
             chosen = None  # held for adjudication: the queue has no place for this reviewer's verdict on it
-        if chosen is None or chosen.kind not in kinds or (only is not None and chosen.item_id not in only):
+        if chosen is None or chosen.kind not in kinds:
             chosen = store.next_free(
-                db, reviewer, now, kinds, dropped, overlap, only,
+                db, reviewer, now, kinds, dropped, overlap, None,
                 near_query=None if skipped else store.last_query_of(db, reviewer), skipped=skipped,
             )  # fmt: skip
             if chosen is None:
                 return None
             store.lease(db, chosen.item_id, reviewer, now, _later(now, settings.lease_s))
         expires = store.lease_expiry(db, chosen.item_id, reviewer)
-    item = _describe(workspace, chosen, expires, settings.blind, reviewer)
-    if graded is not None:
-        item.graded_by = graded.get(chosen.item_id)
+    return _describe(workspace, chosen, expires, settings.blind, reviewer)
+
+
+def _next_to_settle(workspace: Workspace, admin: str, settings: ReviewConfig) -> ReviewItem | None:
+    """The next open disagreement for an admin to settle, leased to them: the one they hold, else the first no
+    other admin holds, those the admin did not grade before those they did (which another admin had better settle:
+    settled by a party, it counts as self-settled). Each comes with every reviewer's grade and comments."""
+    graded = disagreements_graded(workspace)
+    dropped = dropped_questions(workspace)
+    with workspace.transaction() as db:
+        now = utc_timestamp()
+        held = store.held_lease(db, admin, now)
+        open_items = [store.item(db, item_id) for item_id in graded]
+        open_items = [i for i in open_items if i is not None and i.query_id not in dropped]
+        if held is not None and held.item_id in graded:
+            chosen = held
+        else:
+            taken = store.live_leases_of_others(db, admin, now)
+            free = [i for i in open_items if i.item_id not in taken]
+            if not free:
+                return None
+            chosen = min(free, key=lambda i: (admin in graded[i.item_id], -i.priority, i.item_id))
+            store.lease(db, chosen.item_id, admin, now, _later(now, settings.lease_s))
+        expires = store.lease_expiry(db, chosen.item_id, admin)
+    item = _describe(workspace, chosen, expires, settings.blind, admin)
+    item.graded_by = graded[chosen.item_id]
+    item.self_party = admin in item.graded_by
+    item.comments = comments(workspace, chosen.item_id)
     return item
+
+
+def comments(workspace: Workspace, item_id: str) -> list[dict]:
+    """What reviewers said with their verdicts on an item, oldest first: reviewer, action, comment, when."""
+    said = store.comments_on(workspace.db, [item_id]).get(item_id, [])
+    return [{"reviewer": r, "action": a, "comment": c, "at": at} for r, a, c, at in said]
 
 
 def free_again_at(workspace: Workspace, reviewer: str, settings: ReviewConfig | None = None) -> str | None:
@@ -329,6 +363,22 @@ def reviewers_with_tokens(workspace: Workspace) -> list[tuple[str, str]]:
     return store.reviewers_with_tokens(workspace.db)
 
 
+def reviewers(workspace: Workspace) -> list[reviewer_store.ReviewerRow]:
+    """Every reviewer of the workspace: role, the state of their token (active, revoked or none), standing verdicts
+    by action, pairs settled, and their last verdict's time."""
+    return reviewer_store.reviewer_rows(workspace.db)
+
+
+def revoke_reviewer(workspace: Workspace, name: str) -> None:
+    """Revoke ``name``'s own token: it stops working at once (the page and the API answer 401); their verdicts stay
+    and count as before. ``add_reviewer`` gives them a new one."""
+    name = reviewer_name(name)
+    with workspace.transaction() as db:
+        if not reviewer_store.revoke_token(db, name, utc_timestamp()):
+            known = [row.name for row in reviewer_store.reviewer_rows(db) if row.token == "active"]
+            raise InputError(f"{name!r} holds no token to revoke (tokens: {', '.join(known) or 'none'})")
+
+
 def _check_key(idempotency_key: str, what: str) -> None:
     if not idempotency_key or len(idempotency_key) > 200:
         raise InputError(f"{what} needs an idempotency_key of 1 to 200 characters")
@@ -347,9 +397,43 @@ def submit(workspace: Workspace, reviewer: str, item_id: str, action: str, idemp
     than it wants is refused with :class:`ReviewConflictError`: its reviewer's lease ran out and others finished it
     meanwhile, or every place left is leased to other reviewers (a verdict is bound to the lease: only its holder
     may answer a leased item until the lease ends, so the holder is never refused for a place taken under it). An
-    adjudicator's verdict and an import from another tool pass no overlap and are always taken."""
+    adjudicator's verdict and an import from another tool pass no overlap and are always taken. An admin settles a
+    disagreement with :func:`settle`, not here."""
+    if action == "adjudicate":
+        raise InputError("a disagreement is settled by an admin (review.settle, or the adjudicate mode), not a verdict")
     with workspace.transaction() as db:
         return record_verdict(db, reviewer, item_id, action, idempotency_key, **details)
+
+
+def settle(
+    workspace: Workspace,
+    admin: str,
+    item_id: str,
+    grade: int,
+    idempotency_key: str,
+    comment: str | None = None,
+    seconds: float | None = None,
+) -> SubmitResult:
+    """An admin settles a pair reviewers graded differently: the adjudication is its own state, not a vote. The
+    pair takes the settled grade in every release; the reviewers' grades stay as they were, so agreement figures
+    (over independent grades only) do not move; the pair leaves the list of disagreements. An admin who graded the
+    pair too may settle it: the adjudication then counts as self-settled. Who and when are the verdict's; undo
+    takes it back. Only an open disagreement can be settled (one settled already is refused: undo first)."""
+    with workspace.transaction() as db:
+        seen = store.verdict_by_key(db, idempotency_key)
+        if seen is None:
+            target = store.item(db, item_id)
+            if target is None or target.kind != "pair":
+                raise UnknownIdError("pair item", item_id)
+            judgments = list(rows.iter_judgments(db, target.query_id))
+            pair = (target.query_id, target.chunk_id)
+            if pair in policy.adjudications(judgments):
+                raise ReviewConflictError(f"item {item_id} is settled already: nothing was stored (undo it first)")
+            if len(set(policy.reviewer_grades(judgments).get(pair, {}).values())) < 2:
+                raise ReviewConflictError(f"item {item_id} is not a disagreement to settle: nothing was stored")
+        return record_verdict(
+            db, admin, item_id, "adjudicate", idempotency_key, grade=grade, comment=comment, seconds=seconds
+        )
 
 
 def record_verdict(
@@ -364,10 +448,12 @@ def record_verdict(
     edited_text: str | None = None,
     seconds: float | None = None,
     overlap: int | None = None,
+    source_at: str | None = None,
 ) -> SubmitResult:
     """:func:`submit` inside a transaction the caller holds (an import stores a whole file in one): ``grade`` for a
     grade; ``reason`` for a drop or a skip; ``edited_text`` for an edit; ``comment`` and ``seconds`` (time spent) for
-    any; ``overlap`` as :func:`submit` says."""
+    any; ``overlap`` as :func:`submit` says; ``source_at``, for an imported verdict, when its tool says it was
+    given."""
     reviewer = reviewer_name(reviewer)
     _check_key(idempotency_key, "a verdict")
     seen = store.verdict_by_key(db, idempotency_key)
@@ -399,18 +485,19 @@ def record_verdict(
                 "nothing was stored; take the next item"
             )
     judgment_id = None
-    if action == "grade":
+    if action in ("grade", "adjudicate"):
         judgment_id = "rev-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:24]
+        status = JudgmentStatus.final if action == "grade" else JudgmentStatus.adjudicated
         rows.add_judgments(db, [Judgment(
             judgment_id=judgment_id, query_id=target.query_id, chunk_id=target.chunk_id, grade=grade,
-            source=JudgmentSource.human, reviewer=reviewer, status=JudgmentStatus.final, rationale=comment or None,
+            source=JudgmentSource.human, reviewer=reviewer, status=status, rationale=comment or None,
         )])  # fmt: skip
     if action == "edit_question":
         _edit_question(db, target.query_id, edited_text, reviewer)
     verdict = store.Verdict(
-        _verdict_id(idempotency_key), item_id, reviewer, action, grade if action == "grade" else None,
+        _verdict_id(idempotency_key), item_id, reviewer, action, grade if judgment_id else None,
         reason, comment, edited_text if action == "edit_question" else None, judgment_id, None, idempotency_key,
-        seconds, now,
+        seconds, now, source_at,
     )  # fmt: skip
     store.add_verdict(db, verdict)
     store.release_lease(db, item_id, reviewer)
@@ -543,15 +630,38 @@ def agreement(workspace: Workspace, adjudicator: str | None = None) -> dict:
     return policy.agreement(list(rows.iter_judgments(workspace.db)), ReleaseConfig(adjudicator=adjudicator))
 
 
+def lead_overview(workspace: Workspace, settings: ReviewConfig | None = None) -> dict:
+    """What a review's lead watches, for the lead's page: ``stats`` (progress, :func:`stats`), ``reviewers`` (each
+    one's verdicts, settlements and token, :func:`reviewers`), ``agreement`` (per pair of reviewers, alpha, over the
+    independent grades; settlements apart, :func:`agreement`), and ``open``, the disagreements left with each
+    reviewer's grade and what they said (comments), the query's text and the chunk's id."""
+    db = workspace.db
+    report = agreement(workspace)
+    said = store.comments_on(db, [store.pair_item_id(d["query_id"], d["chunk_id"]) for d in report["disagreements"]])
+    open_ = []
+    for found in report["disagreements"]:
+        item_id = store.pair_item_id(found["query_id"], found["chunk_id"])
+        comments = [{"reviewer": r, "action": a, "comment": c, "at": at} for r, a, c, at in said.get(item_id, [])]
+        query = rows.get_query(db, found["query_id"]).text
+        open_.append({**found, "item_id": item_id, "query": query, "comments": comments})
+    return {"stats": stats(workspace, settings), "reviewers": reviewers(workspace), "agreement": report, "open": open_}
+
+
 def disagreements(workspace: Workspace) -> set[str]:
-    """The pair items whose reviewers stand by different grades: the adjudicator's queue."""
+    """The pair items whose reviewers stand by different grades and no admin settled yet: the adjudicator's
+    queue."""
     return set(disagreements_graded(workspace))
 
 
 def disagreements_graded(workspace: Workspace) -> dict[str, dict[str, int]]:
     """:func:`disagreements` with each reviewer's standing grade on the item."""
-    graded = policy.reviewer_grades(list(rows.iter_judgments(workspace.db)))
-    return {store.pair_item_id(q, c): by for (q, c), by in graded.items() if len(set(by.values())) > 1}
+    judgments = list(rows.iter_judgments(workspace.db))
+    graded, settled = policy.reviewer_grades(judgments), policy.adjudications(judgments)
+    return {
+        store.pair_item_id(q, c): by
+        for (q, c), by in graded.items()
+        if len(set(by.values())) > 1 and (q, c) not in settled
+    }
 
 
 @dataclass

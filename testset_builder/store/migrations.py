@@ -848,6 +848,17 @@ def m027_chunk_boilerplate(db: sqlite3.Connection) -> None:
         run_script(db, "ALTER TABLE chunks ADD COLUMN boilerplate TEXT;")
 
 
+@migration(29)
+def m029_verdict_source_time(db: sqlite3.Connection) -> None:
+    """``review_verdicts.source_at``: when the annotator gave a verdict imported from another tool, as that tool's
+    export says (Label Studio's ``updated_at``, Argilla's response ``updated_at``), in UTC; NULL for a verdict given
+    here, whose time is its ``created_at``. An import compares it with the reviewer's standing verdict, so an older
+    export never replaces a newer grade."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(review_verdicts)")}
+    if "source_at" not in columns:  # idempotent, as the migrations after 18 are
+        run_script(db, "ALTER TABLE review_verdicts ADD COLUMN source_at TEXT;")
+
+
 def _key_bytes(key: int | bytes) -> bytes:
     """A key as migration 14 stored it (a signed 64-bit integer) as 8 little-endian bytes (one stored as bytes, as
     the backfill of migration 14 run by this code does, is already)."""

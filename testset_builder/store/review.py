@@ -307,12 +307,19 @@ class Verdict:
     idempotency_key: str
     seconds: float | None
     created_at: str
+    source_at: str | None = None  # imported: when the annotator gave it, by their tool's export (UTC)
+
+    @property
+    def given_at(self) -> str:
+        """When the reviewer gave it: the source's time for an imported verdict, else when it was stored."""
+        return self.source_at or self.created_at
 
 
 _VERDICT_COLUMNS = (
     "verdict_id, item_id, reviewer, action, grade, reason, comment, edited_text, judgment_id, undoes, "
-    "idempotency_key, seconds, created_at"
+    "idempotency_key, seconds, created_at, source_at"
 )
+_VERDICT_FIELDS = len(_VERDICT_COLUMNS.split(","))
 
 
 def verdict_by_key(db: sqlite3.Connection, idempotency_key: str) -> Verdict | None:
@@ -326,20 +333,23 @@ def add_verdict(db: sqlite3.Connection, verdict: Verdict) -> None:
     """Append a verdict and bring the reviewer's standing on the item in step (an undo brings back what stood
     before the verdict it takes back)."""
     db.execute(
-        f"INSERT INTO review_verdicts ({_VERDICT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO review_verdicts ({_VERDICT_COLUMNS}) VALUES ({', '.join('?' * _VERDICT_FIELDS)})",
         (
             verdict.verdict_id, verdict.item_id, verdict.reviewer, verdict.action, verdict.grade, verdict.reason,
             verdict.comment, verdict.edited_text, verdict.judgment_id, verdict.undoes, verdict.idempotency_key,
-            verdict.seconds, verdict.created_at,
+            verdict.seconds, verdict.created_at, verdict.source_at,
         ),
     )  # fmt: skip
     _restate(db, verdict.item_id, verdict.reviewer)
 
 
 def _restate(db: sqlite3.Connection, item_id: str, reviewer: str) -> None:
+    """The reviewer's standing verdict on the item: their latest one nobody undid. An adjudication is not one (it
+    settles the item; an admin who also graded it still stands by their grade)."""
     latest = db.execute(
         "SELECT v.verdict_id, v.action, v.created_at FROM review_verdicts v WHERE v.item_id = ? AND v.reviewer = ? "
-        "AND v.action != 'undo' AND NOT EXISTS (SELECT 1 FROM review_verdicts u WHERE u.undoes = v.verdict_id) "
+        "AND v.action NOT IN ('undo', 'adjudicate') "
+        "AND NOT EXISTS (SELECT 1 FROM review_verdicts u WHERE u.undoes = v.verdict_id) "
         "ORDER BY v.created_at DESC, v.verdict_id DESC LIMIT 1",
         (item_id, reviewer),
     ).fetchone()
@@ -375,7 +385,7 @@ def effective_verdicts(db: sqlite3.Connection, kind: str | None = None) -> list[
     if kind:
         sql, args = sql + " WHERE i.kind = ?", (kind,)
     rows = db.execute(sql + " ORDER BY v.created_at, v.verdict_id", args).fetchall()
-    return [(Verdict(*row[:13]), QueuedItem(*row[13:])) for row in rows]
+    return [(Verdict(*row[:_VERDICT_FIELDS]), QueuedItem(*row[_VERDICT_FIELDS:])) for row in rows]
 
 
 def edited_query_id(query_id: str, text: str) -> str:
@@ -500,3 +510,26 @@ def review_settings_under(db: sqlite3.Connection, prefix: str) -> dict[str, str]
 
 def verdicts_by(db: sqlite3.Connection, reviewer: str) -> int:
     return db.execute("SELECT COUNT(*) FROM review_verdicts WHERE reviewer = ?", (reviewer,)).fetchone()[0]
+
+
+def live_leases_of_others(db: sqlite3.Connection, reviewer: str, now: str) -> set[str]:
+    """Items another reviewer holds a live lease on."""
+    return {
+        row[0]
+        for row in db.execute(
+            "SELECT DISTINCT item_id FROM review_leases WHERE reviewer != ? AND expires_at > ?", (reviewer, now)
+        )
+    }
+
+
+def comments_on(db: sqlite3.Connection, item_ids: Iterable[str]) -> dict[str, list[tuple[str, str, str, str]]]:
+    """The comments given with verdicts on these items (undone ones too: what was said stays said), oldest first:
+    item id -> [(reviewer, action, comment, created_at)]."""
+    wanted, out = set(item_ids), {}
+    for item_id, reviewer, action, comment, created_at in db.execute(
+        "SELECT item_id, reviewer, action, comment, created_at FROM review_verdicts WHERE comment IS NOT NULL "
+        "AND comment != '' ORDER BY created_at, verdict_id"
+    ):
+        if item_id in wanted:
+            out.setdefault(item_id, []).append((reviewer, action, comment, created_at))
+    return out

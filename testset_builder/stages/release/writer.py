@@ -216,6 +216,7 @@ class ReleaseSummary:
     same_as_parent: bool
     counts: dict
     estimates_refit: dict | None = None  # what the release did to its estimates first (.refit.EstimatesRefit)
+    adjudication: dict | None = None  # how its disagreements were settled (policy.settlement)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -251,6 +252,7 @@ def lineage(
             "llm_vs_human_weighted_kappa": _rounded(review["llm_vs_human"]["weighted_kappa"]),
             "llm_vs_human_pairs": review["llm_vs_human"]["items"],
         },
+        "adjudication": review["adjudication"],  # how the released pairs reviewers disagreed on were settled
     }
 
 
@@ -363,7 +365,10 @@ def _write_release(
     with workspace.transaction() as db:
         history.record_release(db, version, parent, content_sha, manifest)
     refitted = None if refit is None else refit.as_dict()
-    return ReleaseSummary(version, str(target), parent, content_sha, same_as_parent, manifest["counts"], refitted)
+    return ReleaseSummary(
+        version, str(target), parent, content_sha, same_as_parent, manifest["counts"], refitted,
+        manifest["lineage"].get("adjudication"),
+    )  # fmt: skip
 
 
 def _clear_partials(workspace: Workspace) -> None:
@@ -387,6 +392,7 @@ def _adopt(workspace: Workspace, target: Path) -> ReleaseSummary:
     return ReleaseSummary(
         manifest["version"], str(target), manifest["parent_version"], manifest["content_sha256"],
         manifest["same_as_parent"], manifest["counts"], manifest.get("estimates_refit"),  # older manifests lack it
+        manifest["lineage"].get("adjudication"),
     )  # fmt: skip
 
 
