@@ -848,8 +848,8 @@ def m027_chunk_boilerplate(db: sqlite3.Connection) -> None:
         run_script(db, "ALTER TABLE chunks ADD COLUMN boilerplate TEXT;")
 
 
-@migration(29)
-def m029_verdict_source_time(db: sqlite3.Connection) -> None:
+@migration(28)
+def m028_verdict_source_time(db: sqlite3.Connection) -> None:
     """``review_verdicts.source_at``: when the annotator gave a verdict imported from another tool, as that tool's
     export says (Label Studio's ``updated_at``, Argilla's response ``updated_at``), in UTC; NULL for a verdict given
     here, whose time is its ``created_at``. An import compares it with the reviewer's standing verdict, so an older
