@@ -445,22 +445,15 @@ def test_quiet_turns_the_llm_progress_bar_off(monkeypatch):
 
     cli = importlib.import_module("testset_builder.cli.app")  # the package's `app` attribute is the Typer app
     bars = []
-
-    @contextlib.asynccontextmanager
-    async def no_roles(config, ws, stage):
-        yield None
-
-    async def work(roles, progress):
-        return progress
-
-    monkeypatch.setattr("testset_builder.llm.roles.open_roles", no_roles)
     monkeypatch.setattr(
         "testset_builder.llm.progress.llm_progress",
         lambda console: bars.append(console) or contextlib.nullcontext("bar"),
     )
-    assert cli.run_with_roles(None, None, "synthesize", False, work) == "bar" and len(bars) == 1
+    with cli.llm_bar(False) as progress:
+        assert progress == "bar" and len(bars) == 1
     monkeypatch.setattr(cli.out, "quiet", True)
-    assert cli.run_with_roles(None, None, "synthesize", False, work) is None and len(bars) == 1
+    with cli.llm_bar(False) as progress:
+        assert progress is None and len(bars) == 1
 
 
 def test_quiet_does_not_hide_the_items_the_terminal_reviewer_asks_about(queued_workspace, capsys, monkeypatch):
@@ -489,7 +482,7 @@ def test_run_json_on_a_failing_stage_still_lists_the_stages_that_ended_before_it
     def fails(*args, **kwargs):
         raise InputError("the generator's endpoint refused the key")
 
-    monkeypatch.setattr(api, "synthesize", fails)  # the third stage fails, after chunk and plan ended
+    monkeypatch.setattr(api.pipeline, "synthesize", fails)  # the third stage fails, after chunk and plan ended
     capsys.readouterr()
     assert main(["run", str(config), "--json"]) == EXIT_BAD_INPUT
     document = json.loads(capsys.readouterr().out)

@@ -33,7 +33,7 @@ from .. import api
 from .._version import __version__
 from ..errors import TestsetBuilderError
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_PARTIAL = 0, 1, 2, api.EXIT_PARTIAL
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_PARTIAL, EXIT_REVIEW, EXIT_REGRESSION = 0, 1, 2, 3, 4, 5
 
 app = typer.Typer(
     name="testset-builder",
@@ -219,7 +219,8 @@ def settings(config: str | None, workspace: Path | None = None, **overrides: Any
     return resolve_config(config, {"workspace": workspace, **dotted})
 
 
-def _waiting(holder: str) -> None:
+def waiting(holder: str) -> None:
+    """Say on stderr that the workspace is in use and this command waits."""
     err.print(
         f"[yellow]waiting:[/] the workspace is in use by {escape(holder)}; this run goes on when it ends",
         highlight=False,
@@ -229,9 +230,7 @@ def _waiting(holder: str) -> None:
 def open_workspace_for(config, create: bool = False, readonly: bool = False):
     """The config's workspace, opened (``readonly`` for commands that only read: they never write to it); a stage
     that must wait for another process says so on stderr."""
-    from ..store import open_workspace
-
-    return open_workspace(config.workspace, create=create, on_wait=_waiting, readonly=readonly)
+    return api.open_workspace(config, create=create, readonly=readonly, on_wait=waiting)
 
 
 def shows_progress(json_output: bool) -> bool:
@@ -244,17 +243,6 @@ def llm_bar(json_output: bool):
     from ..llm.progress import llm_progress
 
     return llm_progress(err) if shows_progress(json_output) else nullcontext()
-
-
-def run_with_roles(ws, config, stage: str, quiet: bool, work):
-    """Run ``await work(roles, progress)`` with the config's generator and judge for ``stage`` and a progress bar
-    (none when ``quiet``, i.e. --json, unless :func:`shows_progress` says otherwise); returns what ``work``
-    returned (:func:`testset_builder.api.with_roles` with the CLI's bar)."""
-    with llm_bar(quiet) as progress:
-        return api.with_roles(config, ws, stage, work, progress)
-
-
-prompt_library = api.prompt_library
 
 
 def judge_is_local(config) -> bool:
@@ -277,6 +265,19 @@ def judging_lines(judging) -> list[str]:
         )
     lines.extend(f"[yellow]failed[/] {escape(f)}" for f in judging.failures[:5])
     return lines
+
+
+def stages_document(result: api.RunResult) -> dict:
+    """``run``'s stages as its --json gives them: each one's result and exit code (3 where it fell short)."""
+    return {
+        name: {"exit_code": EXIT_PARTIAL if result.fell_short(name) else EXIT_OK, "result": stage.as_dict()}
+        for name, stage in result.stages.items()
+    }
+
+
+def run_code(result: api.RunResult) -> int:
+    """``run``'s exit code: 0 done (or planned), 4 stopped for review, 3 a stage fell short."""
+    return {"review": EXIT_REVIEW, "incomplete": EXIT_PARTIAL}.get(result.status, EXIT_OK)
 
 
 def exit_for(incomplete: bool) -> None:
@@ -310,7 +311,7 @@ def _outcome(args: list[str], json_mode: bool) -> int:
             document = {"error": message, "exit_code": code}
             so_far = getattr(error, "run_so_far", None)  # run: the stages that ended before this one failed
             if so_far is not None:
-                document["stages"] = so_far.as_dict()["stages"]
+                document["stages"] = stages_document(so_far)
             print(json.dumps(document))
         return code
 

@@ -16,10 +16,10 @@ from .app import (
     WorkspaceOption,
     app,
     err,
-    open_workspace_for,
     out,
     settings,
     shows_progress,
+    waiting,
 )
 
 
@@ -39,9 +39,9 @@ def init(
     Example: `testset-builder init my-set --from openai`, then edit my-set/testset-builder.yaml and pass
     `--config my-set/testset-builder.yaml` to every command. The workspace is my-set/testset.
     """
-    from ..scaffold import init_project
+    from .. import api
 
-    summary = init_project(directory, starting_from, force)
+    summary = api.init(directory, starting_from, force)
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return
@@ -70,18 +70,13 @@ def show_config(
     pass `--config testset-builder.yaml` to every command (or set TESTSET_BUILDER_CONFIG). Command-line flags
     override it.
     """
-    from ..config import as_yaml
+    from .. import api
 
-    resolved = settings(config)
+    shown = api.describe_config(config)
     if json_output:
-        data = resolved.model_dump(mode="json")
-        data["generator"], data["judge"] = (
-            resolved.generator_role().model_dump(mode="json"),
-            resolved.judge_role().model_dump(mode="json"),
-        )
-        print(json.dumps(data, indent=2))
+        print(json.dumps(shown.as_dict(), indent=2))
         return
-    print(as_yaml(resolved), end="")
+    print(shown.yaml, end="")
 
 
 @app.command()
@@ -198,13 +193,9 @@ def chunk(
     )
     if ray_address and engine != "ray":
         raise typer.BadParameter("--ray-address needs --engine ray", param_hint="--ray-address")
-    chunker_engine = _engine(engine, ray_address)
-
-    with (
-        open_workspace_for(resolved, create=True) as ws,
-        LineProgress(console=err, transient=True, disable=not shows_progress(json_output)) as progress,
-    ):
-        given = {"workspace": ws, "strict": strict, "rehash": rehash, "engine": chunker_engine, "progress": progress}
+    with LineProgress(console=err, transient=True, disable=not shows_progress(json_output)) as progress:
+        given = {"strict": strict, "rehash": rehash, "engine": engine, "ray_address": ray_address}
+        given.update(progress=progress, on_wait=waiting)
         try:
             chunked = api.chunk(resolved, sources, allow_removal=allow_removal, **given)
         except LargeRemovalError as refused:
@@ -244,14 +235,3 @@ def boilerplate_line(by_reason: dict[str, int]) -> str:
         return "0 marked boilerplate"
     reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(by_reason.items(), key=lambda item: -item[1]))
     return f"{total} marked boilerplate ({reasons}: searchable, never a question's source)"
-
-
-def _engine(name: str, ray_address: str | None):
-    """The ingest engine --engine names (Ray is imported only for ray)."""
-    if name == "ray":
-        from ..corpus.ray_engine import ray_engine
-
-        return ray_engine(ray_address)
-    from ..corpus.batches import local_engine
-
-    return local_engine

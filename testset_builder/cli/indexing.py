@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from .. import api
 from .app import ConfigOption, JsonOption, RayAddressOption, WorkspaceOption, app, open_workspace_for, out, settings
 
 
@@ -43,26 +44,16 @@ def index(
 
     Example: `testset-builder index --workspace testset --retrievers bm25,dense --engine ray`.
     """
-    from ..retrieval.dense import encode_in_process
-    from ..retrieval.indexes import retriever_names
-    from ..retrieval.prebuild import build_indexes
-
     if ray_address and engine != "ray":
         raise typer.BadParameter("--ray-address needs --engine ray", param_hint="--ray-address")
     named = retrievers if retrievers in (None, "auto") else [n.strip() for n in retrievers.split(",") if n.strip()]
     resolved = settings(config, workspace, propose__retrievers=named)
-    names = retriever_names(resolved.propose.retrievers)
-    encode_batches = encode_in_process
-    if engine == "ray":
-        from ..retrieval.ray_embed import ray_encoder
-
-        encode_batches = ray_encoder(ray_address)
     with open_workspace_for(resolved) as ws:
-        built = build_indexes(ws, names, encode_batches)
+        made = api.index(resolved, engine=engine, ray_address=ray_address, workspace=ws)
     if json_output:
-        print(json.dumps({"engine": engine, "indexes": [b.as_dict() for b in built]}, indent=2))
+        print(json.dumps(made.as_dict(), indent=2))
         return
-    for b in built:
+    for b in made.indexes:
         state = "cached" if b.cached else "built"
         out.print(
             f"{b.retriever}: {b.chunks} chunks, {state}, {b.seconds:.2f} s, {b.bytes / 1024:,.0f} KB on disk "

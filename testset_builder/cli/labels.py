@@ -29,9 +29,7 @@ from .app import (
     llm_bar,
     open_workspace_for,
     out,
-    prompt_library,
     run_paths,
-    run_with_roles,
     settings,
 )
 
@@ -239,13 +237,13 @@ def _print_synthesis(summary, resolved) -> None:
 
 def _mining(summary) -> str:
     """What mining did: estimated (no LLM call) or judged, what it queued, which questions gained chunks."""
-    from ..stages.synthesize.mining import MINED_RELEVANT
+    from .. import api
 
     mining, gained = summary.mining, summary.questions_with_extra_relevant
     if summary.mined_by.startswith("estimate"):
         return (
-            f"{mining.pairs} other chunks estimated (no LLM call), {mining.queued} at P(relevant) >= {MINED_RELEVANT} "
-            f"newly queued for review; {gained} questions gained likely relevant chunks"
+            f"{mining.pairs} other chunks estimated (no LLM call), {mining.queued} at P(relevant) >= "
+            f"{api.MINED_RELEVANT} newly queued for review; {gained} questions gained likely relevant chunks"
         )
     return (
         f"{mining.pairs} other chunks judged ({mining.already_judged} before, {mining.failed} failed"
@@ -365,13 +363,11 @@ def propose(
     )
     if (queries is None) == (not from_logs):
         raise InputError("give --queries FILE or --from-logs (the logged queries a failure-first draw chose)")
-    if judge is None:
-        judge = api.judges_pools(resolved)
-        if not judge and not json_output:
-            err.print(
-                "judging: pools only (the embedded local judge is near chance; the relevance estimate grades): "
-                "pass --judge to have it grade anyway"
-            )
+    if judge is None and judge_is_local(resolved) and not json_output:
+        err.print(
+            "judging: pools only (the embedded local judge is near chance; the relevance estimate grades): "
+            "pass --judge to have it grade anyway"
+        )
     with open_workspace_for(resolved) as ws:
         with llm_bar(json_output) as progress:  # the judge's calls, and the encoding of the chunks
             proposed = api.propose(
@@ -409,7 +405,7 @@ def propose(
             f"[yellow]warning:[/] {name} found nothing for {len(missed)} queries ({escape(shown)}): none of their "
             f"words is in its index (corpus language: {', '.join(summary.languages)}); are they in another language?"
         )
-    if judge:
+    if proposed.judged:
         for line in judging_lines(summary.judging):
             out.print(line, highlight=False)
         if judge_is_local(resolved):
@@ -446,30 +442,14 @@ def audit(
 
     Example: `testset-builder audit --qrels qrels.tsv --queries queries.jsonl --workspace testset --out disagree.tsv`.
     """
-    from ..export import read_qrels
-    from ..export.queries import read_queries
-    from ..export.reports import write_audit_tsv
-    from ..stages.judge import Judge
-    from ..stages.propose import audit as run_audit
+    from .. import api
 
     resolved = settings(config, workspace, limits__max_cost_usd=max_cost_usd)
-    labels = read_qrels(qrels)
-    query_file = read_queries(queries, id_field=id_field, text_field=text_field)
-    if out_file is not None and not out_file.parent.is_dir():
-        raise InputError("--out: no such folder", path=out_file.parent)
-    prompts = prompt_library(resolved)
-    with open_workspace_for(resolved) as ws:
-        summary = run_with_roles(
-            ws,
-            resolved,
-            "audit",
-            json_output,
-            lambda roles, progress: run_audit(
-                ws, labels, query_file, Judge(roles.judge, resolved.judging, prompts), progress=progress
-            ),
-        )
-    if out_file:
-        write_audit_tsv(summary.disagreements, out_file)
+    with open_workspace_for(resolved) as ws, llm_bar(json_output) as progress:
+        summary = api.audit(
+            resolved, qrels, queries, id_field=id_field, text_field=text_field, out=out_file, workspace=ws,
+            progress=progress,
+        )  # fmt: skip
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         exit_for(summary.judging.incomplete)
@@ -530,25 +510,13 @@ def estimate(
     Example: `testset-builder estimate --workspace testset --pairs qrels.tsv --output estimates.jsonl`.
     """
     from .. import api
-    from ..export import read_qrels
-    from ..export.reports import check_writable, write_estimates
 
     resolved = settings(config, workspace)
-    wanted = []
-    if pairs_file is not None:
-        wanted = [(q, c) for q, by in read_qrels(pairs_file).to_dict().items() for c in by]
-    if output is not None:
-        check_writable(output, "--output")
     with open_workspace_for(resolved) as ws:
-        estimated = api.estimate(resolved, workspace=ws, pairs=wanted)
+        estimated = api.estimate(resolved, workspace=ws, pairs_file=pairs_file, out=output)
     summary, found, missing = estimated.summary, estimated.rows, estimated.not_live
-    if output is not None:
-        write_estimates(found, output)
     if json_output:
-        document = summary.as_dict()
-        if output is not None or wanted:
-            document["exported"] = {"pairs": len(found), "not_live": [list(p) for p in missing]}
-        print(json.dumps(document, indent=2))
+        print(json.dumps(estimated.as_dict(), indent=2))
         return
     model = summary.model
     weights = ", ".join(f"{name} {value:+.2f}" for name, value in model["weights"].items() if value)
@@ -561,7 +529,7 @@ def estimate(
     out.print(f"  {quality_words(summary.validation)}", highlight=False)
     if output is not None:
         out.print(f"wrote {len(found)} estimates to {output}", highlight=False)
-    if wanted and missing:
+    if pairs_file is not None and missing:
         out.print(f"{len(missing)} pairs name a chunk that is not live: not estimated", highlight=False)
 
 
@@ -642,25 +610,23 @@ def select_pairs(
     Example: `testset-builder select --budget 50 --workspace testset`; reviewers then grade the drawn pairs in
     `serve` or `review`. From logs: `testset-builder select --from-logs --limit 200 --workspace testset`.
     """
-    from ..errors import InputError
-
-    resolved = settings(config, workspace)
-    if from_logs:
-        if limit is None or budget is not None:
-            raise InputError("--from-logs draws --limit logged queries (and takes no --budget)")
-        _select_logged(resolved, limit, uniform_share, seed, json_output)
-        return
-    if budget is None or limit is not None:
-        raise InputError("give --budget (pairs to draw for review); --limit goes with --from-logs")
     from .. import api
 
+    resolved = settings(config, workspace)
+    if from_logs and (limit is None or budget is not None):
+        raise InputError("--from-logs draws --limit logged queries (and takes no --budget)")
+    if not from_logs and (budget is None or limit is not None):
+        raise InputError("give --budget (pairs to draw for review); --limit goes with --from-logs")
     with open_workspace_for(resolved) as ws:
         summary = api.select(
-            resolved, budget, uniform_share=uniform_share, seed=seed, take_all_share=take_all_share,
-            take_all_per_query=take_all_per_query, workspace=ws,
+            resolved, limit if from_logs else budget, from_logs=from_logs, uniform_share=uniform_share, seed=seed,
+            take_all_share=take_all_share, take_all_per_query=take_all_per_query, workspace=ws,
         )  # fmt: skip
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
+        return
+    if from_logs:
+        _print_logged(summary, limit)
         return
     for line in selection_lines(summary, budget):
         out.print(line, highlight=False)
@@ -699,14 +665,7 @@ def selection_lines(summary, budget: int) -> list[str]:
     return lines
 
 
-def _select_logged(resolved, limit: int, uniform_share: float, seed: int, json_output: bool) -> None:
-    from .. import api
-
-    with open_workspace_for(resolved) as ws:
-        summary = api.select_logs(resolved, limit, uniform_share=uniform_share, seed=seed, workspace=ws)
-    if json_output:
-        print(json.dumps(summary.as_dict(), indent=2))
-        return
+def _print_logged(summary, limit: int) -> None:
     out.print(
         f"round {summary.round}: drew {summary.drawn} of {summary.considered} logged queries ({summary.collapsed} "
         f"near-duplicates folded in; limit {limit}), likely failures first; propose them with "
@@ -795,11 +754,11 @@ def costs(
     """
     from rich.table import Table
 
-    from ..store.llm import cost_summary
+    from .. import api
 
     resolved = settings(config, workspace)
     with open_workspace_for(resolved, readonly=True) as ws:
-        rows = cost_summary(ws.db)
+        rows = api.costs(resolved, workspace=ws).rows
     if json_output:
         print(json.dumps(rows, indent=2))
         return
@@ -837,19 +796,11 @@ def resume(
 
     Example: `testset-builder resume --config my-set/testset-builder.yaml`, then the command you gave --batch again.
     """
-
-    async def poll(roles, progress) -> dict[str, int]:
-        counts = {"running": 0, "ended": 0, "answered": 0, "failed": 0, "forgotten": 0}
-        for client in roles.clients:
-            if forget_interrupted:
-                counts["forgotten"] += client.forget_interrupted()
-            for key, value in (await client.resume_batches()).items():
-                counts[key] += value
-        return counts
+    from .. import api
 
     resolved = settings(config, workspace)
     with open_workspace_for(resolved) as ws:
-        counts = run_with_roles(ws, resolved, "resume", True, poll)
+        counts = api.resume(resolved, forget_interrupted=forget_interrupted, workspace=ws).as_dict()
     if json_output:
         print(json.dumps(counts))
         return

@@ -18,7 +18,18 @@ from typing import Annotated
 import typer
 
 from .. import api
-from .app import EXIT_OK, JsonOption, MaxCostOption, app, err, out, settings, shows_progress
+from .app import (
+    EXIT_OK,
+    JsonOption,
+    MaxCostOption,
+    app,
+    err,
+    out,
+    run_code,
+    settings,
+    shows_progress,
+    stages_document,
+)
 from .corpus import boilerplate_line
 from .logs import skipped_text
 
@@ -191,13 +202,6 @@ def run(
     `--dry-run`.
     """
     resolved = settings(config, workspace, limits__max_cost_usd=max_cost_usd)
-    if dry_run:
-        planned = api.plan(resolved)
-        if json_output:
-            print(json.dumps({"exit_code": EXIT_OK, "dry_run": True, "plan": planned.as_dict()}, indent=2))
-        else:
-            _print_plan(planned)
-        return
 
     def progress(stage: str):
         """Each stage's progress bar on stderr (none under --json or --quiet)."""
@@ -222,13 +226,25 @@ def run(
         else:
             out.print(f"[bold]{name}[/]: {said(name, result)}", highlight=False)
 
-    done = api.run(resolved, review=not no_review, progress=progress, on_stage=on_stage)
-    message = done.message
+    done = api.run(resolved, review=not no_review, dry_run=dry_run, progress=progress, on_stage=on_stage)
+    if dry_run:
+        planned = done.stages["plan"]
+        if json_output:
+            print(json.dumps({"exit_code": EXIT_OK, "dry_run": True, "plan": planned.as_dict()}, indent=2))
+        else:
+            _print_plan(planned)
+        return
+    code, message = run_code(done), done.message
     if done.status == "review":
         message += next_commands(config, workspace)
     if json_output:
-        print(json.dumps({**done.as_dict(), "message": message}, indent=2))
+        document = {"exit_code": code, "message": message, "stages": stages_document(done)}
+        if done.status == "review":
+            document.update(waiting=done.waiting, doubted=done.doubted)
+        if done.status == "done":
+            document.update(release=done.release, report=str(done.report))
+        print(json.dumps(document, indent=2))
     else:
-        (out if done.code == EXIT_OK else err).print(message, highlight=False)
-    if done.code != EXIT_OK:
-        raise typer.Exit(done.code)
+        (out if code == EXIT_OK else err).print(message, highlight=False)
+    if code != EXIT_OK:
+        raise typer.Exit(code)

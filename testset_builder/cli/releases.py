@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from .. import api
 from .app import ConfigOption, JsonOption, VersionArgument, WorkspaceOption, app, open_workspace_for, out, settings
 
 
@@ -95,22 +96,16 @@ def release(
     Example: `testset-builder release --bump minor --workspace testset --notes "second review round"`.
     """
     from ..errors import InputError
-    from ..stages.release import existing_versions, next_version, write_release
 
     if (version is None) == (bump is None):
         raise InputError("give exactly one of --version X.Y.Z or --bump major|minor|patch")
-    resolved = settings(
-        config,
-        workspace,
-        release__include_unverified=include_unverified,
-        release__estimates=estimates,
-        release__adjudicator=adjudicator,
-        release__name=name,
-        release__license=license_id,
-    )
+    resolved = settings(config, workspace)
     with open_workspace_for(resolved) as ws:
-        version = version or next_version(existing_versions(ws), bump)
-        summary = write_release(ws, version, resolved.release, notes=notes, parent=parent)
+        summary = api.release(
+            resolved, workspace=ws, version=version, bump=bump, if_changed=False, notes=notes, parent=parent,
+            name=name, license=license_id, include_unverified=include_unverified, estimates=estimates,
+            adjudicator=adjudicator,
+        ).summary  # fmt: skip
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return
@@ -160,10 +155,7 @@ def diff(
 
     Example: `testset-builder diff 1.0.0 latest --workspace testset`.
     """
-    from ..stages.release import diff_releases, load_release, release_dir
-
-    root = settings(config, workspace).workspace
-    result = diff_releases(load_release(release_dir(root, old)), load_release(release_dir(root, new)))
+    result = api.diff(settings(config, workspace), old, new)
     if json_output:
         print(json.dumps(result.as_dict(), indent=2))
         return
@@ -206,19 +198,11 @@ def export_release(
 
     Example: `testset-builder export --version 1.0.0 --format beir --out beir/ --workspace testset`.
     """
-    from ..errors import InputError
-    from ..export import RELEASE_EXPORTS
-    from ..stages.release import export as run_export
-    from ..stages.release import load_release, release_dir
-
-    if fmt not in RELEASE_EXPORTS:
-        raise InputError(f"unknown format {fmt!r}; use {', '.join(RELEASE_EXPORTS)}")
-    written = run_export(load_release(release_dir(settings(config, workspace).workspace, version)), fmt, out_dir)
+    exported = api.export_release(settings(config, workspace), version, fmt, out_dir)
     if json_output:
-        files = [str(path.relative_to(out_dir)) for path in written]
-        print(json.dumps({"version": version, "format": fmt, "out": str(out_dir), "files": files}, indent=2))
+        print(json.dumps(exported.as_dict(), indent=2))
         return
-    out.print(f"exported {version} as {fmt}: {len(written)} files -> {out_dir}")
+    out.print(f"exported {version} as {fmt}: {len(exported.files)} files -> {out_dir}")
 
 
 @app.command()
@@ -237,18 +221,11 @@ def push(
 
     Example: `HF_TOKEN=... testset-builder push --version 1.0.0 --repo-id acme/support-set --workspace testset`.
     """
-    from ..hub import push_release
-    from ..stages.release import load_release, release_dir
-
-    result = push_release(
-        load_release(release_dir(settings(config, workspace).workspace, version)), repo_id, private=private
-    )
+    pushed = api.push(settings(config, workspace), version, repo_id, private=private)
     if json_output:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(pushed.as_dict(), indent=2))
         return
-    out.print(
-        f"pushed {version} to {result['repo_url']} at {result['commit'][:12]}, tagged {result['tag']}", highlight=False
-    )
+    out.print(f"pushed {version} to {pushed.repo_url} at {pushed.commit[:12]}, tagged {pushed.tag}", highlight=False)
 
 
 @app.command("import")
@@ -281,17 +258,12 @@ def import_set(
 
     Example: `testset-builder import beir-folder/ --workspace testset --version 1.0.0`.
     """
-    from ..stages.importer import import_labelled_set
-    from ..stages.release import write_release
-
     resolved = settings(config, workspace)
     with open_workspace_for(resolved, create=True) as ws:
-        summary = import_labelled_set(ws, source, queries)
-        released = (
-            write_release(ws, version, resolved.release, notes=f"imported from {source.name}") if version else None
-        )
+        imported = api.import_set(resolved, source, queries=queries, version=version, workspace=ws)
+    summary, released = imported.summary, imported.release
     if json_output:
-        print(json.dumps({**summary.as_dict(), "release": released.as_dict() if released else None}, indent=2))
+        print(json.dumps(imported.as_dict(), indent=2))
         return
     out.print(
         f"imported {summary.kind} {source}: {summary.documents} documents, {summary.queries} queries "
@@ -362,15 +334,9 @@ def remap(
 
     Example: `testset-builder remap --release testset@1.0.0 --to-workspace testset-512 --version 1.0.0`.
     """
-    from .. import api
-    from ..stages.release.remap import RemapPolicy, remap_release
-
     resolved = settings(config, to_workspace, remap__min_coverage=min_coverage)
-    loaded = api.load_release(release)
     with open_workspace_for(resolved) as ws:
-        summary = remap_release(
-            loaded, ws, version, RemapPolicy(resolved.remap.min_coverage), resolved.release, notes=notes
-        )
+        summary = api.remap(release, resolved, version, notes=notes, workspace=ws)
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import uuid
 from pathlib import Path
@@ -12,10 +11,20 @@ import typer
 from rich.markup import escape
 from rich.panel import Panel
 
+from .. import api
 from ..errors import InputError, ReviewConflictError
-from .app import ConfigOption, JsonOption, WorkspaceOption, app, err, interactive, open_workspace_for, out, settings
-
-LOOPBACK = "127.0.0.1"
+from .app import (
+    ConfigOption,
+    JsonOption,
+    WorkspaceOption,
+    app,
+    err,
+    interactive,
+    open_workspace_for,
+    out,
+    settings,
+    waiting,
+)
 
 
 def _review_settings(config, workspace, overlap, lease_s, blind, questions):
@@ -41,20 +50,13 @@ OverlapOption = Annotated[
 ]
 
 
-def _shared(ws, review_settings):
-    """The review settings with the workspace's overlap: one given (flag or config) becomes the workspace's, said on
-    stderr; the settings returned leave it to the workspace, so a long-running server follows a later change."""
-    from ..stages import review
-
-    if review_settings.overlap is not None:
-        before = review.keep_overlap(ws, review_settings.overlap)
-        if before is not None:
-            err.print(
-                f"review overlap of this workspace: {before} -> {review_settings.overlap} (every reviewer and command "
-                "now counts with it)",
-                highlight=False,
-            )
-    return review_settings.model_copy(update={"overlap": None})
+def _said_overlap(before: int | None, overlap: int | None) -> None:
+    """Say on stderr that a given overlap became the workspace's (``before``: the one it replaced)."""
+    if before is not None:
+        err.print(
+            f"review overlap of this workspace: {before} -> {overlap} (every reviewer and command now counts with it)",
+            highlight=False,
+        )
 
 
 LeaseOption = Annotated[
@@ -113,44 +115,14 @@ def serve(
     Example: `testset-builder serve --workspace testset`, then open the printed link (`--host 0.0.0.0` to serve
     reviewers on other machines).
     """
-    import socket
-
-    import uvicorn
-
-    from ..review_ui import create_app
-
     resolved = _review_settings(config, workspace, overlap, lease_s, blind, questions)
-    bind = host or LOOPBACK
-    _check_bind(bind, explicit=host is not None)
-    with open_workspace_for(resolved) as ws:
-        if resolved.review.questions:
-            from ..stages.review import queue_questions
-
-            queue_questions(ws)
-        token = ws.review_token()
-        web = create_app(ws, token, _shared(ws, resolved.review))
-        from ..stages.review import reviewers_with_tokens
-
-        named = reviewers_with_tokens(ws)
-        sock = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((bind, port))
-        except OSError as error:
-            sock.close()
-            raise InputError(
-                f"cannot listen on {bind}:{port}: {error.strerror or error} (another server there? --port 0 takes "
-                "any free port)"
-            ) from None
-        sock.listen(128)  # connections wait from here on, so the URL below works the moment it is printed
-        shown = _reachable(bind)
+    with api.review_server(resolved, host=host, port=port, on_wait=waiting) as server:
+        _said_overlap(server.overlap_before, server.overlap)
         with interactive():  # the link is how the server is used: --quiet keeps it
-            out.print(
-                f"review at http://{shown}:{sock.getsockname()[1]}/?token={token}", highlight=False, soft_wrap=True
-            )
-        if named:
+            out.print(f"review at {server.url}", highlight=False, soft_wrap=True)
+        if server.named:
             err.print(
-                f"reviewers with their own tokens: {', '.join(n for n, _ in named)} (their verdicts carry the token's "
+                f"reviewers with their own tokens: {', '.join(server.named)} (their verdicts carry the token's "
                 "name); the link above is the workspace's: its holder may name any reviewer, so keep it to yourself"
             )
         else:
@@ -159,27 +131,7 @@ def serve(
                 "a token of their own, so nobody can act as someone else)"
             )
         err.print("(the token is in that link: share it only with your reviewers; Ctrl-C stops the server)")
-        server = uvicorn.Server(uvicorn.Config(web, log_level="warning", access_log=False))  # URLs carry the token
-        server.run(sockets=[sock])
-
-
-def _reachable(bind: str) -> str:
-    """The host part of the link to print: a wildcard address (0.0.0.0, ::) is where the server listens, not an
-    address a browser can open, so the machine's name stands in for it."""
-    if bind in ("0.0.0.0", "::", ""):
-        import socket
-
-        return socket.getfqdn() or socket.gethostname()
-    return f"[{bind}]" if ":" in bind else bind
-
-
-def _check_bind(host: str, explicit: bool) -> None:
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost"
-    if not loopback and not explicit:
-        raise InputError(f"refusing to listen on {host}: pass --host {host} to serve reviewers beyond this machine")
+        server.run()
 
 
 @app.command("review")
@@ -210,26 +162,25 @@ def review_in_terminal(
 
     Example: `testset-builder review --reviewer ann --workspace testset`.
     """
-    from ..stages import review
-
     resolved = _review_settings(config, workspace, overlap, lease_s, blind, questions)
-    with open_workspace_for(resolved) as ws, interactive():  # the items and answers are the session: --quiet keeps them
-        if resolved.review.questions:
-            review.queue_questions(ws)
-        shared = _shared(ws, resolved.review)
-        guidelines = shared.guidelines_text()
-        if guidelines:
+    with (
+        open_workspace_for(resolved) as ws,
+        api.review_session(resolved, reviewer, adjudicate=adjudicate, workspace=ws) as session,
+        interactive(),  # the items and answers are the session: --quiet keeps them
+    ):
+        _said_overlap(session.overlap_before, resolved.review.overlap)
+        if session.guidelines:
             from rich.markdown import Markdown
 
-            out.print(Panel(Markdown(guidelines), title="guidelines", expand=False))
+            out.print(Panel(Markdown(session.guidelines), title="guidelines", expand=False))
         given = [0]  # verdicts given this session, counted as they are stored
         try:
-            finished = _review_loop(ws, reviewer, shared, adjudicate, given)
+            finished = _review_loop(session, given)
         except (KeyboardInterrupt, typer.Abort, EOFError):  # Ctrl-C or the end of input: a stop like q
             finished = False
         finally:
-            returned = review.leave(ws, reviewer)  # what they held goes back now, not when its lease ends
-        gate = review.stats(ws, shared).release_words()
+            returned = session.leave()  # what they held goes back now, not when its lease ends
+        gate = session.stats().release_words()
     gate = f"; {gate}" if gate else ""
     if finished:
         out.print(f"nothing left for {escape(reviewer)} to review; {given[0]} verdicts given this session{gate}")
@@ -238,49 +189,38 @@ def review_in_terminal(
     out.print(f"stopped; {given[0]} verdicts given this session{back}{gate}", highlight=False)
 
 
-def _review_loop(ws, reviewer: str, shared, adjudicate: bool, given: list[int]) -> bool:
+def _review_loop(session, given: list[int]) -> bool:
     """Serve items until none is left (True) or the reviewer quits (False); ``given[0]`` counts the verdicts."""
-    from ..stages import review
-
     asked = set()  # logged queries whose failure tag was asked for this session
     while True:
-        item = review.next_item(ws, reviewer, shared, adjudicate=adjudicate)
+        item = session.next_item()
         if item is None:
             return True
-        _progress(review.stats(ws, shared), reviewer)
-        _show(item, shared.grades)
+        _progress(session.stats(), session.reviewer)
+        _show(item, session.settings.grades)
         query_id = item.query["query_id"]
         if item.logged and query_id not in asked and item.logged["tag"] is None:
             asked.add(query_id)
-            if not _ask_failure_tag(ws, reviewer, item):
+            if not _ask_failure_tag(session, item):
                 return False
         while True:  # an answer that shows more (context) keeps the item
             answer = typer.prompt(_choices(item), default="", show_default=False, err=True).strip()
             if answer.lower() != "c" or not item.chunk:
                 break
-            _show_context(review.neighbours(ws, item.chunk["chunk_id"]))
+            _show_context(session.neighbours(item.chunk["chunk_id"]))
         if answer.lower() in ("q", "quit"):
             return False
         if answer.lower() == "t" and item.logged:
-            if not _ask_failure_tag(ws, reviewer, item):
+            if not _ask_failure_tag(session, item):
                 return False
             continue
         key = uuid.uuid4().hex
         if answer.lower() == "u":
-            undone = review.undo(ws, reviewer, key, shared)
+            undone = session.undo(key)
             out.print("your last verdict was taken back" if undone else "nothing to undo")
             continue
         try:
-            verdict = _parse(answer, item)
-            if adjudicate and verdict["action"] != "grade":
-                raise InputError("settling a disagreement takes a grade (0, 1 or 2); q gives it back")
-            if adjudicate:
-                review.settle(ws, reviewer, item.item_id, verdict["grade"], key)
-            else:
-                review.submit(
-                    ws, reviewer, item.item_id, **verdict, idempotency_key=key,
-                    overlap=review.workspace_overlap(ws, shared),
-                )  # fmt: skip
+            session.answer(item.item_id, _parse(answer, item), key)
             given[0] += 1
         except (InputError, ReviewConflictError) as error:
             err.print(f"[yellow]{escape(str(error))}[/]")
@@ -332,13 +272,12 @@ def _parse(answer: str, item) -> dict:
     raise InputError(f"{answer!r} is not one of: {_choices(item)}")
 
 
-def _ask_failure_tag(ws, reviewer: str, item) -> bool:
+def _ask_failure_tag(session, item) -> bool:
     """Show what the live system did for the item's logged query and ask for its failure tag (Enter skips);
     False when the reviewer quits."""
-    from ..stages import review
-
-    keys = {key: tag for tag, (key, _, _) in review.FAILURE_TAG_HELP.items()}
-    choices = ", ".join(f"{key} {label}" for key, label, _ in review.FAILURE_TAG_HELP.values())
+    tags = session.failure_tags
+    keys = {key: tag for tag, (key, _, _) in tags.items()}
+    choices = ", ".join(f"{key} {label}" for key, label, _ in tags.values())
     _show_logged(item.logged)
     while True:
         answer = typer.prompt(f"failure tag: {choices}; Enter skip, q quit", default="", show_default=False, err=True)
@@ -348,8 +287,8 @@ def _ask_failure_tag(ws, reviewer: str, item) -> bool:
         if answer in ("q", "quit"):
             return False
         if answer in keys:
-            review.tag_failure(ws, reviewer, item.query["query_id"], keys[answer], uuid.uuid4().hex)
-            out.print(f"tagged {keys[answer]}: {review.FAILURE_TAG_HELP[keys[answer]][2]}", highlight=False)
+            session.tag_failure(item.query["query_id"], keys[answer], uuid.uuid4().hex)
+            out.print(f"tagged {keys[answer]}: {tags[keys[answer]][2]}", highlight=False)
             return True
         err.print(f"[yellow]{escape(repr(answer))} is not one of: {escape(choices)}[/]")
 
@@ -412,17 +351,14 @@ def add_reviewer(
 
     Example: `testset-builder add-reviewer ann --workspace testset`.
     """
-    from ..stages import review
-
     resolved = settings(config, workspace)
-    role, name = ("admin" if admin else "reviewer"), " ".join(name.split())
     with open_workspace_for(resolved) as ws:
-        token = review.add_reviewer(ws, name, role)
+        made = api.add_reviewer(resolved, name, admin=admin, workspace=ws)
     if json_output:
-        print(json.dumps({"reviewer": name, "role": role, "token": token}))
+        print(json.dumps(made.as_dict()))
         return
     with interactive():  # the token is what the command is for: --quiet keeps it
-        out.print(f"{name} ({role}): /?token={token}", highlight=False, soft_wrap=True)
+        out.print(f"{made.reviewer} ({made.role}): /?token={made.token}", highlight=False, soft_wrap=True)
     err.print("(shown once: send it to that reviewer only, on the address `serve` prints)")
 
 
@@ -447,15 +383,11 @@ def reviewers_command(
     """
     from dataclasses import asdict
 
-    from ..stages import review
-
     if action not in (None, "list", "revoke") or (action == "revoke") != (name is not None):
         raise InputError("use `reviewers` to list them, or `reviewers revoke NAME`")
     resolved = settings(config, workspace)
     with open_workspace_for(resolved, readonly=action != "revoke") as ws:
-        if action == "revoke":
-            review.revoke_reviewer(ws, name)
-        rows = review.reviewers(ws)
+        rows = api.reviewers(resolved, revoke=name if action == "revoke" else None, workspace=ws).rows
     if action == "revoke":
         if json_output:
             print(json.dumps({"revoked": " ".join(name.split())}))
@@ -505,16 +437,11 @@ def review_stats(
 
     Example: `testset-builder review-stats --workspace testset --adjudicator ann`.
     """
-    import json
-
     from rich.table import Table
-
-    from ..stages import review
 
     resolved = settings(config, workspace, release__adjudicator=adjudicator)
     with open_workspace_for(resolved, readonly=True) as ws:
-        report = review.agreement(ws, resolved.release.adjudicator)
-        report["failure_tags"] = review.failure_tag_stats(ws, resolved.release.adjudicator)
+        report = api.review_stats(resolved, workspace=ws).as_dict()
     if json_output:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return
@@ -629,12 +556,11 @@ def review_export(
 
     Example: `testset-builder review-export --format label-studio --out to-label/ --workspace testset`.
     """
-    from ..stages.interchange import export_pending
-
     resolved = _review_settings(config, workspace, overlap, None, None, None)
     with open_workspace_for(resolved, readonly=resolved.review.overlap is None) as ws:
-        _shared(ws, resolved.review)
-        summary = export_pending(ws, fmt, out_dir, None, limit, suggestions)
+        exported = api.review_export(resolved, fmt, out_dir, limit=limit, suggestions=suggestions, workspace=ws)
+    _said_overlap(exported.overlap_before, exported.overlap)
+    summary = exported.summary
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return
@@ -688,13 +614,9 @@ def review_import(
 
     Example: `testset-builder review-import annotations.json --workspace testset --annotators users.json`.
     """
-    from ..export.review_tools import read_annotators
-    from ..stages.interchange import import_annotations
-
     resolved = settings(config, workspace)
-    names = read_annotators(annotators) if annotators is not None else None
     with open_workspace_for(resolved) as ws:
-        summary = import_annotations(ws, source, fmt, names)
+        summary = api.review_import(resolved, source, fmt=fmt, annotators=annotators, workspace=ws)
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return

@@ -12,6 +12,8 @@ from rich.markup import escape
 from .. import api
 from .app import (
     DEFAULT_METRICS,
+    EXIT_OK,
+    EXIT_REGRESSION,
     JsonOption,
     MetricsOption,
     OptionalQrelsOption,
@@ -42,8 +44,6 @@ def coverage_lines(runs: list[tuple[str, dict]], name_first: bool, level: int, r
         )
     return lines + other_runs_empty_lines(runs)
 
-
-EXIT_REGRESSION = api.EXIT_REGRESSION  # compare --fail-if-worse: a run is significantly worse than the baseline
 
 ClusterByOption = Annotated[
     str,
@@ -323,7 +323,14 @@ def compare(
     if per_query:
         write_per_query_csv(evaluations, per_query)
     if json_output:
-        print(json.dumps(compared.as_dict(), indent=2))
+        document = compared.as_dict()
+        if "gate" in document:  # the exit code the gate gives, where scripts read the outcome
+            gate_document = document["gate"]
+            document["gate"] = {
+                "failed": gate_document["failed"], "exit_code": EXIT_REGRESSION if failed else EXIT_OK,
+                **{key: value for key, value in gate_document.items() if key != "failed"},
+            }  # fmt: skip
+        print(json.dumps(document, indent=2))
     else:
         resampled = "clusters" if clusters.codes is not None else "queries"
         if differences:  # the figure that applies to precision@k, recall@k and nDCG@k comes first

@@ -160,6 +160,26 @@ def resolve_clusters(
     return _clusters(cluster_by, by, keys, n - by_document - by_session)
 
 
+def clusters_for(
+    query_ids: Sequence[str],
+    labels: pa.Table,
+    cluster_by: str = "auto",
+    *,
+    source_document: Callable[[str], str | None] | None = None,
+    session: Callable[[str], str | None] | None = None,
+    document_of: Callable[[str], str] | None = None,
+    given: Mapping[str, str] | None = None,
+    relevance_level: int = 1,
+) -> Clusters:
+    """:func:`resolve_clusters` over a qrels table (``labels``): the relevant pairs (graded ``relevance_level`` or
+    more, each chunk's document from ``document_of``, None: the chunk is its own document) are read only where
+    ``cluster_by`` needs them (``auto``, to say how many queries share one; ``relevant``)."""
+    pairs = None
+    if cluster_by in ("auto", "relevant"):
+        pairs = RelevantPairs.from_table(labels, relevance_level, document_of)
+    return resolve_clusters(query_ids, cluster_by, source_document, pairs, given, session)
+
+
 def _clusters(asked: str, by: str, keys: list[str], alone: int) -> Clusters:
     n = len(keys)
     if n == 0:

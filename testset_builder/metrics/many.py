@@ -7,6 +7,10 @@ targets are 0.9 and 0.95, and the question per run is how deep it must go to rea
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 
 from ..tables import Qrels, Run
@@ -83,3 +87,16 @@ def against_best(
                 "significant": bool(p_holm < alpha),
             }
     return result
+
+
+def named_apart(runs: Sequence[Run], paths: Sequence[Path | None]) -> list[Run]:
+    """The runs with names told apart: runs sharing a tag are called by their files' names (then their paths), and
+    what still clashes by its place (``name-1``, ``name-2``); ``paths[i]`` is the file run ``i`` was read from
+    (None for a run made in memory)."""
+    made = list(runs)
+    for name_of in (lambda r, p: p.stem if p else r.name, lambda r, p: str(p) if p else r.name):
+        if len({r.name for r in made}) < len(made):
+            made = [replace(r, name=name_of(r, p)) for r, p in zip(made, paths)]
+    if len({r.name for r in made}) < len(made):
+        made = [replace(r, name=f"{r.name}-{n + 1}") for n, r in enumerate(made)]
+    return made

@@ -19,12 +19,17 @@ queries come in clusters like the ones it has.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .stats import mean_variance
+
+if TYPE_CHECKING:
+    from .evaluate import Evaluation
 
 RULE_OF_THUMB = "course's rule: 50-100 queries are directional, 500+ detect a 2-3% recall difference"
 T_BELOW = 30  # clusters: Student's t quantiles (G - 1 df) below this, normal ones from here on
@@ -95,3 +100,27 @@ def set_size(
     return SetSize(
         metric, n, groups, sd, effective, mde, alpha, power, detect, needed_queries, needed_clusters, assumption
     )
+
+
+def set_sizes(
+    evaluations: Sequence[Evaluation], clusters: np.ndarray | None, alpha: float, detect: float | None
+) -> list[SetSize]:
+    """What a set can detect per metric: from the per-query differences of the two best runs of the metric, or,
+    with one run, from its own per-query variance doubled (a second run as variable and uncorrelated: the
+    variance of a difference is at most that when runs correlate positively, as runs on one set do)."""
+    sizes = []
+    for spec in evaluations[0].metrics:
+        name = str(spec)
+        ranked = sorted(evaluations, key=lambda e: e.mean(name), reverse=True)
+        if len(ranked) > 1:
+            differences = ranked[0].per_query[name] - ranked[1].per_query[name]
+            sizes.append(
+                set_size(name, differences, clusters, alpha=alpha, detect=detect, assumption="the two best runs")
+            )
+        else:
+            assumption = "one run: a second as variable and uncorrelated assumed, an upper bound; compare measures it"
+            values = ranked[0].per_query[name]
+            sizes.append(
+                set_size(name, values, clusters, alpha, detect=detect, variance_factor=2.0, assumption=assumption)
+            )
+    return sizes

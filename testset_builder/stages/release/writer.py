@@ -279,7 +279,12 @@ def write_release(
 
 
 def release_if_changed(
-    workspace: Workspace, policy: ReleaseConfig | None = None, bump: str = "minor"
+    workspace: Workspace,
+    policy: ReleaseConfig | None = None,
+    bump: str = "minor",
+    *,
+    notes: str = "",
+    parent: str | None = None,
 ) -> tuple[ReleaseSummary | None, str]:
     """Release the next version (the latest, bumped) when the workspace's content, its estimates refitted first,
     differs from the latest release's; else nothing. Returns the new release's summary (or None) and the version
@@ -294,7 +299,7 @@ def release_if_changed(
             content, _ = gather(workspace, policy)
             if history.release_content_sha256(workspace.db, versions[-1]) == content.content_sha256():
                 return None, versions[-1]
-        summary = _write_release(workspace, next_version(versions, bump), policy, "", None, refit=refit)
+        summary = _write_release(workspace, next_version(versions, bump), policy, notes, parent, refit=refit)
     return summary, summary.version
 
 
