@@ -235,7 +235,7 @@ def test_add_reviewer_prints_a_token_once_and_keeps_only_its_hash(queued_workspa
 
 
 def test_serve_refuses_a_non_loopback_address_unless_asked_for_by_host():
-    from testset_builder.cli.reviewing import _check_bind
+    from testset_builder.api.reviewing import check_bind as _check_bind
 
     with pytest.raises(InputError, match=r"pass --host 0\.0\.0\.0"):
         _check_bind("0.0.0.0", explicit=False)
@@ -248,7 +248,7 @@ def test_serve_on_a_busy_port_says_so_and_a_wildcard_address_prints_a_link_a_bro
     import socket
 
     from testset_builder.cli import main
-    from testset_builder.cli.reviewing import _reachable
+    from testset_builder.api.reviewing import reachable as _reachable
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
