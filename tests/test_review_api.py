@@ -247,8 +247,8 @@ def test_serve_refuses_a_non_loopback_address_unless_asked_for_by_host():
 def test_serve_on_a_busy_port_says_so_and_a_wildcard_address_prints_a_link_a_browser_can_open(queued_workspace, capsys):
     import socket
 
-    from testset_builder.cli import main
     from testset_builder.api.reviewing import reachable as _reachable
+    from testset_builder.cli import main
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
