@@ -35,8 +35,6 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-import numpy as np
-
 from ..config import ChunkingConfig
 from ..records import Document
 from .boilerplate import FURNITURE_KEY, chunk_reason
@@ -143,11 +141,6 @@ def _signature_slice(chunks: list[Record]) -> list[Record]:
         }
         for i, (chunk, text) in enumerate(zip(chunks, normalised, strict=True))
     ]
-
-
-def unpack_band_keys(packed: bytes) -> list[int]:
-    """A signature record's ``band_keys`` as ints (none for an unsigned chunk)."""
-    return np.frombuffer(packed, dtype="<i8").tolist() if packed else []
 
 
 def chunk_and_sign(documents: list[Record], config: ChunkingConfig) -> ChunkedBatch:

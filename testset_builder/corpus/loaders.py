@@ -172,11 +172,6 @@ def _pdf_document(path: Path, doc_id: str) -> tuple[Document, list[tuple[int | N
     return document, collected.notes
 
 
-def load_file(path: Path, doc_id: str) -> Document:
-    """One file as a Document; ValueError with the reason when it cannot be read as text."""
-    return load_file_noting(path, doc_id)[0]
-
-
 def load_file_noting(
     path: Path, doc_id: str, raw: bytes | None = None
 ) -> tuple[Document, list[tuple[int | None, str]]]:
@@ -201,15 +196,6 @@ def file_doc_id(relative: str, prefix: str = "") -> str:
     (reversible with ``urllib.parse.unquote``), so the id has no character any file format splits on."""
     path = f"{prefix}/{relative}" if prefix else relative
     return _ESCAPED.sub(lambda m: "".join(f"%{b:02X}" for b in m.group(0).encode("utf-8")), path)
-
-
-def load_files(paths: Iterable[Path], root: Path | None = None, strict: bool = False, prefix: str = "") -> LoadResult:
-    """Text, HTML and PDF files; ids are paths under ``root`` (with ``prefix``), else file names."""
-    collector = _Collector(strict)
-    for path in sorted(paths):
-        doc_id = file_doc_id(path.relative_to(root).as_posix() if root else path.name, prefix)
-        _load_one_file(collector, path, str(path.resolve()), path.stat(), doc_id, None)
-    return collector.result
 
 
 def _load_one_file(

@@ -150,15 +150,6 @@ def live_chunk_count(db: sqlite3.Connection) -> int:
     return db.execute("SELECT COUNT(*) FROM chunks WHERE removed_at IS NULL").fetchone()[0]
 
 
-def replace_duplicate_groups(db: sqlite3.Connection, groups: Iterable[tuple[str, Sequence[str]]]) -> None:
-    """The duplicate groups anew: (kind, member chunk ids); a group is named by its first member."""
-    db.execute("DELETE FROM chunk_duplicates")
-    db.executemany(
-        "INSERT INTO chunk_duplicates (chunk_id, group_id, kind) VALUES (?, ?, ?)",
-        [(chunk_id, members[0], kind) for kind, members in groups for chunk_id in members],
-    )
-
-
 def duplicate_counts(db: sqlite3.Connection) -> tuple[int, int]:
     """(groups, chunks in them)."""
     return tuple(db.execute("SELECT COUNT(DISTINCT group_id), COUNT(*) FROM chunk_duplicates").fetchone())
