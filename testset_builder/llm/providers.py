@@ -10,7 +10,7 @@ import email.utils
 import json
 import os
 import time
-from typing import Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..errors import MissingApiKeyError, ProviderError
 from .types import Completion, LLMRequest
@@ -72,6 +72,46 @@ def provider_class(kind: str) -> type:
         module, _, name = found.partition(":")
         found = _KINDS[kind] = getattr(importlib.import_module(module), name)
     return found
+
+
+class HostedProvider:
+    """What the adapters over a hosted SDK share: the key read from the environment (unless given), one SDK client
+    that never retries by itself, an identity naming the endpoint, and building from a role's config.
+
+    A subclass names its ``kind``, ``key_variable`` and ``default_url`` and makes its client in :meth:`make_client`."""
+
+    kind: ClassVar[str]
+    key_variable: ClassVar[str]
+    default_url: ClassVar[str]
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        key_variable: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.name = name or self.kind
+        self._key = api_key if api_key is not None else api_key_from_env(self.name, key_variable or self.key_variable)
+        self._client = self.make_client(self._key, base_url, timeout)
+        self.identity = f"{self.name}:{base_url or self.default_url}"
+
+    def make_client(self, key: str, base_url: str | None, timeout: float) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def from_config(cls, config) -> HostedProvider:
+        """The provider a role's config names (a missing key fails here, before any work starts; a server given
+        by ``base_url`` with no ``api_key_env`` needs no key)."""
+        return cls(
+            api_key=keyless(config, cls.key_variable), base_url=config.base_url, timeout=config.timeout_s,
+            key_variable=config.api_key_env or cls.key_variable,
+        )  # fmt: skip
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections (call from the event loop that used them)."""
+        await self._client.close()
 
 
 def keyless(config, default_variable: str) -> str | None:
