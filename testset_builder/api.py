@@ -210,7 +210,7 @@ def propose(
     top ``propose.run_depth`` join the pool."""
     from .export import read_runs
     from .export.queries import QueryFile, read_queries
-    from .stages.judge import Judge
+    from .labels.judge import Judge
     from .stages.logs.failures import drawn_queries
     from .stages.propose import propose as proposing
     from .tables import Run
@@ -320,7 +320,7 @@ def select_logs(config: Config, limit: int, *, uniform_share: float = 0.2, seed:
 
 @dataclass
 class EstimateResult:
-    """The refit (:class:`~testset_builder.stages.estimate.EstimateSummary`), the estimate rows asked for (query
+    """The refit (:class:`~testset_builder.labels.estimate.EstimateSummary`), the estimate rows asked for (query
     id, chunk id, P(relevant), model, verdicts) and the pairs asked for whose chunk is not live."""
 
     summary: Any
@@ -343,7 +343,7 @@ class EstimateResult:
 def estimate(config: Config, *, workspace=None, pairs: Sequence[tuple[str, str]] = ()) -> EstimateResult:
     """Refit the relevance estimate on the verdicts so far (no LLM call), estimating ``pairs`` too; the rows are
     those of ``pairs``, or of every estimated pair when none are given."""
-    from .stages.estimate import estimates_of
+    from .labels.estimate import estimates_of
 
     with _opened(config, workspace) as ws:
         summary, rows, not_live = estimates_of(ws, list(pairs))
@@ -370,7 +370,7 @@ def queue(
 ) -> QueueResult:
     """What reviewers see next: the first ``limit`` queued pairs with the judge's and the estimate's view (chunk
     texts cut to 200 characters unless ``full``), or with ``questions`` the synthetic questions. Reads only."""
-    from .stages.queue import queued_pairs, synthetic_questions
+    from .labels.queue import queued_pairs, synthetic_questions
 
     with _opened(config, workspace, readonly=True) as ws:
         if questions:
@@ -497,9 +497,9 @@ def plan(config: Config, *, workspace=None):
     ``run.sources`` chunked in memory (a dry run: nothing is written). A :class:`~testset_builder.stages.plan.Plan`."""
     from .corpus.chunkers import chunk_document
     from .corpus.loaders import load_sources
+    from .corpus.sampling import SourceChunk
     from .export.queries import read_queries
     from .stages.plan import measurements, plan_run
-    from .stages.sampling import SourceChunk
     from .store import rows
 
     known = workspace is not None or (Path(config.workspace) / "testset.db").exists()

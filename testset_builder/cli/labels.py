@@ -449,7 +449,7 @@ def audit(
     from ..export import read_qrels
     from ..export.queries import read_queries
     from ..export.reports import write_audit_tsv
-    from ..stages.judge import Judge
+    from ..labels.judge import Judge
     from ..stages.propose import audit as run_audit
 
     resolved = settings(config, workspace, limits__max_cost_usd=max_cost_usd)

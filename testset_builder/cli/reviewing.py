@@ -581,7 +581,7 @@ KAPPA_COLUMNS = {"weighted_kappa": "weighted kappa", "kappa": "Cohen's kappa"}
 
 
 def _pairs_table(title: str, pairs: list[dict], shared: str, kappa: str, fmt):
-    """Reviewer pairs (:func:`~testset_builder.metrics.agreement.pairwise_agreement`'s rows): what both judged, their
+    """Reviewer pairs (:func:`~testset_builder.labels.agreement.pairwise_agreement`'s rows): what both judged, their
     ``kappa`` (the rows' key for it) and the exact agreement."""
     from rich.table import Table
 
@@ -629,7 +629,7 @@ def review_export(
 
     Example: `testset-builder review-export --format label-studio --out to-label/ --workspace testset`.
     """
-    from ..stages.interchange import export_pending
+    from ..stages.review.interchange import export_pending
 
     resolved = _review_settings(config, workspace, overlap, None, None, None)
     with open_workspace_for(resolved, readonly=resolved.review.overlap is None) as ws:
@@ -689,7 +689,7 @@ def review_import(
     Example: `testset-builder review-import annotations.json --workspace testset --annotators users.json`.
     """
     from ..export.review_tools import read_annotators
-    from ..stages.interchange import import_annotations
+    from ..stages.review.interchange import import_annotations
 
     resolved = settings(config, workspace)
     names = read_annotators(annotators) if annotators is not None else None

@@ -36,44 +36,6 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
-# the provider kinds a config may name: each a class ("module:Class", imported when first used) that declares what
-# it can do (``prompt_style``, ``supports_logprobs``, ``supports_completion``) and builds itself from a role's config
-# (``from_config``); :func:`register_provider` adds one
-_KINDS: dict[str, type | str] = {
-    "openai": "testset_builder.llm.openai_provider:OpenAIProvider",
-    "anthropic": "testset_builder.llm.anthropic_provider:AnthropicProvider",
-    "local": "testset_builder.llm.local_provider:LocalProvider",
-}
-
-
-def register_provider(kind: str, provider: type | str, replace: bool = False) -> None:
-    """Make ``kind`` a provider configs may name (``generator: {kind: KIND, model: ...}``): a class, or
-    ``"module:Class"`` imported when first used. The class has ``from_config(config) -> provider`` and the
-    abilities :class:`Provider` lists as class attributes. A kind already there is replaced only if asked."""
-    if not kind or not kind.replace("-", "").replace("_", "").isalnum():
-        raise ValueError(f"a provider kind is a plain name, not {kind!r}")
-    if kind in _KINDS and not replace:
-        raise ValueError(f"provider kind {kind!r} is registered already (replace=True replaces it)")
-    _KINDS[kind] = provider
-
-
-def provider_kinds() -> tuple[str, ...]:
-    return tuple(_KINDS)
-
-
-def provider_class(kind: str) -> type:
-    """The class of a provider kind (imported now if it was registered by name)."""
-    import importlib
-
-    found = _KINDS.get(kind)
-    if found is None:
-        raise ValueError(f"unknown provider kind {kind!r}: one of {', '.join(_KINDS)}")
-    if isinstance(found, str):
-        module, _, name = found.partition(":")
-        found = _KINDS[kind] = getattr(importlib.import_module(module), name)
-    return found
-
-
 class HostedProvider:
     """What the adapters over a hosted SDK share: the key read from the environment (unless given), one SDK client
     that never retries by itself, an identity naming the endpoint, and building from a role's config.

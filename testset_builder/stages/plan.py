@@ -27,14 +27,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from ..config import Config, ProviderConfig
+from ..corpus.sampling import SourceChunk, allocate_styles, round_chunks, skip_reason, stratified_sample
+from ..labels.judge import Judge, JudgePair
 from ..llm import throughput
 from ..llm.prices import PriceTable
-from ..llm.providers import provider_class
 from ..llm.types import LLMRequest, Usage
 from ..prompts import PromptLibrary
+from ..registry import provider_class
 from ..retrieval.indexes import retriever_names
-from .judge import Judge, JudgePair
-from .sampling import SourceChunk, allocate_styles, round_chunks, skip_reason, stratified_sample
 from .synthesize.generation import Generator, Slot
 
 PRIOR_YIELD = {"completion": 0.75, "chat": 0.9}  # accepted / requested; the demo's local run: 6 of 8
