@@ -585,7 +585,7 @@ READ_AHEAD_BYTES = 16 << 20
 def _read_ahead(plans: Iterator[_Planned]) -> Iterator[tuple[_Planned, Future | None]]:
     """The plans in order, each file to read with its bytes being read by a thread up to :data:`READ_AHEAD_FILES`
     files or :data:`READ_AHEAD_BYTES` ahead (reads wait on the disk, while this thread decodes and the ingest
-    chunks: at 1 GB of small files, opening and reading were ~7 s of the writing process's time). A read that
+    chunks: opening and reading small files would otherwise stall the writing process). A read that
     fails raises where the file's bytes are taken, as a read in place would."""
     with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as reader:
         waiting: deque[tuple[_Planned, Future | None]] = deque()

@@ -15,7 +15,7 @@ from .batched import rows_in
 from .workspace import utc_timestamp
 
 
-class KnownDocument(NamedTuple):  # a tuple: a rerun builds one per document, and a frozen dataclass costs 1.5x
+class KnownDocument(NamedTuple):  # a tuple: a rerun builds one per document, and a frozen dataclass costs more
     content_sha256: str
     removed: bool
     source: str
