@@ -51,9 +51,10 @@ KEY_BYTES = 8
 
 def index_pending_keys(db: sqlite3.Connection) -> None:
     """Copy every pending chunk's band keys into ``chunk_lsh``, a row a key (``substr`` of its ``band_keys``), in
-    key order (a first load appends to the B-tree; SQLite's sorter may use a thread a core). A key already there for the chunk is kept (a chunk signed again with the same text);
-    one whose text changed under its id (a prechunked document's chunk) gets its new keys beside the old (a stale
-    key only adds a candidate that the Jaccard check rejects)."""
+    key order (a first load appends to the B-tree; SQLite's sorter may use a thread a core). A key already there
+    for the chunk is kept (a chunk signed again with the same text); one whose text changed under its id (a
+    prechunked document's chunk) gets its new keys beside the old (a stale key only adds a candidate that the
+    Jaccard check rejects)."""
     longest = db.execute("SELECT COALESCE(MAX(length(band_keys)), 0) FROM chunk_dedup_pending").fetchone()[0]
     if not longest:
         return
