@@ -16,7 +16,7 @@ export LLAMA_CPP_BUILD_JOBS ?= 3
 # the dense extra needs torch; this CPU build first, or pip takes the multi-GB CUDA build
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test lint bench reference clean
+.PHONY: demo test test-fast lint bench reference clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,8 +44,13 @@ lint: $(STAMP_DEV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# make test runs every test; make test-fast leaves out the slow ones (those that read the real SciFact data or start
+# llama-server, marked by tests/conftest.py, and a few long ones marked by hand)
 test: lint
 	$(BIN)/python -m pytest -q
+
+test-fast: lint
+	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(STAMP_DEV)
 	$(BIN)/python benchmarks/run.py $(BENCH)

@@ -61,9 +61,9 @@ from testset_builder.config import ChunkingConfig  # noqa: E402
 from testset_builder.corpus.ingest import ingest  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
 from testset_builder.export import read_qrels  # noqa: E402
+from testset_builder.labels import estimate  # noqa: E402
 from testset_builder.metrics import ppi  # noqa: E402
 from testset_builder.retrieval.indexes import WorkspaceIndexes  # noqa: E402
-from testset_builder.stages import estimate  # noqa: E402
 from testset_builder.stages.synthesize.doubt import source_pools  # noqa: E402
 from testset_builder.store import open_workspace  # noqa: E402
 

@@ -9,7 +9,7 @@ agree with the human labels inside it?
    member without a label counts as NOT relevant (that makes the judge's precision a lower bound). Precision,
    recall and Cohen's kappa on relevant (grade >= 1) vs not; ROC AUC of the judge's P(relevant) where the provider
    gives log-probabilities; calls, tokens, cost and time.
-3. The relevance estimate (testset_builder/stages/estimate.py) on the same pairs: ROC AUC and kappa of the LLM
+3. The relevance estimate (testset_builder/labels/estimate.py) on the same pairs: ROC AUC and kappa of the LLM
    alone, dense alone, the shipped prior, and the estimate refitted after 50, 100 and 200 verdicts drawn by the
    review queue's own selection (human qrels answering as the reviewer) from half the queries, measured on the
    other half's pairs.
@@ -38,14 +38,14 @@ from testset_builder.corpus.ingest import ingest  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
 from testset_builder.export import read_qrels  # noqa: E402
 from testset_builder.export.queries import QueryFile  # noqa: E402
+from testset_builder.labels.agreement import cohen_kappa, precision_recall  # noqa: E402
+from testset_builder.labels.judge import Judge, JudgePair  # noqa: E402
 from testset_builder.llm.roles import open_roles  # noqa: E402
-from testset_builder.metrics.agreement import cohen_kappa, precision_recall  # noqa: E402
 from testset_builder.records import Query, QueryOrigin  # noqa: E402
 from testset_builder.retrieval import dense_available  # noqa: E402
 from testset_builder.retrieval.fusion import reciprocal_rank_fusion  # noqa: E402
 from testset_builder.retrieval.indexes import WorkspaceIndexes  # noqa: E402
 from testset_builder.retrieval.pool import pool, pool_recall  # noqa: E402
-from testset_builder.stages.judge import Judge, JudgePair  # noqa: E402
 from testset_builder.stages.propose import propose  # noqa: E402
 from testset_builder.store import open_workspace, rows  # noqa: E402
 
@@ -216,8 +216,8 @@ def estimate_section(retrievers, queries, sample, relevant, judgments, args) -> 
 
     import testset_builder.labels.features
     import testset_builder.labels.prior
+    from testset_builder.labels import estimate
     from testset_builder.labels.model import REFIT_STRENGTH
-    from testset_builder.stages import estimate
 
     chosen = [q for q in queries if q.query_id in set(sample)]
     x, y, keys = pairs_and_features(retrievers, chosen, relevant, args.judge_depth)

@@ -36,7 +36,7 @@ from testset_builder.config import ChunkingConfig  # noqa: E402
 from testset_builder.corpus.ingest import ingest  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
 from testset_builder.export import read_qrels  # noqa: E402
-from testset_builder.metrics.agreement import cohen_kappa  # noqa: E402
+from testset_builder.labels.agreement import cohen_kappa  # noqa: E402
 from testset_builder.records import Query, QueryOrigin  # noqa: E402
 from testset_builder.retrieval.indexes import WorkspaceIndexes  # noqa: E402
 from testset_builder.retrieval.pool import pool  # noqa: E402

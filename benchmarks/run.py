@@ -4,6 +4,8 @@
     python benchmarks/run.py metrics encoding     # some of them: `make bench BENCH="metrics encoding ingest"`
 
 The load average is printed at the start and after each benchmark: on a shared machine wall times vary with it.
+A benchmark whose ``main`` returns its figures has them kept in ``benchmarks/results/NAME.json`` with the date, the
+CPU and the load; ``benchmarks/RESULTS.md`` is then written from every file there (``results_md.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import results_md
 
 # name: (title, module, arguments); in the order `make bench` runs them
 BENCHMARKS = {
@@ -107,8 +111,11 @@ def main(names: list[str]) -> None:
             print("\n== vs Ragas: skipped (BENCH_SKIP_RAGAS is set) ==")
             continue
         print(f"\n== {title} ==", flush=True)
-        importlib.import_module(module).main(arguments)
+        figures = importlib.import_module(module).main(arguments)
+        if isinstance(figures, dict):
+            results_md.record(name, title, figures)
         print(f"   ({_load()})", flush=True)
+    print(f"\n== written: {results_md.main()} ==")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ document ids), scores 15 retrievers on it and on SciFact's human test qrels (300
 - a noise ceiling: tau between the human rankings on disjoint random subsets of the human queries (as many as the
   synthetic set has, against the rest): what a set of that size drawn like the human queries typically reaches;
 - the overlap control: the share of each question's content words found in its source chunk(s)
-  (``stages.questions.lexical_overlap``), and the same figures on the questions with overlap at most a cap
+  (``questions.lexical_overlap``), and the same figures on the questions with overlap at most a cap
   (``--max-overlap``; default the median, or the next value below it when ties at the median would keep over two
   thirds), to show whether lexical leakage from the source inflates BM25;
 - with ``--mine``, a second synthetic column whose labels add the mined relevant chunks (grade 1): the pairs the
@@ -63,9 +63,9 @@ from testset_builder.export import read_qrels  # noqa: E402
 from testset_builder.llm.roles import open_roles  # noqa: E402
 from testset_builder.metrics import evaluate  # noqa: E402
 from testset_builder.metrics.stats import holm, randomization_test  # noqa: E402
+from testset_builder.questions import lexical_overlap  # noqa: E402
 from testset_builder.records import passage_text  # noqa: E402
 from testset_builder.retrieval import BM25Index, DenseIndex, dense_available, reciprocal_rank_fusion  # noqa: E402
-from testset_builder.stages.questions import lexical_overlap  # noqa: E402
 from testset_builder.stages.synthesize import synthesize  # noqa: E402
 from testset_builder.store import open_workspace  # noqa: E402
 from testset_builder.tables import Qrels  # noqa: E402

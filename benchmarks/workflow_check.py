@@ -53,9 +53,9 @@ import testset_builder.labels.model
 import testset_builder.labels.prior
 from testset_builder.cli import main as cli
 from testset_builder.export import read_qrels, read_run
+from testset_builder.labels import estimate
 from testset_builder.metrics import evaluate
 from testset_builder.retrieval.indexes import WorkspaceIndexes
-from testset_builder.stages import estimate
 from testset_builder.store import estimates as stored
 from testset_builder.store import open_workspace, rows
 from testset_builder.tables import Qrels

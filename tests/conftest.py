@@ -18,6 +18,38 @@ CHROMIUM_FLAGS = [
 ]  # fmt: skip
 
 
+# a test that asks for one of these reads the real SciFact data or starts llama-server: it is marked slow here, so
+# `make test-fast` (pytest -m "not slow") leaves it out without a hand-kept mark
+SLOW_FIXTURES = {"scifact_dir", "local_server", "embedded_model"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _llama_server_only_in_slow_tests(request, monkeypatch):
+    """A test not marked slow that would start (or reuse) llama-server fails at once with the fixture to ask for:
+    the slow mark stays true by construction, not by remembering to add it."""
+    if request.node.get_closest_marker("slow"):
+        return
+    try:
+        from testset_builder.llm import local_provider
+    except ImportError:
+        return
+
+    def refuse(*args, **kwargs):
+        pytest.fail(
+            "this test starts llama-server: ask for the local_server or embedded_model fixture (marked slow)",
+            pytrace=False,
+        )
+
+    monkeypatch.setattr(local_provider, "shared_server", refuse)
+    monkeypatch.setattr(local_provider, "LocalServer", refuse)
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Debian's headless Chromium driven by Playwright; CI must have both, elsewhere their absence skips."""
@@ -153,6 +185,21 @@ def local_server(tmp_path_factory):
         pytest.skip(str(error))
     yield started
     started.stop()
+
+
+@pytest.fixture
+def embedded_model():
+    """For a test whose config runs the embedded model (``kind: local``), which starts llama-server on first use: the
+    local extra must be installed (CI must have it; elsewhere its absence skips)."""
+    require("testset_builder.llm.local_provider")
+    from testset_builder.llm.local_provider import server_binary
+
+    try:
+        server_binary()
+    except Exception as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the local-model tests: {error}")
+        pytest.skip(str(error))
 
 
 @pytest.fixture

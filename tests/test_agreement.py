@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from testset_builder.metrics.agreement import agreement_report, krippendorff_alpha_ordinal, weighted_kappa
+from testset_builder.labels.agreement import agreement_report, krippendorff_alpha_ordinal, weighted_kappa
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -81,9 +81,9 @@ def test_the_workspace_estimate_keeps_the_prior_until_reviewers_grade_enough_pai
     import json
 
     from testset_builder.cli import main
+    from testset_builder.labels.estimate import estimate_workspace
     from testset_builder.labels.prior import PRIOR_LEXICAL
     from testset_builder.stages import review
-    from testset_builder.stages.estimate import estimate_workspace
     from testset_builder.store import estimates as stored
 
     ws, items = pair_queue, pair_queue.items
@@ -147,7 +147,7 @@ def test_a_weighted_refit_agrees_with_scikit_learn_given_the_same_sample_weights
 
 
 def test_at_a_million_chunks_a_few_queries_are_scored_at_once_and_never_fewer_than_one():
-    from testset_builder.stages.estimate import SCORES_MB, queries_at_once
+    from testset_builder.labels.estimate import SCORES_MB, queries_at_once
 
     assert queries_at_once(5_000, 2) == 256
     at_a_million = queries_at_once(1_000_000, 2)
@@ -156,8 +156,8 @@ def test_at_a_million_chunks_a_few_queries_are_scored_at_once_and_never_fewer_th
 
 
 def test_features_are_the_same_whether_queries_are_scored_one_at_a_time_or_many_at_once(pair_queue, monkeypatch):
+    from testset_builder.labels import estimate
     from testset_builder.retrieval.indexes import WorkspaceIndexes
-    from testset_builder.stages import estimate
     from testset_builder.store import rows
 
     ws = pair_queue

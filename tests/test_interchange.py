@@ -15,8 +15,8 @@ from testset_builder.cli import main
 from testset_builder.errors import InputError
 from testset_builder.export import review_tools
 from testset_builder.records import JudgmentSource
-from testset_builder.stages import interchange
 from testset_builder.stages.release import load_release, write_release
+from testset_builder.stages.review import interchange
 from testset_builder.store import review as store
 from testset_builder.store import rows
 

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 from testset_builder.config import JudgingConfig
 from testset_builder.errors import StructuredOutputError
+from testset_builder.labels.judge import Judge, JudgePair, coherent_grade, score_position, score_probabilities
 from testset_builder.llm import LLMClient
 from testset_builder.llm.roles import Role
 from testset_builder.llm.types import Completion, TokenLogprob
 from testset_builder.prompts import PromptError, load_prompt, parse_prompt
 from testset_builder.records import JudgmentSource, JudgmentStatus
-from testset_builder.stages.judge import Judge, JudgePair, coherent_grade, score_position, score_probabilities
 from testset_builder.store import open_workspace
 
 PAIR = JudgePair(

@@ -79,15 +79,13 @@ def test_logged_queries_release_with_their_logs_and_production_run_and_the_repor
 
 
 def test_run_imports_a_log_draws_its_failures_proposes_them_and_releases_them_and_a_rerun_adds_nothing(
-    tmp_path, capsys
+    tmp_path, capsys, embedded_model
 ):
     """`run` with `run.logs`: the log is imported, a failure-first draw picks queries, propose pools them, and the
     release carries their logs; the rerun imports nothing and draws nothing (the embedded model writes the two
     synthetic questions, so this needs the local extra)."""
     import yaml
-    from conftest import require
 
-    require("testset_builder.llm.local_provider")
     docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
     log = tmp_path / "log.jsonl"
     topics = ["how is ndcg computed", "what does recall count", "how do I review pairs", "what is a release"]
@@ -169,17 +167,17 @@ def test_logged_sessions_are_kept_as_hashes_and_score_resamples_real_queries_by_
     assert json.loads(capsys.readouterr().out)["clusters"]["clusters"] == n
 
 
-def test_a_vector_store_holding_a_document_twice_gives_a_release_that_loads_and_scores(tmp_path, capsys):
+def test_a_vector_store_holding_a_document_twice_gives_a_release_that_loads_and_scores(
+    tmp_path, capsys, embedded_model
+):
     """A LangChain store that ingested a document twice returns its text twice, under two ids the workspace does not
     know: both results match one chunk. `run` folds them into one result at its best rank and says how many it
     folded; the release's production run lists each chunk once, and `score --release`, `report` and
     `api.load_release` all read it (the embedded model proposes, so this needs the local extra)."""
     import yaml
-    from conftest import require
 
     from testset_builder import api
 
-    require("testset_builder.llm.local_provider")
     docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
     config = tmp_path / "set.yaml"
     config.write_text(

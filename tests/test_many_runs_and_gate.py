@@ -111,12 +111,12 @@ def test_unquoted_globs_expanded_by_the_shell_and_repeated_runs_both_work(three_
 
 
 @pytest.fixture(scope="module")
-def scifact_runs(tmp_path_factory, request):
+def scifact_runs(tmp_path_factory, scifact_dir):
     """BM25 over SciFact's test queries; the same run under another tag; and BM25 with the results of a random half
     of the queries shuffled (the degraded candidate)."""
     bm25s = require("bm25s")
     stemmer_module = require("Stemmer")
-    scifact = request.getfixturevalue("scifact_dir")
+    scifact = scifact_dir
     corpus = [json.loads(line) for line in (scifact / "corpus.jsonl").open(encoding="utf-8")]
     queries = {q["_id"]: q["text"] for q in map(json.loads, (scifact / "queries.jsonl").open(encoding="utf-8"))}
     qrels_path = scifact / "qrels" / "test.tsv"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import pytest
 from conftest import require
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -58,6 +59,7 @@ def untied_runs(draw):
     return qrels, run
 
 
+@pytest.mark.slow  # ranx compiles with numba for each new shape: over a minute on 2 cores
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(untied_runs())
 def test_metrics_match_ranx_on_runs_without_ties(data):

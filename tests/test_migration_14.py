@@ -1,6 +1,7 @@
-"""A workspace written before the duplicate index (schema 13) is backfilled when opened: every live chunk gets its
-text and normalised-text hashes and its LSH keys, the duplicate groups become the reference's, nothing is left
-pending, and the index then serves incremental ingest."""
+"""A workspace written before the duplicate index (schema 13) is upgraded when opened, and the corpus layer then
+backfills the index (the store imports no corpus code): every live chunk gets its text and normalised-text hashes
+and its LSH keys, the duplicate groups become the reference's, nothing is left pending, and the index then serves
+incremental ingest."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sqlite3
 from collections import Counter
 
 from testset_builder.config import ChunkingConfig
+from testset_builder.corpus.backfill import run_due_backfills
 from testset_builder.corpus.dedup import duplicate_groups, normalised_sha256
 from testset_builder.corpus.ingest import ingest
 from testset_builder.corpus.loaders import stream_sources
@@ -51,9 +53,13 @@ def groups(db):
     return sorted(found.values(), key=lambda g: g[1])
 
 
-def test_a_schema_13_workspace_gets_its_duplicate_index_backfilled_when_opened(tmp_path):
+def test_a_schema_13_workspace_is_upgraded_when_opened_and_the_corpus_layer_backfills_its_duplicate_index(tmp_path):
     schema_13_workspace(tmp_path / "old")
     with open_workspace(tmp_path / "old") as ws:
+        unsigned = ws.db.execute("SELECT COUNT(*) FROM chunks WHERE text_sha256 IS NULL AND removed_at IS NULL")
+        assert unsigned.fetchone()[0] == 4 and stored.backfill_due(ws.db, "duplicate_index")
+        assert run_due_backfills(ws)
+        assert not stored.backfill_due(ws.db, "duplicate_index") and not run_due_backfills(ws)  # once only
         hashes = ws.db.execute(
             "SELECT chunk_id, text_sha256, normalised_sha256 FROM chunks WHERE removed_at IS NULL ORDER BY chunk_id"
         ).fetchall()
@@ -77,4 +83,10 @@ def test_after_the_backfill_an_ingested_twin_joins_the_backfilled_group(tmp_path
     (folder / "twin.txt").write_text(TEXTS["d"].upper(), encoding="utf-8")
     with open_workspace(tmp_path / "old") as ws:
         ingest(ws, stream_sources([folder]), ChunkingConfig(chunker="prechunked", size=1, overlap=0))
-        assert ("exact", ["d.txt", "twin.txt"]) in groups(ws.db)
+        assert ("exact", ["d.txt", "twin.txt"]) in groups(ws.db)  # the ingest ran the backfill first
+        assert not stored.backfill_due(ws.db, "duplicate_index")
+
+
+def test_a_workspace_made_today_has_no_backfill_due(tmp_path):
+    with open_workspace(tmp_path / "new") as ws:
+        assert not stored.backfill_due(ws.db, "duplicate_index") and not run_due_backfills(ws)

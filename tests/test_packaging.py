@@ -56,23 +56,6 @@ def test_sql_lives_in_the_store():
     assert not offenders, f"SQL outside testset_builder/store/: {offenders}"
 
 
-def test_stages_share_helpers_through_common_modules_not_each_other():
-    stages = {"propose", "synthesize", "release", "importer"}
-    readers_of_every_stage = {"plan"}  # the plan replays each stage's requests to count them; no stage reads it
-    offenders = []
-    for path in (PACKAGE / "stages").rglob("*.py"):
-        own = path.relative_to(PACKAGE / "stages").parts[0].removesuffix(".py")
-        if own in readers_of_every_stage:
-            continue
-        for reader in readers_of_every_stage:
-            if re.search(rf"from \.+(stages\.)?{reader}\b", path.read_text(encoding="utf-8")):
-                offenders.append(f"{path.relative_to(ROOT)} imports {reader}")
-        for other in stages - {own}:
-            if re.search(rf"from \.+(stages\.)?{other}\b", path.read_text(encoding="utf-8")):
-                offenders.append(f"{path.relative_to(ROOT)} imports {other}")
-    assert not offenders
-
-
 def test_every_error_class_lives_in_errors_py():
     offenders = [
         f"{path.relative_to(ROOT)}: {match}"
@@ -165,19 +148,19 @@ def test_a_wheel_installed_in_a_fresh_venv_runs_chunk_synthesize_and_release_wit
     assert (work / "new-set" / "testset-builder.yaml").is_file()
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Every module of the package and the package's modules it imports, where it imports them (at the top or
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Every module of ``package`` and the package's modules it imports, where it imports them (at the top or
     inside a function alike; a block under ``if TYPE_CHECKING`` is not an import)."""
     import ast
 
     def module_of(path: Path) -> str:
-        parts = path.relative_to(ROOT).with_suffix("").parts
+        parts = path.relative_to(package.parent).with_suffix("").parts
         return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
-    modules = {module_of(p): p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
+    modules = {module_of(p): p for p in package.rglob("*.py") if "__pycache__" not in p.parts}
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        here = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
         tree = ast.parse(path.read_text(encoding="utf-8"))
         typing_only = {
             id(node)
@@ -189,7 +172,7 @@ def import_graph() -> dict[str, set[str]]:
             if id(node) in typing_only:
                 continue
             if isinstance(node, ast.ImportFrom):
-                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                base = here.split(".")[: len(here.split(".")) - node.level + 1] if node.level else []
                 target = ".".join([*base, node.module] if node.module else base)
                 for alias in node.names:  # `from . import x`: the submodule x when there is one
                     found = f"{target}.{alias.name}" if f"{target}.{alias.name}" in modules else target
@@ -199,65 +182,135 @@ def import_graph() -> dict[str, set[str]]:
     return {name: {t for t in targets if t in modules and t != name} for name, targets in graph.items()}
 
 
-# migration 14's backfill signs and groups the chunks of an older workspace with the corpus code of today: the one
-# place the store reaches up, to be frozen into the migration itself (issue 28)
-STORE_REACHES_CORPUS = {("testset_builder.store.migrations", "testset_builder.corpus.batches"),
-                        ("testset_builder.store.migrations", "testset_builder.corpus.regroup")}  # fmt: skip
-
-
-def test_the_layers_import_only_downwards():
-    graph = import_graph()
-    faces = ("cli", "review_ui", "report", "hub", "api", "__main__")
-    below_stages = ("labels", "store", "corpus", "llm", "metrics", "retrieval", "export", "records", "config", "tables",
-                    "errors", "spans", "prompts", "_hashing", "_threads", "_version", "bundled")  # fmt: skip
-
-    def layer(module: str) -> str:
-        return module.split(".")[1] if "." in module else ""
-
-    offenders = []
-    for module, targets in graph.items():
-        for target in targets:
-            if layer(target) == "cli" and layer(module) not in ("cli", "__main__"):
-                offenders.append(f"{module} imports the CLI ({target})")
-            if layer(module) in below_stages and layer(target) in ("stages", *faces):
-                offenders.append(f"{module} (below the stages) imports {target}")
-            if layer(module) == "store" and layer(target) == "corpus" and (module, target) not in STORE_REACHES_CORPUS:
-                offenders.append(f"{module} (the store) imports {target}")
-    assert not offenders, offenders
-
-
-def test_no_modules_import_each_other_round_a_cycle():
-    graph = import_graph()
-    for edge in STORE_REACHES_CORPUS:  # the known one, until migration 14 is frozen
-        graph[edge[0]].discard(edge[1])
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm): each a cycle of imports."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
-    cycles = []
+    found = []
 
-    def visit(module: str) -> None:  # Tarjan's strongly connected components
-        index[module] = low[module] = len(index)
-        stack.append(module)
-        for target in sorted(graph[module]):
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
             if target not in index:
                 visit(target)
-                low[module] = min(low[module], low[target])
+                low[node] = min(low[node], low[target])
             elif target in stack:
-                low[module] = min(low[module], index[target])
-        if low[module] == index[module]:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
             component = []
             while True:
                 member = stack.pop()
                 component.append(member)
-                if member == module:
+                if member == node:
                     break
             if len(component) > 1:
-                cycles.append(sorted(component))
+                found.append(sorted(component))
 
-    for module in sorted(graph):
-        if module not in index:
-            visit(module)
-    assert not cycles, cycles
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+# the stages' package: each module or package in it is one stage, and no stage imports another (they share through
+# a lower package: labels/, corpus/, store/ ...), except the plan, which replays every stage's requests to count them
+STAGES = "stages"
+READS_EVERY_STAGE = "plan"
+
+
+def upward_imports(graph: dict[str, set[str]], entry_points: set[str]) -> list[str]:
+    """The imports that break the layering, which is derived from the tree, not listed: each top-level module or
+    package is a room, and a room's floor is above every room it imports, so an import runs upward exactly when it
+    closes a circle of rooms. Besides: no room imports an entry point (``entry_points``: the modules a console
+    script or ``python -m`` starts), and no stage imports another stage."""
+    root = min(graph, key=len).split(".")[0]
+
+    def room(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    rooms: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        rooms.setdefault(room(module), set()).update(room(t) for t in targets if room(t) != room(module))
+    offenders = []
+    for circle in cycles(rooms):
+        offenders += [
+            f"{module} imports {target}: the rooms {', '.join(circle)} import each other round a circle"
+            for module, targets in sorted(graph.items())
+            for target in sorted(targets)
+            if room(module) in circle and room(target) in circle and room(module) != room(target)
+        ]
+    entry_rooms = {room(e) for e in entry_points}
+    offenders += [
+        f"{module} imports the entry point {target}"
+        for module, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if room(target) in entry_rooms and room(module) != room(target) and module != f"{root}.__main__"
+    ]
+
+    def stage(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if len(parts) > 2 and parts[1] == STAGES else None
+
+    offenders += [
+        f"{module} (a stage) imports the stage {target}: share it through a lower package"
+        for module, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if stage(module) and stage(target) and stage(module) not in (stage(target), READS_EVERY_STAGE)
+    ]
+    return offenders
+
+
+def entry_points() -> set[str]:
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    return {target.partition(":")[0] for target in scripts.values()} | {"testset_builder.__main__"}
+
+
+def test_the_layers_import_only_downwards():
+    assert upward_imports(import_graph(), entry_points()) == []
+
+
+def test_an_upward_import_added_on_purpose_is_found():
+    graph = import_graph()
+    graph["testset_builder.store.rows"].add("testset_builder.stages.propose")  # the store reaching up to a stage
+    found = upward_imports(graph, entry_points())
+    assert "testset_builder.store.rows imports testset_builder.stages.propose" in " ".join(found)
+    graph = import_graph()
+    graph["testset_builder.stages.propose"].add("testset_builder.stages.selection")  # one stage importing another
+    assert upward_imports(graph, entry_points()) == [
+        "testset_builder.stages.propose (a stage) imports the stage testset_builder.stages.selection: share it "
+        "through a lower package"
+    ]
+
+
+def test_a_package_tree_written_with_an_upward_import_is_refused(tmp_path):
+    files = {
+        "__init__.py": "",
+        "cli.py": "from .stages import ask\n",
+        "store/__init__.py": "",
+        "store/rows.py": "X = 1\n",
+        "stages/__init__.py": "",
+        "stages/ask.py": "from ..store.rows import X\n",
+        "stages/tell.py": "from ..store import rows\n",
+    }
+    for name, text in files.items():
+        (tmp_path / "pkg" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "pkg" / name).write_text(text, encoding="utf-8")
+    assert upward_imports(import_graph(tmp_path / "pkg"), {"pkg.cli"}) == []
+    (tmp_path / "pkg" / "store" / "rows.py").write_text("def f():\n    from ..stages.ask import g\n")
+    (tmp_path / "pkg" / "stages" / "tell.py").write_text("from .ask import Y\nfrom .. import cli\n")
+    found = upward_imports(import_graph(tmp_path / "pkg"), {"pkg.cli"})
+    assert (
+        "pkg.store.rows imports pkg.stages.ask: the rooms pkg.cli, pkg.stages, pkg.store import each other round a "
+        "circle" in found
+    )
+    assert "pkg.stages.tell imports the entry point pkg.cli" in found
+    assert "pkg.stages.tell (a stage) imports the stage pkg.stages.ask: share it through a lower package" in found
+
+
+def test_no_modules_import_each_other_round_a_cycle():
+    assert cycles(import_graph()) == []
 
 
 def test_the_package_says_the_version_its_wheel_carries():

@@ -12,15 +12,15 @@ from fake_provider import FakeProvider, demo_config, model_answer, stand_in_mode
 
 from testset_builder.cli import main
 from testset_builder.config import Config
+from testset_builder.corpus.sampling import SourceChunk
 from testset_builder.export.queries import read_queries
+from testset_builder.labels.judge import Judge
 from testset_builder.llm import LLMClient, PriceTable, throughput
 from testset_builder.llm.roles import Role, Roles
 from testset_builder.llm.types import Completion, Usage
 from testset_builder.retrieval.dense import dense_available
-from testset_builder.stages.judge import Judge
 from testset_builder.stages.plan import Measurements, measurements, plan_run, synthesis_requests
 from testset_builder.stages.propose import propose
-from testset_builder.stages.sampling import SourceChunk
 from testset_builder.stages.synthesize import synthesize
 from testset_builder.store import rows
 

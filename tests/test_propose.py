@@ -13,13 +13,13 @@ from testset_builder.cli import main
 from testset_builder.config import JudgingConfig, ProposeConfig
 from testset_builder.errors import InputError
 from testset_builder.export.queries import derived_id, read_queries
+from testset_builder.labels.judge import Judge
+from testset_builder.labels.queue import review_priority
 from testset_builder.llm import LLMClient, PriceTable, Usage
 from testset_builder.llm.roles import Role
 from testset_builder.records import Judgment, JudgmentSource
 from testset_builder.retrieval.pool import pool, pool_recall
-from testset_builder.stages.judge import Judge
 from testset_builder.stages.propose import audit, propose
-from testset_builder.stages.queue import review_priority
 from testset_builder.store import open_workspace, rows
 from testset_builder.store import review as review_store
 from testset_builder.tables import Qrels, Run

@@ -16,9 +16,9 @@ from testset_builder.corpus.ingest import ingest
 from testset_builder.corpus.loaders import load_sources
 from testset_builder.export import read_qrels
 from testset_builder.export.queries import read_queries
+from testset_builder.labels.judge import Judge, JudgePair, coherent_grade
 from testset_builder.llm import LLMClient
 from testset_builder.llm.roles import Role
-from testset_builder.stages.judge import Judge, JudgePair, coherent_grade
 from testset_builder.stages.propose import propose
 from testset_builder.store import open_workspace, rows
 from testset_builder.store import review as review_store

@@ -7,9 +7,9 @@ import json
 
 from testset_builder.cli import main
 from testset_builder.errors import FitError
+from testset_builder.labels.estimate import estimate_workspace
 from testset_builder.labels.fitting import expected_calibration_error, fold_of
 from testset_builder.labels.prior import PRIOR, PRIOR_LEXICAL
-from testset_builder.stages.estimate import estimate_workspace
 
 PRIORS = (PRIOR.name, PRIOR_LEXICAL.name)
 
@@ -151,8 +151,8 @@ def test_the_api_release_refits_before_it_compares_with_the_latest_release(pair_
 def test_a_fold_models_estimate_of_a_pair_is_fitted_without_its_querys_verdicts():
     import numpy as np
 
+    from testset_builder.labels.estimate import fitted_on
     from testset_builder.labels.features import FEATURES
-    from testset_builder.stages.estimate import fitted_on
 
     chance = np.random.default_rng(7)
     keys = [(f"q{i // 10}", f"c{i}") for i in range(300)]

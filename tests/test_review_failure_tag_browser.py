@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import TEST_OUTPUT as OUTPUT
@@ -61,6 +62,7 @@ def test_a_reviewer_tags_a_logged_query_by_keyboard_and_a_reload_keeps_the_tag(b
     problems = []
     page.on("console", lambda message: message.type == "error" and problems.append(message.text))
     page.on("pageerror", lambda error: problems.append(str(error)))
+    opened = time.time()
     page.goto(f"{base}/?token={token}")
     page.fill("#reviewer", "ann")
     page.keyboard.press("Enter")
@@ -94,4 +96,5 @@ def test_a_reviewer_tags_a_logged_query_by_keyboard_and_a_reload_keeps_the_tag(b
     assert policy.resolved_failure_tags(ws.db) == {query_id: "retrieval"}
     history = ws.db.execute("SELECT tag, supersedes IS NOT NULL FROM failure_tags ORDER BY rowid").fetchall()
     assert [tuple(row) for row in history] == [("generation", 0), ("retrieval", 1)]
-    assert tag_store.standing_tag(ws.db, query_id, "ann").seconds >= 0
+    seconds = tag_store.standing_tag(ws.db, query_id, "ann").seconds
+    assert seconds is not None and 0 <= seconds <= time.time() - opened  # seconds on the page, not since some epoch

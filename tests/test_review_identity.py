@@ -12,7 +12,8 @@ from test_interchange import export, human_grades, label_studio_export
 from testset_builder.cli import main
 from testset_builder.errors import InputError
 from testset_builder.export import review_tools
-from testset_builder.stages import interchange, review
+from testset_builder.stages import review
+from testset_builder.stages.review import interchange
 
 WHEN = "2026-01-01T10:00:00Z"
 TOKEN = "tok-" + "i" * 24

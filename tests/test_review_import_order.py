@@ -14,7 +14,8 @@ from test_interchange import export, human_grades, label_studio_export
 
 from testset_builder.cli import main
 from testset_builder.errors import InputError
-from testset_builder.stages import interchange, review
+from testset_builder.stages import review
+from testset_builder.stages.review import interchange
 
 DAY1, DAY2 = "2026-01-01T10:00:00Z", "2026-01-02T10:00:00.5+00:00"
 

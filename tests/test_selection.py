@@ -174,7 +174,7 @@ def test_certain_estimates_still_get_their_share_of_a_large_budget(p, budget):
 
 def test_the_rest_of_the_queue_follows_the_estimate_while_drawn_pairs_stay_ahead(pair_queue, capsys):
     from testset_builder.cli import main
-    from testset_builder.stages.queue import estimate_priority
+    from testset_builder.labels.queue import estimate_priority
     from testset_builder.store import draws as stored
     from testset_builder.store import estimates
     from testset_builder.store import review as review_store

@@ -14,9 +14,9 @@ from testset_builder.corpus.ingest import ingest
 from testset_builder.corpus.loaders import LoadResult
 from testset_builder.llm import LLMClient
 from testset_builder.llm.roles import Roles
+from testset_builder.questions import clean, split_evidence
 from testset_builder.records import Document, Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
 from testset_builder.spans import coverage, covers, locate
-from testset_builder.stages.questions import clean, split_evidence
 from testset_builder.stages.release import load_release, write_release
 from testset_builder.stages.synthesize import synthesize
 from testset_builder.store import corpus as stored_corpus

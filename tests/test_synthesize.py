@@ -16,18 +16,18 @@ from testset_builder.cli import main
 from testset_builder.config import ChunkingConfig, SynthesizeConfig
 from testset_builder.corpus.ingest import ingest
 from testset_builder.corpus.loaders import load_sources
-from testset_builder.errors import InputError, ProviderError
-from testset_builder.llm import LLMClient
-from testset_builder.llm.roles import Roles
-from testset_builder.prompts import load_prompt
-from testset_builder.stages.questions import NearDuplicates, clean, lexical_overlap, validation_problem
-from testset_builder.stages.sampling import (
+from testset_builder.corpus.sampling import (
     SourceChunk,
     allocate_styles,
     eligible_chunks,
     skip_reason,
     stratified_sample,
 )
+from testset_builder.errors import InputError, ProviderError
+from testset_builder.llm import LLMClient
+from testset_builder.llm.roles import Roles
+from testset_builder.prompts import load_prompt
+from testset_builder.questions import NearDuplicates, clean, lexical_overlap, validation_problem
 from testset_builder.stages.synthesize import synthesize
 from testset_builder.store import open_workspace, rows
 from testset_builder.store import review as review_store

@@ -13,13 +13,13 @@ from fake_provider import FakeProvider, digit_completion
 
 from testset_builder.cli import main
 from testset_builder.config import SynthesizeConfig, override, resolve_config
+from testset_builder.corpus.sampling import SourceChunk
 from testset_builder.errors import InputError
 from testset_builder.labels.prior import PRIOR, PRIOR_LEXICAL
 from testset_builder.llm import LLMClient
 from testset_builder.llm.roles import Roles
 from testset_builder.retrieval import dense_available
 from testset_builder.retrieval.indexes import WorkspaceIndexes, retriever_names
-from testset_builder.stages.sampling import SourceChunk
 from testset_builder.stages.synthesize import synthesize
 from testset_builder.stages.synthesize.critic import critic_by_estimate, source_estimates
 from testset_builder.stages.synthesize.generation import Slot

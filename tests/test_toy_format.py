@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from testset_builder import registry
 from testset_builder.cli import main
 from testset_builder.errors import InputError
 from testset_builder.export import (
@@ -22,7 +23,6 @@ from testset_builder.export import (
     ReleaseExport,
     ReviewFormat,
     TableFormat,
-    formats,
     read_qrels,
     register_log_format,
     register_qrels_format,
@@ -63,7 +63,7 @@ def csv_format():
         ReleaseExport("csv", lambda release, out: write_csv_qrels(release.qrels_table(), out / "qrels.csv"), "CSV")
     )
     yield
-    formats.QRELS.pop("csv", None)
+    registry.QRELS.pop("csv", None)
     RELEASE_EXPORTS.pop("csv", None)
 
 

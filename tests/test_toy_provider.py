@@ -45,11 +45,11 @@ class EchoProvider:
 
 @pytest.fixture
 def echo_kind():
-    from testset_builder.llm import providers
+    from testset_builder import registry
 
     register_provider("echo", EchoProvider)
     yield "echo"
-    providers._KINDS.pop("echo", None)
+    registry._KINDS.pop("echo", None)
 
 
 def test_a_provider_registered_in_one_file_writes_the_questions_and_the_plan_reads_its_abilities(tmp_path, echo_kind):

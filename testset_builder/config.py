@@ -40,8 +40,8 @@ class Strict(BaseModel):
 
 
 def known_provider_kind(kind: str) -> str:
-    """``kind`` when a provider of that kind is registered (:func:`~testset_builder.llm.register_provider`)."""
-    from .llm.providers import provider_kinds
+    """``kind`` when a provider of that kind is registered (:func:`~testset_builder.registry.register_provider`)."""
+    from .registry import provider_kinds
 
     if kind not in provider_kinds():
         raise ValueError(f"unknown provider kind {kind!r}: one of {', '.join(provider_kinds())}")
@@ -387,7 +387,7 @@ class LogsConfig(Strict):
     @field_validator("format")
     @classmethod
     def _known_format(cls, name: str) -> str:
-        from .export.formats import known_log_format
+        from .registry import known_log_format
 
         return known_log_format(name)
 

@@ -14,7 +14,7 @@ from .workspace import opened, prompt_library, run_async, with_roles
 if TYPE_CHECKING:
     from ..config import Config
     from ..export.queries import QueryFile
-    from ..stages.estimate import EstimateSummary
+    from ..labels.estimate import EstimateSummary
     from ..stages.logs.failures import LogSelectionSummary
     from ..stages.propose import AuditSummary, ProposeSummary
     from ..stages.selection import SelectionSummary
@@ -86,7 +86,7 @@ def propose(
     :class:`~testset_builder.tables.Run`\ s), whose top ``propose.run_depth`` join the pool."""
     from ..export import read_runs
     from ..export.queries import QueryFile, read_queries
-    from ..stages.judge import Judge
+    from ..labels.judge import Judge
     from ..stages.logs.failures import drawn_queries
     from ..stages.propose import propose as proposing
     from ..tables import Run
@@ -135,7 +135,7 @@ def audit(
     from ..export import read_qrels
     from ..export.queries import read_queries
     from ..export.reports import write_audit_tsv
-    from ..stages.judge import Judge
+    from ..labels.judge import Judge
     from ..stages.propose import audit as auditing
 
     labels = read_qrels(qrels)
@@ -185,7 +185,7 @@ def estimate(
     when none are given, written to ``out`` (.jsonl or .tsv) when given."""
     from ..export import read_qrels
     from ..export.reports import check_writable, write_estimates
-    from ..stages.estimate import estimates_of
+    from ..labels.estimate import estimates_of
 
     wanted = list(pairs)
     if pairs_file is not None:
@@ -257,7 +257,7 @@ def queue(
 ) -> QueueResult:
     """What reviewers see next: the first ``limit`` queued pairs with the judge's and the estimate's view (chunk
     texts cut to 200 characters unless ``full``), or with ``questions`` the synthetic questions. Reads only."""
-    from ..stages.queue import queued_pairs, synthetic_questions
+    from ..labels.queue import queued_pairs, synthetic_questions
 
     with opened(config, workspace, readonly=True) as ws:
         if questions:

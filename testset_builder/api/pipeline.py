@@ -31,9 +31,9 @@ def plan(config: Config, *, workspace: Workspace | None = None) -> Plan:
     ``run.sources`` chunked in memory (a dry run: nothing is written)."""
     from ..corpus.chunkers import chunk_document
     from ..corpus.loaders import load_sources
+    from ..corpus.sampling import SourceChunk
     from ..export.queries import read_queries
     from ..stages.plan import measurements, plan_run
-    from ..stages.sampling import SourceChunk
     from ..store import rows
 
     known = workspace is not None or (Path(config.workspace) / "testset.db").exists()

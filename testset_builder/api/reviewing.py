@@ -16,9 +16,9 @@ from .workspace import opened
 
 if TYPE_CHECKING:
     from ..config import Config, ReviewConfig
-    from ..stages.interchange import ExportSummary
-    from ..stages.interchange import ImportSummary as AnnotationsImport
     from ..stages.review import ReviewItem, ReviewStats
+    from ..stages.review.interchange import ExportSummary
+    from ..stages.review.interchange import ImportSummary as AnnotationsImport
     from ..store import Workspace
 
 LOOPBACK = "127.0.0.1"
@@ -288,7 +288,7 @@ def review_export(
 ) -> ReviewExportResult:
     """Write the pairs still wanting verdicts for Argilla, Label Studio or a registered review format into
     ``out_dir``; ``suggestions`` attaches the judge's grade. A ``review.overlap`` given becomes the workspace's."""
-    from ..stages.interchange import export_pending
+    from ..stages.review.interchange import export_pending
 
     overlap = config.review.overlap
     with opened(config, workspace, readonly=overlap is None) as ws:
@@ -308,7 +308,7 @@ def review_import(
     """Bring grades made in Argilla or Label Studio back as human verdicts; ``annotators`` (a file or a mapping)
     gives the annotators' ids readable names."""
     from ..export.review_tools import read_annotators
-    from ..stages.interchange import import_annotations
+    from ..stages.review.interchange import import_annotations
 
     names = read_annotators(annotators) if isinstance(annotators, str | Path) else annotators
     with opened(config, workspace) as ws:

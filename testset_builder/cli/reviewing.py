@@ -508,7 +508,7 @@ KAPPA_COLUMNS = {"weighted_kappa": "weighted kappa", "kappa": "Cohen's kappa"}
 
 
 def _pairs_table(title: str, pairs: list[dict], shared: str, kappa: str, fmt):
-    """Reviewer pairs (:func:`~testset_builder.metrics.agreement.pairwise_agreement`'s rows): what both judged, their
+    """Reviewer pairs (:func:`~testset_builder.labels.agreement.pairwise_agreement`'s rows): what both judged, their
     ``kappa`` (the rows' key for it) and the exact agreement."""
     from rich.table import Table
 

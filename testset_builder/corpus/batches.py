@@ -35,8 +35,6 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-import numpy as np
-
 from ..config import ChunkingConfig
 from ..records import Document
 from .boilerplate import FURNITURE_KEY, chunk_reason
@@ -145,11 +143,6 @@ def _signature_slice(chunks: list[Record]) -> list[Record]:
     ]
 
 
-def unpack_band_keys(packed: bytes) -> list[int]:
-    """A signature record's ``band_keys`` as ints (none for an unsigned chunk)."""
-    return np.frombuffer(packed, dtype="<i8").tolist() if packed else []
-
-
 def chunk_and_sign(documents: list[Record], config: ChunkingConfig) -> ChunkedBatch:
     """One batch through both functions: what every engine computes per batch."""
     chunks = chunk_batch(documents, config)
@@ -177,9 +170,8 @@ def local_engine(batches: Iterable[list[Record]], config: ChunkingConfig) -> Ite
 
 
 WORKERS = 2
-"""Chunking processes beside the writing one. At 1 GB of corpus one worker kept the writer waiting (chunking and
-signing take more CPU than writing once commits stopped waiting on checkpoints): with two, the batches took 64 s
-rather than 75-83. A machine with one core gets the single-process path."""
+"""Chunking processes beside the writing one: chunking and signing take more CPU than writing, so one worker would
+keep the writer waiting. A machine with one core gets the single-process path."""
 IN_FLIGHT = WORKERS + 1  # batches submitted to the workers and not yet written (each ~8 MB of text)
 _START_METHOD = "fork" if sys.platform == "linux" else "spawn"
 """fork on Linux: spawn (and forkserver) run the caller's main script again in the worker unless it is guarded by

@@ -37,7 +37,7 @@ _POWERS = _INVERSE_POWERS = np.zeros(0, dtype=_U64)
 
 def _word_table(codes: np.ndarray) -> np.ndarray:
     """Which code points are word characters: the table is filled a block of 256 code points at a time, for the
-    blocks ``codes`` use (filling all 1.1M at once takes ~0.4 s, paid by every process, every run)."""
+    blocks ``codes`` use (filling all 1.1M at once is paid by every process, every run)."""
     global _IS_WORD, _WORD_BLOCKS
     if _IS_WORD is None:
         _IS_WORD = np.zeros(0x110000, dtype=bool)

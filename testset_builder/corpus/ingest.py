@@ -38,6 +38,7 @@ from ..store import duplicates
 from ..store.history import record_stage_run
 from ..store.rows import content_sha256, put_document_records
 from ..store.workspace import Workspace, utc_timestamp
+from .backfill import run_due_backfills
 from .batches import ChunkedBatch, Engine, Record, document_record, local_engine
 from .boilerplate import REPEATED, repeated_across, text_reason
 from .loaders import LoadResult, UnreadFiles, nothing_loaded
@@ -113,6 +114,7 @@ def ingest(
     again (its document counts as unchanged) unless ``rehash``. Raises :class:`LargeRemovalError`, having marked
     nothing removed, when the removal guard trips and removal is not allowed."""
     with workspace.exclusive("chunk"):
+        run_due_backfills(workspace)  # an upgraded workspace's old chunks signed before new ones join them
         return _ingest(workspace, loaded, config, progress, allow_removal, engine, rehash)
 
 

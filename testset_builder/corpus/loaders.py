@@ -172,11 +172,6 @@ def _pdf_document(path: Path, doc_id: str) -> tuple[Document, list[tuple[int | N
     return document, collected.notes
 
 
-def load_file(path: Path, doc_id: str) -> Document:
-    """One file as a Document; ValueError with the reason when it cannot be read as text."""
-    return load_file_noting(path, doc_id)[0]
-
-
 def load_file_noting(
     path: Path, doc_id: str, raw: bytes | None = None
 ) -> tuple[Document, list[tuple[int | None, str]]]:
@@ -201,15 +196,6 @@ def file_doc_id(relative: str, prefix: str = "") -> str:
     (reversible with ``urllib.parse.unquote``), so the id has no character any file format splits on."""
     path = f"{prefix}/{relative}" if prefix else relative
     return _ESCAPED.sub(lambda m: "".join(f"%{b:02X}" for b in m.group(0).encode("utf-8")), path)
-
-
-def load_files(paths: Iterable[Path], root: Path | None = None, strict: bool = False, prefix: str = "") -> LoadResult:
-    """Text, HTML and PDF files; ids are paths under ``root`` (with ``prefix``), else file names."""
-    collector = _Collector(strict)
-    for path in sorted(paths):
-        doc_id = file_doc_id(path.relative_to(root).as_posix() if root else path.name, prefix)
-        _load_one_file(collector, path, str(path.resolve()), path.stat(), doc_id, None)
-    return collector.result
 
 
 def _load_one_file(
@@ -599,7 +585,7 @@ READ_AHEAD_BYTES = 16 << 20
 def _read_ahead(plans: Iterator[_Planned]) -> Iterator[tuple[_Planned, Future | None]]:
     """The plans in order, each file to read with its bytes being read by a thread up to :data:`READ_AHEAD_FILES`
     files or :data:`READ_AHEAD_BYTES` ahead (reads wait on the disk, while this thread decodes and the ingest
-    chunks: at 1 GB of small files, opening and reading were ~7 s of the writing process's time). A read that
+    chunks: opening and reading small files would otherwise stall the writing process). A read that
     fails raises where the file's bytes are taken, as a read in place would."""
     with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as reader:
         waiting: deque[tuple[_Planned, Future | None]] = deque()

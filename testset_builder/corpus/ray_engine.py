@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import pickle
 import socket
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -89,10 +90,9 @@ def ray_session(ray, address: str | None):
         return
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
     try:
-        if address:
-            import testset_builder
-
-            ray.init(address=address, runtime_env={"py_modules": [testset_builder]}, **quiet)
+        if address:  # the workers get this package's files: its root module, loaded already as our parent
+            package = sys.modules[__name__.partition(".")[0]]
+            ray.init(address=address, runtime_env={"py_modules": [package]}, **quiet)
         else:
             ray.init(address="local", object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as error:

@@ -1,4 +1,4 @@
-"""Readers and writers, one of each per format, found through :mod:`.formats`' registry. ``read_qrels`` /
+"""Readers and writers, one of each per format, found through :mod:`~testset_builder.registry`. ``read_qrels`` /
 ``read_run`` pick the format from the content.
 
 Qrels: TREC (``qid 0 docid grade``), BEIR TSV (header ``query-id corpus-id score``), JSONL.
@@ -12,10 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import InputError
-from ..tables import Qrels, Run
-from ._lines import check_readable, first_line
-from .beir import is_beir_qrels_header, read_beir_qrels, write_beir_qrels
-from .formats import (
+from ..registry import (
     LOG_FORMATS,
     QRELS,
     RELEASE_EXPORTS,
@@ -32,14 +29,17 @@ from .formats import (
     register_review_format,
     register_run_format,
 )
+from ..tables import Qrels, Run
+from ._lines import check_readable, first_line
+from .beir import is_beir_qrels_header, read_beir_qrels, write_beir_qrels
 from .jsonl import read_jsonl_qrels, read_jsonl_run, write_jsonl_qrels, write_jsonl_run
 from .langfuse import read_langfuse
 from .logs import read_log
 from .review_tools import read_annotators
 from .trec import read_trec_qrels, read_trec_run, write_trec_qrels, write_trec_run
 
-QrelsFormat = str  # "auto", or a registered qrels format (formats.QRELS: trec, beir, jsonl, ...)
-RunFormat = str  # "auto", or a registered run format (formats.RUNS: trec, jsonl, ...)
+QrelsFormat = str  # "auto", or a registered qrels format (registry.QRELS: trec, beir, jsonl, ...)
+RunFormat = str  # "auto", or a registered run format (registry.RUNS: trec, jsonl, ...)
 
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")

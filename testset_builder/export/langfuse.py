@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .formats import LogFormat, register_log_format
+from ..registry import LogFormat, register_log_format
 from .logs import (
     BROKEN,
     LogRecord,

@@ -1,5 +1,5 @@
 """Production RAG log records, read as a stream: one record a request, from JSON lines, CSV, or OpenTelemetry spans
-(each a log format in the registry of :mod:`.formats`; :func:`~.formats.register_log_format` adds one).
+(each a log format in :mod:`~testset_builder.registry`; its ``register_log_format`` adds one).
 
 A record holds what the live system saw and did: the user's query, what it retrieved (chunk ids with their ranks,
 or the retrieved texts, matched back to chunks later and never guessed), its answer, the feedback (thumbs, a
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from ..registry import LOG_FORMATS, LogFormat, known_log_format, register_log_format
 from . import phoenix
-from .formats import LOG_FORMATS, LogFormat, known_log_format, register_log_format
 
 if TYPE_CHECKING:  # config (pydantic models, YAML) is imported where a log is read: `score` never needs it
     from ..config import LogFieldsConfig as LogFields
@@ -873,7 +873,7 @@ register_log_format(
 
 def read_log(path: str | Path, format: str, fields: LogFields | None = None) -> Iterator[LogRecord | Unreadable]:
     """Records (and unreadable lines) of a log, streamed; ``format`` is a registered log format (jsonl, csv, otel,
-    or one added with :func:`~.formats.register_log_format`)."""
+    or one added with :func:`~testset_builder.registry.register_log_format`)."""
     path = Path(path)
     try:
         format = known_log_format(format)

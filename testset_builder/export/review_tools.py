@@ -1,8 +1,8 @@
 """The files of annotation tools, Argilla and Label Studio: what testset-builder writes for them (the pairs still
 wanting verdicts, the LLM judge's grade as a suggestion or prediction, the dataset settings / labelling config to
-make the project from) and how it reads their annotation exports back. Each tool is a review format in the registry
-of :mod:`.formats` (:func:`~.formats.register_review_format` adds one); ``stages.interchange`` takes the pairs from
-a workspace and records the grades read here as verdicts.
+make the project from) and how it reads their annotation exports back. Each tool is a review format in
+:mod:`~testset_builder.registry` (its ``register_review_format`` adds one); ``stages.review.interchange`` takes the
+pairs from a workspace and records the grades read here as verdicts.
 
 Shapes (their packages' own, checked against them in the tests):
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..records import Judgment, reviewer_name
-from .formats import REVIEW_FORMATS, ReviewFormat, register_review_format
+from ..registry import REVIEW_FORMATS, ReviewFormat, register_review_format
 
 QUESTION = "relevance"  # the Argilla question / Label Studio control that carries the grade
 GRADES = {0: "not relevant", 1: "relevant", 2: "highly relevant"}

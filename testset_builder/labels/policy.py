@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..config import ReleaseConfig
-from ..metrics.agreement import agreement_report
 from ..records import Judgment, JudgmentSource, JudgmentStatus
 from ..store import failure_tags as tag_store
+from .agreement import agreement_report
 
 ReleasePolicy = ReleaseConfig
 ORIGINS = ("human", "synthetic-source", "llm-unverified")
@@ -166,7 +166,7 @@ def settlement(judgments: list[Judgment], policy: ReleaseConfig | None = None, p
 
 def agreement(judgments: list[Judgment], policy: ReleaseConfig | None = None, pairs: set | None = None) -> dict:
     """How far reviewers agree with each other and with the LLM judge (see
-    :func:`~testset_builder.metrics.agreement.agreement_report`), over the pairs humans graded (only ``pairs``, when
+    :func:`~testset_builder.labels.agreement.agreement_report`), over the pairs humans graded (only ``pairs``, when
     given): each reviewer's standing grade, the LLM judge's latest proposal, and the human grade the policy
     resolves."""
     grades = {pair: by for pair, by in reviewer_grades(judgments).items() if pairs is None or pair in pairs}

@@ -1,10 +1,11 @@
 """LLM layer: providers behind one protocol, and the client that caches, limits, retries and records each call."""
 
+from ..registry import provider_class, provider_kinds, register_provider
 from .anthropic_provider import AnthropicProvider
 from .client import LLMClient, RetryPolicy
 from .openai_provider import OpenAIProvider
 from .prices import PriceTable
-from .providers import Provider, provider_class, provider_kinds, register_provider
+from .providers import Provider
 from .types import Completion, LLMRequest, Message, TokenLogprob, Usage
 
 __all__ = [

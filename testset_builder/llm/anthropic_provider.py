@@ -6,43 +6,25 @@ import json
 from typing import Any
 
 from ..errors import ProviderError
-from .providers import api_key_from_env, keyless, translate_sdk_error
+from .providers import HostedProvider, translate_sdk_error
 from .types import Completion, LLMRequest, Usage
 
 DEFAULT_KEY_VARIABLE = "ANTHROPIC_API_KEY"
 
 
-class AnthropicProvider:
+class AnthropicProvider(HostedProvider):
     supports_completion = False
     prompt_style = "chat"
     supports_logprobs = False
 
-    def __init__(
-        self,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        key_variable: str = DEFAULT_KEY_VARIABLE,
-        name: str = "anthropic",
-    ) -> None:
+    kind = "anthropic"
+    key_variable = DEFAULT_KEY_VARIABLE
+    default_url = "https://api.anthropic.com"
+
+    def make_client(self, key: str, base_url: str | None, timeout: float) -> Any:
         import anthropic
 
-        self._key = api_key if api_key is not None else api_key_from_env(name, key_variable)
-        self._client = anthropic.AsyncAnthropic(api_key=self._key, base_url=base_url, max_retries=0, timeout=timeout)
-        self.name = name
-        self.identity = f"{name}:{base_url or 'https://api.anthropic.com'}"
-
-    @classmethod
-    def from_config(cls, config) -> AnthropicProvider:
-        """The provider a role's config names (as :meth:`OpenAIProvider.from_config`)."""
-        return cls(
-            api_key=keyless(config, DEFAULT_KEY_VARIABLE), base_url=config.base_url, timeout=config.timeout_s,
-            key_variable=config.api_key_env or DEFAULT_KEY_VARIABLE,
-        )  # fmt: skip
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections (call from the event loop that used them)."""
-        await self._client.close()
+        return anthropic.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0, timeout=timeout)
 
     async def complete(self, request: LLMRequest) -> Completion:
         params = self._params(request)

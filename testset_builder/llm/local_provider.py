@@ -11,8 +11,7 @@ run offline; it is not a judge to trust.
 
 The server runs one slot (``--parallel 1``). With two, llama.cpp decodes the requests that arrive together in one
 batch, and a sampled answer then depends on which requests shared it, so the same seed gave other questions from
-run to run; one slot costs about a fifth of the throughput on two cores and makes every answer a function of its
-request.
+run to run; one slot costs some throughput and makes every answer a function of its request.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .providers import api_key_from_env, keyless, translate_sdk_error
+from .providers import HostedProvider, translate_sdk_error
 from .types import Completion, LLMRequest, TokenLogprob, Usage
 
 DEFAULT_KEY_VARIABLE = "OPENAI_API_KEY"
@@ -58,38 +58,19 @@ def _usage(usage: Any) -> Usage:
     )
 
 
-class OpenAIProvider:
+class OpenAIProvider(HostedProvider):
     supports_completion = True
     prompt_style = "chat"
     supports_logprobs = True
 
-    def __init__(
-        self,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        key_variable: str = DEFAULT_KEY_VARIABLE,
-        name: str = "openai",
-    ) -> None:
+    kind = "openai"
+    key_variable = DEFAULT_KEY_VARIABLE
+    default_url = "https://api.openai.com/v1"
+
+    def make_client(self, key: str, base_url: str | None, timeout: float) -> Any:
         import openai
 
-        self._key = api_key if api_key is not None else api_key_from_env(name, key_variable)
-        self._client = openai.AsyncOpenAI(api_key=self._key, base_url=base_url, max_retries=0, timeout=timeout)
-        self.name = name
-        self.identity = f"{name}:{base_url or 'https://api.openai.com/v1'}"
-
-    @classmethod
-    def from_config(cls, config) -> OpenAIProvider:
-        """The provider a role's config names (a missing key fails here, before any work starts; a server given
-        by ``base_url`` with no ``api_key_env`` needs no key)."""
-        return cls(
-            api_key=keyless(config, DEFAULT_KEY_VARIABLE), base_url=config.base_url, timeout=config.timeout_s,
-            key_variable=config.api_key_env or DEFAULT_KEY_VARIABLE,
-        )  # fmt: skip
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections (call from the event loop that used them)."""
-        await self._client.close()
+        return openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=timeout)
 
     async def complete(self, request: LLMRequest) -> Completion:
         try:

@@ -10,7 +10,7 @@ import email.utils
 import json
 import os
 import time
-from typing import Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..errors import MissingApiKeyError, ProviderError
 from .types import Completion, LLMRequest
@@ -36,42 +36,44 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
-# the provider kinds a config may name: each a class ("module:Class", imported when first used) that declares what
-# it can do (``prompt_style``, ``supports_logprobs``, ``supports_completion``) and builds itself from a role's config
-# (``from_config``); :func:`register_provider` adds one
-_KINDS: dict[str, type | str] = {
-    "openai": "testset_builder.llm.openai_provider:OpenAIProvider",
-    "anthropic": "testset_builder.llm.anthropic_provider:AnthropicProvider",
-    "local": "testset_builder.llm.local_provider:LocalProvider",
-}
+class HostedProvider:
+    """What the adapters over a hosted SDK share: the key read from the environment (unless given), one SDK client
+    that never retries by itself, an identity naming the endpoint, and building from a role's config.
 
+    A subclass names its ``kind``, ``key_variable`` and ``default_url`` and makes its client in :meth:`make_client`."""
 
-def register_provider(kind: str, provider: type | str, replace: bool = False) -> None:
-    """Make ``kind`` a provider configs may name (``generator: {kind: KIND, model: ...}``): a class, or
-    ``"module:Class"`` imported when first used. The class has ``from_config(config) -> provider`` and the
-    abilities :class:`Provider` lists as class attributes. A kind already there is replaced only if asked."""
-    if not kind or not kind.replace("-", "").replace("_", "").isalnum():
-        raise ValueError(f"a provider kind is a plain name, not {kind!r}")
-    if kind in _KINDS and not replace:
-        raise ValueError(f"provider kind {kind!r} is registered already (replace=True replaces it)")
-    _KINDS[kind] = provider
+    kind: ClassVar[str]
+    key_variable: ClassVar[str]
+    default_url: ClassVar[str]
 
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        key_variable: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.name = name or self.kind
+        self._key = api_key if api_key is not None else api_key_from_env(self.name, key_variable or self.key_variable)
+        self._client = self.make_client(self._key, base_url, timeout)
+        self.identity = f"{self.name}:{base_url or self.default_url}"
 
-def provider_kinds() -> tuple[str, ...]:
-    return tuple(_KINDS)
+    def make_client(self, key: str, base_url: str | None, timeout: float) -> Any:
+        raise NotImplementedError
 
+    @classmethod
+    def from_config(cls, config) -> HostedProvider:
+        """The provider a role's config names (a missing key fails here, before any work starts; a server given
+        by ``base_url`` with no ``api_key_env`` needs no key)."""
+        return cls(
+            api_key=keyless(config, cls.key_variable), base_url=config.base_url, timeout=config.timeout_s,
+            key_variable=config.api_key_env or cls.key_variable,
+        )  # fmt: skip
 
-def provider_class(kind: str) -> type:
-    """The class of a provider kind (imported now if it was registered by name)."""
-    import importlib
-
-    found = _KINDS.get(kind)
-    if found is None:
-        raise ValueError(f"unknown provider kind {kind!r}: one of {', '.join(_KINDS)}")
-    if isinstance(found, str):
-        module, _, name = found.partition(":")
-        found = _KINDS[kind] = getattr(importlib.import_module(module), name)
-    return found
+    async def aclose(self) -> None:
+        """Close the HTTP connections (call from the event loop that used them)."""
+        await self._client.close()
 
 
 def keyless(config, default_variable: str) -> str | None:

@@ -10,15 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config import Config, ProviderConfig
+from ..registry import provider_class
 from ..store.workspace import Workspace
 from .client import Budget, LLMClient, RetryPolicy, Spend
 from .prices import PriceTable
-from .providers import Provider, provider_class
+from .providers import Provider
 
 
 def make_provider(config: ProviderConfig) -> Provider:
-    """The provider a role names, built by its kind's class (:func:`~.providers.provider_class`). A missing key
-    fails here, before any work starts; a provider with a ``base_url`` and no ``api_key_env`` (vLLM, Ollama,
+    """The provider a role names, built by its kind's class (:func:`~testset_builder.registry.provider_class`). A
+    missing key fails here, before any work starts; a provider with a ``base_url`` and no ``api_key_env`` (vLLM, Ollama,
     llama.cpp on localhost) needs no key."""
     return provider_class(config.kind).from_config(config)
 

@@ -26,7 +26,7 @@ from ..metrics.online import online_signals
 from ..metrics.prediction import ReleasePool, prediction_report, release_pairs, stratum_of
 from ..metrics.report import score_dict
 from ..metrics.transfer import transfer_of
-from ..stages.questions import lexical_overlap
+from ..questions import lexical_overlap
 from ..tables import Run
 from . import plots
 

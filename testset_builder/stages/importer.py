@@ -22,10 +22,10 @@ from ..export import read_qrels
 from ..export.beir import read_beir_queries, read_beir_split
 from ..export.hf import read_hf
 from ..export.queries import read_queries
+from ..labels.labelling import store_queries
 from ..records import Document, Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
 from ..store import rows
 from ..store.workspace import Workspace
-from .labelling import store_queries
 
 
 @dataclass

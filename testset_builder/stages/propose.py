@@ -2,7 +2,7 @@
 
 ``propose`` stores the queries, pools candidates from each retriever (and their RRF fusion), judges every pooled
 pair not yet judged by the same judge, and queues the proposals for review by priority (see
-:mod:`~testset_builder.stages.queue`). ``audit`` points the same judge at an existing qrels file and flags where
+:mod:`~testset_builder.labels.queue`). ``audit`` points the same judge at an existing qrels file and flags where
 it disagrees. Both are resumable: judgments have deterministic ids and every answer is in the LLM cache, so a
 rerun after a crash spends nothing twice and stores nothing twice.
 """
@@ -17,19 +17,19 @@ from dataclasses import asdict, dataclass, field
 from ..config import ProposeConfig
 from ..errors import InputError
 from ..export.queries import QueryFile
-from ..metrics.agreement import cohen_kappa
+from ..labels.agreement import cohen_kappa
+from ..labels.estimate import estimate_workspace
+from ..labels.judge import Judge, JudgePair
+from ..labels.labelling import JudgingCounts, judge_and_queue, store_queries
 from ..records import Judgment
 from ..retrieval import dense_available
 from ..retrieval.indexes import WorkspaceIndexes, retriever_names
 from ..retrieval.pool import RUN_PREFIX, PooledRun, pool, pooled_pairs, run_candidates
-from ..stages.estimate import estimate_workspace
 from ..store import estimates as stored_estimates
 from ..store import history, rows
 from ..store import logs as stored_logs
 from ..store.workspace import Workspace, utc_timestamp
 from ..tables import Qrels, Run
-from .judge import Judge, JudgePair
-from .labelling import JudgingCounts, judge_and_queue, store_queries
 
 
 @dataclass

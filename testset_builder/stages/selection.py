@@ -92,8 +92,8 @@ def select_for_review(
     verdicts unbiased. Each round is a design of its own over its population: a later round draws where the refit
     now puts the relevant pairs, and the labels earlier rounds brought in count as known (see
     :mod:`~testset_builder.metrics.prediction`)."""
+    from ..labels.estimate import estimate_workspace
     from ..retrieval.pool import RUN_PREFIX
-    from ..stages.estimate import estimate_workspace
     from ..store import corpus as corpus_store
     from ..store import draws as store
     from ..store import estimates as stored_estimates

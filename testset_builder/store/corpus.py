@@ -15,7 +15,7 @@ from .batched import rows_in
 from .workspace import utc_timestamp
 
 
-class KnownDocument(NamedTuple):  # a tuple: a rerun builds one per document, and a frozen dataclass costs 1.5x
+class KnownDocument(NamedTuple):  # a tuple: a rerun builds one per document, and a frozen dataclass costs more
     content_sha256: str
     removed: bool
     source: str
@@ -146,17 +146,35 @@ def live_chunk_texts(db: sqlite3.Connection) -> list[tuple[str, str]]:
     return db.execute("SELECT chunk_id, text FROM chunks WHERE removed_at IS NULL ORDER BY chunk_id").fetchall()
 
 
+def live_chunks_after(db: sqlite3.Connection, after: str, limit: int) -> list[tuple[str, str]]:
+    """(chunk_id, text) of up to ``limit`` live chunks whose id sorts after ``after``, by id: a bounded batch."""
+    sql = "SELECT chunk_id, text FROM chunks WHERE removed_at IS NULL AND chunk_id > ? ORDER BY chunk_id LIMIT ?"
+    return [tuple(row) for row in db.execute(sql, (after, limit))]
+
+
+def put_chunk_hashes(db: sqlite3.Connection, hashes: Iterable[tuple[str, str, str]]) -> None:
+    """(chunk_id, text sha256, normalised-text sha256) of chunks stored before the hashes were kept."""
+    db.executemany(
+        "UPDATE chunks SET text_sha256 = ?, normalised_sha256 = ? WHERE chunk_id = ?",
+        [(text, normalised, chunk_id) for chunk_id, text, normalised in hashes],
+    )
+
+
+def clear_duplicate_groups(db: sqlite3.Connection) -> None:
+    db.execute("DELETE FROM chunk_duplicates")
+
+
+def backfill_due(db: sqlite3.Connection, name: str) -> bool:
+    """Whether a migration left the backfill ``name`` to a higher layer and it has not run yet."""
+    return db.execute("SELECT 1 FROM backfills_due WHERE name = ?", (name,)).fetchone() is not None
+
+
+def backfill_done(db: sqlite3.Connection, name: str) -> None:
+    db.execute("DELETE FROM backfills_due WHERE name = ?", (name,))
+
+
 def live_chunk_count(db: sqlite3.Connection) -> int:
     return db.execute("SELECT COUNT(*) FROM chunks WHERE removed_at IS NULL").fetchone()[0]
-
-
-def replace_duplicate_groups(db: sqlite3.Connection, groups: Iterable[tuple[str, Sequence[str]]]) -> None:
-    """The duplicate groups anew: (kind, member chunk ids); a group is named by its first member."""
-    db.execute("DELETE FROM chunk_duplicates")
-    db.executemany(
-        "INSERT INTO chunk_duplicates (chunk_id, group_id, kind) VALUES (?, ?, ?)",
-        [(chunk_id, members[0], kind) for kind, members in groups for chunk_id in members],
-    )
 
 
 def duplicate_counts(db: sqlite3.Connection) -> tuple[int, int]:

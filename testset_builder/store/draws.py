@@ -72,11 +72,6 @@ def drawn_pair_probabilities(db: sqlite3.Connection) -> dict[tuple[str, str], fl
     }
 
 
-def earlier_considered(db: sqlite3.Connection) -> int:
-    """How many distinct pairs some round has considered."""
-    return db.execute("SELECT COUNT(*) FROM (SELECT DISTINCT query_id, chunk_id FROM review_draws)").fetchone()[0]
-
-
 def next_round(db: sqlite3.Connection) -> int:
     return db.execute("SELECT COALESCE(MAX(round), 0) + 1 FROM review_draws").fetchone()[0]
 

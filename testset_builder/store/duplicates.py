@@ -10,8 +10,8 @@ chunks):
   integers) and cut into blocks of :data:`BLOCK_KEYS` (key, chunk rowid) entries, a row a block holding its keys and
   chunks as two arrays, with its first key (its top bit flipped, so SQLite's signed order is the unsigned one)
   indexed: a key is found by reading a block or two. A large load rebuilds them from every key
-  (:func:`rebuild_key_blocks`); an entry costs 16 bytes, where a row a key in a B-tree cost 63 (1.6 GB at 1 GB of
-  corpus) and a sort by SQLite of every row (30 s).
+  (:func:`rebuild_key_blocks`); an entry costs 16 bytes, where a row a key in a B-tree costs about 63 and a sort
+  by SQLite of every row.
 - ``chunk_lsh``: the keys of the small loads since, a row a key (the key as the 8 little-endian bytes it has in a
   signature's ``band_keys``; one B-tree ordered by key), copied from the pending chunks by SQL alone
   (:func:`index_pending_keys`).
@@ -38,8 +38,8 @@ _SEPARATOR = "\x1f"
 
 def put_signatures(db: sqlite3.Connection, signatures: Iterable[dict]) -> None:
     """Mark chunks pending with their signatures (signature records: band keys and sketch). Their keys reach
-    ``chunk_lsh`` when they are grouped (:func:`index_pending_keys`), not one Python tuple a key here: at 16 keys a
-    chunk, that was a tenth of a first load's time."""
+    ``chunk_lsh`` when they are grouped (:func:`index_pending_keys`), not one Python tuple a key here (16 keys a
+    chunk)."""
     db.executemany(
         "INSERT OR REPLACE INTO chunk_dedup_pending (chunk_id, band_keys, sketch) VALUES (?, ?, ?)",
         [(r["chunk_id"], r["band_keys"], r.get("sketch", b"")) for r in signatures],
@@ -51,10 +51,10 @@ KEY_BYTES = 8
 
 def index_pending_keys(db: sqlite3.Connection) -> None:
     """Copy every pending chunk's band keys into ``chunk_lsh``, a row a key (``substr`` of its ``band_keys``), in
-    key order (a first load appends to the B-tree; SQLite's sorter may use a thread a core: at 1 GB, 26M keys sorted
-    in 31 s rather than 41). A key already there for the chunk is kept (a chunk signed again with the same text);
-    one whose text changed under its id (a prechunked document's chunk) gets its new keys beside the old (a stale
-    key only adds a candidate that the Jaccard check rejects)."""
+    key order (a first load appends to the B-tree; SQLite's sorter may use a thread a core). A key already there
+    for the chunk is kept (a chunk signed again with the same text); one whose text changed under its id (a
+    prechunked document's chunk) gets its new keys beside the old (a stale key only adds a candidate that the
+    Jaccard check rejects)."""
     longest = db.execute("SELECT COALESCE(MAX(length(band_keys)), 0) FROM chunk_dedup_pending").fetchone()[0]
     if not longest:
         return
@@ -165,8 +165,7 @@ def _grouped(rows: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
 
 def exact_buckets(db: sqlite3.Connection) -> list[list[str]]:
     """Every normalised hash two or more live chunks share: their ids. The shared hashes come from the index alone
-    (it covers the query); only their chunks are then looked up (reading a chunk row for every index entry took 14 s
-    at 1.6M chunks, the hashes alone 0.4 s)."""
+    (it covers the query); only their chunks are then looked up, not a chunk row for every index entry."""
     sql = (
         "SELECT normalised_sha256 FROM chunks WHERE removed_at IS NULL AND normalised_sha256 IS NOT NULL "
         "GROUP BY normalised_sha256 HAVING COUNT(*) > 1"

@@ -241,8 +241,8 @@ class Workspace:
     @contextmanager
     def background_checkpoints(self, wal_limit_mb: int = 512) -> Iterator[Callable[[], None]]:
         """While inside, this thread's commits leave the WAL to a checkpointing thread (its own connection, PASSIVE
-        checkpoints beside the writer), so a commit no longer waits while the database file is written and synced:
-        at 1 GB of corpus that wait was a third of a first load's batches. Durability is SQLite's as ever: a
+        checkpoints beside the writer), so a commit does not wait while the database file is written and synced.
+        Durability is SQLite's as ever: a
         checkpoint only copies committed pages, and a process killed meanwhile leaves a WAL that the next opening
         recovers. Yields ``pace()``, to call between transactions: once the WAL file is larger than
         ``wal_limit_mb``, it checkpoints the rest and truncates it (a writer that never pauses could otherwise keep

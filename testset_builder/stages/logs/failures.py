@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ...labels.design import draw, weighted_inclusion_probabilities
+from ...questions import NearDuplicates
 from ...store import logs as stored_logs
-from ..questions import NearDuplicates
 
 SUMS = ("frequency", "thumbs_up", "thumbs_down", "rating_sum", "ratings", "cited", "clicked")
 

@@ -33,11 +33,12 @@ from pathlib import Path
 
 from ..._hashing import file_sha256
 from ...config import LogsConfig
+from ...corpus.backfill import run_due_backfills
 from ...errors import InputError
-from ...export.formats import LOG_FORMATS, log_format_of
 from ...export.logs import LogRecord, Notice, Skipped, Unreadable, read_log
 from ...export.queries import MAX_QUERY_CHARS, derived_id
 from ...records import Query, QueryOrigin
+from ...registry import LOG_FORMATS, log_format_of
 from ...retrieval.pool import Candidate
 from ...store import logs as stored_logs
 from ...store import rows
@@ -167,6 +168,7 @@ def import_logs(
     if not path.is_file():
         raise InputError("no such log file", path=path)
     with workspace.exclusive("import-logs"):
+        run_due_backfills(workspace)  # matching by text reads the hashes an upgraded workspace's chunks lack
         return _import(workspace, path, settings, batch_size, force)
 
 

@@ -3,12 +3,11 @@ review's agreement figures), write an immutable, versioned labelled set (:mod:`.
 compare and export releases (:mod:`.reader`)."""
 
 from ...labels.policy import ORIGINS, ReleasePolicy, ResolvedQrel, describe, resolve
-from .reader import EXPORT_FORMATS, LoadedRelease, ReleaseDiff, diff_releases, export, load_release
+from .reader import LoadedRelease, ReleaseDiff, diff_releases, export, load_release
 from .versions import SEMVER, existing_versions, next_version, parse_version, release_dir
 from .writer import ReleaseContent, ReleaseSummary, RemapOrigin, gather, lineage, release_if_changed, write_release
 
 __all__ = [
-    "EXPORT_FORMATS",
     "ORIGINS",
     "SEMVER",
     "LoadedRelease",

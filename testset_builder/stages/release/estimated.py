@@ -2,7 +2,7 @@
 estimated or the policy labelled, one JSON object per line, sorted by query then chunk id:
 
 - ``query-id``, ``corpus-id``;
-- ``p_relevant`` and ``model``: the relevance estimate (:mod:`~testset_builder.stages.estimate`) and the model that
+- ``p_relevant`` and ``model``: the relevance estimate (:mod:`~testset_builder.labels.estimate`) and the model that
   made it, or null for a labelled pair nothing estimated (a synthetic question's source, an imported qrel);
 - ``label`` and ``origin``: the grade the policy released and where it came from (``human``, ``synthetic-source``,
   ``llm-unverified``), or null for a pair only estimated;

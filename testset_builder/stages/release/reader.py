@@ -231,4 +231,3 @@ for _export in (
 ):
     if _export.name not in RELEASE_EXPORTS:
         register_release_export(_export)
-EXPORT_FORMATS = tuple(RELEASE_EXPORTS)  # the built-in ones (RELEASE_EXPORTS holds any added since)

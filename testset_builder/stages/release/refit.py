@@ -4,7 +4,7 @@ held-out prediction.
 `select` refits the estimate, then draws; reviewers answer after that. A release made then would ship estimates that
 never saw the review. So a release first asks two questions. Is any human verdict newer than the oldest stored
 estimate? Did the stored estimates' model see fewer verdicts than exist? If so, it runs the refit `estimate` runs
-(:func:`~testset_builder.stages.estimate.estimate_workspace`) over every stored pair, then gathers.
+(:func:`~testset_builder.labels.estimate.estimate_workspace`) over every stored pair, then gathers.
 
 Where the refit cannot run, the stored estimates ship and the manifest's ``estimates_refit`` says why. They are still
 a valid basis for intervals, only a wider one: the prediction-powered estimator is design-unbiased for any
@@ -13,7 +13,7 @@ prediction fixed before the draw, and each stored estimate was made before the v
 ``p_heldout`` is a pair's P(relevant) from the model fitted without the verdicts of its query's fold
 (:func:`~testset_builder.labels.fitting.validated_fit`), or from the prior, which saw none. A stored estimate is
 exactly that: the estimate scores each query by its fold's model
-(:meth:`~testset_builder.stages.estimate.Fitted.scored`).
+(:meth:`~testset_builder.labels.estimate.Fitted.scored`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
 from ...errors import TestsetBuilderError
+from ...labels.estimate import estimate_workspace, human_labels
 from ...records import Judgment, JudgmentSource
-from ...stages.estimate import estimate_workspace, human_labels
 from ...store import estimates as estimate_store
 from ...store import rows
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import BudgetExceededError
+from ...labels.estimate import pair_features
+from ...labels.judge import Judge, JudgePair
 from ...labels.model import RelevanceModel
 from ...records import Judgment
 from ...retrieval.indexes import WorkspaceIndexes
-from ...stages.estimate import pair_features
-from ..judge import Judge, JudgePair
 from .batching import submit_or_go_on
 from .generation import Slot
 

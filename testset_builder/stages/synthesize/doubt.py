@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...labels.estimate import pair_features
 from ...labels.model import RelevanceModel
 from ...records import Query
 from ...retrieval.indexes import WorkspaceIndexes
-from ...stages.estimate import pair_features
 from ...store import review as review_store
 from ...store.workspace import Workspace, utc_timestamp
 

@@ -7,11 +7,11 @@ import hashlib
 from dataclasses import dataclass
 
 from ...corpus.dedup import normalise
+from ...corpus.sampling import SourceChunk
 from ...llm.roles import Role
 from ...llm.types import Completion, LLMRequest
 from ...prompts import Prompt, PromptLibrary, clip
 from ...records import Lineage
-from ..sampling import SourceChunk
 
 CHAT_PROMPT = "synthesize/chat"
 MAX_PASSAGE_CHARS = 3000

@@ -7,19 +7,19 @@ never queued as a likely answer (:mod:`~testset_builder.corpus.boilerplate`)."""
 
 from __future__ import annotations
 
+from ...labels.estimate import described, estimate_workspace
+from ...labels.judge import Judge, JudgePair
+from ...labels.labelling import JudgingCounts, judge_and_queue
+from ...labels.queue import estimate_priority
 from ...records import JudgmentSource, Query
 from ...retrieval.indexes import WorkspaceIndexes
 from ...retrieval.pool import pool, pooled_pairs
-from ...stages.estimate import described, estimate_workspace
 from ...store import corpus as corpus_store
 from ...store import estimates as stored_estimates
 from ...store import review as review_store
 from ...store import rows
 from ...store.workspace import Workspace, utc_timestamp
 from ...tables import Run
-from ..judge import Judge, JudgePair
-from ..labelling import JudgingCounts, judge_and_queue
-from ..queue import estimate_priority
 
 # an estimated pair at or above this P(relevant) is queued for review as a likely unlabelled answer. The five-domain
 # prior is cautious (a chunk that matches a question in words and meaning, ranked first by both retrievers, gets

@@ -1,7 +1,7 @@
 """The synthesize stage: rounds of sampling, writing and filtering until the requested count is met.
 
 Each round:
-1. sample informative chunks across documents (:mod:`~testset_builder.stages.sampling`) and give each question a
+1. sample informative chunks across documents (:mod:`~testset_builder.corpus.sampling`) and give each question a
    style from the configured distribution; a ``multi`` question pairs its chunk with the most similar other chunk;
 2. write one question per slot with the generator (:mod:`.generation`), each with its own seed;
 3. filter, counting each removal: validation, the answerability critic (:mod:`.critic`), the optional round-trip
@@ -22,21 +22,21 @@ from collections import Counter
 from dataclasses import asdict, astuple, dataclass, field
 
 from ...config import JudgingConfig, SynthesizeConfig
+from ...corpus.sampling import SourceChunk, allocate_styles, eligible_chunks, round_chunks, slot_seed, stratified_sample
 from ...errors import BudgetExceededError, InputError
+from ...labels.estimate import current_model, described
+from ...labels.judge import Judge
+from ...labels.labelling import JudgingCounts
 from ...llm.roles import Role, Roles
 from ...llm.types import Completion
 from ...prompts import PromptLibrary
+from ...questions import NearDuplicates, clean, lexical_overlap, split_evidence, validation_problem
 from ...records import Query, QueryOrigin
 from ...retrieval.indexes import WorkspaceIndexes, retriever_names
-from ...stages.estimate import current_model, described
 from ...store import corpus as corpus_store
 from ...store import history, rows
 from ...store import review as review_store
 from ...store.workspace import Workspace, utc_timestamp
-from ..judge import Judge
-from ..labelling import JudgingCounts
-from ..questions import NearDuplicates, clean, lexical_overlap, split_evidence, validation_problem
-from ..sampling import SourceChunk, allocate_styles, eligible_chunks, round_chunks, slot_seed, stratified_sample
 from .batching import WaitingForBatch, submit_or_go_on
 from .critic import critic, critic_by_estimate
 from .doubt import check_sources, queue_doubted

@@ -1,4 +1,7 @@
-"""Every file format the tool reads or writes for labels and runs, found through one registry: each format is one
+"""The registries, on the ground floor so that the config (and anything else) can ask what is registered without
+importing the layers that register: the provider kinds a config may name, and every file format.
+
+Every file format the tool reads or writes for labels and runs is found through one registry: each format is one
 entry holding its reader, its writer and how to recognise a file of it. ``read_qrels``, ``read_run``, ``export``,
 ``read_log``, the review interchange and the commands' ``--format`` options read these tables;
 :func:`register_qrels_format`, :func:`register_run_format`, :func:`register_release_export`,
@@ -105,9 +108,22 @@ def register_review_format(fmt: ReviewFormat) -> ReviewFormat:
     return _register(REVIEW_FORMATS, fmt, "review")
 
 
+# the modules that register the built-in formats when imported, as a plugin's module registers its own
+BUILT_IN_FORMATS = ("testset_builder.export",)
+
+
+def load_built_in_formats() -> None:
+    """Import the modules of the built-in formats (once; later calls cost a dictionary lookup each)."""
+    import importlib
+
+    for module in BUILT_IN_FORMATS:
+        importlib.import_module(module)
+
+
 def known_log_format(name: str) -> str:
-    """The registered log format ``name`` names, by its name or an alias (``otlp`` for ``otel``); the built-in ones
-    are registered when the package ``export`` is imported, as it is by importing this module."""
+    """The registered log format ``name`` names, by its name or an alias (``otlp`` for ``otel``), the built-in ones
+    registered first (:func:`load_built_in_formats`)."""
+    load_built_in_formats()
     if name in LOG_FORMATS:
         return name
     found = next((fmt.name for fmt in LOG_FORMATS.values() if name in fmt.aliases), None)
@@ -127,3 +143,42 @@ def detected(table: dict[str, TableFormat], path: Path, line: str) -> str | None
         if fmt.detect is not None and fmt.detect(path, line):
             return fmt.name
     return None
+
+
+# the provider kinds a config may name: each a class ("module:Class", imported when first used) that declares what
+# it can do (``prompt_style``, ``supports_logprobs``, ``supports_completion``) and builds itself from a role's config
+# (``from_config``); :func:`register_provider` adds one
+_KINDS: dict[str, type | str] = {
+    "openai": "testset_builder.llm.openai_provider:OpenAIProvider",
+    "anthropic": "testset_builder.llm.anthropic_provider:AnthropicProvider",
+    "local": "testset_builder.llm.local_provider:LocalProvider",
+}
+
+
+def register_provider(kind: str, provider: type | str, replace: bool = False) -> None:
+    """Make ``kind`` a provider configs may name (``generator: {kind: KIND, model: ...}``): a class, or
+    ``"module:Class"`` imported when first used. The class has ``from_config(config) -> provider`` and the
+    abilities :class:`~testset_builder.llm.providers.Provider` lists as class attributes. A kind already there is
+    replaced only if asked."""
+    if not kind or not kind.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"a provider kind is a plain name, not {kind!r}")
+    if kind in _KINDS and not replace:
+        raise ValueError(f"provider kind {kind!r} is registered already (replace=True replaces it)")
+    _KINDS[kind] = provider
+
+
+def provider_kinds() -> tuple[str, ...]:
+    return tuple(_KINDS)
+
+
+def provider_class(kind: str) -> type:
+    """The class of a provider kind (imported now if it was registered by name)."""
+    import importlib
+
+    found = _KINDS.get(kind)
+    if found is None:
+        raise ValueError(f"unknown provider kind {kind!r}: one of {', '.join(_KINDS)}")
+    if isinstance(found, str):
+        module, _, name = found.partition(":")
+        found = _KINDS[kind] = getattr(importlib.import_module(module), name)
+    return found

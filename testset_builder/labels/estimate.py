@@ -1,6 +1,6 @@
-"""The estimate stage: a relevance estimate per pooled or queued (query, chunk) pair of the workspace, apart from
-what any single judge said. The model, its features and its priors are :mod:`testset_builder.labels`'; this module
-reads the workspace, fits and stores.
+"""The relevance estimate, a service the stages share (``select``, ``propose``, ``synthesize``, ``release``): a
+relevance estimate per pooled or queued (query, chunk) pair of the workspace, apart from what any single judge said.
+The model, its features and its priors are this package's; this module reads the workspace, fits and stores.
 
 - Before any verdict the shipped prior applies (:mod:`~testset_builder.labels.prior`).
 - With verdicts the model is refitted per workspace, on the features and two columns per system `propose --runs`
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..labels.features import FEATURES, Pair, by_name, query_features, vector, words
-from ..labels.fitting import Coefficients, Validation, fold_of, penalties, validated_fit
-from ..labels.model import MIN_VERDICTS, REFIT_STRENGTH, RelevanceModel
-from ..labels.prior import PRIOR, PRIOR_LEXICAL
-from ..labels.systems import system_discounts, system_scores, with_systems
+from .features import FEATURES, Pair, by_name, query_features, vector, words
+from .fitting import Coefficients, Validation, fold_of, penalties, validated_fit
+from .model import MIN_VERDICTS, REFIT_STRENGTH, RelevanceModel
+from .prior import PRIOR, PRIOR_LEXICAL
+from .systems import system_discounts, system_scores, with_systems
 
 
 @dataclass
@@ -44,7 +44,7 @@ class EstimateSummary:
 
 def human_labels(judgments) -> dict[tuple[str, str], int]:
     """Each pair humans graded: 1 when more of its reviewers call it relevant (grade >= 1) than not, else 0."""
-    from ..labels.policy import reviewer_grades
+    from .policy import reviewer_grades
 
     return {
         pair: int(2 * sum(g >= 1 for g in by.values()) > len(by))

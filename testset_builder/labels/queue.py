@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 
-from ..records import Judgment
+from ..records import Judgment, JudgmentSource
+from ..store import rows
 
 UNKNOWN_UNCERTAINTY = 0.5
 DISAGREEMENT_BONUS = 2.0  # above any other priority (at most 2)
@@ -47,8 +48,6 @@ def queued_pairs(workspace, limit: int = 20, text_chars: int | None = 200) -> tu
     queue's size."""
     from ..store import estimates as stored_estimates
     from ..store import review as review_store
-    from ..store import rows
-    from .review import llm_proposal
 
     db = workspace.db
     entries = review_store.queued_items(db, limit=limit, kind="pair")
@@ -93,7 +92,6 @@ def synthetic_questions(workspace, limit: int = 20) -> tuple[list[dict], int]:
     """The first ``limit`` synthetic questions with style, source chunk and review status
     (:func:`question_status`); and how many there are."""
     from ..store import review as review_store
-    from ..store import rows
 
     dropped = review_store.dropped_queries(workspace.db)
     kept, doubted = review_store.kept_queries(workspace.db), review_store.doubted_questions(workspace.db)
@@ -112,3 +110,13 @@ def synthetic_questions(workspace, limit: int = 20) -> tuple[list[dict], int]:
             }
         )
     return listed, len(ids)
+
+
+def llm_proposal(workspace, query_id: str, chunk_id: str) -> Judgment | None:
+    """The LLM judge's latest proposal on a pair (what a reviewer is shown, or a tool gets, as its suggestion)."""
+    proposals = [
+        j
+        for j in rows.iter_judgments(workspace.db, query_id)
+        if j.chunk_id == chunk_id and j.source is JudgmentSource.llm
+    ]
+    return proposals[-1] if proposals else None

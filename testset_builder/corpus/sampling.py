@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..corpus.boilerplate import text_reason
+from .boilerplate import text_reason
 
 BOILERPLATE = re.compile(
     r"all rights reserved|cookie|privacy policy|terms of (use|service)|subscribe|sign in|log in|copyright|©|"

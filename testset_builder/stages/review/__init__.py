@@ -32,17 +32,18 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from .. import review_actions
-from ..config import ReviewConfig
-from ..errors import InputError, ReviewConflictError, UnknownIdError
-from ..labels import policy
-from ..metrics.agreement import cohen_kappa, pairwise_agreement
-from ..records import Judgment, JudgmentSource, JudgmentStatus, Query, reviewer_name
-from ..store import draws, rows
-from ..store import failure_tags as tag_store
-from ..store import review as store
-from ..store import reviewers as reviewer_store
-from ..store.workspace import Workspace, utc_timestamp
+from ... import review_actions
+from ...config import ReviewConfig
+from ...errors import InputError, ReviewConflictError, UnknownIdError
+from ...labels import policy
+from ...labels.agreement import cohen_kappa, pairwise_agreement
+from ...labels.queue import llm_proposal
+from ...records import Judgment, JudgmentSource, JudgmentStatus, Query, reviewer_name
+from ...store import draws, rows
+from ...store import failure_tags as tag_store
+from ...store import review as store
+from ...store import reviewers as reviewer_store
+from ...store.workspace import Workspace, utc_timestamp
 
 DROP_REASONS = review_actions.DROP_REASONS
 FAILURE_TAGS = tag_store.FAILURE_TAGS
@@ -271,16 +272,6 @@ def logged_context(workspace: Workspace, query_id: str, chunk_id: str | None, re
         "reviewed_rank": next((r["rank"] for r in results if r["reviewed"]), None),
         "tag": standing.tag if standing else None,
     }  # fmt: skip
-
-
-def llm_proposal(workspace: Workspace, query_id: str, chunk_id: str) -> Judgment | None:
-    """The LLM judge's latest proposal on a pair (what a reviewer is shown, or a tool gets, as its suggestion)."""
-    proposals = [
-        j
-        for j in rows.iter_judgments(workspace.db, query_id)
-        if j.chunk_id == chunk_id and j.source is JudgmentSource.llm
-    ]
-    return proposals[-1] if proposals else None
 
 
 DOCUMENT_CHARS = 60_000  # of a document shown whole on the page; a longer one is cut to this much around the chunk
@@ -625,7 +616,7 @@ def stats(workspace: Workspace, settings: ReviewConfig | None = None) -> ReviewS
 def agreement(workspace: Workspace, adjudicator: str | None = None) -> dict:
     """The review's agreement figures (:func:`~testset_builder.labels.policy.agreement`) over every pair humans
     graded, ties resolved towards ``adjudicator``."""
-    from ..config import ReleaseConfig
+    from ...config import ReleaseConfig
 
     return policy.agreement(list(rows.iter_judgments(workspace.db)), ReleaseConfig(adjudicator=adjudicator))
 

@@ -1,4 +1,4 @@
-"""Interchange with Argilla and Label Studio (and any review format registered in ``export.formats``), by file: no
+"""Interchange with Argilla and Label Studio (and any review format registered in ``registry``), by file: no
 server of theirs is needed. The files themselves are :mod:`testset_builder.export.review_tools`'s.
 
 Export writes the pairs still wanting verdicts as records of those tools, the LLM judge's grade attached as a
@@ -21,9 +21,8 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from ..errors import InputError
-from ..export.formats import REVIEW_FORMATS
-from ..export.review_tools import (
+from ...errors import InputError
+from ...export.review_tools import (
     QUESTION,
     Annotators,
     ImportedGrade,
@@ -32,12 +31,14 @@ from ..export.review_tools import (
     named_annotator,
     read_records_at,
 )
-from ..labels import policy
-from ..store import review as store
-from ..store import reviewers as reviewer_store
-from ..store import rows
-from ..store.workspace import Workspace, utc_timestamp
-from .review import dropped_questions, llm_proposal, record_verdict, workspace_overlap
+from ...labels import policy
+from ...labels.queue import llm_proposal
+from ...registry import REVIEW_FORMATS
+from ...store import review as store
+from ...store import reviewers as reviewer_store
+from ...store import rows
+from ...store.workspace import Workspace, utc_timestamp
+from . import dropped_questions, record_verdict, workspace_overlap
 
 
 @dataclass

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from ..corpus.dedup import normalise
+from .corpus.dedup import normalise
 
 QUESTION_STYLES = {"natural", "paraphrase", "multi"}
 STOPWORDS = frozenset(

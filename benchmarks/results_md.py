@@ -1,0 +1,163 @@
+"""Writes ``benchmarks/RESULTS.md`` from the JSON files in ``benchmarks/results/``: what `make bench` measured, when,
+on which CPU and at which load. `make bench` runs it last; run it alone to rewrite the page from the files.
+
+    python benchmarks/results_md.py
+
+A file `make bench` wrote holds ``benchmark``, ``title``, ``date``, ``cpu``, ``load`` and ``figures`` (what the
+benchmark's ``main`` returned). A file a benchmark wrote by itself (``interval_coverage.json``) holds its figures
+alone; the page gives the date of its last commit and says the machine and load are not recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+PAGE = HERE / "RESULTS.md"
+MOST_ROWS = 60  # of one benchmark's flattened figures; the JSON file has them all
+
+
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it, with the core count."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
+    except OSError:
+        pass
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+def load_average() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.1f} (5 min {five:.1f})"
+
+
+def record(name: str, title: str, figures: dict) -> Path:
+    """Keep one benchmark's figures with the date, the CPU and the load they were measured at."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    entry = {
+        "benchmark": name,
+        "title": title,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu_model(),
+        "load": load_average(),
+        "figures": figures,
+    }
+    path.write_text(json.dumps(entry, indent=1, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+def number(value) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:.4g}"
+
+
+def flattened(value, prefix: str = "") -> list[tuple[str, str]]:
+    """(dotted key, value) of every number or string in nested dicts; a list is given by its length."""
+    if isinstance(value, dict):
+        return [row for key, inner in value.items() for row in flattened(inner, f"{prefix}.{key}" if prefix else key)]
+    if isinstance(value, list):
+        return [(prefix, f"{len(value)} items")]
+    return [(prefix, number(value))]
+
+
+def coverage_table(figures: dict) -> list[str]:
+    """interval_coverage.json: per collection, pool and metric, the prediction-powered interval's coverage, bias and
+    width, and the coverage of the figure from the human verdicts alone."""
+    lines = [
+        f"{figures['draws']} draws a collection, a {figures['budget_share']:.0%} review budget, estimate "
+        f"`{figures['estimate']}`. Nominal coverage is 0.95.",
+        "",
+        "| collection | pool | metric | PPI coverage | PPI bias | PPI width | human-only coverage |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for collection, pools in figures["collections"].items():
+        for pool, found in pools.items():
+            for metric, ppi in found["ppi"].items():
+                human = found.get("human", {}).get(metric, {})
+                lines.append(
+                    f"| {collection} | {pool} | {metric} | {number(ppi['coverage'])} | {number(ppi['bias'])} "
+                    f"| {number(ppi['width'])} | {number(human.get('coverage', '-'))} |"
+                )
+    return lines
+
+
+# files a benchmark writes by itself: the `make bench` name that writes it, and how its figures read best
+OWN_FILES = {"interval_coverage.json": ("coverage", coverage_table)}
+
+
+def committed(path: Path) -> str:
+    """The date of the last commit that changed ``path`` ("not committed" outside a git checkout or before one)."""
+    import subprocess
+
+    try:
+        found = subprocess.run(
+            ["git", "log", "-1", "--format=%cs", "--", path.name], cwd=path.parent, capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        found = ""
+    return f"committed {found}" if found else "not committed"
+
+
+def section(path: Path) -> list[str]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if "figures" in data and "benchmark" in data:
+        head = [
+            f"## {data['title']}",
+            "",
+            f"`make bench BENCH={data['benchmark']}`, {data['date']}, on {data['cpu']}, load {data['load']}. "
+            f"File: [results/{path.name}](results/{path.name}).",
+            "",
+        ]
+        figures, render = data["figures"], None
+    else:
+        name, render = OWN_FILES.get(path.name, (path.stem, None))
+        head = [
+            f"## {path.stem.replace('_', ' ')}",
+            "",
+            f"`make bench BENCH={name}`, {committed(path)}; the machine and load are not recorded in the file. "
+            f"File: [results/{path.name}](results/{path.name}).",
+            "",
+        ]
+        figures = data
+    if render is not None:
+        return head + render(figures)
+    rows = flattened(figures)
+    lines = head + ["| figure | value |", "|---|---|"] + [f"| {key} | {value} |" for key, value in rows[:MOST_ROWS]]
+    if len(rows) > MOST_ROWS:
+        lines += ["", f"{len(rows) - MOST_ROWS} more figures are in the file."]
+    return lines
+
+
+def page() -> str:
+    lines = [
+        "# Benchmark results",
+        "",
+        "Generated by `benchmarks/results_md.py` from `benchmarks/results/*.json`; `make bench` rewrites it. Do not",
+        "edit by hand. Wall times vary with the load of a shared machine: each section says the load it ran at.",
+        "",
+        f"Page written {datetime.now(UTC).strftime('%Y-%m-%d')} on {cpu_model()}, load {load_average()}.",
+    ]
+    for path in sorted(RESULTS.glob("*.json")):
+        lines += ["", *section(path)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> Path:
+    PAGE.write_text(page(), encoding="utf-8")
+    return PAGE
+
+
+if __name__ == "__main__":
+    print(main(sys.argv[1:]))
