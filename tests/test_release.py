@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from fake_provider import FakeProvider
+from fake_provider import FakeProvider, question_words
 from hub_server import HubServer
 
 from testset_builder import load
@@ -86,9 +86,8 @@ def test_unverified_llm_proposals_are_left_out_unless_asked_for_and_then_marked(
 
 # a workspace with synthetic, real and reviewed labels ------------------------------------------------------------
 def answer(request):
-    import re
 
-    words = re.findall(r"[A-Za-z]{5,}", request.prompt.rsplit("Document: ", 1)[-1])[: 3 + request.seed % 3]
+    words = question_words(request.prompt.rsplit("Document: ", 1)[-1])[: 3 + request.seed % 3]
     return f" how does {' '.join(words).lower()} work number {request.seed % 89}?"
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from pathlib import Path
 
 import pytest
-from fake_provider import FakeProvider, digit_completion
+from fake_provider import FakeProvider, digit_completion, question_words
 
 from testset_builder.cli import main
 from testset_builder.config import SynthesizeConfig, override, resolve_config
@@ -48,7 +47,7 @@ def questions(off_topic_every: int = 0):
         passage = request.prompt.rsplit("Document: ", 1)[-1].rsplit("Document A: ", 1)[-1]
         if "reciprocal rank fusion" in passage:
             return " " + FUSION_QUESTION
-        picked = re.findall(r"[A-Za-z]{5,}", passage)[: 3 + request.seed % 4]
+        picked = question_words(passage)[: 3 + request.seed % 4]
         return f" how does {' '.join(picked).lower()} work in practice?"
 
     return answer
@@ -146,7 +145,7 @@ def test_a_multi_question_needs_each_source_above_the_bar(docs_workspace):
     indexes = WorkspaceIndexes(docs_workspace, retriever_names("auto"))
     model = PRIOR if "dense" in indexes.indexes else PRIOR_LEXICAL
     first, second = (SourceChunk(c, "doc", passages[i]) for i, c in enumerate(ids[:2]))
-    words = " ".join(re.findall(r"[A-Za-z]{5,}", first.text)[:6]).lower()
+    words = " ".join(question_words(first.text)[:6]).lower()
     slot = Slot(0, "multi", (first, second), 0, text=f"how does {words} work?")
     on_first, on_second = source_estimates(model, indexes, [slot])[0]
     bar = (on_first + on_second) / 2
@@ -183,7 +182,7 @@ def test_summary_says_which_judge_mined(docs_workspace, tmp_path, capsys):
     def answer(body: dict) -> str:
         if body.get("response_format"):
             return json.dumps({"rationale": "the passage answers it", "score": 3})
-        words = re.findall(r"[A-Za-z]{5,}", body["messages"][-1]["content"].rsplit("Passage", 1)[-1])[:4]
+        words = question_words(body["messages"][-1]["content"].rsplit("Passage", 1)[-1])[:4]
         return f"how does {' '.join(words).lower()} work?"
 
     root = str(docs_workspace.root)

@@ -271,7 +271,9 @@ class _Run:
             )
             slot.completion, slot.text = answer, clean(text)
             problem = (
-                validation_problem(slot.text, slot.sources[0].text, slot.style)
+                validation_problem(
+                    slot.text, " ".join(s.text for s in slot.sources), slot.style, answer.finish_reason == "length"
+                )
                 if self.settings.validate_questions
                 else None
             )
