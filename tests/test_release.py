@@ -300,7 +300,10 @@ def test_score_and_export_use_a_release_directly(workspace, tmp_path, capsys):
     assert main([*scored, "--release", f"{workspace.root}@1.0.0", "--cluster-by", "query"]) == 0
     by_release = json.loads(capsys.readouterr().out)
     assert main([*scored, "--qrels", str(path / "qrels.trec"), "--cluster-by", "query"]) == 0
-    assert json.loads(capsys.readouterr().out) == by_release  # the same figures from the release or its qrels file
+    from_file = json.loads(capsys.readouterr().out)
+    about_release = by_release.pop("synthetic_audit")  # what the release says of its unchecked synthetic labels
+    assert from_file == by_release  # the same figures from the release or its qrels file
+    assert about_release["unchecked"] > 0 and "synthetic labels unchecked" in about_release["statement"]
     # only the release knows which document each question came from: its questions cluster by it
     assert (
         clustered["clusters"]["by"] == "document"

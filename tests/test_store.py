@@ -22,6 +22,7 @@ from testset_builder.store import (
     put_documents,
     put_queries,
 )
+from testset_builder.store.migrations import MIGRATIONS
 
 
 def sha256(path):
@@ -75,7 +76,8 @@ def test_reopening_applies_no_migration_twice(tmp_path):
     open_workspace(tmp_path).close()
     with open_workspace(tmp_path) as workspace:
         assert workspace.migrate() == []
-        assert workspace.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == LATEST_SCHEMA
+        applied = workspace.db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0]
+        assert applied == len(MIGRATIONS)  # each once (numbers other branches hold may leave gaps)
 
 
 def test_records_round_trip_through_the_store(tmp_path):

@@ -234,7 +234,7 @@ def test_mining_queues_other_relevant_chunks_for_review_and_counts_the_questions
     summary = run(workspace, FakeProvider(scripted(relevant_others=True)), questions=4, mine_depth=2)
     mining = summary.mining
     assert mining.judged == mining.pairs > 0 and summary.questions_with_extra_relevant == 4
-    queue = review_store.queued_items(workspace.db)
+    queue = review_store.queued_items(workspace.db, kind="pair")
     assert len(queue) == mining.queued == mining.grades[1] + mining.grades[2]
     synthetic = {q for (q,) in workspace.db.execute("SELECT query_id FROM queries")}
     sources = {

@@ -111,7 +111,7 @@ def test_synthesize_with_the_embedded_judge_mines_by_estimate_without_judge_call
     estimates = stored_estimates.estimates(ws.db)
     assert len(mined) == summary.mining.pairs > 0 and mined <= set(estimates)
     likely = {pair for pair in mined if estimates[pair].p_relevant >= MINED_RELEVANT}
-    queue = review_store.queued_items(ws.db)
+    queue = review_store.queued_items(ws.db, kind="pair")  # (the questions queued are the audit's)
     assert {(i.query_id, i.chunk_id) for i in queue} == likely and len(likely) == summary.mining.queued
     doc_of = {c: Path(d).stem for c, d, *_ in rows.live_chunk_rows(ws.db)}
     source_doc = {q: doc_of[rows.get_query(ws.db, q).source_chunk_id] for q, _ in mined}
@@ -213,10 +213,13 @@ def test_a_question_its_source_does_not_answer_is_doubted_and_queued_for_review_
     texts = {q: t for q, t in docs_workspace.db.execute("SELECT query_id, text FROM queries")}
     off_topic = {q for q, t in texts.items() if t == OFF_TOPIC}
     assert off_topic and len(texts) == summary.made == 4  # nothing removed: the critic is off
-    queued = {i.query_id: i for i in review_store.queued_items(docs_workspace.db) if i.kind == "question"}
+    queued_questions = review_store.queued_items(docs_workspace.db, kind="question")
+    queued = {i.query_id: i for i in queued_questions if not i.reason.startswith("audit:")}
     assert set(queued) == off_topic and summary.doubted == len(off_topic)  # the on-topic ones are not doubted
     assert all(i.reason.startswith("doubted: ") and i.priority == DOUBTED_PRIORITY for i in queued.values())
     assert review_store.doubted_questions(docs_workspace.db) == dict.fromkeys(sorted(off_topic), False)
+    # no doubted question is drawn for the audit
+    assert not {i.query_id for i in queued_questions if i.reason.startswith("audit:")} & off_topic
 
 
 def test_a_doubted_question_is_held_back_from_a_release_until_a_reviewer_keeps_it(docs_workspace, capsys):

@@ -726,6 +726,7 @@ class ScoreResult:
     sizes: list[Any]  # what the set can detect per metric (metrics.power)
     alpha: float
     quality: dict | None = None  # the estimate's held-out AUC and ECE, in one word (labels.fitting)
+    synthetic_audit: dict | None = None  # the release's unchecked synthetic labels and their estimated error rate
 
     @property
     def metrics(self) -> dict:
@@ -736,6 +737,8 @@ class ScoreResult:
         extra = {"clusters": self.cluster_design.as_dict(), "set_size": [s.as_dict() for s in self.sizes]}
         if self.quality is not None:
             extra["estimate_quality"] = self.quality
+        if self.synthetic_audit is not None:
+            extra["synthetic_audit"] = self.synthetic_audit
         if len(self.reports) == 1:
             return {**self.reports[0], **extra}
         return {"runs": self.reports, "against_best": self.against_best, "alpha": self.alpha, "correction": "holm",
@@ -792,7 +795,8 @@ def score(
     if estimates and relevance_level == 1:
         reports, best, quality = _applying_figures(estimates, made, specs, reports, best, alpha)
     sizes = set_sizes(evaluations, clusters.codes, alpha, detect)
-    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality)
+    audit = ((loaded.manifest["counts"].get("checked_by_human") or {}).get("synthetic_audit")) if loaded else None
+    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality, audit)
 
 
 def _applying_figures(estimates, runs, specs, reports, best, alpha):
