@@ -85,6 +85,11 @@ BENCHMARKS = {
         "synthetic_agreement",
         [],
     ),
+    "questions": (
+        "synthesize: the embedded model's usable questions on Sphinx docs and SciFact, and the question checks",
+        "question_quality",
+        [],
+    ),
     "ragas": (
         "synthesize vs Ragas TestsetGenerator: calls, tokens, time per question, source chunk ids",
         "vs_ragas",

@@ -315,6 +315,10 @@ def answer_through_api(workspace_root: Path, reviewer: str, wanted: str, verdict
             verdict = {"item_id": item["item_id"], "reviewer": reviewer, "idempotency_key": f"k-{item['item_id']}"}
             assert client.post("/api/verdicts", json={**verdict, **verdict_of(item)}).status_code == 201
             answered += 1
+    from testset_builder.stages.review import leave
+
+    with open_workspace(workspace_root) as ws:
+        leave(ws, reviewer)  # the item served last, not wanted, goes back to the queue for the next reviewer
     return answered
 
 

@@ -45,6 +45,16 @@ def passage_of(prompt: str) -> str:
     return prompt.rsplit("Document: ", 1)[1] if "Document: " in prompt else prompt.rsplit("Document A: ", 1)[1]
 
 
+def question_words(text: str) -> list[str]:
+    """The distinct words of five letters or more in ``text``, lower case, in order, without the function words a
+    question cannot end on: what the stand-in generators ask about (a real question repeats no word twice in a
+    row and does not stop on "which")."""
+    import re
+
+    skip = {"which", "there", "their", "these", "those", "between", "without", "whether", "about", "where"}
+    return [w for w in dict.fromkeys(w.lower() for w in re.findall(r"[A-Za-z]{5,}", text)) if w not in skip]
+
+
 def quoting(request) -> str:
     """A chat generator: a question from the passage's words and, as evidence, the passage's second sentence with
     its spaces doubled (so locating it needs the whitespace-normalised match)."""
@@ -52,7 +62,7 @@ def quoting(request) -> str:
 
     passage = request.messages[-1].content.split("Passage: ", 1)[1].split("\n\nReply with", 1)[0]
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", passage) if len(s.split()) >= 4]
-    words = re.findall(r"[A-Za-z]{5,}", passage)[:3]
+    words = question_words(passage)[:3]
     evidence = sentences[min(1, len(sentences) - 1)].replace(" ", "  ") if sentences else "not in the passage at all"
     return f"Query: how does {' '.join(words).lower()} matter number {request.seed % 97}?\nEvidence: {evidence}"
 
@@ -114,7 +124,7 @@ def model_answer(request):
     grade = shared_words_grade(prompt)
     if grade is not None:
         return grade.model_copy(update={"usage": Usage(input_tokens=tokens(prompt), output_tokens=2)})
-    words = re.findall(r"[A-Za-z]{5,}", passage_of(prompt))
+    words = question_words(passage_of(prompt))
     if "Search Keywords:" in prompt:
         text = " " + " ".join(words[:3]).lower()
     else:

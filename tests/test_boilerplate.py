@@ -8,14 +8,13 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from fake_provider import FakeProvider, passage_of, shared_words_grade
+from fake_provider import FakeProvider, passage_of, question_words, shared_words_grade
 
 from testset_builder.config import ChunkingConfig, SynthesizeConfig
 from testset_builder.corpus.boilerplate import NAVIGATION, REPEATED, text_reason
@@ -246,7 +245,7 @@ def asked(request):
     grade = shared_words_grade(request.prompt)
     if grade is not None:
         return grade
-    words = re.findall(r"[A-Za-z]{5,}", passage_of(request.prompt))[:3]
+    words = question_words(passage_of(request.prompt))[:3]
     return f" how does {' '.join(words).lower()} work in practice number {request.seed % 97}?"
 
 

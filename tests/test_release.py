@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from fake_provider import FakeProvider
+from fake_provider import FakeProvider, question_words
 from hub_server import HubServer
 
 from testset_builder import load
@@ -86,9 +86,8 @@ def test_unverified_llm_proposals_are_left_out_unless_asked_for_and_then_marked(
 
 # a workspace with synthetic, real and reviewed labels ------------------------------------------------------------
 def answer(request):
-    import re
 
-    words = re.findall(r"[A-Za-z]{5,}", request.prompt.rsplit("Document: ", 1)[-1])[: 3 + request.seed % 3]
+    words = question_words(request.prompt.rsplit("Document: ", 1)[-1])[: 3 + request.seed % 3]
     return f" how does {' '.join(words).lower()} work number {request.seed % 89}?"
 
 
@@ -301,7 +300,10 @@ def test_score_and_export_use_a_release_directly(workspace, tmp_path, capsys):
     assert main([*scored, "--release", f"{workspace.root}@1.0.0", "--cluster-by", "query"]) == 0
     by_release = json.loads(capsys.readouterr().out)
     assert main([*scored, "--qrels", str(path / "qrels.trec"), "--cluster-by", "query"]) == 0
-    assert json.loads(capsys.readouterr().out) == by_release  # the same figures from the release or its qrels file
+    from_file = json.loads(capsys.readouterr().out)
+    about_release = by_release.pop("synthetic_audit")  # what the release says of its unchecked synthetic labels
+    assert from_file == by_release  # the same figures from the release or its qrels file
+    assert about_release["unchecked"] > 0 and "synthetic labels unchecked" in about_release["statement"]
     # only the release knows which document each question came from: its questions cluster by it
     assert (
         clustered["clusters"]["by"] == "document"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import answered_requests
-from fake_provider import FakeProvider, digit_completion, passage_of, shared_words_grade
+from fake_provider import FakeProvider, digit_completion, passage_of, question_words, shared_words_grade
 
 from testset_builder.cli import main
 from testset_builder.config import ChunkingConfig, SynthesizeConfig
@@ -115,7 +115,7 @@ def scripted(bad_every: int = 0, relevant_others: bool = False):
         count["n"] += 1
         if bad_every and count["n"] % bad_every == 0:
             return "???"
-        picked = [w for w in re.findall(r"[A-Za-z]{5,}", passage_of(prompt))][: 3 + request.seed % 4]
+        picked = [w for w in question_words(passage_of(prompt))][: 3 + request.seed % 4]
         if "Search Keywords:" in prompt:
             return " " + " ".join(picked[:3]).lower()
         return f" how does {' '.join(picked).lower()} work in practice number {request.seed % 97}?"
@@ -234,7 +234,7 @@ def test_mining_queues_other_relevant_chunks_for_review_and_counts_the_questions
     summary = run(workspace, FakeProvider(scripted(relevant_others=True)), questions=4, mine_depth=2)
     mining = summary.mining
     assert mining.judged == mining.pairs > 0 and summary.questions_with_extra_relevant == 4
-    queue = review_store.queued_items(workspace.db)
+    queue = review_store.queued_items(workspace.db, kind="pair")
     assert len(queue) == mining.queued == mining.grades[1] + mining.grades[2]
     synthetic = {q for (q,) in workspace.db.execute("SELECT query_id FROM queries")}
     sources = {
@@ -295,7 +295,7 @@ def test_the_synthesize_command_overrides_the_config_and_reports_json(workspace,
     assert unknown == 1 and "styles" in capsys.readouterr().err
 
     def question(body: dict) -> str:
-        digest = hashlib.sha256(body["prompt"].encode()).hexdigest()[:6]
+        digest = "".join(chr(97 + int(c, 16)) for c in hashlib.sha256(body["prompt"].encode()).hexdigest()[:6])
         return f"What does passage {digest} of seed {body.get('seed')} describe?"
 
     with FaultServer(answer=question) as server:
@@ -367,7 +367,7 @@ def test_synthesize_with_batch_goes_one_step_per_run_and_finishes_from_the_cache
         content = body["messages"][-1]["content"]
         if "Rate the passage" in content:
             return json.dumps({"rationale": "answers it", "score": 3})
-        words = re.findall(r"[A-Za-z]{5,}", content.rsplit("Passage", 1)[-1])[:4]
+        words = question_words(content.rsplit("Passage", 1)[-1])[:4]
         return f"how does {' '.join(words).lower()} work?"
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-batch")

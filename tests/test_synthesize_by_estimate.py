@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from pathlib import Path
 
 import pytest
-from fake_provider import FakeProvider, digit_completion
+from fake_provider import FakeProvider, digit_completion, question_words
 
 from testset_builder.cli import main
 from testset_builder.config import SynthesizeConfig, override, resolve_config
@@ -48,7 +47,7 @@ def questions(off_topic_every: int = 0):
         passage = request.prompt.rsplit("Document: ", 1)[-1].rsplit("Document A: ", 1)[-1]
         if "reciprocal rank fusion" in passage:
             return " " + FUSION_QUESTION
-        picked = re.findall(r"[A-Za-z]{5,}", passage)[: 3 + request.seed % 4]
+        picked = question_words(passage)[: 3 + request.seed % 4]
         return f" how does {' '.join(picked).lower()} work in practice?"
 
     return answer
@@ -112,7 +111,7 @@ def test_synthesize_with_the_embedded_judge_mines_by_estimate_without_judge_call
     estimates = stored_estimates.estimates(ws.db)
     assert len(mined) == summary.mining.pairs > 0 and mined <= set(estimates)
     likely = {pair for pair in mined if estimates[pair].p_relevant >= MINED_RELEVANT}
-    queue = review_store.queued_items(ws.db)
+    queue = review_store.queued_items(ws.db, kind="pair")  # (the questions queued are the audit's)
     assert {(i.query_id, i.chunk_id) for i in queue} == likely and len(likely) == summary.mining.queued
     doc_of = {c: Path(d).stem for c, d, *_ in rows.live_chunk_rows(ws.db)}
     source_doc = {q: doc_of[rows.get_query(ws.db, q).source_chunk_id] for q, _ in mined}
@@ -146,7 +145,7 @@ def test_a_multi_question_needs_each_source_above_the_bar(docs_workspace):
     indexes = WorkspaceIndexes(docs_workspace, retriever_names("auto"))
     model = PRIOR if "dense" in indexes.indexes else PRIOR_LEXICAL
     first, second = (SourceChunk(c, "doc", passages[i]) for i, c in enumerate(ids[:2]))
-    words = " ".join(re.findall(r"[A-Za-z]{5,}", first.text)[:6]).lower()
+    words = " ".join(question_words(first.text)[:6]).lower()
     slot = Slot(0, "multi", (first, second), 0, text=f"how does {words} work?")
     on_first, on_second = source_estimates(model, indexes, [slot])[0]
     bar = (on_first + on_second) / 2
@@ -183,7 +182,7 @@ def test_summary_says_which_judge_mined(docs_workspace, tmp_path, capsys):
     def answer(body: dict) -> str:
         if body.get("response_format"):
             return json.dumps({"rationale": "the passage answers it", "score": 3})
-        words = re.findall(r"[A-Za-z]{5,}", body["messages"][-1]["content"].rsplit("Passage", 1)[-1])[:4]
+        words = question_words(body["messages"][-1]["content"].rsplit("Passage", 1)[-1])[:4]
         return f"how does {' '.join(words).lower()} work?"
 
     root = str(docs_workspace.root)
@@ -214,10 +213,13 @@ def test_a_question_its_source_does_not_answer_is_doubted_and_queued_for_review_
     texts = {q: t for q, t in docs_workspace.db.execute("SELECT query_id, text FROM queries")}
     off_topic = {q for q, t in texts.items() if t == OFF_TOPIC}
     assert off_topic and len(texts) == summary.made == 4  # nothing removed: the critic is off
-    queued = {i.query_id: i for i in review_store.queued_items(docs_workspace.db) if i.kind == "question"}
+    queued_questions = review_store.queued_items(docs_workspace.db, kind="question")
+    queued = {i.query_id: i for i in queued_questions if not i.reason.startswith("audit:")}
     assert set(queued) == off_topic and summary.doubted == len(off_topic)  # the on-topic ones are not doubted
     assert all(i.reason.startswith("doubted: ") and i.priority == DOUBTED_PRIORITY for i in queued.values())
     assert review_store.doubted_questions(docs_workspace.db) == dict.fromkeys(sorted(off_topic), False)
+    # no doubted question is drawn for the audit
+    assert not {i.query_id for i in queued_questions if i.reason.startswith("audit:")} & off_topic
 
 
 def test_a_doubted_question_is_held_back_from_a_release_until_a_reviewer_keeps_it(docs_workspace, capsys):

@@ -206,6 +206,12 @@ class SynthesizeConfig(Strict):
         description="queue for review (as questions) those whose source the relevance estimate does not rank near "
         "the top of what the retrievers find, or below another chunk by a clear margin (no LLM call)",
     )
+    audit: int = Field(
+        default=10,
+        ge=0,
+        description="about this many new questions a run draws at random for question review: their verdicts "
+        "estimate how many unchecked synthetic labels are wrong (0: no audit; releases then say so)",
+    )
     round_trip_k: int | None = Field(
         default=None,
         ge=1,

@@ -4,7 +4,8 @@
 - :func:`split_evidence` takes the "Evidence:" quote out of a chat generator's answer (the query, then a verbatim
   quote from the passage that answers it).
 - :func:`validation_problem` says why a question is unusable: empty, too short or long, not a question (for the
-  question styles), or a copy of its source passage.
+  question styles), a copy of its source passage, or one of the rules of :mod:`.question_rules` (degenerate text,
+  no referent, a self-comparison, a name its source lacks).
 - :class:`NearDuplicates` finds a question whose content words overlap an earlier one's by Jaccard >= 0.8.
 - :func:`lexical_overlap` is the share of a question's content words found in its source (stored on each query:
   paraphrase questions should score low).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from . import question_rules
 from .corpus.dedup import normalise
 
 QUESTION_STYLES = {"natural", "paraphrase", "multi"}
@@ -130,7 +132,9 @@ def lexical_overlap(question: str, passage: str) -> float:
     return round(len(asked & set(words(passage))) / len(asked), 4) if asked else 0.0
 
 
-def validation_problem(question: str, passage: str, style: str) -> str | None:
+def validation_problem(question: str, passage: str, style: str, ran_out: bool = False) -> str | None:
+    """Why ``question`` (of ``style``, asked of ``passage``) is unusable, or None. ``ran_out``: the model stopped at
+    its token limit, so the text is cut."""
     tokens = words(question)
     if not tokens:
         return "empty"
@@ -142,7 +146,7 @@ def validation_problem(question: str, passage: str, style: str) -> str | None:
         return "not a question"
     if len(tokens) >= 5 and " ".join(tokens) in " ".join(words(passage)):
         return "copies the passage"
-    return None
+    return question_rules.problem(question, passage, ran_out)
 
 
 class NearDuplicates:

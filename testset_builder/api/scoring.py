@@ -132,6 +132,7 @@ class ScoreResult:
     alpha: float
     quality: dict | None = None  # the estimate's held-out AUC and ECE, in one word (labels.fitting)
     transfer: Transfer | None = None  # synthetic questions against real queries, on a release with both
+    synthetic_audit: dict | None = None  # the release's unchecked synthetic labels and their estimated error rate
 
     @property
     def metrics(self) -> dict:
@@ -144,6 +145,8 @@ class ScoreResult:
             extra["estimate_quality"] = self.quality
         if self.transfer is not None:
             extra["transfer"] = self.transfer.as_dict()
+        if self.synthetic_audit is not None:
+            extra["synthetic_audit"] = self.synthetic_audit
         if len(self.reports) == 1:
             return {**self.reports[0], **extra}
         return {"runs": self.reports, "against_best": self.against_best, "alpha": self.alpha, "correction": "holm",
@@ -201,7 +204,8 @@ def score(
         reports, best, quality = _applying_figures(estimates, made, specs, reports, best, alpha)
     sizes = set_sizes(evaluations, clusters.codes, alpha, detect)
     checked = _transfer(evaluations, loaded, resamples, seed, alpha) if loaded is not None else None
-    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality, checked)
+    audit = ((loaded.manifest["counts"].get("checked_by_human") or {}).get("synthetic_audit")) if loaded else None
+    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality, checked, audit)
 
 
 def _transfer(evaluations, loaded, resamples: int, seed: int, alpha: float):

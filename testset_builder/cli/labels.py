@@ -197,6 +197,11 @@ def _print_synthesis(summary, resolved) -> None:
         f"chunks: {summary.chunks_eligible} eligible (skipped: {skipped}); {summary.chunks_sampled} sampled from "
         f"{summary.documents_covered} documents in {summary.rounds} rounds",
         f"{generated}; removed {removed}; {summary.surplus} surplus dropped{held}",
+        *(
+            [f"rejected by rule: {', '.join(f'{n} {why}' for why, n in sorted(summary.validation_reasons.items()))}"]
+            if summary.validation_reasons
+            else []
+        ),
         f"labels: {summary.source_labels} source chunks and {summary.twin_labels} duplicate twins, grade 2",
     ]
     if summary.critic_by:
@@ -217,6 +222,11 @@ def _print_synthesis(summary, resolved) -> None:
         )
     elif summary.doubted:
         lines.append(f"doubted: {summary.doubted} questions whose source the estimate doubts, all reviewed")
+    if summary.audit_drawn:
+        lines.append(
+            f"audit: {summary.audit_drawn} questions drawn at random for question review; their verdicts estimate "
+            "how many unchecked labels are wrong"
+        )
     lines.append(
         f"LLM: {summary.calls} calls ({summary.cache_hits} from the cache), {summary.input_tokens} input and "
         f"{summary.output_tokens} output tokens, ${summary.cost_usd:.4f}; {summary.seconds:.1f} s -> "

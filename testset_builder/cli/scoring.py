@@ -224,6 +224,8 @@ def score(
     runs = [(r["run"], r["queries"]) for r in reports]
     for line in coverage_lines(runs, len(reports) > 1, relevance_level, release is not None):
         out.print(line, highlight=False)
+    if scored.synthetic_audit and scored.synthetic_audit["unchecked"]:
+        out.print(scored.synthetic_audit["statement"], highlight=False)
     if clusters.worth_saying:
         out.print(cluster_line(clusters.describe(), effects), highlight=False)
     if best is None and ci:

@@ -105,6 +105,7 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         f"({counts['queries_by_origin'].get('synthetic', 0)} synthetic, "
         f"{counts['queries_by_origin'].get('real', 0)} real); qrels: {counts['qrels']} ({grades})\n"
         f"- where the labels come from: {origin}\n"
+        f"{_audit_line(counts)}"
         f"{_estimates_line(counts.get('estimates'))}"
         f"- content sha256: `{manifest['content_sha256']}`; parent version: {manifest['parent_version'] or 'none'}\n\n"
         "## How it was made\n\n"
@@ -120,6 +121,12 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         "BEIR files are in `beir/`, TREC qrels in `qrels.trec`, and `manifest.json` lists every file's sha256 and "
         "the lineage.\n"
     )
+
+
+def _audit_line(counts: dict) -> str:
+    """What the audit says of the synthetic labels nobody checked (a release made before the audit says nothing)."""
+    audit = (counts.get("checked_by_human") or {}).get("synthetic_audit")
+    return f"- synthetic labels: {audit['statement']}\n" if audit and audit["unchecked"] else ""
 
 
 def _estimates_line(estimates: dict | None) -> str:

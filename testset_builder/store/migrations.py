@@ -846,6 +846,24 @@ def m029_backfills_due(db: sqlite3.Connection) -> None:
     run_script(db, _BACKFILLS_DUE)
 
 
+@migration(30)
+def m030_synthetic_audit(db: sqlite3.Connection) -> None:
+    """``synthetic_audit``: each synthetic question's part in the audit of unchecked labels (see
+    :mod:`~testset_builder.labels.audit`): the probability it was drawn with and whether it was. Recorded drawn or
+    not, once per question, so the estimate from the audited ones stays unbiased."""
+    run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS synthetic_audit (
+            query_id TEXT PRIMARY KEY,
+            probability REAL NOT NULL,
+            drawn INTEGER NOT NULL,
+            drawn_at TEXT NOT NULL
+        );
+        """,
+    )
+
+
 def _key_bytes(key: int | bytes) -> bytes:
     """A key as migration 14 stored it (a signed 64-bit integer) as 8 little-endian bytes (one stored as bytes, as
     the backfill of migration 14 once did during the migration, is already)."""

@@ -29,9 +29,11 @@ from ...errors import InputError, UnknownIdError
 from ...export.beir import beir_corpus_text, beir_qrels_text, beir_queries_text
 from ...export.hf import dataset_card, write_hf
 from ...export.trec import write_trec_qrels
+from ...labels import audit
 from ...labels.policy import ORIGINS, ResolvedQrel, agreement, describe, resolve, resolved_failure_tags
 from ...records import Judgment, Query
 from ...spans import locate
+from ...store import audit as audit_store
 from ...store import corpus as stored_corpus
 from ...store import draws as draw_store
 from ...store import estimates as estimate_store
@@ -413,12 +415,26 @@ def checked_by_human(workspace, content) -> dict:
             qrel.origin == "synthetic-source" and qrel.query_id in kept
         )
     released = {q.query_id for q in content.qrels}
+    synthetic = sum(q.origin == "synthetic-source" for q in content.qrels)
     return {
         "qrels_by_origin": by_origin,
         "doubted_questions": len(doubted),
         "doubted_answered": sum(doubted.values()),
         "doubted_held_back": sum(not answered and q not in released for q, answered in doubted.items()),
+        "synthetic_audit": synthetic_audit(workspace, synthetic - by_origin["synthetic-source"]).as_dict(),
     }
+
+
+def synthetic_audit(workspace, unchecked: int):
+    """The share of wrong labels among the ``unchecked`` synthetic ones, from the audit draws a reviewer answered
+    (:mod:`~testset_builder.labels.audit`): a dropped or edited question's label was wrong, a kept one's right."""
+    kept, dropped = review_store.kept_queries(workspace.db), review_store.dropped_queries(workspace.db)
+    answered = [
+        (query_id in dropped, probability)
+        for query_id, (probability, drawn) in sorted(audit_store.recorded(workspace.db).items())
+        if drawn and (query_id in kept or query_id in dropped)
+    ]
+    return audit.estimate(unchecked, [wrong for wrong, _ in answered], [p for _, p in answered])
 
 
 def _manifest(workspace, version, parent, same_as_parent, content, judgments, files, policy, notes) -> dict:

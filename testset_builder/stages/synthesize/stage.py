@@ -37,6 +37,7 @@ from ...store import corpus as corpus_store
 from ...store import history, rows
 from ...store import review as review_store
 from ...store.workspace import Workspace, utc_timestamp
+from .audit import draw_audit
 from .batching import WaitingForBatch, submit_or_go_on
 from .critic import critic, critic_by_estimate
 from .doubt import check_sources, queue_doubted
@@ -75,6 +76,7 @@ class SynthesizeSummary:
     mined_by: str | None = None
     doubted: int = 0  # questions whose source the estimate doubts: queued for review as questions
     doubted_waiting: int = 0  # of them, those no reviewer has answered yet (a release holds them back)
+    audit_drawn: int = 0  # questions drawn at random for review: the audit of the unchecked labels
     calls: int = 0
     cache_hits: int = 0
     input_tokens: int = 0
@@ -181,6 +183,11 @@ class _Run:
             await self._mine()
         if settings.check_sources and self.accepted:
             self._doubt()
+        if settings.audit and self.accepted:
+            doubted = set(review_store.doubted_questions(self.workspace.db))
+            self.summary.audit_drawn = draw_audit(
+                self.workspace, [q.query_id for _, q in self.accepted], doubted, settings.audit, settings.seed
+            )
         summary.budget_stopped = self.roles.budget_stopped
         spent = self.roles.spend() - before
         summary.calls, summary.cache_hits, summary.input_tokens, summary.output_tokens, summary.cost_usd = astuple(
@@ -271,7 +278,9 @@ class _Run:
             )
             slot.completion, slot.text = answer, clean(text)
             problem = (
-                validation_problem(slot.text, slot.sources[0].text, slot.style)
+                validation_problem(
+                    slot.text, " ".join(s.text for s in slot.sources), slot.style, answer.finish_reason == "length"
+                )
                 if self.settings.validate_questions
                 else None
             )

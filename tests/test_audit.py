@@ -1,0 +1,108 @@
+"""The audit of synthetic labels: a random few, checked, tell the error rate of the unchecked rest, and a release,
+its card and `score` say it (or say that no audit was done)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from fake_provider import FakeProvider, passage_of, question_words, shared_words_grade
+
+from testset_builder.config import SynthesizeConfig
+from testset_builder.labels import audit
+from testset_builder.llm import LLMClient
+from testset_builder.llm.roles import Roles
+from testset_builder.stages import review
+from testset_builder.stages.release import load_release, write_release
+from testset_builder.stages.synthesize import synthesize
+from testset_builder.store import audit as audit_store
+from testset_builder.store import review as review_store
+
+
+@pytest.mark.parametrize(("wrong_rate", "probability"), [(0.1, 0.1), (0.3, 0.1), (0.5, 0.2), (0.05, 0.3)])
+def test_the_interval_covers_the_true_wrong_share_in_at_least_nine_draws_of_ten(wrong_rate, probability):
+    population = 300
+    covered = draws = 0
+    for seed in range(400):
+        rng = np.random.default_rng(seed)
+        wrong = rng.random(population) < wrong_rate
+        truth = wrong.mean()  # the share among these labels, which the audit estimates
+        taken = rng.random(population) < probability
+        if not taken.any():
+            continue
+        found = audit.estimate(population, list(wrong[taken]), [probability] * int(taken.sum()))
+        draws += 1
+        covered += found.low <= truth <= found.high
+    assert draws >= 390 and covered / draws >= 0.9
+
+
+def test_unequal_draw_probabilities_are_weighted_by_their_inverse():
+    population, covered, estimates = 400, 0, []
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        wrong = rng.random(population) < 0.25
+        probabilities = np.where(np.arange(population) < population // 2, 0.05, 0.2)
+        wrong[population // 2 :] &= rng.random(population - population // 2) < 0.4  # the likelier drawn are rarer
+        truth = wrong.mean()
+        taken = rng.random(population) < probabilities
+        found = audit.estimate(population, list(wrong[taken]), list(probabilities[taken]))
+        estimates.append(found.share - truth)
+        covered += found.low <= truth <= found.high
+    assert abs(np.mean(estimates)) < 0.02  # an unweighted share would read low
+    assert covered / 300 >= 0.9
+
+
+def test_a_release_states_the_estimate_or_that_no_audit_was_done():
+    done = audit.estimate(40, [True, False, False, False, False], [0.25] * 5)
+    assert done.sentence.startswith("40 synthetic labels unchecked; estimated wrong: 20% [")
+    assert done.sentence.endswith("from 5 audited (1 wrong)")
+    assert done.low < 0.2 < done.high
+    assert audit.estimate(40, [], []).sentence == "40 synthetic labels unchecked; no audit was done, so their error " \
+        "rate is unknown"  # fmt: skip
+
+
+def test_the_draw_is_the_same_on_a_rerun_and_takes_about_the_expected_share():
+    ids = [f"s-{i}" for i in range(2000)]
+    first = [audit.drawn(q, 0.1) for q in ids]
+    assert first == [audit.drawn(q, 0.1) for q in ids]
+    assert 150 <= sum(first) <= 250
+    assert audit.audit_probability(10, 30) == pytest.approx(1 / 3) and audit.audit_probability(10, 4) == 1.0
+
+
+def words_question(request):
+    grade = shared_words_grade(request.prompt)
+    if grade is not None:
+        return grade
+    words = question_words(passage_of(request.prompt))[: 3 + request.seed % 3]
+    return f" how does {' '.join(words)} work number {request.seed % 89}?"
+
+
+def test_synthesize_queues_the_audit_draw_and_the_release_estimates_from_its_verdicts(docs_workspace):
+    workspace = docs_workspace
+    client = LLMClient(FakeProvider(words_question), workspace, "synthesize")
+    settings = SynthesizeConfig(questions=12, mine=False, critic=False, check_sources=False, audit=4)
+    summary = asyncio.run(synthesize(workspace, Roles.single(client, "fake-model"), settings))
+    recorded = audit_store.recorded(workspace.db)
+    assert set(recorded) == set(summary.query_ids) and {p for p, _ in recorded.values()} == {4 / 12}
+    drawn = sorted(q for q, (_, taken) in recorded.items() if taken)
+    assert len(drawn) == summary.audit_drawn > 0
+    queued = [i for i in review_store.queued_items(workspace.db, kind="question") if i.reason.startswith("audit:")]
+    assert sorted(i.query_id for i in queued) == drawn
+
+    before = load_release(write_release(workspace, "1.0.0").path).manifest["counts"]["checked_by_human"]
+    assert before["synthetic_audit"]["audited"] == 0
+    assert "no audit was done" in before["synthetic_audit"]["statement"]
+
+    for n, item in enumerate(queued):
+        action = "drop_question" if n == 0 else "keep_question"
+        details = {"reason": "unanswerable"} if n == 0 else {}
+        review.submit(workspace, "ann", item.item_id, action, f"audit-{n}", **details)
+    release = load_release(write_release(workspace, "1.1.0").path)
+    stated = release.manifest["counts"]["checked_by_human"]["synthetic_audit"]
+    # the kept ones were checked and the dropped one left the set: the labels of the other questions are unchecked
+    unchecked = sum(len(chunks) for query_id, chunks in release.qrels.items() if query_id not in drawn)
+    assert stated["audited"] == len(queued) and stated["wrong"] == 1 and stated["unchecked"] == unchecked
+    assert stated["share_wrong"] == pytest.approx(1 / len(queued))
+    card = (release.path / "README.md").read_text(encoding="utf-8")
+    assert f"{unchecked} synthetic labels unchecked; estimated wrong: {100 / len(queued):.0f}%" in card
