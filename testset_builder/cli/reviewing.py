@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.panel import Panel
 
-from .. import api
+from .. import api, review_guide
 from ..errors import InputError, ReviewConflictError
 from .app import (
     ConfigOption,
@@ -169,10 +169,8 @@ def review_in_terminal(
         interactive(),  # the items and answers are the session: --quiet keeps them
     ):
         _said_overlap(session.overlap_before, resolved.review.overlap)
-        if session.guidelines:
-            from rich.markdown import Markdown
-
-            out.print(Panel(Markdown(session.guidelines), title="guidelines", expand=False))
+        if guidelines := review_guide.terminal(session.guidelines):  # as the page renders them
+            out.print(Panel(guidelines, title="guidelines", expand=False))
         given = [0]  # verdicts given this session, counted as they are stored
         try:
             finished = _review_loop(session, given)

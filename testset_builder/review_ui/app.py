@@ -32,7 +32,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 from pydantic import BaseModel, Field, StrictInt, field_validator
 
-from .. import review_actions
+from .. import review_actions, review_guide
 from ..config import ReviewConfig
 from ..errors import InputError, ReviewConflictError, TestsetBuilderError, UnknownIdError
 from ..stages import review
@@ -106,13 +106,10 @@ def _refuse_other_origins(request: Request) -> None:
 
 
 def render_guidelines(markdown: str | None) -> Markup | None:
-    """The config's guidelines as HTML: CommonMark with raw HTML shown as text (never run) and only safe links
-    (markdown-it refuses javascript:, vbscript: and data: other than images)."""
-    if not markdown or not markdown.strip():
-        return None
-    from markdown_it import MarkdownIt
-
-    return Markup(MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown))
+    """The config's guidelines as HTML (:func:`~testset_builder.review_guide.html`: raw HTML shown as text, never
+    run, and only safe links), as the terminal renders them too."""
+    rendered = review_guide.html(markdown)
+    return None if rendered is None else Markup(rendered)
 
 
 MODES = ("queue", "skipped", "adjudicate")  # what the page serves: the queue, your skipped items, disagreements
@@ -209,10 +206,7 @@ def _bearer(request: Request) -> str | None:
 def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None = None) -> FastAPI:
     """The review app for an open workspace; ``token`` guards every route."""
     settings = settings or ReviewConfig()
-    grade_buttons = tuple(
-        (grade, meaning.split(":", 1)[0] if ":" in meaning else "", meaning.split(":", 1)[-1].strip())
-        for grade, meaning in settings.grades.items()
-    )  # (grade, label, what it means)
+    grade_buttons = tuple(review_guide.grade_labels(settings.grades))  # (grade, label, what it means)
     app = FastAPI(title="testset-builder review", docs_url=None, redoc_url=None, openapi_url=None)
     environment = Environment(
         loader=PackageLoader("testset_builder.review_ui", "templates"), autoescape=select_autoescape()
