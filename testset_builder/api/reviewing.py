@@ -284,16 +284,23 @@ def review_export(
     *,
     limit: int | None = None,
     suggestions: bool = True,
+    disagreements: bool = False,
     workspace: Workspace | None = None,
 ) -> ReviewExportResult:
     """Write the pairs still wanting verdicts for Argilla, Label Studio or a registered review format into
-    ``out_dir``; ``suggestions`` attaches the judge's grade. A ``review.overlap`` given becomes the workspace's."""
+    ``out_dir``, with the settings of the tool's project made from the config's ``review:`` (guidelines, grade
+    meanings) and the workspace's overlap; ``suggestions`` attaches the judge's grade. With ``disagreements``, the
+    open disagreements instead, each with every reviewer's grade and comments, for an admin to settle there. A
+    ``review.overlap`` given becomes the workspace's."""
+    from ..export.review_tools import ReviewTask
+    from ..stages import review
     from ..stages.review.interchange import export_pending
 
     overlap = config.review.overlap
     with opened(config, workspace, readonly=overlap is None) as ws:
         _, before = shared_settings(ws, config.review)
-        summary = export_pending(ws, fmt, Path(out_dir), None, limit, suggestions)
+        task = ReviewTask(config.review.guidelines_text(), dict(config.review.grades), review.workspace_overlap(ws))
+        summary = export_pending(ws, fmt, Path(out_dir), None, limit, suggestions, task, disagreements)
     return ReviewExportResult(summary, before, overlap)
 
 
