@@ -5,8 +5,10 @@ comments, sent there to settle, whose answers come back as settlements (not vote
 from __future__ import annotations
 
 import inspect
+import io
 import json
 import uuid
+import zipfile
 
 from conftest import require
 from test_interchange import export, import_file, label_studio_export
@@ -173,3 +175,29 @@ def test_disagreements_settled_in_label_studio_keep_out_a_pair_settled_meanwhile
     settled = {s["query_id"]: (s["grade"], s["by"]) for s in review.agreement(ws)["settled"]}
     assert settled == {"r0": (2, "cho"), "r1": (2, "label-studio:10")}  # the page's stands; the latest answer
     assert review.disagreements(ws) == set()
+
+
+def test_the_leads_page_hands_out_the_disagreements_as_files_for_each_tool(queued_workspace):
+    from fastapi.testclient import TestClient
+
+    from testset_builder.review_ui import create_app
+
+    ws = queued_workspace
+    graded_apart(ws)
+    admin, reviewer = review.add_reviewer(ws, "cho", "admin"), review.add_reviewer(ws, "dan")
+    with TestClient(create_app(ws, "tok-" + "w" * 24)) as client:
+        page = client.get("/lead", headers={"Authorization": f"Bearer {admin}"}).text
+        for fmt in ("argilla", "label-studio"):
+            assert f'href="/lead/disagreements/{fmt}.zip"' in page
+        got = client.get("/lead/disagreements/label-studio.zip", headers={"Authorization": f"Bearer {admin}"})
+        assert got.status_code == 200 and "disagreements-label-studio.zip" in got.headers["content-disposition"]
+        with zipfile.ZipFile(io.BytesIO(got.content)) as archive:
+            assert sorted(archive.namelist()) == ["label_config.xml", "project.json", "tasks.json"]
+            tasks = json.loads(archive.read("tasks.json"))
+        assert sorted(t["data"]["query_id"] for t in tasks) == ["r0", "r1"]
+        assert all(t["data"]["review_task"] == "settle" and "ann: " in t["data"]["reviews"] for t in tasks)
+        assert all("predictions" not in t for t in tasks)  # blind by default: the judge's grade stays hidden
+        refused = client.get("/lead/disagreements/argilla.zip", headers={"Authorization": f"Bearer {reviewer}"})
+        assert refused.status_code == 403  # the lead's, not every reviewer's
+        unknown = client.get("/lead/disagreements/prodigy.zip", headers={"Authorization": f"Bearer {admin}"})
+        assert unknown.status_code == 404

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import re
 import time
 import uuid
+import zipfile
 from dataclasses import dataclass
 from typing import Annotated, Literal
 from urllib.parse import quote
@@ -35,7 +37,10 @@ from pydantic import BaseModel, Field, StrictInt, field_validator
 from .. import review_actions, review_guide
 from ..config import ReviewConfig
 from ..errors import InputError, ReviewConflictError, TestsetBuilderError, UnknownIdError
+from ..export.review_tools import ReviewTask
+from ..registry import REVIEW_FORMATS
 from ..stages import review
+from ..stages.review.interchange import tool_files
 from ..store.workspace import Workspace
 
 TOKEN_COOKIE = "tsb_token"
@@ -467,8 +472,25 @@ def _page_routes(app: FastAPI, served: Served) -> None:
         context = {
             "request": request, "overview": review.lead_overview(workspace, settings),
             "form_token": request.state.form_token, "revoked": revoked, "me": request.state.principal.name,
+            "formats": list(REVIEW_FORMATS),
         }  # fmt: skip
         return templates.TemplateResponse(request, "lead.html", context)
+
+    @app.get("/lead/disagreements/{fmt}.zip", dependencies=page_auth)
+    def lead_disagreements(request: Request, fmt: str):
+        """The open disagreements as files for Argilla or Label Studio (a zip), each with every reviewer's grade
+        and comments, to settle there; ``review-import`` brings the answers back as settlements."""
+        lead_only(request)
+        if fmt not in REVIEW_FORMATS:
+            raise HTTPException(status_code=404, detail=f"no review format {fmt!r}: one of {', '.join(REVIEW_FORMATS)}")
+        task = ReviewTask(settings.guidelines_text(), dict(settings.grades), review.workspace_overlap(workspace))
+        texts, _ = tool_files(workspace, fmt, suggestions=not settings.blind, task=task, disagreements=True)
+        packed = io.BytesIO()
+        with zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name, text in sorted(texts.items()):
+                archive.writestr(name, text)
+        attachment = {"Content-Disposition": f'attachment; filename="disagreements-{fmt}.zip"'}
+        return Response(packed.getvalue(), media_type="application/zip", headers=attachment)
 
     @app.post("/ui/reviewers/revoke", dependencies=page_auth)
     def ui_revoke(request: Request, reviewer: Annotated[str, Form()]):

@@ -128,6 +128,35 @@ def disagreement_pairs(workspace: Workspace, limit: int | None = None) -> list[P
     return pairs
 
 
+def tool_files(
+    workspace: Workspace,
+    fmt: str,
+    overlap: int | None = None,
+    limit: int | None = None,
+    suggestions: bool = True,
+    task: ReviewTask | None = None,
+    disagreements: bool = False,
+) -> tuple[dict[str, str], ExportSummary]:
+    """The files to hand ``fmt``'s tool (name -> text): the pending pairs, with the settings of the tool's project
+    made from ``task`` (its guidelines, grade meanings and overlap; unset: the defaults and the workspace's
+    overlap); ``overlap`` as :func:`pending_pairs` takes it. With ``disagreements``, the open disagreements instead
+    (:func:`disagreement_pairs`), to settle in the tool."""
+    if fmt not in REVIEW_FORMATS:
+        raise InputError(f"unknown format {fmt!r}; use one of {', '.join(REVIEW_FORMATS)}")
+    chosen = REVIEW_FORMATS[fmt]
+    pairs = disagreement_pairs(workspace, limit) if disagreements else pending_pairs(workspace, overlap, limit)
+    task = task or ReviewTask(overlap=workspace_overlap(workspace) if overlap is None else overlap)
+    files = chosen.write(pairs, suggestions)
+    if chosen.settings is not None:
+        files.update(chosen.settings(replace(task, settle=disagreements)))
+    texts = {
+        name: content if isinstance(content, str) else json.dumps(content, indent=2, ensure_ascii=False) + "\n"
+        for name, content in files.items()
+    }
+    with_suggestion = sum(1 for p in pairs if p.proposal is not None) if suggestions else 0
+    return texts, ExportSummary(fmt, len(pairs), with_suggestion, sorted(files), disagreements)
+
+
 def export_pending(
     workspace: Workspace,
     fmt: str,
@@ -138,26 +167,14 @@ def export_pending(
     task: ReviewTask | None = None,
     disagreements: bool = False,
 ) -> ExportSummary:
-    """Write the pending pairs for ``fmt`` into ``out_dir`` (made if missing; files in it are replaced), with the
-    settings of the tool's project made from ``task`` (its guidelines, grade meanings and overlap; unset: the
-    defaults and the workspace's overlap); ``overlap`` as :func:`pending_pairs` takes it. With ``disagreements``,
-    the open disagreements instead (:func:`disagreement_pairs`), to settle in the tool."""
-    if fmt not in REVIEW_FORMATS:
-        raise InputError(f"unknown format {fmt!r}; use one of {', '.join(REVIEW_FORMATS)}")
-    chosen = REVIEW_FORMATS[fmt]
-    pairs = disagreement_pairs(workspace, limit) if disagreements else pending_pairs(workspace, overlap, limit)
-    task = task or ReviewTask(overlap=workspace_overlap(workspace) if overlap is None else overlap)
-    files = chosen.write(pairs, suggestions)
-    if chosen.settings is not None:
-        files.update(chosen.settings(replace(task, settle=disagreements)))
+    """Write :func:`tool_files` into ``out_dir`` (made if missing; files in it are replaced)."""
+    texts, summary = tool_files(workspace, fmt, overlap, limit, suggestions, task, disagreements)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, content in files.items():
-        text = content if isinstance(content, str) else json.dumps(content, indent=2, ensure_ascii=False) + "\n"
+    for name, text in texts.items():
         partial = out_dir / f".{name}.partial"
         partial.write_text(text, encoding="utf-8")
         partial.replace(out_dir / name)  # a reader never sees half a file
-    with_suggestion = sum(1 for p in pairs if p.proposal is not None) if suggestions else 0
-    return ExportSummary(fmt, len(pairs), with_suggestion, sorted(files), disagreements)
+    return summary
 
 
 # import --------------------------------------------------------------------------------------------------------------
