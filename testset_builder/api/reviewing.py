@@ -312,8 +312,8 @@ def review_import(
     annotators: str | Path | dict[str, str] | None = None,
     workspace: Workspace | None = None,
 ) -> AnnotationsImport:
-    """Bring grades made in Argilla or Label Studio back as human verdicts; ``annotators`` (a file or a mapping)
-    gives the annotators' ids readable names."""
+    """Bring grades made in Argilla or Label Studio back as human verdicts, and answers to disagreements exported
+    to settle as settlements; ``annotators`` (a file or a mapping) gives the annotators' ids readable names."""
     from ..export.review_tools import read_annotators
     from ..stages.review.interchange import import_annotations
 
