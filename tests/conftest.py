@@ -378,3 +378,34 @@ def reviewing_page(opener, base: str, token: str, reviewer: str = "ann"):
     page.keyboard.press("Enter")
     page.wait_for_selector("#query")
     return page
+
+
+@pytest.fixture
+def argilla_client():
+    """An Argilla client whose server is a stand-in on 127.0.0.1 that knows one user: enough for the SDK's
+    settings models, which want a client, to run offline."""
+    import json
+    import threading
+    import uuid
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    rg = require("argilla")
+
+    class Me(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"id": str(uuid.uuid4()), "username": "offline", "role": "owner"}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Me)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield rg.Argilla(api_url=f"http://127.0.0.1:{server.server_port}", api_key="offline-test-key")
+    finally:
+        server.shutdown()

@@ -4,9 +4,7 @@ own code), annotate in their format, import, release: the grades arrive as human
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from conftest import require
@@ -41,32 +39,6 @@ def human_grades(ws):
         for j in judgments
         if j.source is JudgmentSource.human and j.judgment_id not in superseded and j.status.value == "final"
     }
-
-
-@pytest.fixture
-def argilla_client():
-    """An Argilla client whose server is a stand-in on 127.0.0.1 that knows one user: enough for the SDK's
-    settings models, which want a client, to run offline."""
-    rg = require("argilla")
-
-    class Me(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = json.dumps({"id": str(uuid.uuid4()), "username": "offline", "role": "owner"}).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Me)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield rg.Argilla(api_url=f"http://127.0.0.1:{server.server_port}", api_key="offline-test-key")
-    finally:
-        server.shutdown()
 
 
 def test_an_argilla_round_trip_brings_grades_back_as_human_verdicts(queued_workspace, tmp_path, capsys, argilla_client):

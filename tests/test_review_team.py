@@ -5,8 +5,11 @@ with the verdict, and a terminal reviewer that shows progress and context."""
 
 from __future__ import annotations
 
+import html
 import io
 import itertools
+import json
+import re
 from urllib.parse import quote
 
 import pytest
@@ -205,6 +208,35 @@ def test_the_page_shows_the_guidelines_as_markdown_and_never_runs_their_html(que
     assert "<h1>How to grade</h1>" in page and "<strong>relevant</strong>" in page and "<em>answers</em>" in page
     assert "<script>alert" not in page and "&lt;script&gt;alert('g')&lt;/script&gt;" in page
     assert 'href="javascript' not in page and '<a href="https://example.org/wiki">the wiki</a>' in page
+
+
+RAW_HTML_GUIDELINES = (
+    "# How to grade\n\n<div class='note'>\nRead the whole chunk.\n</div>\nGrade **2** only when it answers the query "
+    "on its own.\n\nAn inline <b>tag</b> stays text, and *the rest* is still rendered.\n"
+)  # CommonMark's HTML block runs to the blank line: the sentence after </div> is in it
+
+
+def test_the_terminal_renders_the_guidelines_after_raw_html_as_the_page_does(
+    queued_workspace, tmp_path, monkeypatch, capsys, client_for
+):
+    from testset_builder.cli import main
+
+    config = tmp_path / "review.yaml"
+    config.write_text(json.dumps({"review": {"guidelines": RAW_HTML_GUIDELINES}}), encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", io.StringIO("q\n"))
+    monkeypatch.setenv("COLUMNS", "200")  # one line a paragraph: the words read as the page's
+    args = ["review", "--reviewer", "ann", "--workspace", str(queued_workspace.root), "--config", str(config)]
+    assert main(args) == 0
+    shown = capsys.readouterr().out
+    page = client_for(queued_workspace, ReviewConfig(guidelines=RAW_HTML_GUIDELINES))
+    page.cookies.set("tsb_reviewer", "ann")
+    guidelines = re.search(r'<div class="guidelines-text">(.*?)</div>\n</details>', page.get("/review").text, re.S)
+    on_page = " ".join(html.unescape(re.sub(r"<[^>]+>", "", guidelines.group(1))).split())  # the text a reader sees
+    for said in ("<div class='note'>", "Grade 2 only when it answers the query on its own.", "<b>tag</b> stays text"):
+        assert said in shown, said  # the raw HTML as text, and what follows it, in the terminal
+        assert said in on_page, said  # as on the page
+    assert "**" not in shown and "*the rest*" not in shown  # the Markdown after the HTML is still rendered
+    assert "How to grade" in shown and "# How" not in shown
 
 
 def test_guidelines_come_from_a_markdown_file_beside_the_config(tmp_path):

@@ -43,12 +43,12 @@ def team_server(tmp_path, capsys):
     first, then the questions, then 8 pairs; a config with guidelines; `serve` started with ``lease`` seconds."""
     servers = []
 
-    def start(lease: float = 900, long_chunk: bool = False):
+    def start(lease: float = 900, long_chunk: bool = False, guidelines: str = GUIDELINES):
         corpus = tmp_path / "corpus.jsonl"
         docs = {**DOCS, "d0": LONG} if long_chunk else DOCS
         corpus.write_text("".join(json.dumps({"_id": d, "text": t}) + "\n" for d, t in docs.items()), encoding="utf-8")
         config = tmp_path / "review.yaml"
-        config.write_text(json.dumps({"review": {"guidelines": GUIDELINES, "lease_s": lease}}), encoding="utf-8")
+        config.write_text(json.dumps({"review": {"guidelines": guidelines, "lease_s": lease}}), encoding="utf-8")
         ws = tmp_path / "ws"
         assert main(["chunk", str(corpus), "--workspace", str(ws), "--chunker", "prechunked", "--json"]) == 0
         capsys.readouterr()
@@ -177,3 +177,26 @@ def test_on_a_phone_the_grade_buttons_are_on_screen_without_scrolling_and_the_le
             ("d0", 1)
         ]
     phone.close()
+
+
+def test_on_a_phone_the_query_and_chunk_come_before_the_guidelines_and_on_a_wide_screen_after(browser, team_server):
+    rules = "".join(f"{n}. Rule {n}: read the whole chunk before you grade it, grade once.\n" for n in range(1, 31))
+    base, _ = team_server(guidelines=GUIDELINES + "\n" + rules)  # guidelines taller than a phone's screen
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True,
+                                has_touch=True)  # fmt: skip
+    page = reviewing_page(phone, base, TOKEN)
+    page.screenshot(path=str(OUTPUT / "review-phone-first-screen.png"))
+    guidelines = page.locator("#guidelines").bounding_box()
+    query, chunk = page.locator("#query").bounding_box(), page.locator(".chunk").bounding_box()
+    assert guidelines["height"] > 844  # so, first, they would fill the screen
+    assert query["y"] + query["height"] <= chunk["y"] < guidelines["y"]  # the query, the chunk, then the guidelines
+    assert query["y"] >= 0 and chunk["y"] < 844 and page.evaluate("window.scrollY") == 0  # on the first screen
+    grade = page.locator("#item button[data-key='2']").bounding_box()
+    assert grade["y"] + grade["height"] <= 844  # the buttons still at the bottom of the screen
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    phone.close()
+    wide = browser.new_context(viewport={"width": 1100, "height": 900})
+    page = reviewing_page(wide, base, TOKEN)
+    assert page.locator("#guidelines").bounding_box()["y"] < page.locator("#query").bounding_box()["y"]
+    wide.close()

@@ -57,14 +57,17 @@ class LogFormat:
 @dataclass(frozen=True)
 class ReviewFormat:
     """An annotation tool's files (:mod:`.review_tools`): ``write(pairs, suggestions)`` gives the files to hand it,
-    ``{name: text or JSON-able}``, for the pairs wanting verdicts; ``read(records)`` the grades in its export and how
-    many records had none; ``detect(record)``: whether an exported record is in this format."""
+    ``{name: text or JSON-able}``, for the pairs wanting verdicts (or the disagreements to settle); ``read(records)``
+    the grades in its export and how many records had none; ``detect(record)``: whether an exported record is in
+    this format; ``settings(task)``: the files that set up the tool's project for the workspace's task (its
+    guidelines, grade meanings and overlap: a ``ReviewTask``), None when the tool needs none."""
 
     name: str
     write: Callable[[list, bool], dict[str, Any]]
     read: Callable[[list[dict]], tuple[list, int]]
     detect: Callable[[dict], bool] | None = None
     description: str = ""
+    settings: Callable[[Any], dict[str, Any]] | None = None
 
 
 QRELS: dict[str, TableFormat] = {}

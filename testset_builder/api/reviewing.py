@@ -284,16 +284,23 @@ def review_export(
     *,
     limit: int | None = None,
     suggestions: bool = True,
+    disagreements: bool = False,
     workspace: Workspace | None = None,
 ) -> ReviewExportResult:
     """Write the pairs still wanting verdicts for Argilla, Label Studio or a registered review format into
-    ``out_dir``; ``suggestions`` attaches the judge's grade. A ``review.overlap`` given becomes the workspace's."""
+    ``out_dir``, with the settings of the tool's project made from the config's ``review:`` (guidelines, grade
+    meanings) and the workspace's overlap; ``suggestions`` attaches the judge's grade. With ``disagreements``, the
+    open disagreements instead, each with every reviewer's grade and comments, for an admin to settle there. A
+    ``review.overlap`` given becomes the workspace's."""
+    from ..export.review_tools import ReviewTask
+    from ..stages import review
     from ..stages.review.interchange import export_pending
 
     overlap = config.review.overlap
     with opened(config, workspace, readonly=overlap is None) as ws:
         _, before = shared_settings(ws, config.review)
-        summary = export_pending(ws, fmt, Path(out_dir), None, limit, suggestions)
+        task = ReviewTask(config.review.guidelines_text(), dict(config.review.grades), review.workspace_overlap(ws))
+        summary = export_pending(ws, fmt, Path(out_dir), None, limit, suggestions, task, disagreements)
     return ReviewExportResult(summary, before, overlap)
 
 
@@ -305,8 +312,8 @@ def review_import(
     annotators: str | Path | dict[str, str] | None = None,
     workspace: Workspace | None = None,
 ) -> AnnotationsImport:
-    """Bring grades made in Argilla or Label Studio back as human verdicts; ``annotators`` (a file or a mapping)
-    gives the annotators' ids readable names."""
+    """Bring grades made in Argilla or Label Studio back as human verdicts, and answers to disagreements exported
+    to settle as settlements; ``annotators`` (a file or a mapping) gives the annotators' ids readable names."""
     from ..export.review_tools import read_annotators
     from ..stages.review.interchange import import_annotations
 

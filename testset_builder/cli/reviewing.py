@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.panel import Panel
 
-from .. import api
+from .. import api, review_guide
 from ..errors import InputError, ReviewConflictError
 from .app import (
     ConfigOption,
@@ -169,10 +169,8 @@ def review_in_terminal(
         interactive(),  # the items and answers are the session: --quiet keeps them
     ):
         _said_overlap(session.overlap_before, resolved.review.overlap)
-        if session.guidelines:
-            from rich.markdown import Markdown
-
-            out.print(Panel(Markdown(session.guidelines), title="guidelines", expand=False))
+        if guidelines := review_guide.terminal(session.guidelines):  # as the page renders them
+            out.print(Panel(guidelines, title="guidelines", expand=False))
         given = [0]  # verdicts given this session, counted as they are stored
         try:
             finished = _review_loop(session, given)
@@ -546,26 +544,39 @@ def review_export(
             help="Attach the LLM judge's grade as a suggestion (Argilla) or prediction (Label Studio).",
         ),
     ] = True,
+    disagreements: Annotated[
+        bool,
+        typer.Option(
+            "--disagreements",
+            help="Export the open disagreements instead: each pair with every reviewer's grade and comments, for an "
+            "admin to settle in the tool. review-import records the answers as settlements, not votes.",
+        ),
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Export the pairs still wanting verdicts for a team that reviews in Argilla or Label Studio.
 
     argilla: records.json (load with dataset.records.from_json) and settings.json (rg.Settings.from_json).
-    label-studio: tasks.json (import into a project) and label_config.xml (the project's labelling interface).
+    label-studio: tasks.json (import into a project), label_config.xml (the project's labelling interface) and
+    project.json (its settings, for projects.create). The settings carry the config's review.guidelines, what
+    each grade means (review.grades) and the workspace's overlap.
     Annotate there, export the annotations as JSON, and bring them back with `review-import`.
 
     Example: `testset-builder review-export --format label-studio --out to-label/ --workspace testset`.
     """
     resolved = _review_settings(config, workspace, overlap, None, None, None)
     with open_workspace_for(resolved, readonly=resolved.review.overlap is None) as ws:
-        exported = api.review_export(resolved, fmt, out_dir, limit=limit, suggestions=suggestions, workspace=ws)
+        exported = api.review_export(
+            resolved, fmt, out_dir, limit=limit, suggestions=suggestions, disagreements=disagreements, workspace=ws
+        )
     _said_overlap(exported.overlap_before, exported.overlap)
     summary = exported.summary
     if json_output:
         print(json.dumps(summary.as_dict(), indent=2))
         return
+    what = "disagreements to settle" if summary.disagreements else "pairs"
     out.print(
-        f"exported {summary.items} pairs for {fmt} ({summary.with_suggestion} with the LLM's grade attached) -> "
+        f"exported {summary.items} {what} for {fmt} ({summary.with_suggestion} with the LLM's grade attached) -> "
         f"{out_dir}: {', '.join(summary.files)}",
         highlight=False,
     )
@@ -606,6 +617,10 @@ def review_import(
     """Bring grades made in Argilla or Label Studio back as human verdicts (reviewer argilla:USER or
     label-studio:USER, USER the annotator's id, or the name --annotators gives it).
 
+    Answers to disagreements exported with `review-export --disagreements` settle them: per pair the latest answer,
+    under the annotator who gave it (name them onto an admin with --annotators). A pair settled meanwhile, or whose
+    reviewers agree by now, is kept out and counted.
+
     Only submitted answers count (drafts, discarded records and cancelled annotations do not). The file is checked
     whole first: a malformed record or an item this workspace does not have stores nothing. Importing the same file
     again stores nothing new; a grade changed since is recorded as the annotator's new verdict. Each grade keeps
@@ -623,9 +638,12 @@ def review_import(
     for warning in summary.warnings:
         err.print(f"[yellow]{escape(warning)}[/]", highlight=False)
     older = f", {summary.older} older than the grade already stored (kept out)" if summary.older else ""
+    settled = f", {summary.settled} disagreements settled" if summary.settled else ""
+    if summary.not_open:
+        settled += f", {summary.not_open} answers to disagreements no longer open (settled or agreed on; kept out)"
     out.print(
         f"imported {summary.format} {source.name}: {summary.grades} grades from {len(summary.reviewers)} annotators "
-        f"on {summary.records} records: {summary.new_verdicts} new verdicts, {summary.unchanged} already recorded"
-        f"{older}, {summary.unanswered} records unanswered",
+        f"on {summary.records} records: {summary.new_verdicts} new verdicts{settled}, {summary.unchanged} already "
+        f"recorded{older}, {summary.unanswered} records unanswered",
         highlight=False,
     )

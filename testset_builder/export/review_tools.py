@@ -11,40 +11,79 @@ Shapes (their packages' own, checked against them in the tests):
   ``rg.Settings.to_json()`` writes. The flattened form (``dataset.records.to_list(flatten=True)``, keys such as
   ``relevance.responses``, ``relevance.responses.users``) is read too, as JSON or JSON lines.
 - Label Studio: ``tasks.json`` is a task list to import (``data`` and ``predictions``); ``label_config.xml`` the
-  project's labelling interface; the annotated file is the project's JSON export (``annotations`` with
-  ``result``, ``completed_by``, ``was_cancelled``, ``lead_time``).
+  project's labelling interface; ``project.json`` the project's settings (``projects.create(**project)``: title,
+  the config, the instructions, the overlap as ``maximum_annotations``); the annotated file is the project's JSON
+  export (``annotations`` with ``result``, ``completed_by``, ``was_cancelled``, ``lead_time``).
+
+The settings carry the workspace's task (:class:`ReviewTask`): its guidelines, what each grade means and its
+overlap. Disagreements go out the same way, for an admin to settle there: each record also shows every reviewer's
+grade and comments (a ``reviews`` field) and is marked ``review_task: settle``, so its answer comes back as a
+settlement, not a vote.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from xml.sax.saxutils import quoteattr
 
+from .. import review_guide
+from ..config import GRADE_MEANINGS
 from ..errors import InputError
 from ..records import Judgment, reviewer_name
 from ..registry import REVIEW_FORMATS, ReviewFormat, register_review_format
 
 QUESTION = "relevance"  # the Argilla question / Label Studio control that carries the grade
-GRADES = {0: "not relevant", 1: "relevant", 2: "highly relevant"}
+SETTLE = "settle"  # the review_task of a record that is a disagreement to settle
 GUIDELINES = (
-    "Is the chunk relevant to the query? 0: not relevant (it does not help answer the query); 1: relevant (it "
-    "helps, partly or with other chunks); 2: highly relevant (it answers the query). Leave the record unanswered "
-    "or discard it when unsure."
+    "Is the chunk relevant to the query? Grade it as below. Leave the record unanswered or discard it when unsure."
 )
-LABEL_STUDIO_CONFIG = f"""<View>
-  <Header value="Query"/>
-  <Text name="query" value="$query"/>
-  <Header value="$title"/>
-  <Text name="chunk" value="$chunk"/>
-  <Choices name="{QUESTION}" toName="chunk" choice="single" required="true" showInline="true">
-    <Choice value="0" hint="{GRADES[0]}"/>
-    <Choice value="1" hint="{GRADES[1]}"/>
-    <Choice value="2" hint="{GRADES[2]}"/>
-  </Choices>
-</View>
-"""
+SETTLE_GUIDELINES = (
+    "Reviewers graded these pairs differently. Read their grades and what they said (under *Reviews*), then give "
+    "the grade that settles the pair: it stands in every release, beside their grades, not as one more vote."
+)
+
+
+@dataclass(frozen=True)
+class ReviewTask:
+    """What the workspace asks of reviewers, for a tool's project settings: the ``guidelines`` (Markdown, the
+    config's ``review.guidelines``), what each grade means (``review.grades``, ``label: meaning``), the
+    ``overlap`` (distinct reviewers per item), and ``settle``: the records are disagreements for an admin to settle
+    (one answer each)."""
+
+    guidelines: str | None = None
+    grades: dict[int, str] = field(default_factory=lambda: dict(GRADE_MEANINGS))
+    overlap: int = 1
+    settle: bool = False
+
+    @property
+    def answers_wanted(self) -> int:
+        """Answers a record wants: the overlap, one for a disagreement."""
+        return 1 if self.settle else self.overlap
+
+    def guidelines_markdown(self) -> str:
+        """The guidelines as a tool shows them: (for disagreements, what settling means;) the workspace's own, else
+        a line on the task; then what each grade means."""
+        parts = [SETTLE_GUIDELINES] if self.settle else []
+        parts.append(self.guidelines.strip() if self.guidelines and self.guidelines.strip() else GUIDELINES)
+        meanings = "\n".join(
+            f"- **{grade}**{f' · {label}' if label else ''}: {meaning}"
+            for grade, label, meaning in review_guide.grade_labels(self.grades)
+        )
+        parts.append(f"**Grades**\n\n{meanings}")
+        return "\n\n".join(parts) + "\n"
+
+
+@dataclass(frozen=True)
+class Review:
+    """One reviewer's standing grade on a disagreement (None: they said something, graded nothing), and what they
+    said on it."""
+
+    reviewer: str
+    grade: int | None
+    comments: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,6 +97,13 @@ class PendingPair:
     chunk: str
     title: str
     proposal: Judgment | None
+    reviews: tuple[Review, ...] = ()  # a disagreement's, for an admin to settle; none for a pair wanting verdicts
+
+    def reviews_text(self) -> str:
+        """The reviews as plain text: each reviewer's grade, then what each said."""
+        graded = [f"{r.reviewer}: {r.grade}" for r in self.reviews if r.grade is not None]
+        said = [f"{r.reviewer} said: {text}" for r in self.reviews for text in r.comments]
+        return "\n".join([*graded, "", *said] if said else graded)
 
 
 @dataclass(frozen=True)
@@ -73,6 +119,7 @@ class ImportedGrade:
     at: str | None = None
     record: int | None = None
     annotator: str | None = None
+    settle: bool = False  # an answer to a disagreement exported to settle: a settlement, not a vote
 
 
 def source_time(value, where: str) -> str | None:
@@ -106,12 +153,15 @@ def argilla_records(pairs: list[PendingPair], suggestions: bool = True) -> list[
         if suggestions and pair.proposal is not None:
             proposal = pair.proposal
             suggested = {QUESTION: {"value": proposal.grade, "score": _score(proposal), "agent": _agent(proposal)}}
+        fields = {"query": pair.query, "chunk": pair.chunk}
+        metadata = {"item_id": pair.item_id, "query_id": pair.query_id, "chunk_id": pair.chunk_id, "title": pair.title}
+        if pair.reviews:
+            fields["reviews"], metadata["review_task"] = pair.reviews_text(), SETTLE
         records.append(
             {
                 "id": pair.item_id,
-                "fields": {"query": pair.query, "chunk": pair.chunk},
-                "metadata": {"item_id": pair.item_id, "query_id": pair.query_id, "chunk_id": pair.chunk_id,
-                             "title": pair.title},
+                "fields": fields,
+                "metadata": metadata,
                 "suggestions": suggested,
                 "responses": {},
                 "vectors": {},
@@ -122,8 +172,10 @@ def argilla_records(pairs: list[PendingPair], suggestions: bool = True) -> list[
     return records
 
 
-def argilla_settings() -> dict:
-    """The dataset settings as ``rg.Settings.to_json()`` writes them: two text fields and a 0-2 rating."""
+def argilla_settings(task: ReviewTask) -> dict:
+    """The dataset settings as ``rg.Settings.to_json()`` writes them: the query and the chunk as text fields (and
+    for disagreements the reviews), a 0-2 rating whose description says what each grade means, the task's
+    guidelines, and its overlap as the distribution (answers each record wants)."""
 
     def text_field(name: str, title: str) -> dict:
         return {
@@ -142,24 +194,60 @@ def argilla_settings() -> dict:
     question = {
         "id": None, "inserted_at": None, "updated_at": None, "name": QUESTION,
         "title": "How relevant is the chunk to the query?",
-        "description": "; ".join(f"{grade}: {label}" for grade, label in GRADES.items()),
+        "description": "; ".join(f"{grade}: {text}" for grade, text in sorted(task.grades.items())),
         "required": True, "dataset_id": None, "type": "rating",
-        "settings": {"type": "rating", "options": [{"value": grade} for grade in GRADES]},
+        "settings": {"type": "rating", "options": [{"value": grade} for grade in sorted(task.grades)]},
     }  # fmt: skip
+    fields = [text_field("query", "Query"), text_field("chunk", "Chunk")]
+    described = ("item_id", "query_id", "chunk_id", "title")
+    if task.settle:
+        fields.append(text_field("reviews", "Reviews: each reviewer's grade and what they said"))
+        described += ("review_task",)
     return {
-        "guidelines": GUIDELINES,
+        "guidelines": task.guidelines_markdown(),
         "questions": [question],
-        "fields": [text_field("query", "Query"), text_field("chunk", "Chunk")],
+        "fields": fields,
         "vectors": [],
-        "metadata": [metadata(name) for name in ("item_id", "query_id", "chunk_id", "title")],
+        "metadata": [metadata(name) for name in described],
         "allow_extra_metadata": True,
-        "distribution": {"strategy": "overlap", "min_submitted": 1},
+        "distribution": {"strategy": "overlap", "min_submitted": task.answers_wanted},
         "mapping": None,
     }
 
 
+def label_studio_config(task: ReviewTask) -> str:
+    """The project's labelling interface: the query, the chunk under its title (for disagreements, the reviews), and
+    the grade as a single choice, each grade's label and meaning as its hint."""
+    choices = "\n".join(
+        f"    <Choice value={quoteattr(str(grade))} hint={quoteattr(text)}/>"
+        for grade, text in sorted(task.grades.items())
+    )
+    reviews = ""
+    if task.settle:
+        reviews = '  <Header value="Reviews: each grade, what was said"/>\n  <Text name="reviews" value="$reviews"/>\n'
+    return (
+        '<View>\n  <Header value="Query"/>\n  <Text name="query" value="$query"/>\n  <Header value="$title"/>\n'
+        f'  <Text name="chunk" value="$chunk"/>\n{reviews}'
+        f'  <Choices name="{QUESTION}" toName="chunk" choice="single" required="true" showInline="true">\n'
+        f"{choices}\n  </Choices>\n</View>\n"
+    )
+
+
+def label_studio_project(task: ReviewTask) -> dict:
+    """The project's settings, for ``projects.create(**project)``: a title, the labelling interface, the guidelines
+    as its instructions (HTML, raw HTML in them shown as text, as on the review page), shown before labelling, and
+    the overlap as the annotations each task wants."""
+    return {
+        "title": "testset-builder: disagreements to settle" if task.settle else "testset-builder: relevance review",
+        "label_config": label_studio_config(task),
+        "expert_instruction": review_guide.html(task.guidelines_markdown()),
+        "show_instruction": True,
+        "maximum_annotations": task.answers_wanted,
+    }
+
+
 def label_studio_tasks(pairs: list[PendingPair], suggestions: bool = True) -> list[dict]:
-    """Tasks to import into a Label Studio project made with :data:`LABEL_STUDIO_CONFIG`; the LLM grade is a
+    """Tasks to import into a Label Studio project made with :func:`label_studio_config`; the LLM grade is a
     prediction."""
     tasks = []
     for pair in pairs:
@@ -167,6 +255,8 @@ def label_studio_tasks(pairs: list[PendingPair], suggestions: bool = True) -> li
             "item_id": pair.item_id, "query_id": pair.query_id, "chunk_id": pair.chunk_id, "query": pair.query,
             "chunk": pair.chunk, "title": pair.title,
         }  # fmt: skip
+        if pair.reviews:
+            data["reviews"], data["review_task"] = pair.reviews_text(), SETTLE
         task: dict = {"data": data}
         if suggestions and pair.proposal is not None:
             proposal = pair.proposal
@@ -275,6 +365,7 @@ def read_argilla(records: list[dict]) -> tuple[list[ImportedGrade], int]:
         where = f"record {index}"
         metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else None
         item_id = _item_id(record, where, metadata, record)
+        settle = (metadata or record).get("review_task") == SETTLE  # flattened, the metadata is the record's own
         record_time = record.get("updated_at")
         if isinstance(record.get("responses"), dict):
             answers = record["responses"].get(QUESTION) or []
@@ -308,7 +399,7 @@ def read_argilla(records: list[dict]) -> tuple[list[ImportedGrade], int]:
             grades.append(
                 ImportedGrade(
                     item_id, named_annotator("argilla", user, where), _grade(value, at), at=source_time(when, at),
-                    record=index, annotator=str(user),
+                    record=index, annotator=str(user), settle=settle,
                 )
             )  # fmt: skip
             taken += 1
@@ -363,7 +454,8 @@ def read_label_studio(tasks: list[dict]) -> tuple[list[ImportedGrade], int]:
             seconds = annotation.get("lead_time")
             seconds = float(seconds) if isinstance(seconds, int | float) and seconds >= 0 else None
             when = source_time(annotation.get("updated_at") or annotation.get("created_at"), at)
-            grade = ImportedGrade(item_id, reviewer, _grade(value, at), seconds, when, index, who)
+            settle = task["data"].get("review_task") == SETTLE
+            grade = ImportedGrade(item_id, reviewer, _grade(value, at), seconds, when, index, who, settle)
             before = latest.get(reviewer)
             if before is None or (before.at or "") <= (when or ""):
                 latest[reviewer] = grade
@@ -425,24 +517,20 @@ def read_annotators(path: Path) -> Annotators:
 register_review_format(
     ReviewFormat(
         "argilla",
-        lambda pairs, suggestions: {
-            "records.json": argilla_records(pairs, suggestions),
-            "settings.json": argilla_settings(),
-        },
+        lambda pairs, suggestions: {"records.json": argilla_records(pairs, suggestions)},
         read_argilla,
         is_argilla,
         "Argilla 2.x records (records.to_json, or flattened) and dataset settings",
+        lambda task: {"settings.json": argilla_settings(task)},
     )
 )
 register_review_format(
     ReviewFormat(
         "label-studio",
-        lambda pairs, suggestions: {
-            "tasks.json": label_studio_tasks(pairs, suggestions),
-            "label_config.xml": LABEL_STUDIO_CONFIG,
-        },
+        lambda pairs, suggestions: {"tasks.json": label_studio_tasks(pairs, suggestions)},
         read_label_studio,
         is_label_studio,
-        "Label Studio tasks with predictions, its labelling config, and its JSON export",
+        "Label Studio tasks with predictions, its labelling config and project settings, and its JSON export",
+        lambda task: {"label_config.xml": label_studio_config(task), "project.json": label_studio_project(task)},
     )
 )

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import re
 import time
 import uuid
+import zipfile
 from dataclasses import dataclass
 from typing import Annotated, Literal
 from urllib.parse import quote
@@ -32,10 +34,13 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 from pydantic import BaseModel, Field, StrictInt, field_validator
 
-from .. import review_actions
+from .. import review_actions, review_guide
 from ..config import ReviewConfig
 from ..errors import InputError, ReviewConflictError, TestsetBuilderError, UnknownIdError
+from ..export.review_tools import ReviewTask
+from ..registry import REVIEW_FORMATS
 from ..stages import review
+from ..stages.review.interchange import tool_files
 from ..store.workspace import Workspace
 
 TOKEN_COOKIE = "tsb_token"
@@ -106,13 +111,10 @@ def _refuse_other_origins(request: Request) -> None:
 
 
 def render_guidelines(markdown: str | None) -> Markup | None:
-    """The config's guidelines as HTML: CommonMark with raw HTML shown as text (never run) and only safe links
-    (markdown-it refuses javascript:, vbscript: and data: other than images)."""
-    if not markdown or not markdown.strip():
-        return None
-    from markdown_it import MarkdownIt
-
-    return Markup(MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown))
+    """The config's guidelines as HTML (:func:`~testset_builder.review_guide.html`: raw HTML shown as text, never
+    run, and only safe links), as the terminal renders them too."""
+    rendered = review_guide.html(markdown)
+    return None if rendered is None else Markup(rendered)
 
 
 MODES = ("queue", "skipped", "adjudicate")  # what the page serves: the queue, your skipped items, disagreements
@@ -209,10 +211,7 @@ def _bearer(request: Request) -> str | None:
 def create_app(workspace: Workspace, token: str, settings: ReviewConfig | None = None) -> FastAPI:
     """The review app for an open workspace; ``token`` guards every route."""
     settings = settings or ReviewConfig()
-    grade_buttons = tuple(
-        (grade, meaning.split(":", 1)[0] if ":" in meaning else "", meaning.split(":", 1)[-1].strip())
-        for grade, meaning in settings.grades.items()
-    )  # (grade, label, what it means)
+    grade_buttons = tuple(review_guide.grade_labels(settings.grades))  # (grade, label, what it means)
     app = FastAPI(title="testset-builder review", docs_url=None, redoc_url=None, openapi_url=None)
     environment = Environment(
         loader=PackageLoader("testset_builder.review_ui", "templates"), autoescape=select_autoescape()
@@ -473,8 +472,25 @@ def _page_routes(app: FastAPI, served: Served) -> None:
         context = {
             "request": request, "overview": review.lead_overview(workspace, settings),
             "form_token": request.state.form_token, "revoked": revoked, "me": request.state.principal.name,
+            "formats": list(REVIEW_FORMATS),
         }  # fmt: skip
         return templates.TemplateResponse(request, "lead.html", context)
+
+    @app.get("/lead/disagreements/{fmt}.zip", dependencies=page_auth)
+    def lead_disagreements(request: Request, fmt: str):
+        """The open disagreements as files for Argilla or Label Studio (a zip), each with every reviewer's grade
+        and comments, to settle there; ``review-import`` brings the answers back as settlements."""
+        lead_only(request)
+        if fmt not in REVIEW_FORMATS:
+            raise HTTPException(status_code=404, detail=f"no review format {fmt!r}: one of {', '.join(REVIEW_FORMATS)}")
+        task = ReviewTask(settings.guidelines_text(), dict(settings.grades), review.workspace_overlap(workspace))
+        texts, _ = tool_files(workspace, fmt, suggestions=not settings.blind, task=task, disagreements=True)
+        packed = io.BytesIO()
+        with zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name, text in sorted(texts.items()):
+                archive.writestr(name, text)
+        attachment = {"Content-Disposition": f'attachment; filename="disagreements-{fmt}.zip"'}
+        return Response(packed.getvalue(), media_type="application/zip", headers=attachment)
 
     @app.post("/ui/reviewers/revoke", dependencies=page_auth)
     def ui_revoke(request: Request, reviewer: Annotated[str, Form()]):

@@ -411,20 +411,36 @@ def settle(
     pair too may settle it: the adjudication then counts as self-settled. Who and when are the verdict's; undo
     takes it back. Only an open disagreement can be settled (one settled already is refused: undo first)."""
     with workspace.transaction() as db:
-        seen = store.verdict_by_key(db, idempotency_key)
-        if seen is None:
-            target = store.item(db, item_id)
-            if target is None or target.kind != "pair":
-                raise UnknownIdError("pair item", item_id)
-            judgments = list(rows.iter_judgments(db, target.query_id))
-            pair = (target.query_id, target.chunk_id)
-            if pair in policy.adjudications(judgments):
-                raise ReviewConflictError(f"item {item_id} is settled already: nothing was stored (undo it first)")
-            if len(set(policy.reviewer_grades(judgments).get(pair, {}).values())) < 2:
-                raise ReviewConflictError(f"item {item_id} is not a disagreement to settle: nothing was stored")
-        return record_verdict(
-            db, admin, item_id, "adjudicate", idempotency_key, grade=grade, comment=comment, seconds=seconds
-        )
+        return settle_in(db, admin, item_id, grade, idempotency_key, comment, seconds)
+
+
+def settle_in(
+    db,
+    admin: str,
+    item_id: str,
+    grade: int,
+    idempotency_key: str,
+    comment: str | None = None,
+    seconds: float | None = None,
+    source_at: str | None = None,
+) -> SubmitResult:
+    """:func:`settle` inside a transaction the caller holds (an import settles a whole file's disagreements in
+    one); ``source_at``, for a settlement made in another tool, when it says it was given."""
+    seen = store.verdict_by_key(db, idempotency_key)
+    if seen is None:
+        target = store.item(db, item_id)
+        if target is None or target.kind != "pair":
+            raise UnknownIdError("pair item", item_id)
+        judgments = list(rows.iter_judgments(db, target.query_id))
+        pair = (target.query_id, target.chunk_id)
+        if pair in policy.adjudications(judgments):
+            raise ReviewConflictError(f"item {item_id} is settled already: nothing was stored (undo it first)")
+        if len(set(policy.reviewer_grades(judgments).get(pair, {}).values())) < 2:
+            raise ReviewConflictError(f"item {item_id} is not a disagreement to settle: nothing was stored")
+    return record_verdict(
+        db, admin, item_id, "adjudicate", idempotency_key, grade=grade, comment=comment, seconds=seconds,
+        source_at=source_at,
+    )  # fmt: skip
 
 
 def record_verdict(

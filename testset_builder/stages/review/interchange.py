@@ -13,20 +13,28 @@ Imports are ordered by time: each imported grade keeps when its tool says it was
 older than the one its annotator stands by (imported or given here) is kept out and counted, never stored over it.
 So importing an older export after a newer one changes nothing. A grade whose export gives no time is taken as
 given now.
+
+Disagreements go out the same way (``disagreements=True``): the pairs reviewers graded differently and no admin
+settled, each with every reviewer's grade and comments, marked as records to settle. Their answers come back as
+settlements (:func:`~testset_builder.stages.review.settle_in`), not votes: per pair the latest answer settles it,
+under the annotator who gave it. A pair settled meanwhile, or whose reviewers agree by now, is kept out and counted.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from ...errors import InputError
+from ...errors import InputError, ReviewConflictError
 from ...export.review_tools import (
     QUESTION,
     Annotators,
     ImportedGrade,
     PendingPair,
+    Review,
+    ReviewTask,
     detect_format,
     named_annotator,
     read_records_at,
@@ -38,7 +46,7 @@ from ...store import review as store
 from ...store import reviewers as reviewer_store
 from ...store import rows
 from ...store.workspace import Workspace, utc_timestamp
-from . import dropped_questions, record_verdict, workspace_overlap
+from . import comments, disagreements_graded, dropped_questions, record_verdict, settle_in, workspace_overlap
 
 
 @dataclass
@@ -47,6 +55,7 @@ class ExportSummary:
     items: int
     with_suggestion: int
     files: list[str]
+    disagreements: bool = False  # the items are disagreements to settle
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -61,6 +70,8 @@ class ImportSummary:
     unchanged: int
     unanswered: int
     older: int = 0  # grades older than the one their annotator stands by: kept out
+    settled: int = 0  # disagreements settled by this import
+    not_open: int = 0  # answers to disagreements no longer open (settled since, or agreed on now): kept out
     reviewers: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # entries of the annotators file skipped
 
@@ -93,6 +104,59 @@ def pending_pairs(workspace: Workspace, overlap: int | None = None, limit: int |
     return pairs
 
 
+def disagreement_pairs(workspace: Workspace, limit: int | None = None) -> list[PendingPair]:
+    """The pairs reviewers stand by different grades on and no admin settled, highest priority first, each with
+    every reviewer's grade and what they said; pairs of dropped questions are left out."""
+    db, dropped = workspace.db, dropped_questions(workspace)
+    found = [(store.item(db, item_id), graded) for item_id, graded in disagreements_graded(workspace).items()]
+    found = [(item, graded) for item, graded in found if item is not None and item.query_id not in dropped]
+    pairs = []
+    for item, graded in sorted(found, key=lambda found: (-found[0].priority, found[0].item_id))[:limit]:
+        said: dict[str, list[str]] = {}
+        for entry in comments(workspace, item.item_id):
+            said.setdefault(entry["reviewer"], []).append(entry["comment"])
+        chunk = rows.get_chunk(db, item.chunk_id)
+        reviews = tuple(Review(who, grade, tuple(said.pop(who, ()))) for who, grade in sorted(graded.items()))
+        reviews += tuple(Review(who, None, tuple(texts)) for who, texts in sorted(said.items()))  # said, not graded
+        pairs.append(
+            PendingPair(
+                item.item_id, item.query_id, rows.get_query(db, item.query_id).text, chunk.chunk_id, chunk.text,
+                rows.get_document(db, chunk.doc_id).title or chunk.doc_id,
+                llm_proposal(workspace, item.query_id, item.chunk_id), reviews,
+            )
+        )  # fmt: skip
+    return pairs
+
+
+def tool_files(
+    workspace: Workspace,
+    fmt: str,
+    overlap: int | None = None,
+    limit: int | None = None,
+    suggestions: bool = True,
+    task: ReviewTask | None = None,
+    disagreements: bool = False,
+) -> tuple[dict[str, str], ExportSummary]:
+    """The files to hand ``fmt``'s tool (name -> text): the pending pairs, with the settings of the tool's project
+    made from ``task`` (its guidelines, grade meanings and overlap; unset: the defaults and the workspace's
+    overlap); ``overlap`` as :func:`pending_pairs` takes it. With ``disagreements``, the open disagreements instead
+    (:func:`disagreement_pairs`), to settle in the tool."""
+    if fmt not in REVIEW_FORMATS:
+        raise InputError(f"unknown format {fmt!r}; use one of {', '.join(REVIEW_FORMATS)}")
+    chosen = REVIEW_FORMATS[fmt]
+    pairs = disagreement_pairs(workspace, limit) if disagreements else pending_pairs(workspace, overlap, limit)
+    task = task or ReviewTask(overlap=workspace_overlap(workspace) if overlap is None else overlap)
+    files = chosen.write(pairs, suggestions)
+    if chosen.settings is not None:
+        files.update(chosen.settings(replace(task, settle=disagreements)))
+    texts = {
+        name: content if isinstance(content, str) else json.dumps(content, indent=2, ensure_ascii=False) + "\n"
+        for name, content in files.items()
+    }
+    with_suggestion = sum(1 for p in pairs if p.proposal is not None) if suggestions else 0
+    return texts, ExportSummary(fmt, len(pairs), with_suggestion, sorted(files), disagreements)
+
+
 def export_pending(
     workspace: Workspace,
     fmt: str,
@@ -100,21 +164,17 @@ def export_pending(
     overlap: int | None = None,
     limit: int | None = None,
     suggestions: bool = True,
+    task: ReviewTask | None = None,
+    disagreements: bool = False,
 ) -> ExportSummary:
-    """Write the pending pairs for ``fmt`` into ``out_dir`` (made if missing; files in it are replaced); ``overlap``
-    as :func:`pending_pairs` takes it."""
-    if fmt not in REVIEW_FORMATS:
-        raise InputError(f"unknown format {fmt!r}; use one of {', '.join(REVIEW_FORMATS)}")
-    pairs = pending_pairs(workspace, overlap, limit)
-    files = REVIEW_FORMATS[fmt].write(pairs, suggestions)
+    """Write :func:`tool_files` into ``out_dir`` (made if missing; files in it are replaced)."""
+    texts, summary = tool_files(workspace, fmt, overlap, limit, suggestions, task, disagreements)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, content in files.items():
-        text = content if isinstance(content, str) else json.dumps(content, indent=2, ensure_ascii=False) + "\n"
+    for name, text in texts.items():
         partial = out_dir / f".{name}.partial"
         partial.write_text(text, encoding="utf-8")
         partial.replace(out_dir / name)  # a reader never sees half a file
-    with_suggestion = sum(1 for p in pairs if p.proposal is not None) if suggestions else 0
-    return ExportSummary(fmt, len(pairs), with_suggestion, sorted(files))
+    return summary
 
 
 # import --------------------------------------------------------------------------------------------------------------
@@ -218,13 +278,15 @@ def import_annotations(
             path=path,
         )
     warnings = _skip_unused(fmt, grades, annotators.skipped)
-    new, unchanged, older = 0, 0, 0
+    new, older = 0, 0
     with workspace.transaction() as db:  # the whole file or nothing
         grades, more = _name_annotators(db, fmt, grades, dict(annotators.names))
         warnings += more
+        settled, unchanged, not_open, more = _settle(db, fmt, [g for g in grades if g.settle])
+        warnings += more
         standing = policy.reviewer_grades(list(rows.iter_judgments(db)))
         stood = {(v.item_id, v.reviewer): v for v, _ in store.effective_verdicts(db, "pair") if v.action == "grade"}
-        for grade in grades:
+        for grade in (g for g in grades if not g.settle):
             item = items[grade.item_id]
             before = stood.get((grade.item_id, grade.reviewer))
             if standing.get((item.query_id, item.chunk_id), {}).get(grade.reviewer) == grade.grade:
@@ -244,7 +306,35 @@ def import_annotations(
             unchanged += not result.created
             stood[(grade.item_id, grade.reviewer)] = result.verdict
     reviewers = sorted({g.reviewer for g in grades})
-    return ImportSummary(fmt, len(records), len(grades), new, unchanged, unanswered, older, reviewers, warnings)
+    return ImportSummary(
+        fmt, len(records), len(grades), new, unchanged, unanswered, older, settled, not_open, reviewers, warnings
+    )
+
+
+def _settle(db, fmt: str, answers: list[ImportedGrade]) -> tuple[int, int, int, list[str]]:
+    """Settle the disagreements answered in the tool, inside the import's transaction: per pair the latest answer
+    (one without a time counts as given now), under the annotator who gave it. Returns how many were settled now,
+    settled by this file before, no longer open (settled since, or its reviewers agree now: kept out), and a
+    warning when some pair was answered by more than one annotator."""
+    latest: dict[str, ImportedGrade] = {}
+    for answer in answers:
+        before = latest.get(answer.item_id)
+        if before is None or (before.at is not None and (answer.at is None or answer.at >= before.at)):
+            latest[answer.item_id] = answer
+    settled = unchanged = not_open = 0
+    for answer in latest.values():
+        key = f"{fmt}:settle:{answer.item_id}:{answer.reviewer}:{answer.grade}"
+        try:
+            result = settle_in(db, answer.reviewer, answer.item_id, answer.grade, key, None, answer.seconds, answer.at)
+        except ReviewConflictError:
+            not_open += 1
+            continue
+        settled += result.created
+        unchanged += not result.created
+    annotators = Counter(item for item, _ in {(a.item_id, a.reviewer) for a in answers})
+    twice = sum(1 for count in annotators.values() if count > 1)
+    said = [f"{twice} disagreements were answered by more than one annotator: the latest answer settles each"]
+    return settled, unchanged, not_open, said if twice else []
 
 
 def _where(grade: ImportedGrade, fmt: str, lines: list[int]) -> str:
