@@ -65,10 +65,12 @@ class ReportResult:
     version: str
     runs: list[str]
     online: dict | None = None  # the production logs' figures, on a release that carries them
+    coverage: dict | None = None  # the logged traffic its questions cover (stages.release.coverage)
 
     def as_dict(self) -> dict:
         document = {"report": str(self.path), "version": self.version, "runs": self.runs}
-        return {**document, **({"online": self.online} if self.online else {})}
+        extra = {"online": self.online, "coverage": self.coverage}
+        return {**document, **{key: value for key, value in extra.items() if value}}
 
 
 def report(
@@ -86,11 +88,11 @@ def report(
             raise InputError("give out=FILE.html for a release directory")
         out = root / "reports" / f"{loaded.version}.html"
     read = [r if hasattr(r, "table") else read_run(r) for r in runs]
-    built = build_report(loaded, read)
+    built = build_report(loaded, read, coverage=_coverage(loaded))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(built), encoding="utf-8")
-    return ReportResult(out, loaded.version, [r.name for r in read], built.online)
+    return ReportResult(out, loaded.version, [r.name for r in read], built.online, built.coverage)
 
 
 def retrieve(retriever: Retriever, queries: Mapping[str, str], k: int = 100, name: str | None = None) -> Run:
@@ -132,6 +134,7 @@ class ScoreResult:
     alpha: float
     quality: dict | None = None  # the estimate's held-out AUC and ECE, in one word (labels.fitting)
     transfer: Transfer | None = None  # synthetic questions against real queries, on a release with both
+    coverage: dict | None = None  # the logged traffic its questions cover, for a workspace's release with a log
 
     @property
     def metrics(self) -> dict:
@@ -144,6 +147,8 @@ class ScoreResult:
             extra["estimate_quality"] = self.quality
         if self.transfer is not None:
             extra["transfer"] = self.transfer.as_dict()
+        if self.coverage is not None:
+            extra["coverage"] = self.coverage
         if len(self.reports) == 1:
             return {**self.reports[0], **extra}
         return {"runs": self.reports, "against_best": self.against_best, "alpha": self.alpha, "correction": "holm",
@@ -201,7 +206,16 @@ def score(
         reports, best, quality = _applying_figures(estimates, made, specs, reports, best, alpha)
     sizes = set_sizes(evaluations, clusters.codes, alpha, detect)
     checked = _transfer(evaluations, loaded, resamples, seed, alpha) if loaded is not None else None
-    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality, checked)
+    coverage = _coverage(loaded)
+    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality, checked, coverage)
+
+
+def _coverage(loaded) -> dict | None:
+    """The coverage of the logged traffic by a workspace's release, as ``release`` measured it
+    (:mod:`~.stages.release.coverage`); None for a release outside its workspace or one without a log."""
+    from ..stages.release.coverage import read_coverage
+
+    return read_coverage(loaded.path) if loaded is not None else None
 
 
 def _transfer(evaluations, loaded, resamples: int, seed: int, alpha: float):

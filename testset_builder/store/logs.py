@@ -204,16 +204,31 @@ class LogDraw:
     duplicate_of: str | None = None
 
 
+_WITH_SIGNALS = (
+    "SELECT l.*, q.text, (SELECT r.score FROM log_retrievals r WHERE r.query_id = l.query_id AND r.rank = 1) "
+    "AS top_score, EXISTS (SELECT 1 FROM log_retrievals r WHERE r.query_id = l.query_id) AS retrieved "
+    "FROM log_queries l JOIN queries q USING (query_id) "
+)
+
+
 def undrawn_logged(db: sqlite3.Connection) -> list[dict]:
     """Logged queries no draw has considered yet, with their aggregates and top production score and text."""
     cursor = db.execute(
-        "SELECT l.*, q.text, (SELECT r.score FROM log_retrievals r WHERE r.query_id = l.query_id AND r.rank = 1) "
-        "AS top_score, EXISTS (SELECT 1 FROM log_retrievals r WHERE r.query_id = l.query_id) AS retrieved "
-        "FROM log_queries l JOIN queries q USING (query_id) "
-        "WHERE l.query_id NOT IN (SELECT query_id FROM log_draws) ORDER BY l.frequency DESC, l.query_id"
+        _WITH_SIGNALS + "WHERE l.query_id NOT IN (SELECT query_id FROM log_draws) ORDER BY l.frequency DESC, l.query_id"
     )
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row)) for row in cursor]
+
+
+def logged_with_signals(db: sqlite3.Connection) -> list[dict]:
+    """Every logged query with its aggregates, top production score and text, most frequent first."""
+    cursor = db.execute(_WITH_SIGNALS + "ORDER BY l.frequency DESC, l.query_id")
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor]
+
+
+def has_logged_queries(db: sqlite3.Connection) -> bool:
+    return db.execute("SELECT 1 FROM log_queries LIMIT 1").fetchone() is not None
 
 
 def undrawn_count(db: sqlite3.Connection) -> int:
