@@ -155,3 +155,37 @@ def test_release_measures_the_traffic_its_questions_cover_and_score_and_report_s
     assert main(["report", "--release", f"{ws.root}@{made.version}", "--run", str(run), "--out", str(out)]) == 0
     page = out.read_text(encoding="utf-8")
     assert 'data-table="generate_next"' in page and "how can I export my data as CSV?" in page
+
+
+def test_without_the_dense_encoder_release_says_coverage_was_not_measured_and_why(
+    docs_workspace, tmp_path, monkeypatch
+):
+    from testset_builder import api
+    from testset_builder.config import Config
+    from testset_builder.metrics.coverage import traffic_coverage_lines
+
+    monkeypatch.setattr("testset_builder.retrieval.dense.dense_available", lambda: False)
+    logged_and_released(docs_workspace, tmp_path)
+    found = api.release(Config(workspace=docs_workspace.root), workspace=docs_workspace).coverage
+    assert "dense" in found["unavailable"] and "traffic" not in found
+    assert traffic_coverage_lines(found)[0].startswith("production traffic covered: not measured (it needs the dense")
+
+
+def test_release_measures_coverage_again_when_the_log_grew_though_the_test_set_did_not(
+    docs_workspace, tmp_path, monkeypatch
+):
+    from testset_builder import api
+    from testset_builder.config import Config
+    from testset_builder.stages.logs.importer import import_logs
+
+    monkeypatch.setattr("testset_builder.retrieval.dense.dense_available", lambda: False)  # no encoding needed here
+    logged_and_released(docs_workspace, tmp_path)
+    config = Config(workspace=docs_workspace.root)
+    first = api.release(config, workspace=docs_workspace)
+    unchanged = api.release(config, workspace=docs_workspace)
+    assert unchanged.coverage["fingerprint"] == first.coverage["fingerprint"]
+    (tmp_path / "more.jsonl").write_text(json.dumps({"query": "how do I delete my account?"}) + "\n", encoding="utf-8")
+    import_logs(docs_workspace, tmp_path / "more.jsonl")
+    grown = api.release(config, workspace=docs_workspace)
+    assert not grown.new and grown.version == first.version
+    assert grown.coverage["fingerprint"] != first.coverage["fingerprint"]
