@@ -30,7 +30,8 @@ def app_spans(ws, shape: str) -> tuple[list, dict[str, list[str]]]:
 
     ``dict``: a chain called with ``{"question", "chat_history"}`` (its input as JSON), a retriever asked the
     question, an LLM given the whole prompt. ``server``: the same under a web server's span (FastAPI's: kind
-    SERVER, ``http.*``) whose input is the reply. ``split``: retrieval and generation in two traces."""
+    SERVER, ``http.*``) whose input is the reply. ``split``: retrieval and generation in two traces.
+    ``split-feedback``: the same, the user's feedback on the generation trace."""
     from opentelemetry import context
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -70,10 +71,16 @@ def app_spans(ws, shape: str) -> tuple[list, dict[str, list[str]]]:
                 with tracer.start_as_current_span("RetrievalQA", attributes=chain):
                     tracer.start_span("retriever", attributes=retriever).end()
                     tracer.start_span("ChatOpenAI", attributes=llm).end()
-        else:  # split: the app retrieves in one trace, then generates in a new one
+        elif shape == "split":  # the app retrieves in one trace, then generates in a new one
             with tracer.start_as_current_span("retrieve", attributes={**chain, **request}):
                 tracer.start_span("retriever", attributes=retriever).end()
             with tracer.start_as_current_span("generate", context=context.Context(), attributes=llm):
+                pass
+        else:  # split, the feedback on the generation trace (where the app's reply was shown), both in the session
+            session = {"session.id": request["session.id"]}
+            with tracer.start_as_current_span("retrieve", attributes={**chain, **session}):
+                tracer.start_span("retriever", attributes=retriever).end()
+            with tracer.start_as_current_span("generate", context=context.Context(), attributes={**llm, **request}):
                 pass
         latest[question] = picked
     provider.shutdown()

@@ -27,9 +27,10 @@ class ReleaseResult:
     new: bool
     path: Path
     summary: ReleaseSummary | None = None
+    coverage: dict | None = None  # how much of the logged traffic its questions cover (stages.release.coverage)
 
     def as_dict(self) -> dict:
-        return {"version": self.version, "new": self.new}
+        return {"version": self.version, "new": self.new, **({"coverage": self.coverage} if self.coverage else {})}
 
 
 def release(
@@ -63,10 +64,24 @@ def release(
     with opened(config, workspace) as ws:
         if version is None and if_changed:
             made, version = release_if_changed(ws, policy, bump or "minor", notes=notes, parent=parent)
-            return ReleaseResult(version, made is not None, release_dir(ws.root, version), made)
+            path = release_dir(ws.root, version)
+            return ReleaseResult(version, made is not None, path, made, _coverage(ws, path))
         version = version or next_version(existing_versions(ws), bump or "minor")
         made = write_release(ws, version, policy, notes=notes, parent=parent)
-    return ReleaseResult(made.version, True, Path(made.path), made)
+        return ReleaseResult(made.version, True, Path(made.path), made, _coverage(ws, Path(made.path)))
+
+
+def _coverage(ws: Workspace, path: Path) -> dict | None:
+    """The coverage of the workspace's logged traffic by the release at ``path``, measured again when the log or
+    the release changed since (:mod:`~testset_builder.stages.release.coverage`); None without a log."""
+    from ..stages.release import load_release as loading
+    from ..stages.release.coverage import measure_coverage
+    from ..store.logs import has_logged_queries
+
+    if not has_logged_queries(ws.db):
+        return None
+    loaded = loading(path, verify=False)  # the workspace's own release: its queries are all that is read
+    return measure_coverage(ws, path, loaded.manifest["content_sha256"], loaded.queries)
 
 
 def load_release(release: str | Path | LoadedRelease) -> LoadedRelease:

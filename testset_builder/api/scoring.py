@@ -65,10 +65,12 @@ class ReportResult:
     version: str
     runs: list[str]
     online: dict | None = None  # the production logs' figures, on a release that carries them
+    coverage: dict | None = None  # the logged traffic its questions cover (stages.release.coverage)
 
     def as_dict(self) -> dict:
         document = {"report": str(self.path), "version": self.version, "runs": self.runs}
-        return {**document, **({"online": self.online} if self.online else {})}
+        extra = {"online": self.online, "coverage": self.coverage}
+        return {**document, **{key: value for key, value in extra.items() if value}}
 
 
 def report(
@@ -86,11 +88,11 @@ def report(
             raise InputError("give out=FILE.html for a release directory")
         out = root / "reports" / f"{loaded.version}.html"
     read = [r if hasattr(r, "table") else read_run(r) for r in runs]
-    built = build_report(loaded, read)
+    built = build_report(loaded, read, coverage=_coverage(loaded))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(built), encoding="utf-8")
-    return ReportResult(out, loaded.version, [r.name for r in read], built.online)
+    return ReportResult(out, loaded.version, [r.name for r in read], built.online, built.coverage)
 
 
 def retrieve(retriever: Retriever, queries: Mapping[str, str], k: int = 100, name: str | None = None) -> Run:
@@ -133,6 +135,7 @@ class ScoreResult:
     quality: dict | None = None  # the estimate's held-out AUC and ECE, in one word (labels.fitting)
     transfer: Transfer | None = None  # synthetic questions against real queries, on a release with both
     synthetic_audit: dict | None = None  # the release's unchecked synthetic labels and their estimated error rate
+    coverage: dict | None = None  # the logged traffic its questions cover, for a workspace's release with a log
 
     @property
     def metrics(self) -> dict:
@@ -147,6 +150,8 @@ class ScoreResult:
             extra["transfer"] = self.transfer.as_dict()
         if self.synthetic_audit is not None:
             extra["synthetic_audit"] = self.synthetic_audit
+        if self.coverage is not None:
+            extra["coverage"] = self.coverage
         if len(self.reports) == 1:
             return {**self.reports[0], **extra}
         return {"runs": self.reports, "against_best": self.against_best, "alpha": self.alpha, "correction": "holm",
@@ -205,7 +210,16 @@ def score(
     sizes = set_sizes(evaluations, clusters.codes, alpha, detect)
     checked = _transfer(evaluations, loaded, resamples, seed, alpha) if loaded is not None else None
     audit = ((loaded.manifest["counts"].get("checked_by_human") or {}).get("synthetic_audit")) if loaded else None
-    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality, checked, audit)
+    coverage = _coverage(loaded)
+    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality, checked, audit, coverage)
+
+
+def _coverage(loaded) -> dict | None:
+    """The coverage of the logged traffic by a workspace's release, as ``release`` measured it
+    (:mod:`~.stages.release.coverage`); None for a release outside its workspace or one without a log."""
+    from ..stages.release.coverage import read_coverage
+
+    return read_coverage(loaded.path) if loaded is not None else None
 
 
 def _transfer(evaluations, loaded, resamples: int, seed: int, alpha: float):

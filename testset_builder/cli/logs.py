@@ -75,6 +75,12 @@ def import_logs(
         f"imported {escape(log.name)}{resumed}: {summary.records} records, {summary.new_queries} new queries, "
         f"{summary.records_with_retrieval} with a retrieval, "
         f"{summary.feedback} with feedback"
+        + (f", feedback added to {summary.late_feedback} requests imported before" if summary.late_feedback else "")
+        + (
+            f", feedback of {summary.feedback_attached} traces without a retrieval added to their session's retrieval"
+            if summary.feedback_attached
+            else ""
+        )
         + (f"; skipped {skipped_text(summary.skipped)}" if summary.skipped else "")
         + "; "
         f"{summary.results} retrieved results: {summary.by_id} by id, {summary.by_exact_text} by exact and "

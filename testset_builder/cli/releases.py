@@ -101,13 +101,14 @@ def release(
         raise InputError("give exactly one of --version X.Y.Z or --bump major|minor|patch")
     resolved = settings(config, workspace)
     with open_workspace_for(resolved) as ws:
-        summary = api.release(
+        made = api.release(
             resolved, workspace=ws, version=version, bump=bump, if_changed=False, notes=notes, parent=parent,
             name=name, license=license_id, include_unverified=include_unverified, estimates=estimates,
             adjudicator=adjudicator,
-        ).summary  # fmt: skip
+        )  # fmt: skip
+    summary = made.summary
     if json_output:
-        print(json.dumps(summary.as_dict(), indent=2))
+        print(json.dumps({**summary.as_dict(), **({"coverage": made.coverage} if made.coverage else {})}, indent=2))
         return
     counts = summary.counts
     origins = ", ".join(f"{n} {o}" for o, n in counts["qrels_by_origin"].items() if n)
@@ -141,6 +142,11 @@ def release(
         out.print(
             f"[yellow]note:[/] the content equals its parent {summary.parent_version}'s: nothing changed since then"
         )
+    if made.coverage is not None:
+        from ..metrics.coverage import traffic_coverage_lines
+
+        for line in traffic_coverage_lines(made.coverage):
+            out.print(line, highlight=False, markup=False)
 
 
 @app.command()

@@ -170,6 +170,10 @@ def score(
     with 95% intervals. A warning says when the subsets order two runs oppositely, or a gap is clear of 0. JSON:
     `transfer`.
 
+    On a workspace's release, when the workspace has a production log, the last lines say how much of the logged
+    traffic the test questions cover, and which topics of it to write questions for next (measured by `release`).
+    JSON: `coverage`.
+
     Example: `testset-builder score --release testset@latest --runs 'runs/*.trec' --metrics ndcg@10,recall@10`.
     """
     import numpy as np
@@ -178,6 +182,7 @@ def score(
     from ..export import read_runs
     from ..export.reports import check_writable, write_per_query_csv
     from ..metrics import parse_metrics
+    from ..metrics.coverage import traffic_coverage_lines
     from ..metrics.guidance import cluster_line, half_width_line, recall_curves_table, runs_table, set_size_line
     from ..metrics.report import details_table, diagnostic_lines, estimate_lines, score_table
     from ..metrics.transfer import transfer_lines
@@ -236,6 +241,9 @@ def score(
             out.print(line, highlight=False)
         for warning in scored.transfer.warnings:
             err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    if scored.coverage is not None:
+        for line in traffic_coverage_lines(scored.coverage):
+            out.print(line, highlight=False, markup=False)
     if per_query:
         out.print(f"per-query values written to {per_query}")
 

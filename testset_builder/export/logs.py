@@ -13,6 +13,7 @@ OpenTelemetry: the spans of the traces still open) at a time, so a log of any si
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 from collections.abc import Callable, Iterable, Iterator
@@ -64,6 +65,25 @@ class Skipped:
 
     line: int
     reason: str
+
+
+@dataclass
+class Feedback:
+    """A user's feedback on a request with no retrieval of its own: the generation trace of an app that retrieves
+    in another trace, or a line of a log that names a request's id and gives only its feedback. The import adds it
+    to the request its ``trace`` names, else to its session's nearest earlier retrieval."""
+
+    line: int
+    trace: str | None
+    thumbs: int | None = None
+    rating: float | None = None
+    comment: str | None = None
+    timestamp: str | None = None
+    session: str | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.thumbs is not None or self.rating is not None or bool(self.comment)
 
 
 @dataclass(frozen=True)
@@ -210,11 +230,20 @@ def _retrieved(value: Any, fields: LogFields) -> list[Retrieved]:
     return results
 
 
-def parse_record(line: int, raw: dict, fields: LogFields) -> LogRecord:
-    """One log record from a JSON object or CSV row; ValueError says what is wrong with it."""
+def parse_record(line: int, raw: dict, fields: LogFields) -> LogRecord | Feedback:
+    """One log record from a JSON object or CSV row, or the feedback alone on a request the line names by its id
+    (no query); ValueError says what is wrong with it."""
     query = _question(_get(raw, fields.query), fields)
     if query is None or not query.strip():
-        raise ValueError(f"no query (field {fields.query!r})")
+        trace = _text(_get(raw, fields.trace_id), "the trace id")
+        feedback = Feedback(
+            line, trace, _thumbs(_get(raw, fields.thumbs)), _number(_get(raw, fields.rating), "rating"),
+            _text(_get(raw, fields.comment), "the comment"), _text(_get(raw, fields.timestamp), "the timestamp"),
+            _text(_get(raw, fields.session), "the session"),
+        )  # fmt: skip
+        if trace is None or not feedback.given:
+            raise ValueError(f"no query (field {fields.query!r})")
+        return feedback
     return LogRecord(
         line=line,
         query=query,
@@ -712,7 +741,7 @@ def _annotated(notes: list[dict], fields: LogFields, tally: phoenix.Annotations 
 
 def _trace_record(
     trace_id: str, line: int, spans: list[dict], fields: LogFields, annotations: phoenix.Annotations | None = None
-) -> LogRecord | Skipped | Unreadable:
+) -> LogRecord | Feedback | Skipped | Unreadable:
     """A trace's record. The query is the question its retriever was asked (the retrieval span's input), else the
     app's top span's (the root, or the first below a web server's span); the results are that retrieval's. The
     answer comes from the app's top span, feedback and session from any span, and from Phoenix's annotations on
@@ -721,24 +750,28 @@ def _trace_record(
     Two kinds of trace are no query's record, each skipped with its reason: one without a retrieval span (a chat
     turn that retrieved nothing, or one whose retrieval is in another file), and one cut off, whose root span is
     not in the file (a file cut or rotated mid-trace; a later file holding the whole trace records it). A server
-    span whose parent is elsewhere is a root: a request that came in from another service."""
+    span whose parent is elsewhere is a root: a request that came in from another service. A trace without a
+    retrieval that holds feedback (an app's generation trace) gives its :class:`Feedback`, with its session."""
     record = _trace_parts(trace_id, line, spans, fields)
-    if annotations is None:
-        return record
-    notes = annotations.take(trace_id, (s["span"] for s in spans))
-    annotations.phoenix_spans |= any(s.get("phoenix") for s in spans)
-    if not isinstance(record, LogRecord):
-        annotations.off_record += len(notes)
-        return record
-    found = _annotated(notes, fields, annotations)
-    record.thumbs = record.thumbs if record.thumbs is not None else found.get("thumbs")
-    record.rating = record.rating if record.rating is not None else found.get("rating")
-    record.comment = record.comment or found.get("comment")
-    annotations.feedback_records += record.thumbs is not None or record.rating is not None or bool(record.comment)
+    if annotations is not None:
+        notes = annotations.take(trace_id, (s["span"] for s in spans))
+        annotations.phoenix_spans |= any(s.get("phoenix") for s in spans)
+        if not isinstance(record, LogRecord | Feedback):
+            annotations.off_record += len(notes)
+            return record
+        found = _annotated(notes, fields, annotations)
+        record.thumbs = record.thumbs if record.thumbs is not None else found.get("thumbs")
+        record.rating = record.rating if record.rating is not None else found.get("rating")
+        record.comment = record.comment or found.get("comment")
+        annotations.feedback_records += record.thumbs is not None or record.rating is not None or bool(record.comment)
+    if isinstance(record, Feedback) and not record.given:
+        return Skipped(line, NO_RETRIEVAL)
     return record
 
 
-def _trace_parts(trace_id: str, line: int, spans: list[dict], fields: LogFields) -> LogRecord | Skipped | Unreadable:
+def _trace_parts(
+    trace_id: str, line: int, spans: list[dict], fields: LogFields
+) -> LogRecord | Feedback | Skipped | Unreadable:
     """A trace's record from its spans alone (see :func:`_trace_record`)."""
     try:
         by_id = {s["span"]: s for s in spans if s["span"]}
@@ -748,7 +781,7 @@ def _trace_parts(trace_id: str, line: int, spans: list[dict], fields: LogFields)
         ordered = sorted(spans, key=lambda s: s["start"] or "")
         retrievals = [s for s in ordered if _is_retrieval(s["attributes"])]
         if not retrievals:
-            return Skipped(line, NO_RETRIEVAL)
+            return _feedback_alone(trace_id, line, ordered, fields)
         results = [(s, _documents(s["attributes"], fields) or _genai_documents(s["attributes"], fields))
                    for s in retrievals]  # fmt: skip
         primary, documents = next(((s, d) for s, d in results if d), results[0])
@@ -786,6 +819,24 @@ def _trace_parts(trace_id: str, line: int, spans: list[dict], fields: LogFields)
         )
     except BROKEN as error:
         return Unreadable(line, f"trace {trace_id}: {error}")
+
+
+def _feedback_alone(trace_id: str, line: int, ordered: list[dict], fields: LogFields) -> Feedback:
+    """The feedback and session of a trace without a retrieval (spans in start order; the first span's start is
+    the trace's time). A value that cannot be read is no feedback: the trace was no record anyway."""
+    attributes: dict[str, Any] = {}
+    for span in ordered:
+        attributes.update(span["attributes"])
+    found = Feedback(line, trace_id, timestamp=next((s["start"] for s in ordered if s["start"]), None))
+    for name, read in (
+        ("thumbs", lambda: _thumbs(attributes.get(fields.thumbs))),
+        ("rating", lambda: _number(attributes.get(fields.rating), "rating")),
+        ("comment", lambda: _text(attributes.get(fields.comment), "the comment")),
+        ("session", lambda: _text(_first(attributes, ("session.id", fields.session)), "the session")),
+    ):
+        with contextlib.suppress(*BROKEN):
+            setattr(found, name, read())
+    return found
 
 
 def grouped_by_trace(
@@ -833,7 +884,7 @@ def grouped_by_trace(
         yield trace_id, final, items
 
 
-def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Skipped | Unreadable | Notice]:
+def read_otel(path: Path, fields: LogFields) -> Iterator[LogRecord | Feedback | Skipped | Unreadable | Notice]:
     """OpenTelemetry traces, one record each, from what exporters write: OTLP JSON (the Collector's file exporter
     and the SDK's OTLP encoder: an export request a line, ids hex or base64, camelCase or protobuf's proto field
     names), one span a line (OTLP, flat, or the console exporter's one-line form), the SDK's console exporter (one

@@ -46,6 +46,7 @@ class Report:
     trust: dict | None = None
     online: dict | None = None  # online signals, when the release carries production logs
     transfer: dict | None = None  # synthetic questions against real queries (metrics.transfer), when it has both
+    coverage: dict | None = None  # the logged traffic its questions cover (metrics.coverage), when measured
     runs: list[dict] = field(default_factory=list)
     targets: tuple[float, ...] = DEFAULT_TARGETS
     clusters: str = ""
@@ -65,9 +66,11 @@ def passage(release, chunk_id: str) -> str:
     return "\n".join(part for part in (doc.get("title"), doc.get("text")) if part)
 
 
-def build_report(release, runs: Sequence[Run] = (), seed: int = 0) -> Report:
+def build_report(release, runs: Sequence[Run] = (), seed: int = 0, coverage: dict | None = None) -> Report:
+    """The report of ``release`` and ``runs``; ``coverage``: how much of the logged traffic its questions cover, as
+    the workspace measured it (:mod:`~testset_builder.metrics.coverage`), when it has a log."""
     manifest, counts = release.manifest, release.manifest["counts"]
-    report = Report(manifest.get("name") or "test set", manifest["version"], counts)
+    report = Report(manifest.get("name") or "test set", manifest["version"], counts, coverage=coverage)
     origin = origins(release)
     by_origin = Counter(origin.values())
     report.plots["queries_by_origin"] = plots.bars(

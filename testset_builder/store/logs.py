@@ -85,17 +85,74 @@ def import_counts(db: sqlite3.Connection, import_id: str) -> dict:
     return json.loads(row[0]) if row else {}
 
 
-def seen_traces_among(db: sqlite3.Connection, trace_keys: Iterable[str]) -> set[str]:
-    """Those of ``trace_keys`` (hashed trace ids) an import recorded already."""
-    sql = "SELECT trace_key FROM log_traces WHERE trace_key IN ({marks})"
-    return {row[0] for row in rows_in(db, sql, sorted(set(trace_keys)))}
+@dataclass
+class TraceFeedback:
+    """What the workspace counted for one request (a trace, by the hash of its id): the logged query it went to, and
+    the feedback counted for it. ``kind``: ``request`` (the record of a retrieval) or ``feedback`` (a trace with
+    feedback alone, counted on its session's retrieval). ``session`` and ``seen_at``: the request's session (a hash)
+    and time, which find a session's retrievals. ``query_id`` is None for a request recorded before schema 31."""
+
+    trace_key: str
+    query_id: str | None
+    kind: str = "request"
+    thumbs: int | None = None
+    rating: float | None = None
+    commented: bool = False
+    session: str | None = None
+    seen_at: str | None = None
 
 
-def add_traces(db: sqlite3.Connection, import_id: str, trace_keys: Iterable[str]) -> None:
-    """Record the requests (hashed trace ids) an import recorded."""
+_TRACE_COLUMNS = "trace_key, query_id, kind, thumbs, rating, commented, session, seen_at"
+
+
+def _trace(row: tuple) -> TraceFeedback:
+    key, query_id, kind, thumbs, rating, commented, session, seen_at = row
+    return TraceFeedback(key, query_id, kind or "request", thumbs, rating, bool(commented), session, seen_at)
+
+
+def traces_among(db: sqlite3.Connection, trace_keys: Iterable[str]) -> dict[str, TraceFeedback]:
+    """Those of ``trace_keys`` (hashed trace ids) an import recorded already, with what was counted for each."""
+    sql = f"SELECT {_TRACE_COLUMNS} FROM log_traces WHERE trace_key IN ({{marks}})"
+    return {row[0]: _trace(row) for row in rows_in(db, sql, sorted(set(trace_keys)))}
+
+
+def retrievals_in_sessions(db: sqlite3.Connection, sessions: Iterable[str]) -> list[TraceFeedback]:
+    """The recorded retrievals (requests) of ``sessions`` (hashed session ids)."""
+    sql = f"SELECT {_TRACE_COLUMNS} FROM log_traces WHERE kind = 'request' AND session IN ({{marks}})"
+    return [_trace(row) for row in rows_in(db, sql, sorted(set(sessions)))]
+
+
+def add_traces(db: sqlite3.Connection, import_id: str, traces: Iterable[TraceFeedback]) -> None:
+    """Record the requests an import recorded, with their query and the feedback counted for them."""
     db.executemany(
-        "INSERT INTO log_traces (trace_key, import_id) VALUES (?, ?) ON CONFLICT(trace_key) DO NOTHING",
-        [(key, import_id) for key in trace_keys],
+        "INSERT INTO log_traces (trace_key, import_id, query_id, kind, thumbs, rating, commented, session, seen_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(trace_key) DO NOTHING",
+        [
+            (t.trace_key, import_id, t.query_id, t.kind, t.thumbs, t.rating, int(t.commented), t.session, t.seen_at)
+            for t in traces
+        ],
+    )
+
+
+def update_trace_feedback(db: sqlite3.Connection, traces: Iterable[TraceFeedback]) -> None:
+    """Keep the feedback now counted for requests recorded before."""
+    db.executemany(
+        "UPDATE log_traces SET thumbs = ?, rating = ?, commented = ? WHERE trace_key = ?",
+        [(t.thumbs, t.rating, int(t.commented), t.trace_key) for t in traces],
+    )
+
+
+def add_feedback(db: sqlite3.Connection, changes: Iterable[QueryLog]) -> None:
+    """Add feedback given late (``changes``: per query, the thumbs, ratings and comments to add, the comment to keep)
+    to queries logged before."""
+    db.executemany(
+        "UPDATE log_queries SET thumbs_up = thumbs_up + ?, thumbs_down = thumbs_down + ?, "
+        "rating_sum = rating_sum + ?, ratings = ratings + ?, comments = comments + ?, "
+        "last_comment = COALESCE(?, last_comment) WHERE query_id = ?",
+        [
+            (c.thumbs_up, c.thumbs_down, c.rating_sum, c.ratings, c.comments, c.last_comment, c.query_id)
+            for c in changes
+        ],
     )
 
 
@@ -204,16 +261,31 @@ class LogDraw:
     duplicate_of: str | None = None
 
 
+_WITH_SIGNALS = (
+    "SELECT l.*, q.text, (SELECT r.score FROM log_retrievals r WHERE r.query_id = l.query_id AND r.rank = 1) "
+    "AS top_score, EXISTS (SELECT 1 FROM log_retrievals r WHERE r.query_id = l.query_id) AS retrieved "
+    "FROM log_queries l JOIN queries q USING (query_id) "
+)
+
+
 def undrawn_logged(db: sqlite3.Connection) -> list[dict]:
     """Logged queries no draw has considered yet, with their aggregates and top production score and text."""
     cursor = db.execute(
-        "SELECT l.*, q.text, (SELECT r.score FROM log_retrievals r WHERE r.query_id = l.query_id AND r.rank = 1) "
-        "AS top_score, EXISTS (SELECT 1 FROM log_retrievals r WHERE r.query_id = l.query_id) AS retrieved "
-        "FROM log_queries l JOIN queries q USING (query_id) "
-        "WHERE l.query_id NOT IN (SELECT query_id FROM log_draws) ORDER BY l.frequency DESC, l.query_id"
+        _WITH_SIGNALS + "WHERE l.query_id NOT IN (SELECT query_id FROM log_draws) ORDER BY l.frequency DESC, l.query_id"
     )
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row)) for row in cursor]
+
+
+def logged_with_signals(db: sqlite3.Connection) -> list[dict]:
+    """Every logged query with its aggregates, top production score and text, most frequent first."""
+    cursor = db.execute(_WITH_SIGNALS + "ORDER BY l.frequency DESC, l.query_id")
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor]
+
+
+def has_logged_queries(db: sqlite3.Connection) -> bool:
+    return db.execute("SELECT 1 FROM log_queries LIMIT 1").fetchone() is not None
 
 
 def undrawn_count(db: sqlite3.Connection) -> int:

@@ -864,6 +864,24 @@ def m030_synthetic_audit(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(31)
+def m031_trace_feedback(db: sqlite3.Connection) -> None:
+    """``log_traces`` links each request to its logged query and keeps the feedback counted for it, so feedback
+    given after the request was imported is added to it once. ``kind``: ``request`` for a retrieval's record,
+    ``feedback`` for a trace with feedback alone (an app's generation trace) counted on its session's retrieval.
+    ``session`` (hashed, as ``log_queries.session``) and ``seen_at`` find a session's nearest earlier retrieval.
+    Rows recorded before have no query: their late feedback cannot be placed."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(log_traces)")}
+    added = {
+        "query_id": "TEXT", "kind": "TEXT", "session": "TEXT", "seen_at": "TEXT", "thumbs": "INTEGER",
+        "rating": "REAL", "commented": "INTEGER NOT NULL DEFAULT 0",
+    }  # fmt: skip
+    for name, kind in added.items():
+        if name not in columns:  # idempotent, as the migrations after 18 are
+            db.execute(f"ALTER TABLE log_traces ADD COLUMN {name} {kind}")
+    db.execute("CREATE INDEX IF NOT EXISTS log_traces_by_session ON log_traces(session, seen_at)")
+
+
 def _key_bytes(key: int | bytes) -> bytes:
     """A key as migration 14 stored it (a signed 64-bit integer) as 8 little-endian bytes (one stored as bytes, as
     the backfill of migration 14 once did during the migration, is already)."""

@@ -1,7 +1,8 @@
 """Failure-first: which logged queries to label, the ones the live system likely got wrong first, each drawn with
 a known probability.
 
-A logged query weighs more the more its records say something went wrong, and the more often it was asked:
+A logged query weighs more the more its records say something went wrong, and the more often it was asked
+(:mod:`~testset_builder.metrics.failure_signals`):
 
     w = (1 + 4 * thumbs-down share + 1.5 * share of cited answers nobody clicked + 1 if its mean rating is below
          the log's median + 1 if its top production score is in the log's lowest quarter + 1 if nothing was
@@ -16,12 +17,10 @@ often a thumbs-down was a retrieval failure) weighted by 1 / pi describe the who
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
 from ...labels.design import draw, weighted_inclusion_probabilities
+from ...metrics.failure_signals import failure_weight, signal_thresholds
 from ...questions import NearDuplicates
 from ...store import logs as stored_logs
 
@@ -63,30 +62,6 @@ def collapse(logged: list[dict]) -> tuple[list[dict], dict[str, str]]:
     return representatives, member_of
 
 
-def failure_weight(row: dict, median_rating: float | None, low_score: float | None) -> tuple[float, list[str]]:
-    """The query's weight in the draw and the reasons, in words (see the module docstring)."""
-    frequency, weight, reasons = max(1, row["frequency"]), 1.0, []
-    if row["thumbs_down"]:
-        weight += 4.0 * row["thumbs_down"] / frequency
-        reasons.append(f"thumbs down {row['thumbs_down']} of {frequency}")
-    unclicked = (row["cited"] or 0) - (row["clicked"] or 0)
-    if unclicked > 0:
-        weight += 1.5 * unclicked / frequency
-        reasons.append(f"cited sources not clicked {unclicked} of {row['cited']}")
-    if row["ratings"] and median_rating is not None and row["rating_sum"] / row["ratings"] < median_rating:
-        weight += 1.0
-        reasons.append(f"rated {row['rating_sum'] / row['ratings']:.1f}, below the log's median {median_rating:.1f}")
-    if row["top_score"] is not None and low_score is not None and row["top_score"] <= low_score:
-        weight += 1.0
-        reasons.append(f"top retrieval score {row['top_score']:.3g}, in the log's lowest quarter")
-    if not row["retrieved"]:  # a log without timestamps keeps its retrievals with no time
-        weight += 1.0
-        reasons.append("nothing retrieved (or no logged result matched a chunk)")
-    if frequency > 1:
-        reasons.append(f"asked {frequency} times")
-    return weight * (1.0 + math.log2(frequency)), reasons
-
-
 def select_logged(workspace, limit: int, uniform_share: float = 0.2, seed: int = 0) -> LogSelectionSummary:
     """Draw about ``limit`` of the logged queries no earlier round considered, failures likelier; record every
     considered query's probability (its near-duplicates share their representative's), drawn or not."""
@@ -96,10 +71,7 @@ def select_logged(workspace, limit: int, uniform_share: float = 0.2, seed: int =
         logged = stored_logs.undrawn_logged(db)
         round_number = stored_logs.next_draw_round(db)
         representatives, member_of = collapse(logged)
-        ratings = [r["rating_sum"] / r["ratings"] for r in representatives if r["ratings"]]
-        scores = [r["top_score"] for r in representatives if r["top_score"] is not None]
-        median_rating = float(np.median(ratings)) if ratings else None
-        low_score = float(np.quantile(scores, 0.25)) if len(scores) >= 4 else None
+        median_rating, low_score = signal_thresholds(representatives)
         weighed = [failure_weight(r, median_rating, low_score) for r in representatives]
         probabilities = weighted_inclusion_probabilities([w for w, _ in weighed], limit, uniform_share)
         outcome = draw(probabilities, seed * 1_000_003 + round_number)

@@ -35,7 +35,7 @@ from ..._hashing import file_sha256
 from ...config import LogsConfig
 from ...corpus.backfill import run_due_backfills
 from ...errors import InputError
-from ...export.logs import LogRecord, Notice, Skipped, Unreadable, read_log
+from ...export.logs import Feedback, LogRecord, Notice, Skipped, Unreadable, read_log
 from ...export.queries import MAX_QUERY_CHARS, derived_id
 from ...records import Query, QueryOrigin
 from ...registry import LOG_FORMATS, log_format_of
@@ -43,6 +43,7 @@ from ...retrieval.pool import Candidate
 from ...store import logs as stored_logs
 from ...store import rows
 from ...store.workspace import Workspace
+from .feedback import WITHOUT_RETRIEVAL, add_change, feedback_change, nearest_retrieval
 from .matching import ChunkMatcher
 from .scrub import Scrubber
 
@@ -70,6 +71,8 @@ class LogImportSummary:
     records_with_retrieval: int = 0
     results_folded: int = 0  # results naming a chunk an earlier result of the same record named (kept at its best rank)
     feedback: int = 0  # records with a thumbs, a rating or a comment
+    late_feedback: int = 0  # requests recorded before whose feedback this import added (or changed)
+    feedback_attached: int = 0  # traces with feedback alone (generation traces), counted on their session's retrieval
     skipped: dict[str, int] = field(default_factory=dict)  # requests read but recorded as no query, by why
     notes: list[str] = field(default_factory=list)  # what the reader said of the whole log (where its feedback is)
     scrubbed: dict[str, int] = field(default_factory=dict)
@@ -86,7 +89,8 @@ class LogImportSummary:
 
 COUNTED = (
     "records", "unreadable", "new_queries", "results", "by_id", "by_exact_text", "by_normalised_text", "unknown_ids",
-    "unknown_ids_by_text", "unmatched_texts", "records_with_retrieval", "results_folded", "feedback",
+    "unknown_ids_by_text", "unmatched_texts", "records_with_retrieval", "results_folded", "feedback", "late_feedback",
+    "feedback_attached",
 )  # fmt: skip
 
 
@@ -112,8 +116,27 @@ class _Batch:
     def __init__(self) -> None:
         self.logs: dict[str, stored_logs.QueryLog] = {}
         self.queries: dict[str, Query] = {}
-        self.traces: set[str] = set()  # hashed ids of the requests recorded
+        self.traces: dict[str, stored_logs.TraceFeedback] = {}  # the requests recorded, by hashed id
+        self.changed: dict[str, stored_logs.TraceFeedback] = {}  # requests recorded before whose feedback changed
+        self.late: dict[str, stored_logs.QueryLog] = {}  # feedback to add to queries logged before
         self.records = 0
+
+    def held(self, key: str, stored: dict[str, stored_logs.TraceFeedback]) -> stored_logs.TraceFeedback | None:
+        """What is counted for the request ``key``: recorded by this batch, or before (``stored``)."""
+        return self.traces.get(key) or self.changed.get(key) or stored.get(key)
+
+    def add_feedback(self, key: str, held: stored_logs.TraceFeedback, item: LogRecord | Feedback) -> bool:
+        """Add what ``item``'s feedback changes of the request ``key`` (counted as ``held``); whether it did."""
+        change = feedback_change(held, item.thumbs, item.rating, item.comment)
+        if change is None:
+            return False
+        if key not in self.traces:
+            self.changed[key] = held
+        target = self.logs.get(held.query_id) or self.late.setdefault(
+            held.query_id, stored_logs.QueryLog(held.query_id)
+        )
+        add_change(target, change)
+        return True
 
     def add(self, query: Query, record: LogRecord, retrieval: list[tuple[int, str, float | None]]) -> None:
         self.records += 1
@@ -179,7 +202,7 @@ REASONS_SHOWN = 3  # the unreadable items a refusal quotes
 def _check_sample(path: Path, settings: LogsConfig, items: list) -> None:
     """Refuse a log whose head (``items``) gives no request read whole (a record, or one skipped for a reason), or
     more unreadable lines than such requests; name its format when it looks like another one."""
-    records = sum(isinstance(item, (LogRecord, Skipped)) for item in items)
+    records = sum(isinstance(item, (LogRecord, Feedback, Skipped)) for item in items)
     unreadable = sum(isinstance(item, Unreadable) for item in items)
     if records == 0 or unreadable > records:
         with path.open("rb") as handle:
@@ -243,7 +266,9 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         with workspace.transaction() as tx:
             summary.new_queries += rows.put_queries(tx, batch.queries.values())
             stored_logs.add_query_logs(tx, batch.logs.values())
-            stored_logs.add_traces(tx, import_id, batch.traces)
+            stored_logs.add_traces(tx, import_id, batch.traces.values())
+            stored_logs.update_trace_feedback(tx, batch.changed.values())
+            stored_logs.add_feedback(tx, batch.late.values())
             rows.put_candidates(
                 tx,
                 [
@@ -256,12 +281,13 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             stored_logs.advance_import(tx, import_id, through, _counts(summary))
         batch = _Batch()
 
-    def fold(items: list[LogRecord | Skipped | Unreadable | Notice]) -> None:
+    def fold(items: list[LogRecord | Feedback | Skipped | Unreadable | Notice]) -> None:
         """A slice of the log into the batch: ids, texts and requests seen before resolved with one lookup each for
         the slice."""
-        seen = stored_logs.seen_traces_among(
-            db, (trace_key(i.trace) for i in items if isinstance(i, LogRecord) and i.trace is not None)
+        seen = stored_logs.traces_among(
+            db, (trace_key(i.trace) for i in items if isinstance(i, LogRecord | Feedback) and i.trace is not None)
         )
+        alone: list[Feedback] = []
         known = stored_logs.live_chunk_ids_among(
             db, (r.chunk_id for i in items if isinstance(i, LogRecord) for r in i.retrieved if r.chunk_id is not None)
         )
@@ -282,14 +308,20 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
                 summary.note(item.line, item.reason)
                 continue
             if isinstance(item, Skipped):
-                summary.skipped[item.reason] = summary.skipped.get(item.reason, 0) + 1
+                skip(item.reason)
+                continue
+            item.comment = scrub(item.comment)  # each record's: all are counted
+            if isinstance(item, Feedback):
+                alone.append(item)
                 continue
             key = trace_key(item.trace) if item.trace is not None else None
-            if key is not None and (key in seen or key in batch.traces):
-                summary.skipped[SEEN_BEFORE] = summary.skipped.get(SEEN_BEFORE, 0) + 1
+            held = batch.held(key, seen) if key is not None else None
+            if held is not None:
+                skip(SEEN_BEFORE)
+                summary.late_feedback += held.query_id is not None and batch.add_feedback(key, held, item)
                 continue
             text = " ".join((scrub(item.query) or "").split())
-            item.answer, item.comment = scrub(item.answer), scrub(item.comment)  # each record's: all are counted
+            item.answer = scrub(item.answer)
             if len(text) > MAX_QUERY_CHARS:
                 summary.unreadable += 1
                 summary.note(item.line, f"a query of {len(text)} characters (at most {MAX_QUERY_CHARS})")
@@ -321,12 +353,44 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             retrieval, folded = fold_repeats(retrieval)
             summary.results_folded += folded
             summary.feedback += item.thumbs is not None or item.rating is not None or bool(item.comment)
-            if key is not None:
-                batch.traces.add(key)
             summary.records += 1
             summary.records_with_retrieval += bool(retrieval)
             query = Query(query_id=derived_id(text), text=text, origin=QueryOrigin.real, metadata={"from": "logs"})
+            if key is not None:
+                batch.traces[key] = stored_logs.TraceFeedback(
+                    key, query.query_id, "request", item.thumbs, item.rating, bool(item.comment),
+                    session_key(item.session) if item.session else None, item.timestamp,
+                )  # fmt: skip
             batch.add(query, item, retrieval)
+        for item in alone:  # after the slice's records: a generation trace's retrieval may be among them
+            place(item, seen)
+
+    def skip(reason: str) -> None:
+        summary.skipped[reason] = summary.skipped.get(reason, 0) + 1
+
+    def place(item: Feedback, seen: dict[str, stored_logs.TraceFeedback]) -> None:
+        """Feedback alone: to the request its id names, else to its session's nearest earlier retrieval."""
+        key = trace_key(item.trace) if item.trace is not None else None
+        held = batch.held(key, seen) if key is not None else None
+        if held is not None:
+            if held.query_id is not None and batch.add_feedback(key, held, item):
+                summary.late_feedback += 1
+            else:
+                skip(SEEN_BEFORE)
+            return
+        session = session_key(item.session) if item.session else None
+        retrieval = None
+        if session is not None and key is not None:
+            mine = [t for t in batch.traces.values() if t.kind == "request" and t.session == session]
+            stored = [t for t in stored_logs.retrievals_in_sessions(db, [session]) if t.trace_key not in batch.traces]
+            retrieval = nearest_retrieval([*mine, *stored], item.timestamp)
+        if retrieval is None:
+            skip(WITHOUT_RETRIEVAL)
+            return
+        held = stored_logs.TraceFeedback(key, retrieval.query_id, "feedback", session=session, seen_at=item.timestamp)
+        batch.traces[key] = held
+        batch.add_feedback(key, held, item)
+        summary.feedback_attached += 1
 
     pending: list[LogRecord | Skipped | Unreadable | Notice] = []
     checked = state is not None  # a resumed import passed the check when it began
