@@ -147,3 +147,19 @@ def test_a_provider_class_that_does_not_say_what_it_is_is_refused_when_registere
 
     with pytest.raises(ValueError, match="does not declare abilities"):
         register_provider("unsaid", Unsaid)
+
+
+def test_a_model_with_a_small_context_is_warned_of_before_its_requests_fail(tmp_path):
+    from testset_builder import registry
+
+    class Cramped(EchoProvider):
+        abilities = Abilities(context_tokens=60)  # shorter than any question prompt with its passage
+
+    register_provider("cramped", Cramped)
+    try:
+        planned = api.plan(small_config(tmp_path, "cramped"))
+    finally:
+        registry._KINDS.pop("cramped", None)
+    warning = next(line for line in planned.warnings if "context" in line)
+    assert "longer than its context of 60 tokens" in warning and "chunking.size" in warning
+    assert not [line for line in api.plan(small_config(tmp_path, "openai")).warnings if "context" in line]
