@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from testset_builder.config import Config, ProviderConfig
 from testset_builder.llm.types import Completion, LLMRequest, TokenLogprob, Usage
+from testset_builder.registry import Abilities
 
 
 def digit_completion(probs: dict[str, float], text: str | None = None) -> Completion:
@@ -67,6 +68,9 @@ def quoting(request) -> str:
     return f"Query: how does {' '.join(words).lower()} matter number {request.seed % 97}?\nEvidence: {evidence}"
 
 
+HOSTED = Abilities()  # neither weak nor on this machine
+
+
 class FakeProvider:
     supports_completion = True
 
@@ -76,11 +80,13 @@ class FakeProvider:
         prompt_style: str = "completion",
         supports_logprobs: bool = True,
         identity: str = "fake:test",
+        abilities: Abilities = HOSTED,
     ) -> None:
         self.answer = answer
         self.prompt_style = prompt_style
         self.supports_logprobs = supports_logprobs
         self.identity = identity
+        self.abilities = abilities
         self.history: list[LLMRequest] = []
 
     async def complete(self, request: LLMRequest) -> Completion:

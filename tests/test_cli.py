@@ -469,7 +469,7 @@ def test_quiet_does_not_hide_the_items_the_terminal_reviewer_asks_about(queued_w
 def test_run_json_on_a_failing_stage_still_lists_the_stages_that_ended_before_it(tmp_path, capsys, monkeypatch):
     import yaml
 
-    from testset_builder import api
+    import testset_builder.api.stages as declared  # the stages as run calls them
     from testset_builder.errors import InputError
 
     target = tmp_path / "my-set"
@@ -482,7 +482,7 @@ def test_run_json_on_a_failing_stage_still_lists_the_stages_that_ended_before_it
     def fails(*args, **kwargs):
         raise InputError("the generator's endpoint refused the key")
 
-    monkeypatch.setattr(api.pipeline, "synthesize", fails)  # the third stage fails, after chunk and plan ended
+    monkeypatch.setattr(declared, "synthesize", fails)  # the third stage fails, after chunk and plan ended
     capsys.readouterr()
     assert main(["run", str(config), "--json"]) == EXIT_BAD_INPUT
     document = json.loads(capsys.readouterr().out)

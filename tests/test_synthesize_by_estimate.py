@@ -16,6 +16,7 @@ from testset_builder.corpus.sampling import SourceChunk
 from testset_builder.errors import InputError
 from testset_builder.labels.prior import PRIOR, PRIOR_LEXICAL
 from testset_builder.llm import LLMClient
+from testset_builder.llm.local_provider import LocalProvider
 from testset_builder.llm.roles import Roles
 from testset_builder.retrieval import dense_available
 from testset_builder.retrieval.indexes import WorkspaceIndexes, retriever_names
@@ -28,6 +29,7 @@ from testset_builder.store import review as review_store
 from testset_builder.store import rows
 
 LOCAL = "local:gemma-3-270m@sha256:0123456789abcdef"  # how the embedded model's provider names itself
+EMBEDDED = LocalProvider.abilities  # what it declares itself: weak, a small context, on this machine
 OFF_TOPIC = "how do bananas ripen in cold storage?"
 
 
@@ -100,7 +102,7 @@ def fusion_workspace(tmp_path):
 
 def test_synthesize_with_the_embedded_judge_mines_by_estimate_without_judge_calls(fusion_workspace):
     ws = fusion_workspace
-    provider = FakeProvider(questions(), identity=LOCAL)
+    provider = FakeProvider(questions(), identity=LOCAL, abilities=EMBEDDED)
     settings = {"questions": 4, "styles": {"natural": 1.0}, "mine_depth": 2, "dedupe": False}
     summary = run(ws, provider, **settings)  # a.md and b.md give the same question, kept for each
     assert summary.made == 4 and summary.mined_by == summary.critic_by == prior_label()
@@ -162,8 +164,8 @@ def test_a_remote_judge_still_mines_with_llm_calls(docs_workspace):
     assert summary.mining.judged == summary.mining.pairs > 0 and len(judged) == 3 + summary.mining.pairs
     assert summary.calls == len(provider.history) and summary.questions_with_extra_relevant == 3
     forced = run(
-        docs_workspace, FakeProvider(questions(), identity=LOCAL), questions=3, seed=1, styles={"natural": 1.0},
-        mine_depth=2, relevance_by="llm",
+        docs_workspace, FakeProvider(questions(), identity=LOCAL, abilities=EMBEDDED), questions=3, seed=1,
+        styles={"natural": 1.0}, mine_depth=2, relevance_by="llm",
     )  # fmt: skip
     assert forced.mined_by == "llm judge local:fake-model" and forced.mining.judged == forced.mining.pairs > 0
 

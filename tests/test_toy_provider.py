@@ -12,6 +12,7 @@ from testset_builder import api
 from testset_builder.errors import InputError
 from testset_builder.llm import register_provider
 from testset_builder.llm.types import Completion, Usage
+from testset_builder.registry import Abilities
 
 
 class EchoProvider:
@@ -20,6 +21,7 @@ class EchoProvider:
     supports_completion = False
     prompt_style = "chat"
     supports_logprobs = False
+    abilities = Abilities()  # a hosted model: neither weak nor on this machine
 
     def __init__(self, model: str) -> None:
         self.identity = f"echo:{model}"
@@ -82,3 +84,82 @@ def test_a_kind_already_there_is_replaced_only_when_asked(echo_kind):
 def test_a_kind_nobody_registered_is_refused_with_the_kinds_there_are():
     with pytest.raises(InputError, match=r"unknown provider kind 'nope'.*openai, anthropic, local"):
         api.load_config(None, generator={"kind": "nope", "model": "m"})
+
+
+class SmallSelfHosted(EchoProvider):
+    """A small model a user serves on this machine under a kind of their own (not the built-in ``local``): it says
+    what it is, and nothing else tells the tool."""
+
+    abilities = Abilities(weak=True, local=True)
+
+
+@pytest.fixture
+def small_kind():
+    from testset_builder import registry
+
+    register_provider("small", SmallSelfHosted)
+    yield "small"
+    registry._KINDS.pop("small", None)
+
+
+def small_config(tmp_path: Path, kind: str):
+    docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
+    (tmp_path / "queries.txt").write_text("how is ndcg computed\nwhat does recall at k count\n", encoding="utf-8")
+    return api.load_config(
+        None, workspace=tmp_path / "ws", generator={"kind": kind, "model": "tiny-1"},
+        synthesize={"critic": True, "mine": True},
+        run={"sources": [str(docs)], "queries": str(tmp_path / "queries.txt")},
+    )  # fmt: skip
+
+
+def test_a_provider_declaring_itself_weak_and_local_gets_the_embedded_models_treatment(tmp_path, small_kind, echo_kind):
+    from testset_builder.llm.roles import open_roles
+    from testset_builder.stages.synthesize.stage import decides_by_estimate
+    from testset_builder.store import open_workspace
+
+    small, hosted = small_config(tmp_path, small_kind), small_config(tmp_path, echo_kind)
+    # its pools wait for the relevance estimate, and its questions for reviewers, as the embedded model's do
+    assert not api.judges_pools(small) and api.checks_questions(small)
+    assert api.judges_pools(hosted) and not api.checks_questions(hosted)
+    planned, billed = api.plan(small), api.plan(hosted)
+    notes = {(s.stage, s.step): s.note for s in planned.steps if s.note}
+    assert notes[("synthesize", "critic")] == notes[("synthesize", "mining")] == "by the relevance estimate: no call"
+    assert "pools only" in notes[("propose", "judging")]
+    assert not any(s.note for s in billed.steps)  # the same model, declared hosted, judges every pair
+    questions = planned.steps[0]
+    assert questions.calls > 0 and questions.cost_usd == 0.0  # on this machine: free, priced or not
+    assert billed.steps[0].cost_usd is None  # hosted and in no price table: its price is unknown
+    timed = [line for line in planned.timing + billed.timing if line.startswith("tiny-1:")]
+    assert "output tokens/s" in timed[0] and "s a call" in timed[1]  # timed by its token rates, not calls in flight
+    with open_workspace(tmp_path / "ws") as ws:
+        roles = open_roles(small, ws, "synthesize")
+        assert roles.judge.weak and decides_by_estimate("auto", roles.judge)
+        assert not decides_by_estimate("auto", open_roles(hosted, ws, "synthesize").judge)
+
+
+def test_a_provider_class_that_does_not_say_what_it_is_is_refused_when_registered():
+    class Unsaid:
+        prompt_style, supports_logprobs, supports_completion = "chat", False, False
+
+        @classmethod
+        def from_config(cls, config):
+            return cls()
+
+    with pytest.raises(ValueError, match="does not declare abilities"):
+        register_provider("unsaid", Unsaid)
+
+
+def test_a_model_with_a_small_context_is_warned_of_before_its_requests_fail(tmp_path):
+    from testset_builder import registry
+
+    class Cramped(EchoProvider):
+        abilities = Abilities(context_tokens=60)  # shorter than any question prompt with its passage
+
+    register_provider("cramped", Cramped)
+    try:
+        planned = api.plan(small_config(tmp_path, "cramped"))
+    finally:
+        registry._KINDS.pop("cramped", None)
+    warning = next(line for line in planned.warnings if "context" in line)
+    assert "longer than its context of 60 tokens" in warning and "chunking.size" in warning
+    assert not [line for line in api.plan(small_config(tmp_path, "openai")).warnings if "context" in line]

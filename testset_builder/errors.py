@@ -199,3 +199,15 @@ class CorpusChangedError(TestsetBuilderError):
 class FitError(TestsetBuilderError):
     """The relevance model's fit did not converge (a bug or a numerical edge: its objective is strictly concave, so
     the line-searched Newton method should always reach the maximum); the estimate keeps its previous model."""
+
+
+class PluginError(TestsetBuilderError):
+    """An installed plugin (an entry point of the ``testset_builder`` group) that failed to load: names it, its
+    module and the error, so the user can fix or uninstall it."""
+
+    def __init__(self, name: str, module: str, error: BaseException) -> None:
+        self.name, self.module = name, module
+        super().__init__(
+            f"plugin {name!r} ({module}) failed to load: {type(error).__name__}: {error}; "
+            "fix it or uninstall its package"
+        )

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .registry import load_plugins
+
 DROP_REASONS = ("unanswerable", "ambiguous", "answer leaked", "not a realistic query", "other")
 
 
@@ -82,3 +84,5 @@ for _built_in in (
     ReviewAction("adjudicate", ("pair",), False, "grade", None, "settle", "an admin's grade settling a pair", True),
 ):
     ACTIONS[_built_in.name] = _built_in
+
+load_plugins()  # the built-in actions are declared: now a plugin's, after them

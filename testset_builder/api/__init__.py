@@ -22,6 +22,7 @@ workspace waits silently (the CLI says so on stderr).
 
 from __future__ import annotations
 
+from ..registry import load_plugins
 from .corpus import ChunkResult, ChunksExportResult, IndexResult, chunk, export_chunks, import_logs, index
 from .labelling import (
     CostsResult,
@@ -112,8 +113,8 @@ __all__ = [
     "ReviewServer", "ReviewSession", "ReviewStatsResult", "ReviewerToken", "ReviewersResult", "RunResult",
     "ScoreResult", "add_reviewer", "audit", "baseline", "checks_questions", "chunk", "compare", "costs",
     "describe_config", "diff", "estimate", "export_chunks", "export_release", "import_logs", "import_set", "index",
-    "init", "judges_pools", "langchain_retriever", "llamaindex_retriever", "load_config", "load_release",
-    "open_workspace", "plan", "prompt_library", "propose", "push", "queue", "release", "remap", "report", "resume",
-    "retrieve", "review_export", "review_import", "review_server", "review_session", "review_stats", "reviewers",
-    "run", "run_async", "score", "select", "select_logs", "synthesize", "with_roles",
+    "init", "judges_pools", "langchain_retriever", "llamaindex_retriever", "load_config", "load_plugins",
+    "load_release", "open_workspace", "plan", "prompt_library", "propose", "push", "queue", "release", "remap",
+    "report", "resume", "retrieve", "review_export", "review_import", "review_server", "review_session",
+    "review_stats", "reviewers", "run", "run_async", "score", "select", "select_logs", "synthesize", "with_roles",
 ]  # fmt: skip

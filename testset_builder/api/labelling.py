@@ -24,9 +24,11 @@ if TYPE_CHECKING:
 
 
 def judges_pools(config: Config) -> bool:
-    """Whether the judge grades the pools (``propose``'s and ``run``'s default): not with the embedded local model
-    (near chance on relevance; the estimate grades instead)."""
-    return config.judge_role().kind != "local"
+    """Whether the judge grades the pools (``propose``'s and ``run``'s default): not with a weak model such as the
+    embedded one (near chance on relevance; the estimate grades instead)."""
+    from ..registry import abilities
+
+    return not abilities(config.judge_role().kind).weak
 
 
 def synthesize(

@@ -10,10 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from .corpus import chunk, import_logs
-from .labelling import estimate, judges_pools, propose, select, select_logs, synthesize
-from .releases import release
-from .scoring import baseline, report
+from .labelling import judges_pools
 from .workspace import open_workspace, opened
 
 if TYPE_CHECKING:
@@ -63,12 +60,14 @@ def plan(config: Config, *, workspace: Workspace | None = None) -> Plan:
 
 
 def checks_questions(config: Config) -> bool:
-    """With question review on, or unset with the embedded generator (many of its questions unusable, some labelled
-    on a chunk that does not answer them), :func:`run` waits for the doubted questions before it releases; the
-    reviewers are served them unless question review is off."""
+    """With question review on, or unset with a weak generator such as the embedded one (many of its questions
+    unusable, some labelled on a chunk that does not answer them), :func:`run` waits for the doubted questions before
+    it releases; the reviewers are served them unless question review is off."""
+    from ..registry import abilities
+
     if config.review.questions is not None:
         return config.review.questions
-    return config.generator_role().kind == "local"
+    return abilities(config.generator_role().kind).weak
 
 
 @dataclass
@@ -138,105 +137,82 @@ def run(
         raise
 
 
-def _run_stages(config: Config, result: RunResult, review: bool, progress, on_stage) -> RunResult:
-    """:func:`run`'s stages, filling ``result`` as each ends."""
-    from ..retrieval import dense_available
-    from ..store import draws, estimates
-    from ..store import logs as stored_logs
-    from ..store import review as review_store
+@dataclass
+class RunStep:
+    """What a stage's ``run`` (:class:`~testset_builder.registry.Stage`) is given by :func:`run`: the config with
+    what is left of the run's budget, the workspace ``run`` holds open (None for a stage that runs outside it),
+    whether a review round may stop the run, the run so far (``result.stages``: each earlier stage's result), and
+    its progress bars."""
 
-    limit, spent = config.limits.max_cost_usd, [0.0]
+    config: Config
+    workspace: Workspace | None
+    review: bool
+    result: RunResult
+    progress: Callable[[str], contextlib.AbstractContextManager] | None = None
 
-    def bar(stage: str):
-        return progress(stage) if progress is not None else contextlib.nullcontext()
+    def bar(self, stage: str) -> contextlib.AbstractContextManager:
+        """The progress bar of ``stage`` (a context manager giving the bar, or None for none)."""
+        return self.progress(stage) if self.progress is not None else contextlib.nullcontext()
 
-    def ended(name: str, value, fell_short: bool = False):
-        result.stages[name] = value
-        if fell_short:
-            result.short.append(name)
-        if on_stage is not None:
-            on_stage(name, value)
-        if fell_short:
-            result.status, result.message = "incomplete", f"{name} fell short: what it made is kept; run again"
-        return value
-
-    def budgeted() -> Config:
-        """The config with what is left of the run's budget for the next stage."""
-        if limit is None:
-            return config
-        left = max(0.0, limit - spent[0])
-        return config.model_copy(update={"limits": config.limits.model_copy(update={"max_cost_usd": left})})
-
-    with bar("chunk") as shown:  # each stage's bar is closed before its line is told
-        chunked = chunk(config, progress=shown)
-    ended("chunk", chunked)
-    with open_workspace(config) as ws:
-        ended("plan", plan(config, workspace=ws))
-        with bar("synthesize") as shown:
-            made = synthesize(budgeted(), workspace=ws, progress=shown)
-        # a stage waiting for a batch, or short for want of material (every chunk used), did what it could
-        ended("synthesize", made, not made.batch_id and made.incomplete and made.retryable)
-        spent[0] += made.cost_usd
-        if result.status != "done":
-            return result
-        judge = judges_pools(config)
-        if config.run.queries is not None:
-            with bar("propose") as shown:
-                proposed = propose(
-                    budgeted(), config.run.queries, judge=judge, workspace=ws, progress=shown, runs=config.run.runs
-                )
-            ended("propose", proposed, proposed.incomplete)
-            spent[0] += proposed.summary.judging.cost_usd
-            if result.status != "done":
-                return result
-        if config.run.logs is not None:
-            ended("import-logs", import_logs(config, config.run.logs, workspace=ws))
-            if stored_logs.undrawn_count(ws.db):
-                ended("select-logs", select_logs(config, config.run.log_limit, workspace=ws))
-            with bar("propose") as shown:
-                proposed = propose(budgeted(), from_logs=True, judge=judge, workspace=ws, progress=shown)
-            ended("propose-logs", proposed, proposed.incomplete)
-            spent[0] += proposed.summary.judging.cost_usd
-            if result.status != "done":
-                return result
-        first_round = draws.next_round(ws.db) == 1 and estimates.any_estimates(ws.db)
-        if config.run.review_budget and first_round and review:
-            ended("select", select(config, config.run.review_budget, workspace=ws))
-        waiting = draws.waiting_pairs(ws.db) if review else 0
-        doubted = (
-            sum(not answered for answered in review_store.doubted_questions(ws.db).values())
-            if review and checks_questions(config)
-            else 0
-        )
-        if waiting or doubted:
-            result.status, result.waiting, result.doubted = "review", waiting, doubted
-            what = " and ".join(
-                part
-                for part in (
-                    f"{waiting} pairs drawn for review" if waiting else "",
-                    f"{doubted} synthetic questions whose source label the estimate doubts (keep, drop or edit each)"
-                    if doubted
-                    else "",
-                )
-                if part
+    def wait_for_review(self, waiting: int, doubted: int) -> None:
+        """Stop the run here: ``waiting`` pairs drawn for review and ``doubted`` synthetic questions wait for a
+        human (review them, then run again)."""
+        self.result.status, self.result.waiting, self.result.doubted = "review", waiting, doubted
+        what = " and ".join(
+            part
+            for part in (
+                f"{waiting} pairs drawn for review" if waiting else "",
+                f"{doubted} synthetic questions whose source label the estimate doubts (keep, drop or edit each)"
+                if doubted
+                else "",
             )
-            result.message = f"{what} wait for a human"
-            return result
-        if estimates.graded_estimated_pairs(ws.db):  # the verdicts refit the estimate before the release carries it
-            ended("estimate", estimate(config, workspace=ws))
-        released = ended("release", release(config, workspace=ws))
-    spec = f"{config.workspace}@{released.version}"
-    for retriever in config.run.baselines:
-        if retriever == "dense" and not dense_available():
-            continue
-        path = Path(config.workspace) / "reports" / "runs" / f"{retriever}-{released.version}.trec"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        baseline(spec, retriever, out=path)
-        result.baselines.append(path)
-    reported = ended("report", report(spec, report_runs(result.baselines, config.run.runs)))
-    result.release, result.report = released.version, reported.path
-    result.message = f"release {released.version}: {released.path}; report: {reported.path}"
+            if part
+        )
+        self.result.message = f"{what} wait for a human"
+
+
+def _run_stages(config: Config, result: RunResult, review: bool, progress, on_stage) -> RunResult:
+    """:func:`run`'s stages (:func:`~testset_builder.registry.run_stages`), in order, filling ``result`` as each
+    ends; a stage that fell short or stopped for review ends the run."""
+    from ..registry import run_stages
+
+    limit, spent = config.limits.max_cost_usd, 0.0
+    with contextlib.ExitStack() as held:
+        workspace = None
+        for stage in run_stages():
+            if stage.workspace and workspace is None:
+                workspace = held.enter_context(open_workspace(config))
+            elif not stage.workspace and workspace is not None:
+                held.close()  # the chunking opens the workspace itself; the report reads the release it wrote
+                workspace = None
+            budgeted = _budgeted(config, limit, spent)
+            value = stage.run(RunStep(budgeted, workspace, review, result, progress))
+            if value is not None:
+                fell_short = stage.fell_short(value)
+                result.stages[stage.name] = value
+                if fell_short:
+                    result.short.append(stage.name)
+                if on_stage is not None:
+                    on_stage(stage.name, value)
+                if fell_short:
+                    result.status = "incomplete"
+                    result.message = f"{stage.name} fell short: what it made is kept; run again"
+                spent += stage.cost_usd(value)
+            if result.status != "done":
+                return result
+    released, reported = result.stages.get("release"), result.stages.get("report")
+    if released is not None and reported is not None:
+        result.release, result.report = released.version, reported.path
+        result.message = f"release {released.version}: {released.path}; report: {reported.path}"
     return result
+
+
+def _budgeted(config: Config, limit: float | None, spent: float) -> Config:
+    """The config with what is left of the run's budget for the next stage."""
+    if limit is None:
+        return config
+    left = max(0.0, limit - spent)
+    return config.model_copy(update={"limits": config.limits.model_copy(update={"max_cost_usd": left})})
 
 
 def report_runs(baselines: Sequence[Path], runs: Sequence[Path]) -> list[Run]:

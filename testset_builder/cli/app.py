@@ -245,8 +245,9 @@ def llm_bar(json_output: bool):
     return llm_progress(err) if shows_progress(json_output) else nullcontext()
 
 
-def judge_is_local(config) -> bool:
-    """The embedded local model judges (near chance on relevance): :func:`testset_builder.api.judges_pools`."""
+def judge_is_weak(config) -> bool:
+    """A weak model such as the embedded one judges (near chance on relevance):
+    :func:`testset_builder.api.judges_pools`."""
     return not api.judges_pools(config)
 
 
@@ -316,6 +317,7 @@ def _outcome(args: list[str], json_mode: bool) -> int:
         return code
 
     try:
+        api.load_plugins()  # installed plugins' providers, formats, review actions and stages, before any command
         code = app(args=args, standalone_mode=False)  # without standalone mode, click returns typer.Exit's code
         if isinstance(code, int) and code != EXIT_OK:
             return code

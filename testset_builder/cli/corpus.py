@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 import typer
 from rich.markup import escape
 
+from ..api.stages import boilerplate_line
 from .app import (
     ConfigOption,
     JsonOption,
@@ -225,13 +226,3 @@ def chunk(
     )
     for source, n in list(summary.removed_by_source.items())[:10]:
         out.print(f"  marked removed: {n} documents of {escape(source)}", highlight=False)
-
-
-def boilerplate_line(by_reason: dict[str, int]) -> str:
-    """How many chunks are marked as page furniture, by why: "12 marked boilerplate (9 navigation, 3 repeated:
-    searchable, never a question's source)"."""
-    total = sum(by_reason.values())
-    if not total:
-        return "0 marked boilerplate"
-    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(by_reason.items(), key=lambda item: -item[1]))
-    return f"{total} marked boilerplate ({reasons}: searchable, never a question's source)"

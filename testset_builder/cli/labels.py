@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from ..api.stages import quality_words
 from ..errors import InputError
 from .app import (
     LOCAL_JUDGE_WARNING,
@@ -24,7 +25,7 @@ from .app import (
     app,
     err,
     exit_for,
-    judge_is_local,
+    judge_is_weak,
     judging_lines,
     llm_bar,
     open_workspace_for,
@@ -241,7 +242,7 @@ def _print_synthesis(summary, resolved) -> None:
         )
     if summary.shortfall:
         err.print(f"[yellow]fewer than asked:[/] {escape(summary.shortfall)}")
-    if judge_is_local(resolved) and any(by and by.startswith("llm") for by in (summary.critic_by, summary.mined_by)):
+    if judge_is_weak(resolved) and any(by and by.startswith("llm") for by in (summary.critic_by, summary.mined_by)):
         err.print(LOCAL_JUDGE_WARNING)
 
 
@@ -373,7 +374,7 @@ def propose(
     )
     if (queries is None) == (not from_logs):
         raise InputError("give --queries FILE or --from-logs (the logged queries a failure-first draw chose)")
-    if judge is None and judge_is_local(resolved) and not json_output:
+    if judge is None and judge_is_weak(resolved) and not json_output:
         err.print(
             "judging: pools only (the embedded local judge is near chance; the relevance estimate grades): "
             "pass --judge to have it grade anyway"
@@ -418,7 +419,7 @@ def propose(
     if proposed.judged:
         for line in judging_lines(summary.judging):
             out.print(line, highlight=False)
-        if judge_is_local(resolved):
+        if judge_is_weak(resolved):
             err.print(LOCAL_JUDGE_WARNING)
     if summary.estimate:
         out.print(
@@ -477,7 +478,7 @@ def audit(
     )
     for line in judging_lines(summary.judging):
         out.print(line, highlight=False)
-    if judge_is_local(resolved):
+    if judge_is_weak(resolved):
         err.print(LOCAL_JUDGE_WARNING)
     exit_for(summary.judging.incomplete)
 
@@ -541,18 +542,6 @@ def estimate(
         out.print(f"wrote {len(found)} estimates to {output}", highlight=False)
     if pairs_file is not None and missing:
         out.print(f"{len(missing)} pairs name a chunk that is not live: not estimated", highlight=False)
-
-
-def quality_words(validation: dict) -> str:
-    """What the cross-validation says of the estimate in this workspace, in words."""
-    from ..labels.fitting import in_words
-
-    if not validation.get("folds"):
-        return f"{validation['reason']} (its quality here is unknown until reviewers grade 20 pairs)"
-    kept = validation["kept"]
-    auc = validation["refit_auc"] if kept else validation["centre_auc"]
-    ece = validation["refit_ece"] if kept else validation["centre_ece"]
-    return f"{validation['reason']}; {in_words(auc, ece, validation['labels'])}"
 
 
 @app.command("select")

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from ..api.stages import skipped_text
 from .app import ConfigOption, JsonOption, WorkspaceOption, app, err, open_workspace_for, out, settings
 
 
@@ -100,11 +101,6 @@ def import_logs(
     hidden = listed - len(summary.problems)
     if hidden > 0:
         err.print(f"... and {hidden} more (counted above)")
-
-
-def skipped_text(skipped: dict[str, int]) -> str:
-    """The requests an import skipped, by reason: ``3 no retrieval, 2 seen before``."""
-    return ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
 
 
 @app.command("export-chunks")

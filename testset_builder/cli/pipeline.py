@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 
 from .. import api
+from ..api.stages import summary_line
 from .app import (
     EXIT_OK,
     JsonOption,
@@ -30,8 +31,6 @@ from .app import (
     shows_progress,
     stages_document,
 )
-from .corpus import boilerplate_line
-from .logs import skipped_text
 
 
 def _print_plan(planned) -> None:
@@ -92,78 +91,9 @@ def next_commands(config: str, workspace: Path | None) -> str:
     )
 
 
-def doubted_words(doubted: int, waiting: int) -> str:
-    """What a synthesize line says of the doubted questions: how many still wait for a reviewer."""
-    if not doubted:
-        return ""
-    if not waiting:
-        return f"; {doubted} doubted, all reviewed"
-    if waiting == doubted:
-        return f"; {doubted} doubted, held back until reviewed"
-    return f"; {doubted} doubted, {waiting} held back until reviewed"
-
-
 def said(stage: str, result) -> str:
-    """One line of what a stage did, from its result (or its JSON document)."""
-    if hasattr(result, "as_dict"):
-        result = result.as_dict()
-    if not isinstance(result, dict):
-        return "done"
-    if stage == "chunk":
-        return (
-            f"{result['documents']} documents ({result['new']} new, {result['changed']} changed, "
-            f"{result['unchanged']} unchanged), {result['chunks_added']} chunks added; "
-            f"{boilerplate_line(result.get('boilerplate_by_reason') or {})}"
-        )
-    if stage == "synthesize":
-        doubted = doubted_words(result.get("doubted", 0), result.get("doubted_waiting", 0))
-        fewer = (
-            f"; fewer than asked ({result['shortfall']}), going on with these"
-            if result.get("shortfall") and not result.get("retryable")
-            else ""
-        )
-        return (
-            f"{result['made']} questions made, {result['already_made']} already made; {result['calls']} LLM calls "
-            f"({result['cache_hits']} from the cache){doubted}{fewer}"
-        )
-    if stage in ("propose", "propose-logs"):
-        line = f"{result['queries']} queries, {result['candidates']} candidate rows pooled"
-        judging = result.get("judging") or {}
-        if not (judging.get("judged") or judging.get("already_judged")):  # pools only: nothing labels them yet
-            line += (
-                "; no judge ran, so these real queries get labels only from reviewers' verdicts (`select` draws "
-                "pairs for review; until then a release gives them the estimate's figures, not labels)"
-            )
-        return line
-    if stage == "import-logs":
-        if result["already_imported"]:
-            return f"{result['source']} imported before: nothing added"
-        return (
-            f"{result['records']} records, {result['new_queries']} new queries; "
-            f"{result['unknown_ids'] - result.get('unknown_ids_by_text', 0)} unknown ids, "
-            f"{result['unmatched_texts']} unmatched texts, {result['unreadable']} lines unreadable"
-            + (f"; skipped {skipped_text(result['skipped'])}" if result.get("skipped") else "")
-        )
-    if stage == "select-logs":
-        return (
-            f"round {result['round']}: {result['drawn']} of {result['considered']} logged queries drawn, failures first"
-        )
-    if stage == "select":
-        line = f"round {result['round']}: {result['drawn']} of {result['considered']} pairs drawn for review"
-        if result["drawn"] > result["budget"]:
-            line += (
-                f" ({result['take_all']} taken for sure, {result['sampled']} at random where "
-                f"{result['sample_budget']:g} were expected: a random draw's count varies around its budget)"
-            )
-        return line
-    if stage == "report":
-        return result["report"]
-    if stage == "estimate":
-        from .labels import quality_words
-
-        quality = quality_words(result["validation"])
-        return f"{result['pairs']} pairs re-estimated on {result['verdicts']} verdicts; {quality}"
-    return "done"
+    """One line of what a stage did, from its result (or its JSON document), as its declaration words it."""
+    return summary_line(stage, result)
 
 
 @app.command()
@@ -220,9 +150,6 @@ def run(
             return
         if name == "plan":
             _print_plan(result)
-        elif name == "release":
-            new = " (new)" if result.new else " (unchanged)"
-            out.print(f"[bold]release[/]: {result.version}{new}", highlight=False)
         else:
             out.print(f"[bold]{name}[/]: {said(name, result)}", highlight=False)
 

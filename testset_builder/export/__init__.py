@@ -23,6 +23,7 @@ from ..registry import (
     ReviewFormat,
     TableFormat,
     detected,
+    load_plugins,
     register_log_format,
     register_qrels_format,
     register_release_export,
@@ -170,3 +171,5 @@ __all__ = [
     "write_trec_qrels",
     "write_trec_run",
 ]
+
+load_plugins()  # the built-in formats are registered: now a plugin's, after them

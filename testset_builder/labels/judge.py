@@ -127,8 +127,8 @@ class Judge:
         self.max_passage_chars = settings.max_passage_chars or int(self.prompt.meta.get("max_passage_chars", 4000))
 
     @property
-    def is_local(self) -> bool:
-        return self.role.is_local
+    def weak(self) -> bool:
+        return self.role.weak
 
     def judgment_id(self, pair: JudgePair) -> str:
         return judgment_id(pair, self.client.key(self.request(pair)))

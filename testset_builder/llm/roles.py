@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config import Config, ProviderConfig
-from ..registry import provider_class
+from ..registry import abilities, provider_class
 from ..store.workspace import Workspace
 from .client import Budget, LLMClient, RetryPolicy, Spend
 from .prices import PriceTable
@@ -45,9 +45,9 @@ class Role:
         return self.client.provider.identity
 
     @property
-    def is_local(self) -> bool:
-        """The embedded local model (its identity names the packaged model file)."""
-        return self.provider.startswith("local:")
+    def weak(self) -> bool:
+        """A small model, near chance as a judge of relevance, as its provider's class declares it."""
+        return self.client.provider.abilities.weak
 
 
 @dataclass
@@ -89,13 +89,14 @@ class Roles:
 
 
 def _connection(config: ProviderConfig) -> tuple:
-    """What makes two roles the same client: provider, endpoint, key variable, timeout (and the local model file)."""
+    """What makes two roles the same client: provider, endpoint, key variable, timeout (and, for a model running on
+    this machine, its model: a server of its own each)."""
     return (
         config.kind,
         config.base_url,
         config.api_key_env,
         config.timeout_s,
-        config.model if config.kind == "local" else None,
+        config.model if abilities(config.kind).local else None,
     )
 
 

@@ -11,10 +11,11 @@ the settings and the corpus at hand, corrected by what this workspace and this m
 - input tokens: the stage's own prompts rendered over a sample of the corpus's chunks (and the real queries), at the
   characters per token this workspace measured for the model, else :data:`CHARS_PER_TOKEN`;
 - output tokens: the mean this workspace measured for the same kind of request, else :data:`TYPICAL_OUTPUT`;
-- cost: the price table (the embedded local model is free);
-- time: the local model's prompt and generation speeds measured on this machine (see
-  :mod:`~testset_builder.llm.throughput`), else the provider's measured seconds per call at the configured
-  concurrency, else the assumptions the plan names.
+- cost: the price table (a model running on this machine, as its provider declares in ``abilities.local``, is free);
+- time: such a model's prompt and generation speeds measured on this machine (see
+  :mod:`~testset_builder.llm.throughput`; its measurements are those of providers whose identity starts with its
+  kind), else the provider's measured seconds per call at the configured concurrency, else the assumptions the plan
+  names.
 
 Work a rerun repeats is answered from the cache and costs nothing: the questions the last synthesize run delivered
 and the queries already proposed count as done.
@@ -33,7 +34,7 @@ from ..llm import throughput
 from ..llm.prices import PriceTable
 from ..llm.types import LLMRequest, Usage
 from ..prompts import PromptLibrary
-from ..registry import provider_class
+from ..registry import abilities, provider_class
 from ..retrieval.indexes import retriever_names
 from .synthesize.generation import Generator, Slot
 
@@ -207,6 +208,74 @@ def synthesis_requests(questions: int, eligible_chunks: int, per_chunk: int, max
     return attempted
 
 
+@dataclass
+class Planning:
+    """What a stage's plan function (``Stage.plan``) is given: the config, the corpus's chunks worth a question and a
+    sample of them, the real queries, what the workspace measured, the roles as their providers declare them, and
+    judge requests like those the stages send (``judged``: the sample's chunks against the queries). Its
+    :meth:`step` counts a step's tokens; ``warnings`` collects what the plan should say."""
+
+    config: Config
+    chunks: Sequence[SourceChunk]
+    queries: Sequence[str] | None
+    measured: Measurements
+    propose_judges: bool = True
+    query_ids: Sequence[str] = ()
+    logged: int = 0
+    logged_done: int = 0
+    warnings: list[str] = field(default_factory=list)
+    # derived from the above
+    tokens: _Tokens = field(init=False)
+    generator_config: ProviderConfig = field(init=False)
+    judge_config: ProviderConfig = field(init=False)
+    generator: _Role = field(init=False)
+    prompts: PromptLibrary = field(init=False)
+    pool: list[SourceChunk] = field(init=False)
+    sample: list[SourceChunk] = field(init=False)
+    by_estimate: bool = field(init=False)
+    judged: list[LLMRequest] = field(init=False)
+
+    def __post_init__(self) -> None:
+        synth, config = self.config.synthesize, self.config
+        self.tokens = _Tokens(self.measured.calls)
+        self.generator_config, self.judge_config = config.generator_role(), config.judge_role()
+        self.generator = _role(self.generator_config, None)
+        self.prompts = PromptLibrary(config.prompts_dir)
+        self.pool = eligible(self.chunks, synth.min_chars)
+        self.sample = stratified_sample(self.pool, min(SAMPLE, len(self.pool)), synth.seed)
+        weak_judge = abilities(self.judge_config.kind).weak
+        self.by_estimate = synth.relevance_by == "estimate" or (synth.relevance_by == "auto" and weak_judge)
+        judge = Judge(_role(self.judge_config, config.judging.logprobs), config.judging, self.prompts)
+        # the critic, mining and propose ask the judge about (question, chunk) pairs like these
+        queries = self.queries
+        typical = "x" * (round(sum(map(len, queries)) / len(queries)) if queries else 60)
+        texts = list(queries or ()) or [typical]
+        self.judged = [
+            judge.request(JudgePair("q", texts[i % len(texts)], c.chunk_id, c.text)) for i, c in enumerate(self.sample)
+        ]
+
+    def step(self, stage: str, step: str, role: str, calls: int, cached: int, requests, purpose: str) -> Step:
+        """A step of ``calls`` requests like ``requests`` (``cached`` of them answered before) to ``role``
+        ("generator" or "judge"), its tokens counted as this workspace measured them; ``purpose`` ("question" or
+        "judge") picks the typical answer length when none was measured. A model with a small context
+        (``abilities.context_tokens``) adds a warning when a request is longer than it."""
+        provider = self.generator_config if role == "generator" else self.judge_config
+        self._fits(provider, requests)
+        return _step(stage, step, role, provider, calls, cached, requests, purpose, self.tokens)
+
+    def _fits(self, provider: ProviderConfig, requests) -> None:
+        window = abilities(provider.kind).context_tokens
+        if window is None or not requests:
+            return
+        longer = sum(self.tokens.input(r) + r.max_tokens > window for r in requests)
+        warning = (
+            f"{longer} of {len(requests)} sampled requests to {provider.model_name} are longer than its context of "
+            f"{window} tokens and will fail: chunk smaller (chunking.size) or clip passages (judging.max_passage_chars)"
+        )
+        if longer and warning not in self.warnings:
+            self.warnings.append(warning)
+
+
 def plan_run(
     config: Config,
     chunks: Sequence[SourceChunk],
@@ -220,74 +289,76 @@ def plan_run(
 ) -> Plan:
     """The plan of ``run`` with ``config`` over ``chunks`` and the real ``queries`` (None: synthetic only); see the
     module docstring. ``query_ids`` are the queries' ids (those already proposed count as done); ``logged``: the
-    logged queries a failure-first draw will hand propose (``logged_done`` of them proposed before)."""
-    plan = Plan(max_cost_usd=config.limits.max_cost_usd)
-    tokens = _Tokens(measured.calls)
-    synth = config.synthesize
-    generator_config, judge_config = config.generator_role(), config.judge_role()
-    generator, judge_role = _role(generator_config, None), _role(judge_config, config.judging.logprobs)
-    prompts = PromptLibrary(config.prompts_dir)
-    pool = eligible(chunks, synth.min_chars)
-    sample = stratified_sample(pool, min(SAMPLE, len(pool)), synth.seed)
-    by_estimate = synth.relevance_by == "estimate" or (synth.relevance_by == "auto" and judge_config.kind == "local")
-    judge = Judge(judge_role, config.judging, prompts)
+    logged queries a failure-first draw will hand propose (``logged_done`` of them proposed before). Each stage of
+    ``run`` gives its own steps (``Stage.plan``), in the stages' order; the dense encoding follows them."""
+    from ..registry import run_stages
 
-    # synthesize: questions
-    last = measured.synthesize or {}
+    plan = Plan(max_cost_usd=config.limits.max_cost_usd)
+    planning = Planning(config, chunks, queries, measured, propose_judges, query_ids, logged, logged_done)
+    for stage in run_stages():
+        if stage.plan is not None:
+            plan.steps += stage.plan(planning)
+    plan.warnings += planning.warnings
+    _encoding(plan, config, chunks, measured, queries is not None or bool(logged), planning.by_estimate)
+    _price_and_time(plan, config, measured.machine)
+    return plan
+
+
+def synthesize_steps(p: Planning) -> list[Step]:
+    """The synthesize stage's steps: its question requests, in rounds until the questions asked are accepted, then
+    the critic's and mining's judge calls (none when the relevance estimate decides)."""
+    synth, last = p.config.synthesize, p.measured.synthesize or {}
     delivered_before = min(synth.questions, last.get("made", 0) + last.get("already_made", 0))
-    rate = _yield(last, generator.prompt_style)
-    requests = synthesis_requests(synth.questions, len(pool), synth.per_chunk, synth.max_rounds, rate)
-    repeated = synthesis_requests(delivered_before, len(pool), synth.per_chunk, synth.max_rounds, rate)
+    rate = _yield(last, p.generator.prompt_style)
+    requests = synthesis_requests(synth.questions, len(p.pool), synth.per_chunk, synth.max_rounds, rate)
+    repeated = synthesis_requests(delivered_before, len(p.pool), synth.per_chunk, synth.max_rounds, rate)
     delivered = min(synth.questions, requests * rate)
     if delivered < synth.questions - 0.5:
-        plan.warnings.append(
-            f"about {delivered:.0f} of {synth.questions} questions: the corpus has {len(pool)} chunks worth a question "
-            f"and {synth.per_chunk} asked of each (raise synthesize.per_chunk, or add documents)"
+        p.warnings.append(
+            f"about {delivered:.0f} of {synth.questions} questions: the corpus has {len(p.pool)} chunks worth a "
+            f"question and {synth.per_chunk} asked of each (raise synthesize.per_chunk, or add documents)"
         )
-    question_requests = _question_requests(Generator(generator, synth.temperature, prompts), sample, synth)
-    plan.steps.append(
-        _step("synthesize", "questions", "generator", generator_config, requests, min(repeated, requests),
-              question_requests, "question", tokens)
-    )  # fmt: skip
-    # the critic, mining and propose ask the judge about (question, chunk) pairs like these
-    typical = "x" * (round(sum(map(len, queries)) / len(queries)) if queries else 60)
-    texts = list(queries or ()) or [typical]
-    judged = [judge.request(JudgePair("q", texts[i % len(texts)], c.chunk_id, c.text)) for i, c in enumerate(sample)]
+    question_requests = _question_requests(Generator(p.generator, synth.temperature, p.prompts), p.sample, synth)
+    steps = [
+        p.step("synthesize", "questions", "generator", requests, min(repeated, requests), question_requests, "question")
+    ]
     mined = _per_query(last.get("mining", {}).get("pairs"), last, synth.mine_depth, _lists("auto"))
-    passes = _validation_pass(last, generator.prompt_style)
+    passes = _validation_pass(last, p.generator.prompt_style)
     for step, wanted, calls, cached in (
         ("critic", synth.critic, requests * passes, repeated * passes),
         ("mining", synth.mine, delivered * mined, delivered_before * mined),
     ):
         if not wanted:
             continue
-        if by_estimate:
-            plan.steps.append(Step("synthesize", step, "judge", "-", note="by the relevance estimate: no call"))
+        if p.by_estimate:
+            steps.append(Step("synthesize", step, "judge", "-", note="by the relevance estimate: no call"))
         else:
-            plan.steps.append(
-                _step("synthesize", step, "judge", judge_config, round(calls), round(cached), judged, "judge", tokens)
-            )
-    settings = config.propose
-    per_query = (measured.propose or {}).get("pool_mean") or _pool_size(settings.depth, _lists(settings.retrievers))
-    for step, count, done in (
-        (
-            "judging",
-            len(queries) if queries is not None else None,
-            sum(q in measured.proposed_query_ids for q in query_ids),
-        ),
-        ("judging logs", logged or None, logged_done),
-    ):
-        if count is None:
-            continue
-        if not propose_judges:
-            note = "pools only: the embedded local judge is near chance, the relevance estimate grades"
-            plan.steps.append(Step("propose", step, "judge", "-", note=note))
-            continue
-        calls, cached = round(count * per_query), round(done * per_query)
-        plan.steps.append(_step("propose", step, "judge", judge_config, calls, cached, judged, "judge", tokens))
-    _encoding(plan, config, chunks, measured, queries is not None or bool(logged), by_estimate)
-    _price_and_time(plan, config, measured.machine)
-    return plan
+            steps.append(p.step("synthesize", step, "judge", round(calls), round(cached), p.judged, "judge"))
+    return steps
+
+
+def propose_steps(p: Planning) -> list[Step]:
+    """The propose stage's judging of the real queries' pools (none without ``run.queries``)."""
+    if p.queries is None:
+        return []
+    return [_judging(p, "judging", len(p.queries), sum(q in p.measured.proposed_query_ids for q in p.query_ids))]
+
+
+def logged_propose_steps(p: Planning) -> list[Step]:
+    """The judging of the pools of the logged queries a failure-first draw hands propose (none without logs)."""
+    return [_judging(p, "judging logs", p.logged, p.logged_done)] if p.logged else []
+
+
+def _judging(p: Planning, step: str, count: int, done: int) -> Step:
+    """Propose's judge calls for ``count`` queries' pools, ``done`` of them proposed before (none with a judge that
+    grades no pool)."""
+    if not p.propose_judges:
+        note = "pools only: the judge is a weak model, near chance, the relevance estimate grades"
+        return Step("propose", step, "judge", "-", note=note)
+    settings = p.config.propose
+    per_query = (p.measured.propose or {}).get("pool_mean") or _pool_size(settings.depth, _lists(settings.retrievers))
+    calls, cached = round(count * per_query), round(done * per_query)
+    return p.step("propose", step, "judge", calls, cached, p.judged, "judge")
 
 
 def _encoding(
@@ -388,12 +459,13 @@ def _price_and_time(plan: Plan, config: Config, machine: dict[str, throughput.Me
         provider = providers[step.role]
         share = (step.calls - step.cached) / step.calls
         usage = Usage(input_tokens=round(step.input_tokens * share), output_tokens=round(step.output_tokens * share))
-        step.cost_usd = 0.0 if provider.kind == "local" else prices.cost(provider.model_name, usage)
+        local = abilities(provider.kind).local
+        step.cost_usd = 0.0 if local else prices.cost(provider.model_name, usage)
         figures, how = _speeds(provider, config, machine)
         if how not in plan.timing:
             plan.timing.append(how)
         paid = step.calls - step.cached
-        if provider.kind == "local":
+        if local:
             prompt_rate, output_rate = figures
             step.seconds = usage.input_tokens / prompt_rate + usage.output_tokens / output_rate + 0.01 * paid
             if paid and not local_started:
@@ -408,10 +480,11 @@ def _price_and_time(plan: Plan, config: Config, machine: dict[str, throughput.Me
 
 
 def _speeds(provider: ProviderConfig, config: Config, machine: dict[str, throughput.Measured]):
-    """(prompt tokens/s, output tokens/s) for the local model, (seconds per call,) for a provider; and how known."""
+    """(prompt tokens/s, output tokens/s) for a model on this machine, (seconds per call,) for a hosted one; and how
+    known."""
     name = provider.model_name
-    if provider.kind == "local":
-        timed = [m for k, m in machine.items() if k.startswith("local:") and k.endswith(f" {name}")]
+    if abilities(provider.kind).local:
+        timed = [m for k, m in machine.items() if k.startswith(f"{provider.kind}:") and k.endswith(f" {name}")]
         total = sum(timed, throughput.Measured())
         if total.timed_calls >= 5 and total.prompt_s > 0 and total.output_s > 0:
             prompt_rate, output_rate = (

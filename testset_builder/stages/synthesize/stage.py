@@ -131,8 +131,9 @@ async def synthesize(
 
 def decides_by_estimate(relevance_by: str, judge: Role) -> bool:
     """Whether the relevance estimate, not the LLM judge, decides for the critic and mining: ``auto`` picks it when
-    the judge is the embedded local model (near chance on relevance; the estimate is far better and costs no call)."""
-    return relevance_by == "estimate" or (relevance_by == "auto" and judge.is_local)
+    the judge is a weak model such as the embedded one (near chance on relevance; the estimate is far better and costs
+    no call)."""
+    return relevance_by == "estimate" or (relevance_by == "auto" and judge.weak)
 
 
 class _Run:
