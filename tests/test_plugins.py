@@ -40,8 +40,9 @@ class Echo:
 
     async def complete(self, request):
         passage = request.messages[-1].content.split("Passage: ", 1)[-1]
-        words = [w for w in passage.split() if w.isalpha() and len(w) > 4][:5]
-        text = f"Query: what does the text say about {' '.join(words).lower()} in case {request.seed % 89}?"
+        words = list(dict.fromkeys(w.lower() for w in passage.split() if w.isalpha() and len(w) > 4))
+        first, second = words[request.seed % len(words)], words[(request.seed + 1) % len(words)]
+        text = f"Query: how are {first} and {second} related?"
         text += f"\\nEvidence: {' '.join(passage.split()[:8])}"
         return Completion(text=text, model=request.model, usage=Usage(input_tokens=50, output_tokens=20))
 

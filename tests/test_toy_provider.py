@@ -34,8 +34,9 @@ class EchoProvider:
     async def complete(self, request) -> Completion:
         self.calls += 1
         passage = request.messages[-1].content.split("Passage: ", 1)[-1]
-        words = [w for w in passage.split() if w.isalpha() and len(w) > 4][:5]
-        question = f"Query: what does the text say about {' '.join(words).lower()} in case {request.seed % 89}?"
+        words = list(dict.fromkeys(w.lower() for w in passage.split() if w.isalpha() and len(w) > 4))
+        first, second = words[request.seed % len(words)], words[(request.seed + 1) % len(words)]
+        question = f"Query: how are {first} and {second} related?"
         evidence = f"Evidence: {' '.join(passage.split()[:8])}"
         return Completion(
             text=f"{question}\n{evidence}", model=request.model, usage=Usage(input_tokens=50, output_tokens=20)
