@@ -29,10 +29,14 @@ config = api.load_config(
 )
 seen: list[str] = []
 first = api.run(config, on_stage=lambda name, result: seen.append(name))
-answered = 0
+answered = graded = 0
 with api.open_workspace(config) as ws:
     while (item := review.next_item(ws, "ann")) is not None:  # the reviewer's verdicts, through the review stage
-        review.submit(ws, "ann", item.item_id, "grade", f"k-{answered}", grade=answered % 3)
+        if item.kind == "question":  # a synthetic question drawn for audit: kept as written
+            review.submit(ws, "ann", item.item_id, "keep_question", f"k-{answered}")
+        else:
+            review.submit(ws, "ann", item.item_id, "grade", f"k-{answered}", grade=answered % 3)
+            graded += 1
         answered += 1
 second = api.run(config)
 scored = api.score(f"{config.workspace}@{second.release}", second.baselines[0], "recall@10,ndcg@10")
@@ -42,6 +46,7 @@ print(
             "first": first.as_dict(),
             "seen": seen,
             "answered": answered,
+            "graded": graded,
             "second": second.as_dict(),
             "report_exists": Path(second.report).exists(),
             "recall": scored.metrics["recall@10"]["mean"],

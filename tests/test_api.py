@@ -31,7 +31,7 @@ def test_the_whole_pipeline_runs_from_python_with_no_cli_in_the_call_chain(tmp_p
     assert seen["answered"] >= first["waiting"]
     assert second["status"] == "done" and second["release"] == "0.1.0" and seen["report_exists"]
     assert second["stages"]["synthesize"]["result"]["calls"] == 0  # nothing paid twice
-    assert second["stages"]["estimate"]["result"]["verdicts"] == seen["answered"]
+    assert second["stages"]["estimate"]["result"]["verdicts"] == seen["graded"]  # pairs; questions are kept
     assert 0 <= seen["recall"] <= 1
     assert seen["cli_modules"] == []  # no command in the call chain: the CLI was never imported
 

@@ -28,7 +28,11 @@ def answer(body: dict) -> str:
     if body.get("response_format"):
         return json.dumps({"rationale": "the passage answers it", "score": 3})
     digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode() + str(body.get("seed")).encode())
-    return f"What does passage {digest.hexdigest()[:8]} say about retrieval?"
+    passage = body["messages"][-1]["content"].split("Passage: ", 1)[-1]
+    words = sorted({w.lower() for w in passage.split() if w.isalpha() and len(w) > 4})
+    at = int(digest.hexdigest()[:8], 16)
+    first, second = words[at % len(words)], words[(at + 1 + at % (len(words) - 1)) % len(words)]
+    return f"How are {first} and {second} related?"
 
 
 def config(tmp_path: Path, server: FaultServer, extra: str = "", name: str = "shared.yaml") -> str:
