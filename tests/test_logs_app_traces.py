@@ -11,7 +11,7 @@ import pytest
 from test_logs_otel import Collected, workspace_chunks
 
 from testset_builder.config import LogsConfig
-from testset_builder.stages.logs.importer import import_logs
+from testset_builder.stages.logs.importer import import_logs, trace_key
 from testset_builder.store import logs as stored_logs
 from testset_builder.store import rows
 
@@ -238,3 +238,62 @@ def test_ids_kept_in_document_metadata_are_read_by_the_configured_key(docs_works
     summary = import_logs(docs_workspace, path, settings)
     assert (summary.records, summary.by_id, summary.unmatched_texts) == (len(QUESTIONS), 2 * len(QUESTIONS), 0)
     assert stored(docs_workspace)["run"] == expected
+
+
+def test_a_trace_split_across_rotated_files_is_recorded_once_when_its_second_part_arrives(docs_workspace, tmp_path):
+    """A log rotated mid-trace: the first file holds the spans that ended before the rotation (a trace's retriever,
+    not its root), the second the rest. Neither file holds those traces whole; the second import completes each
+    from the part the first one held, and the whole log is counted exactly once."""
+    spans, latest = app_spans(docs_workspace, "dict")
+    lines = otlp_lines(spans, per_line=4)
+    cut = len(lines) // 2
+    first_part, second_part = trace_parts(spans, lines[:cut]), trace_parts(spans, lines[cut:])
+    whole = sum(p["root"] and p["retriever"] for p in first_part.values())
+    split = sum(first_part[t]["any"] and second_part[t]["any"] for t in first_part)
+    assert whole and split  # the rotation falls inside a trace
+    results = []
+    for n, part in enumerate((lines[:cut], lines[cut:])):
+        path = tmp_path / f"traces.{n}.jsonl"
+        path.write_text("".join(part), encoding="utf-8")
+        results.append(import_logs(docs_workspace, path, LogsConfig(format="otel")))
+    first, second = results
+    assert (first.records, first.skipped) == (whole, {"root not in the file": split})
+    assert (second.records, second.completed_traces, second.skipped) == (len(ASKED) - whole, split, {})
+    assert first.feedback + second.feedback == len(THUMBS)
+    assert_whole_log(docs_workspace, latest)
+    keys = [trace_key(format(t, "032x")) for t in first_part]
+    assert stored_logs.partial_traces_among(docs_workspace.db, keys) == {}  # nothing held once every trace is whole
+
+
+def test_the_part_of_a_trace_held_for_a_later_file_keeps_no_personal_data(docs_workspace, tmp_path):
+    """The question in a part held until its trace is whole is scrubbed as a stored query is; the results' texts,
+    matched to chunks, are kept as they are."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    ids, passages = workspace_chunks(docs_workspace)
+    collected = Collected()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(collected))
+    tracer = provider.get_tracer("rag-app")
+    question = "why did ann@example.com get no answer about recall?"
+    retriever = {
+        "openinference.span.kind": "RETRIEVER", "input.value": question,
+        "retrieval.documents.0.document.content": passages[ids[0]],
+    }  # fmt: skip
+    with tracer.start_as_current_span("chain", attributes={"input.value": question}):
+        tracer.start_span("retriever", attributes=retriever).end()
+    provider.shutdown()
+    retriever_span, root = list(collected.memory.get_finished_spans())
+    for n, span in enumerate((retriever_span, root)):
+        path = tmp_path / f"traces.{n}.jsonl"
+        path.write_text("".join(otlp_lines([span])), encoding="utf-8")
+        summary = import_logs(docs_workspace, path, LogsConfig(format="otel"))
+        if n == 0:
+            held = stored_logs.partial_traces_among(docs_workspace.db, [trace_key(f"{root.context.trace_id:032x}")])
+            assert len(held) == 1 and "ann@example.com" not in json.dumps(held)
+            (span,) = next(iter(held.values()))
+            assert span["attributes"]["retrieval.documents.0.document.content"] == passages[ids[0]]
+    assert (summary.records, summary.completed_traces) == (1, 1)
+    assert stored(docs_workspace)["queries"].keys() == {"why did [email] get no answer about recall?"}
+    assert stored(docs_workspace)["run"] == {"why did [email] get no answer about recall?": [ids[0]]}

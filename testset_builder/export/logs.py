@@ -61,10 +61,13 @@ class LogRecord:
 @dataclass(frozen=True)
 class Skipped:
     """A request read whole that is no query's record, and why (``reason``: a short phrase the summary counts by,
-    such as "no retrieval")."""
+    such as "no retrieval"). A trace's carries its id and spans: the part of a trace split across files that this
+    file holds, which another file's part may complete (:func:`completed_trace`)."""
 
     line: int
     reason: str
+    trace: str | None = None
+    spans: list[dict] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -80,6 +83,7 @@ class Feedback:
     comment: str | None = None
     timestamp: str | None = None
     session: str | None = None
+    spans: list[dict] | None = field(default=None, compare=False, repr=False)  # a trace's, as for Skipped
 
     @property
     def given(self) -> bool:
@@ -765,8 +769,20 @@ def _trace_record(
         record.comment = record.comment or found.get("comment")
         annotations.feedback_records += record.thumbs is not None or record.rating is not None or bool(record.comment)
     if isinstance(record, Feedback) and not record.given:
-        return Skipped(line, NO_RETRIEVAL)
+        return Skipped(line, NO_RETRIEVAL, trace_id, spans)
     return record
+
+
+def completed_trace(
+    trace_id: str, line: int, parts: Iterable[list[dict]], fields: LogFields
+) -> LogRecord | Feedback | Skipped | Unreadable:
+    """The record of a trace whose spans came in ``parts`` (a trace split across files: a file rotated mid-trace
+    holds the spans that ended before the rotation, the next the rest), each span once."""
+    spans: dict[Any, dict] = {}
+    for part in parts:
+        for span in part:
+            spans.setdefault(span["span"] or id(span), span)
+    return _trace_record(trace_id, line, list(spans.values()), fields)
 
 
 def _trace_parts(
@@ -777,7 +793,7 @@ def _trace_parts(
         by_id = {s["span"]: s for s in spans if s["span"]}
         tops = [s for s in spans if s["parent"] is None or s["parent"] not in by_id]
         if not any(s["parent"] is None or s["server"] for s in tops):
-            return Skipped(line, ROOT_MISSING)
+            return Skipped(line, ROOT_MISSING, trace_id, spans)
         ordered = sorted(spans, key=lambda s: s["start"] or "")
         retrievals = [s for s in ordered if _is_retrieval(s["attributes"])]
         if not retrievals:
@@ -827,7 +843,7 @@ def _feedback_alone(trace_id: str, line: int, ordered: list[dict], fields: LogFi
     attributes: dict[str, Any] = {}
     for span in ordered:
         attributes.update(span["attributes"])
-    found = Feedback(line, trace_id, timestamp=next((s["start"] for s in ordered if s["start"]), None))
+    found = Feedback(line, trace_id, timestamp=next((s["start"] for s in ordered if s["start"]), None), spans=ordered)
     for name, read in (
         ("thumbs", lambda: _thumbs(attributes.get(fields.thumbs))),
         ("rating", lambda: _number(attributes.get(fields.rating), "rating")),

@@ -116,6 +116,27 @@ def traces_among(db: sqlite3.Connection, trace_keys: Iterable[str]) -> dict[str,
     return {row[0]: _trace(row) for row in rows_in(db, sql, sorted(set(trace_keys)))}
 
 
+def partial_traces_among(db: sqlite3.Connection, trace_keys: Iterable[str]) -> dict[str, list[dict]]:
+    """The spans held of those of ``trace_keys`` (hashed trace ids) an earlier file held only part of."""
+    sql = "SELECT trace_key, spans FROM log_partial_traces WHERE trace_key IN ({marks})"
+    return {key: json.loads(spans) for key, spans in rows_in(db, sql, sorted(set(trace_keys)))}
+
+
+def hold_partial_traces(db: sqlite3.Connection, import_id: str, parts: Iterable[tuple[str, list[dict]]]) -> None:
+    """Keep the spans of traces a file held only part of (all the spans known of each, by hashed trace id)."""
+    db.executemany(
+        "INSERT INTO log_partial_traces (trace_key, import_id, spans, held_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(trace_key) DO UPDATE SET import_id = excluded.import_id, spans = excluded.spans, "
+        "held_at = excluded.held_at",
+        [(key, import_id, json.dumps(spans, default=str), utc_timestamp()) for key, spans in parts],
+    )
+
+
+def drop_partial_traces(db: sqlite3.Connection, trace_keys: Iterable[str]) -> None:
+    """Forget the held parts of traces now recorded."""
+    db.executemany("DELETE FROM log_partial_traces WHERE trace_key = ?", [(key,) for key in trace_keys])
+
+
 def retrievals_in_sessions(db: sqlite3.Connection, sessions: Iterable[str]) -> list[TraceFeedback]:
     """The recorded retrievals (requests) of ``sessions`` (hashed session ids)."""
     sql = f"SELECT {_TRACE_COLUMNS} FROM log_traces WHERE kind = 'request' AND session IN ({{marks}})"

@@ -882,6 +882,17 @@ def m031_trace_feedback(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS log_traces_by_session ON log_traces(session, seen_at)")
 
 
+@migration(32)
+def m032_partial_traces(db: sqlite3.Connection) -> None:
+    """``log_partial_traces``: the spans of a trace a file held only part of (its root elsewhere: a file rotated
+    mid-trace), by the trace id's hash, until a later file's part completes it; their user text scrubbed as a query
+    is. A completed trace's row goes in the transaction that records it."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS log_partial_traces ("
+        "trace_key TEXT PRIMARY KEY, import_id TEXT NOT NULL, spans TEXT NOT NULL, held_at TEXT NOT NULL)"
+    )
+
+
 def _key_bytes(key: int | bytes) -> bytes:
     """A key as migration 14 stored it (a signed 64-bit integer) as 8 little-endian bytes (one stored as bytes, as
     the backfill of migration 14 once did during the migration, is already)."""

@@ -16,7 +16,8 @@ A log file is one import, by the sha256 of its bytes: importing it again adds no
 resumes after the last committed batch, counting no record twice. A request with an id (a trace id) is recorded
 once whatever file holds it: the workspace keeps a hash of each id recorded, so a grown log or overlapping exports
 add only what is new. Requests the reader skips (a trace without a retrieval, one cut off) and those seen before
-are counted by reason, never recorded.
+are counted by reason, never recorded. The part of a trace a file holds without its root (a file rotated
+mid-trace) is kept, scrubbed, until a later file's part completes the trace into one record.
 
 Before anything is stored the head of the log is read as a sample: when none of its lines gives a record, or more
 than half are unreadable, the import stops with an error that says what the lines looked like (another format?),
@@ -35,7 +36,7 @@ from ..._hashing import file_sha256
 from ...config import LogsConfig
 from ...corpus.backfill import run_due_backfills
 from ...errors import InputError
-from ...export.logs import Feedback, LogRecord, Notice, Skipped, Unreadable, read_log
+from ...export.logs import ROOT_MISSING, Feedback, LogRecord, Notice, Skipped, Unreadable, completed_trace, read_log
 from ...export.queries import MAX_QUERY_CHARS, derived_id
 from ...records import Query, QueryOrigin
 from ...registry import LOG_FORMATS, log_format_of
@@ -73,6 +74,7 @@ class LogImportSummary:
     feedback: int = 0  # records with a thumbs, a rating or a comment
     late_feedback: int = 0  # requests recorded before whose feedback this import added (or changed)
     feedback_attached: int = 0  # traces with feedback alone (generation traces), counted on their session's retrieval
+    completed_traces: int = 0  # records of traces split across files, this file's part completing an earlier one's
     skipped: dict[str, int] = field(default_factory=dict)  # requests read but recorded as no query, by why
     notes: list[str] = field(default_factory=list)  # what the reader said of the whole log (where its feedback is)
     scrubbed: dict[str, int] = field(default_factory=dict)
@@ -90,7 +92,7 @@ class LogImportSummary:
 COUNTED = (
     "records", "unreadable", "new_queries", "results", "by_id", "by_exact_text", "by_normalised_text", "unknown_ids",
     "unknown_ids_by_text", "unmatched_texts", "records_with_retrieval", "results_folded", "feedback", "late_feedback",
-    "feedback_attached",
+    "feedback_attached", "completed_traces",
 )  # fmt: skip
 
 
@@ -119,6 +121,8 @@ class _Batch:
         self.traces: dict[str, stored_logs.TraceFeedback] = {}  # the requests recorded, by hashed id
         self.changed: dict[str, stored_logs.TraceFeedback] = {}  # requests recorded before whose feedback changed
         self.late: dict[str, stored_logs.QueryLog] = {}  # feedback to add to queries logged before
+        self.partial: dict[str, list[dict]] = {}  # the spans held of traces split across files, by hashed id
+        self.completed: set[str] = set()  # traces split across files now recorded: their held parts go
         self.records = 0
 
     def held(self, key: str, stored: dict[str, stored_logs.TraceFeedback]) -> stored_logs.TraceFeedback | None:
@@ -259,6 +263,7 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
     scrubber = Scrubber(settings.pii_patterns)
     scrubber.counts.update(summary.scrubbed)  # a resumed import goes on counting
     scrub = scrubber if settings.scrub_pii else (lambda text: text)
+    hold_scrub = Scrubber(settings.pii_patterns) if settings.scrub_pii else (lambda text: text)
     batch, last_line = _Batch(), summary.resumed_after_line
 
     def flush(through: int) -> None:
@@ -269,6 +274,8 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             stored_logs.add_traces(tx, import_id, batch.traces.values())
             stored_logs.update_trace_feedback(tx, batch.changed.values())
             stored_logs.add_feedback(tx, batch.late.values())
+            stored_logs.hold_partial_traces(tx, import_id, batch.partial.items())
+            stored_logs.drop_partial_traces(tx, batch.completed)
             rows.put_candidates(
                 tx,
                 [
@@ -285,8 +292,9 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         """A slice of the log into the batch: ids, texts and requests seen before resolved with one lookup each for
         the slice."""
         seen = stored_logs.traces_among(
-            db, (trace_key(i.trace) for i in items if isinstance(i, LogRecord | Feedback) and i.trace is not None)
+            db, (trace_key(i.trace) for i in items if isinstance(i, LogRecord | Feedback | Skipped) and i.trace)
         )
+        items = completed(items, seen)
         alone: list[Feedback] = []
         known = stored_logs.live_chunk_ids_among(
             db, (r.chunk_id for i in items if isinstance(i, LogRecord) for r in i.retrieved if r.chunk_id is not None)
@@ -367,6 +375,44 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
 
     def skip(reason: str) -> None:
         summary.skipped[reason] = summary.skipped.get(reason, 0) + 1
+
+    def completed(items: list, seen: dict[str, stored_logs.TraceFeedback]) -> list:
+        """``items`` with each trace split across files whole again: a part of a trace no import recorded, held
+        when its root is elsewhere (scrubbed as a query is), completes the part an earlier file held into a record.
+        Every part is counted under its reason until the record is made."""
+        parts = {id(i) for i in items if isinstance(i, Skipped | Feedback) and i.trace and i.spans}
+        traced = {id(i): i for i in items if id(i) in parts or (isinstance(i, LogRecord) and i.trace)}
+        held = stored_logs.partial_traces_among(db, (trace_key(i.trace) for i in traced.values()))
+        out = []
+        for item in items:
+            key = trace_key(item.trace) if id(item) in traced else None
+            if key is not None and isinstance(item, LogRecord) and (key in held or key in batch.partial):
+                batch.partial.pop(key, None)  # the whole trace in this file: its part held from another goes
+                batch.completed.add(key)
+            if key is None or isinstance(item, LogRecord) or batch.held(key, seen) is not None:
+                out.append(item)
+                continue
+            earlier = batch.partial.get(key) or (held.get(key) if key not in batch.completed else None)
+            whole = completed_trace(item.trace, item.line, [earlier, item.spans], settings.fields) if earlier else item
+            if isinstance(whole, LogRecord):
+                batch.partial.pop(key, None)
+                batch.completed.add(key)
+                summary.completed_traces += 1
+                out.append(whole)
+                continue
+            if isinstance(whole, Skipped) and whole.reason == ROOT_MISSING:
+                batch.partial[key] = [held_span(span) for span in whole.spans or []]
+            out.append(item)
+        return out
+
+    def held_span(span: dict) -> dict:
+        """A span to hold until its trace is whole, the user's text scrubbed (not a result's, which is matched to
+        chunks by its text)."""
+        attributes = {
+            name: value if not isinstance(value, str) or ".document." in name else hold_scrub(value)
+            for name, value in span["attributes"].items()
+        }
+        return {**span, "attributes": attributes}
 
     def place(item: Feedback, seen: dict[str, stored_logs.TraceFeedback]) -> None:
         """Feedback alone: to the request its id names, else to its session's nearest earlier retrieval."""
