@@ -82,6 +82,11 @@ def import_logs(
             if summary.feedback_attached
             else ""
         )
+        + (
+            f", {summary.completed_traces} traces completed from the part an earlier file held"
+            if summary.completed_traces
+            else ""
+        )
         + (f"; skipped {skipped_text(summary.skipped)}" if summary.skipped else "")
         + "; "
         f"{summary.results} retrieved results: {summary.by_id} by id, {summary.by_exact_text} by exact and "
