@@ -121,3 +121,79 @@ def test_langfuse_lines_that_are_not_traces_are_counted_with_their_line(tmp_path
         "line 4: trace t2 has no query (no retriever's input, no trace input)",
         "line 5: trace t3: retrieved document 1 has neither an id nor text",
     ]
+
+
+def scores_page(made: list[dict], flip: bool = False) -> dict:
+    """The feedback of ``made`` as ``GET /api/public/scores`` pages it: the SDK's own score models (numeric, and
+    categorical for odd traces), serialised as the API sends them; ``flip``: each user changed their mind later."""
+    from datetime import datetime, timedelta
+
+    from langfuse.api.commons.types.score import Score_Categorical, Score_Numeric
+
+    data = []
+    for n, trace in enumerate(made):
+        given = trace["trace"]["scores"][0]["value"] == 1
+        up = given != flip
+        at = datetime(2026, 11, 5, 9, 0) + timedelta(days=flip, minutes=n)
+        common = {"id": f"score-{n}-{flip}", "trace_id": trace["trace"]["id"], "name": "user-feedback",
+                  "source": "API", "timestamp": at, "created_at": at, "updated_at": at, "environment": "default",
+                  "comment": f"c{n}"}  # fmt: skip
+        if n % 2:
+            score = Score_Categorical(**common, value=float(up), string_value="thumbs_up" if up else "thumbs_down")
+        else:
+            score = Score_Numeric(**common, value=1.0 if up else 0.0)
+        data.append(json.loads(json.dumps(score.dict(), default=str)))
+    return {"data": data, "meta": {"page": 1, "limit": 50, "totalItems": len(data), "totalPages": 1}}
+
+
+def thumbs_stored(ws) -> tuple[int, int]:
+    logged = stored_logs.logged_queries(ws.db)
+    return sum(q["thumbs_up"] for q in logged), sum(q["thumbs_down"] for q in logged)
+
+
+def split_tables(made: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The traces table without their scores, and the observations table."""
+    return [{**t["trace"], "scores": []} for t in made], [o for t in made for o in t["observations"]]
+
+
+SETTINGS = LogsConfig(format="langfuse", fields=LogFieldsConfig(retrieved_id="chunk_id"))
+
+
+def test_scores_exported_beside_the_traces_give_each_trace_its_feedback(docs_workspace, tmp_path):
+    """Langfuse keeps feedback as scores: the scores table exported with the others gives each trace its thumbs,
+    wherever its rows are in the file."""
+    made, _ = traces(docs_workspace)
+    bare, observations = split_tables(made)
+    page = scores_page(made)
+    ups = sum(s["value"] == 1.0 for s in page["data"])
+    path = tmp_path / "together.jsonl"  # the three tables in one file, scores first
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*page["data"], *observations, *bare]), encoding="utf-8")
+    records = [r for r in read_log(path, "langfuse", SETTINGS.fields) if isinstance(r, LogRecord)]
+    assert sorted(r.thumbs for r in records) == sorted(1 if s["value"] == 1.0 else -1 for s in page["data"])
+    assert import_logs(docs_workspace, path, SETTINGS).feedback == TRACES
+    assert thumbs_stored(docs_workspace) == (ups, TRACES - ups)
+
+
+def test_scores_exported_later_are_added_once_to_the_traces_imported_before(docs_workspace, tmp_path):
+    """Scores fetched after the traces were imported are added to them once; the same scores again change nothing;
+    a user who changed their mind counts as their latest score says."""
+    made, _ = traces(docs_workspace)
+    bare, observations = split_tables(made)
+    page = scores_page(made)
+    ups = sum(s["value"] == 1.0 for s in page["data"])
+    traces_only = tmp_path / "traces.jsonl"
+    traces_only.write_text("".join(json.dumps(r) + "\n" for r in [*observations, *bare]), encoding="utf-8")
+    first = import_logs(docs_workspace, traces_only, SETTINGS)
+    assert (first.records, first.feedback) == (TRACES, 0)
+    scores = tmp_path / "scores.json"
+    scores.write_text(json.dumps(page, indent=2), encoding="utf-8")
+    added = import_logs(docs_workspace, scores, SETTINGS)
+    assert (added.records, added.late_feedback, added.unreadable) == (0, TRACES, 0)
+    assert thumbs_stored(docs_workspace) == (ups, TRACES - ups)
+    again = tmp_path / "scores-again.jsonl"  # the same scores in another export
+    again.write_text("".join(json.dumps(s) + "\n" for s in page["data"]), encoding="utf-8")
+    assert import_logs(docs_workspace, again, SETTINGS).late_feedback == 0
+    changed = tmp_path / "scores-changed.json"
+    changed.write_text(json.dumps(scores_page(made, flip=True)), encoding="utf-8")
+    assert import_logs(docs_workspace, changed, SETTINGS).late_feedback == TRACES
+    assert thumbs_stored(docs_workspace) == (TRACES - ups, ups)

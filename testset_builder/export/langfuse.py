@@ -14,7 +14,10 @@ retriever's input (an observation of type ``RETRIEVER``, as the LangChain callba
 call; else the first whose output is a list of documents), else the trace's input; the retrieved results are its
 output: LangChain documents (``page_content``, ``metadata``, ``id``), LlamaIndex nodes with scores (``node``,
 ``score``) or objects with the configured id, text and score fields. The answer is the trace's output, else the
-last generation's. A score named like the configured ``thumbs`` field (or ``user-feedback``) gives the thumbs.
+last generation's. A score named like the configured ``thumbs`` field (or ``user-feedback``) gives the thumbs, one
+named like the ``rating`` field the rating; scores come inside a trace or as objects of their own (the scores table
+exported, ``GET /api/public/scores``), anywhere in the file or in a later one (feedback given after the trace was
+imported is added to it once).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ..registry import LogFormat, register_log_format
 from .logs import (
     BROKEN,
+    Feedback,
     LogRecord,
     Retrieved,
     Unreadable,
@@ -60,6 +64,8 @@ def _items(value: Any) -> tuple[list[dict], list[str]]:
     for key in ("data", "traces"):  # an API page, a session's download
         if isinstance(value.get(key), list):
             return _items(value[key])
+    if value.get("traceId") not in (None, "") and _is_score(value):  # a score: feedback, perhaps given later
+        return [{"trace": str(value["traceId"]), "kind": "score", "raw": value}], []
     if value.get("traceId") not in (None, ""):  # an observation
         return [{"trace": str(value["traceId"]), "kind": "observation", "raw": value}], []
     if value.get("id") in (None, ""):
@@ -71,6 +77,14 @@ def _items(value: Any) -> tuple[list[dict], list[str]]:
         if isinstance(observation, dict):
             found.append({"trace": trace_id, "kind": "observation", "raw": {"traceId": trace_id, **observation}})
     return found, []
+
+
+def _is_score(value: dict) -> bool:
+    """Whether an object naming a trace is a score (the scores table's rows, ``GET /api/public/scores`` pages), not
+    an observation: it has a data type, or a value and a name but no observation's type or start."""
+    if "dataType" in value:
+        return True
+    return "value" in value and "name" in value and "type" not in value and "startTime" not in value
 
 
 def _document(item: Any, rank: int, fields: LogFields) -> Retrieved:
@@ -126,12 +140,22 @@ def _feedback(scores: Any, fields: LogFields) -> tuple[int | None, float | None,
     return thumbs, rating, comment
 
 
-def _record(trace_id: str, line: int, items: list[dict], fields: LogFields) -> LogRecord | Unreadable:
+def _record(trace_id: str, line: int, items: list[dict], fields: LogFields) -> LogRecord | Feedback | Unreadable:
+    """A trace's record; a trace of which the file holds only scores gives its :class:`~.logs.Feedback` (scores
+    exported apart, or given after the trace was exported), which the import adds to the trace recorded before."""
     try:
         trace = next((i["raw"] for i in items if i["kind"] == "trace"), {})
         observations = sorted(
             (i["raw"] for i in items if i["kind"] == "observation"), key=lambda o: str(o.get("startTime") or "")
         )
+        scores = [
+            *(trace.get("scores") if isinstance(trace.get("scores"), list) else []),
+            *sorted((i["raw"] for i in items if i["kind"] == "score"), key=_score_time),
+        ]  # the latest last: it is kept
+        if not trace and not observations:
+            thumbs, rating, comment = _feedback(scores, fields)
+            at = max((_score_time(score) for score in scores), default="") or None
+            return Feedback(line, trace_id, thumbs, rating, comment, timestamp=_text(at, "the timestamp"))
         retrievers = [o for o in observations if str(o.get("type", "")).upper() == "RETRIEVER"]
         retriever, documents = None, []
         for observation in [*retrievers, *(o for o in observations if o not in retrievers)]:
@@ -147,7 +171,7 @@ def _record(trace_id: str, line: int, items: list[dict], fields: LogFields) -> L
         answer = text_in(trace.get("output"), ANSWER_KEYS)
         if answer is None and generations:
             answer = text_in(generations[-1].get("output"), ANSWER_KEYS)
-        thumbs, rating, comment = _feedback(trace.get("scores"), fields)
+        thumbs, rating, comment = _feedback(scores, fields)
         started = trace.get("timestamp") or next((o.get("startTime") for o in observations if o.get("startTime")), None)
         session = trace.get("sessionId") or next((o.get("sessionId") for o in observations if o.get("sessionId")), None)
         return LogRecord(
@@ -166,15 +190,21 @@ def _record(trace_id: str, line: int, items: list[dict], fields: LogFields) -> L
         return Unreadable(line, f"trace {trace_id}: {error}")
 
 
-def read_langfuse(path: Path, fields: LogFields) -> Iterator[LogRecord | Unreadable]:
-    """Langfuse's trace and session downloads, table exports and API pages, one record a trace."""
+def _score_time(score: dict) -> str:
+    return str(score.get("updatedAt") or score.get("timestamp") or "")
+
+
+def read_langfuse(path: Path, fields: LogFields) -> Iterator[LogRecord | Feedback | Unreadable]:
+    """Langfuse's trace and session downloads, table exports, API pages and scores, one record a trace."""
     for got in grouped_by_trace(path, _items, "a trace or an observation"):
         yield got if isinstance(got, Unreadable) else _record(*got, fields)
 
 
 def looks_like_langfuse(head: str) -> bool:
     """Whether the start of a file is Langfuse's: observations, or camelCase traces without OTLP's span ids."""
-    return '"observations"' in head or ('"traceId"' in head and '"startTime"' in head and '"spanId"' not in head)
+    if '"spanId"' in head:
+        return False
+    return '"observations"' in head or ('"traceId"' in head and ('"startTime"' in head or '"dataType"' in head))
 
 
 register_log_format(
