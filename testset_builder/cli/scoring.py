@@ -434,7 +434,8 @@ def report(
 ) -> None:
     """One self-contained HTML page about a release: what it holds, a sample of labelled pairs, the review's
     agreement, the trust figures (estimate and calibration), each run's metrics with intervals and recall@k curves,
-    and the lineage. Plots are inline SVG; the page loads nothing from the network.
+    which questions separate the runs (as `score` gives them), and the lineage. Plots are inline SVG; the page loads
+    nothing from the network.
 
     Example: `testset-builder report --release testset@latest --run bm25.trec --run dense.trec`.
     """
