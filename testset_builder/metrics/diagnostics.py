@@ -77,6 +77,17 @@ class QuestionDiagnostics:
     generate_next: list[str]
     flagged: dict[str, list[str]] = field(default_factory=dict)
     thresholds: dict = field(default_factory=dict)
+    documents: int | None = None  # in the corpus, when known
+    documents_without_question: int | None = None  # no question written from them, none labels them relevant
+
+    def profile(self) -> dict:
+        """What the release card says, with no run scored: the chunks questions need, the leaky and ambiguous
+        synthetic questions, the documents without a question."""
+        return {
+            "questions": self.questions, "needing": self.needing, "synthetic": self.synthetic, "leaky": self.leaky,
+            "ambiguous": self.ambiguous, "documents": self.documents,
+            "documents_without_question": self.documents_without_question,
+        }  # fmt: skip
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -236,7 +247,10 @@ def diagnose(
         thresholds={"ceiling": CEILING, "rare_share": RARE_SHARE, "leakage_share": LEAKAGE_SHARE, "likely": LIKELY},
     )  # fmt: skip
     result.weakest = weakest(flagged, queries or {}, details)
-    result.generate_next = generate_next(result, uncovered_documents(documents, sources, labels, relevance_level))
+    uncovered = uncovered_documents(documents, sources, labels, relevance_level)
+    if uncovered is not None:
+        result.documents, result.documents_without_question = uncovered[1], len(uncovered[0])
+    result.generate_next = generate_next(result, uncovered)
     return result
 
 
