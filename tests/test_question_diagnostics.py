@@ -218,7 +218,7 @@ def test_score_does_not_warn_when_one_run_stays_below_the_ceiling(capsys, tmp_pa
     assert "questions (40): 37 too easy" in out and "; 0 too hard" in out  # best finds the 3 worse misses
 
 
-def test_score_and_the_report_of_a_release_name_its_leaky_and_ambiguous_questions(tmp_path, capsys):
+def test_score_the_report_and_the_card_of_a_release_name_its_leaky_and_ambiguous_questions(tmp_path, capsys):
     """Synthetic questions made of one word found only in their source chunk leak it; one whose second chunk is
     labelled relevant too is ambiguous; a real query is neither. score --json and the report say so."""
     import re
@@ -266,6 +266,10 @@ def test_score_and_the_report_of_a_release_name_its_leaky_and_ambiguous_question
     assert {q for q, flags in flagged.items() if "ambiguous" in flags} == {"s0"}
     assert found["synthetic"] == 4 and found["needing"] == {"1": 4, "2": 1}
     assert found["saturated"] == [{"metric": "recall@10", "lowest": 1.0}]
+    card = (tmp_path / "ws" / "releases" / "1.0.0" / "README.md").read_text(encoding="utf-8")
+    assert "- questions: relevant chunks a question needs: 4 need one, 1 need two" in card
+    assert "of 4 synthetic questions, 4 copy their source's rare words" in card
+    assert "and 1 have other chunks that answer them" in card
     page = api.report(spec, [run], out=tmp_path / "report.html").path.read_text(encoding="utf-8")
     assert 'id="questions"' in page and 'data-warning="saturated"' in page and 'data-table="by_chunk_count"' in page
     assert f"what is {unique[sources[1]][0]}?" in page  # named among the weakest
