@@ -94,7 +94,7 @@ def parse_targets(text: str) -> list[float]:
 def question_lines(found) -> None:
     """The question diagnostics under `score`'s figures: saturation warnings, the counts, the weakest questions,
     the split by chunks needed (when some question needs several) and what to generate next."""
-    from ..metrics.diagnostics import chunk_count_table, discrimination_lines
+    from ..metrics.question_lines import chunk_count_table, discrimination_lines
 
     if table := chunk_count_table(found):
         out.print(table)
