@@ -112,6 +112,18 @@ def test_leakage_is_the_share_of_content_words_rare_in_the_corpus_and_found_in_t
     assert expected == 0.5  # frobnicate and zorblat: rare, in the source; "return" is not in it, widgets is common
 
 
+def test_on_a_corpus_larger_than_the_sample_rare_words_are_still_told_from_common_ones(monkeypatch):
+    from testset_builder.metrics import diagnostics
+
+    monkeypatch.setattr(diagnostics, "DF_SAMPLE", 100)  # read 100 of the 2,000 chunks
+    passages = {f"c{i:04d}": "shared words" + (" halfway" if i % 2 else "") for i in range(2000)}
+    passages["c0999"] += " quux"  # in one chunk of 2,000: rare, and not among those read
+    asked = {"q": "shared halfway quux?"}
+    found = diagnostics.leakages({"q": "c0999"}, asked, passages)
+    # quux is rare and in the source; shared (every chunk) and halfway (half) are common, though in the source too
+    assert found == {"q": pytest.approx(1 / 3)}
+
+
 def test_a_synthetic_question_is_ambiguous_when_another_chunk_is_labelled_or_estimated_likely():
     qrels = {"labelled": {"s1": 2, "x": 1}, "estimated": {"s2": 2}, "unlikely": {"s3": 2}, "multi": {"s4": 2, "y": 2}}
     meta = {q: {"origin": "synthetic", "source_chunk_id": next(iter(c))} for q, c in qrels.items()}

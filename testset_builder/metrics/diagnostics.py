@@ -28,6 +28,7 @@ bent ranks those retrievers too high. The user reads them and decides.
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -47,7 +48,7 @@ CEILING = 0.95
 RARE_SHARE = 0.01
 # half or more of a question's content words are rare words of its source: it names its chunk whatever its phrasing
 LEAKAGE_SHARE = 0.5
-# chunks read for document frequencies on a large corpus (an even spread by id): a word in 1% of them is then seen
+# chunks read for document frequencies on a large corpus (a seeded random sample): a word in 1% of them is then seen
 # about 200 times, enough to tell rare from common
 DF_SAMPLE = 20_000
 LIKELY = 0.5  # an estimate at or above this rates a chunk more likely relevant than not
@@ -268,13 +269,13 @@ def synthetic_sources(meta: Mapping[str, dict], labels: Mapping[str, Mapping[str
 
 def leakages(sources: Mapping[str, str], queries: Mapping[str, str], passages: Mapping[str, str]) -> dict[str, float]:
     """Each synthetic question's lexical leakage against its source, df counted over ``passages`` (at most DF_SAMPLE
-    of them, spread evenly by id: rare then means in at most RARE_SHARE of those read)."""
+    of them, a seeded random sample: rare then means in at most RARE_SHARE of those read)."""
     asked = {q: queries[q] for q in sources if q in queries and sources[q] in passages}
     if not asked:
         return {}
     vocabulary = set().union(*(content_words(text) for text in asked.values()))
     ids = sorted(passages)
-    read = ids[:: math.ceil(len(ids) / DF_SAMPLE)]
+    read = ids if len(ids) <= DF_SAMPLE else random.Random(0).sample(ids, DF_SAMPLE)
     df, n = document_frequencies((passages[c] for c in read), vocabulary)
     rare_df = rare_limit(n)
     return {q: lexical_leakage(text, passages[sources[q]], df, rare_df) for q, text in asked.items()}
@@ -341,14 +342,30 @@ def generate_next(found: QuestionDiagnostics, uncovered: tuple[list[str], int] |
     return advice
 
 
+class Passages(Mapping):
+    """A corpus (chunk id -> {title, text}) read as chunk id -> title and text, joined on access: leakage reads a
+    sample of a large corpus, so the whole is not copied."""
+
+    def __init__(self, corpus: Mapping[str, dict]) -> None:
+        self.corpus = corpus
+
+    def __getitem__(self, chunk_id: str) -> str:
+        doc = self.corpus[chunk_id]
+        return "\n".join(part for part in (doc.get("title"), doc.get("text")) if part)
+
+    def __iter__(self):
+        return iter(self.corpus)
+
+    def __len__(self) -> int:
+        return len(self.corpus)
+
+
 def of_release(release, runs: Sequence[Run], evaluations: Sequence[Evaluation], means=None, relevance_level: int = 1):
     """:func:`diagnose` on a loaded release (its labels, question meta, chunk texts and documents, estimates)."""
-    passages = {
-        chunk_id: "\n".join(part for part in (doc.get("title"), doc.get("text")) if part)
-        for chunk_id, doc in release.corpus.items()
-    }
+    passages = Passages(release.corpus)
     documents = {chunk_id: span["doc_id"] for chunk_id, span in release.chunk_spans.items() if span.get("doc_id")}
     return diagnose(
         release.qrels_table(), runs, evaluations, means, queries=release.queries, meta=release.query_meta,
-        passages=passages, documents=documents or None, estimates=release.estimates, relevance_level=relevance_level,
+        passages=passages, documents=documents or None, estimates=release.estimates,
+        relevance_level=relevance_level,
     )  # fmt: skip

@@ -31,7 +31,7 @@ from ...export.hf import dataset_card, write_hf
 from ...export.trec import write_trec_qrels
 from ...labels import audit
 from ...labels.policy import ORIGINS, ResolvedQrel, agreement, describe, resolve, resolved_failure_tags
-from ...metrics.diagnostics import diagnose
+from ...metrics.diagnostics import Passages, diagnose
 from ...records import Judgment, Query
 from ...spans import locate
 from ...store import audit as audit_store
@@ -443,7 +443,7 @@ def question_profile(content: ReleaseContent) -> dict:
     chunks each needs, the synthetic questions that leak their source's rare words or have other answers, and the
     documents without a question."""
     meta = {row.pop("_id"): row for row in query_meta(content.query_records)}
-    passages = {d["_id"]: "\n".join(part for part in (d["title"], d["text"]) if part) for d in content.corpus}
+    passages = Passages({d["_id"]: d for d in content.corpus})
     found = diagnose(
         content.qrels_table(), [], [], queries={q["_id"]: q["text"] for q in content.queries}, meta=meta,
         passages=passages, documents={s["_id"]: s["doc_id"] for s in content.chunk_spans} or None,
