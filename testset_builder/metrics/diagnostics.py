@@ -217,22 +217,7 @@ def diagnose(
         if is_easy or is_hard:
             flagged[q] = ["too easy" if is_easy else "too hard"]
     sources = synthetic_sources(meta or {}, labels)
-    details = {q: {} for q in sources}
-    if queries is not None and passages is not None:
-        for q, share in leakages(sources, queries, passages).items():
-            details[q]["leakage"] = round(share, 4)
-            if share >= LEAKAGE_SHARE:
-                flagged.setdefault(q, []).append("leaky")
-    rows_of: dict[str, list[dict]] = {}
-    for row in estimates:
-        rows_of.setdefault(row["query-id"], []).append(row)
-    for q, source in sources.items():
-        if (meta or {}).get(q, {}).get("style") == "multi":
-            continue
-        labelled, likely = ambiguity(source, labels.get(q, {}), rows_of.get(q, ()), relevance_level)
-        details[q].update(other_relevant=labelled, likely_other=likely)
-        if labelled or likely:
-            flagged.setdefault(q, []).append("ambiguous")
+    details = synthetic_flags(sources, flagged, labels, queries, meta or {}, passages, estimates, relevance_level)
     merged = [
         Evaluation(e.run_name, e.metrics, e.query_ids, {**e.per_query, **_recall_and_complete(c, k)}, e.summary)
         for e, c in zip(evaluations, checks)
@@ -252,6 +237,32 @@ def diagnose(
         result.documents, result.documents_without_question = uncovered[1], len(uncovered[0])
     result.generate_next = generate_next(result, uncovered)
     return result
+
+
+def synthetic_flags(
+    sources: Mapping[str, str], flagged: dict[str, list[str]], labels: Mapping[str, Mapping[str, int]],
+    queries: Mapping[str, str] | None, meta: Mapping[str, dict], passages: Mapping[str, str] | None,
+    estimates: Sequence[dict], relevance_level: int = 1,
+) -> dict[str, dict]:  # fmt: skip
+    """Flags each synthetic question (``sources``: its source chunk) leaky or ambiguous in ``flagged``; returns each
+    one's figures: leakage (with ``queries`` and ``passages``), other chunks labelled relevant and likely."""
+    details: dict[str, dict] = {q: {} for q in sources}
+    if queries is not None and passages is not None:
+        for q, share in leakages(sources, queries, passages).items():
+            details[q]["leakage"] = round(share, 4)
+            if share >= LEAKAGE_SHARE:
+                flagged.setdefault(q, []).append("leaky")
+    rows_of: dict[str, list[dict]] = {}
+    for row in estimates:
+        rows_of.setdefault(row["query-id"], []).append(row)
+    for q, source in sources.items():
+        if meta.get(q, {}).get("style") == "multi":  # asks for two chunks by design
+            continue
+        labelled, likely = ambiguity(source, labels.get(q, {}), rows_of.get(q, ()), relevance_level)
+        details[q].update(other_relevant=labelled, likely_other=likely)
+        if labelled or likely:
+            flagged.setdefault(q, []).append("ambiguous")
+    return details
 
 
 def _recall_and_complete(check: Evaluation, k: int) -> dict[str, np.ndarray]:
