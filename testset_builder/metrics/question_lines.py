@@ -18,8 +18,8 @@ def discrimination_lines(found: QuestionDiagnostics, shown: int = 5) -> list[str
     n = found.questions
     parts = []
     if found.runs:
-        one = " (one run scored: score several for the set's view)" if len(found.runs) == 1 else ""
-        parts.append(f"{found.too_easy} too easy (every run ranks the relevant chunks first){one}")
+        who = "the one run scored ranks" if len(found.runs) == 1 else "every run ranks"
+        parts.append(f"{found.too_easy} too easy ({who} the relevant chunks first)")
         parts.append(f"{found.too_hard} too hard (no run has a relevant chunk in its top {found.k})")
     if found.synthetic:
         parts.append(f"{found.leaky} of {found.synthetic} synthetic leak their source's rare words")
@@ -40,10 +40,11 @@ def chunk_count_table(found: QuestionDiagnostics) -> Table | None:
         return None
     k = found.k
     table = Table(
-        title=f"recall@{k} / complete@{k} by relevant chunks needed",
+        title=f"recall@{k} / complete@{k} by chunks needed",
         title_justify="left",
-        caption=f"complete@{k}: 1 when every relevant chunk is in the top {k}; recall@{k} counts each one found",
+        caption=f"complete@{k}: every relevant chunk in the top {k}",
         caption_justify="left",
+        min_width=48,
     )
     table.add_column("needs")
     table.add_column("queries", justify="right")
