@@ -285,3 +285,6 @@ def test_score_the_report_and_the_card_of_a_release_name_its_leaky_and_ambiguous
     page = api.report(spec, [run], out=tmp_path / "report.html").path.read_text(encoding="utf-8")
     assert 'id="questions"' in page and 'data-warning="saturated"' in page and 'data-table="by_chunk_count"' in page
     assert f"what is {unique[sources[1]][0]}?" in page  # named among the weakest
+    alone = api.report(spec, [], out=tmp_path / "alone.html").path.read_text(encoding="utf-8")
+    assert 'id="questions"' in alone and f"what is {unique[sources[1]][0]}?" in alone  # leaky, with no run scored
+    assert 'data-warning="saturated"' not in alone and 'data-table="by_chunk_count"' not in alone
