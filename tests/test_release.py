@@ -302,6 +302,12 @@ def test_score_and_export_use_a_release_directly(workspace, tmp_path, capsys):
     assert main([*scored, "--qrels", str(path / "qrels.trec"), "--cluster-by", "query"]) == 0
     from_file = json.loads(capsys.readouterr().out)
     about_release = by_release.pop("synthetic_audit")  # what the release says of its unchecked synthetic labels
+    # only the release knows which questions are synthetic and their sources: leakage and ambiguity need them
+    questions, from_qrels = by_release.pop("question_diagnostics"), from_file.pop("question_diagnostics")
+    assert questions["synthetic"] > 0 and from_qrels["synthetic"] == 0
+    assert (
+        questions["too_easy"] == from_qrels["too_easy"] and questions["by_chunk_count"] == from_qrels["by_chunk_count"]
+    )
     assert from_file == by_release  # the same figures from the release or its qrels file
     assert about_release["unchecked"] > 0 and "synthetic labels unchecked" in about_release["statement"]
     # only the release knows which document each question came from: its questions cluster by it

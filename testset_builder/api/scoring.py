@@ -14,6 +14,7 @@ from .releases import load_release, workspace_of
 if TYPE_CHECKING:
     from ..metrics.clusters import Clusters
     from ..metrics.compare import Comparison
+    from ..metrics.diagnostics import QuestionDiagnostics
     from ..metrics.evaluate import Evaluation
     from ..metrics.gate import GateOutcome
     from ..metrics.power import SetSize
@@ -136,6 +137,7 @@ class ScoreResult:
     transfer: Transfer | None = None  # synthetic questions against real queries, on a release with both
     synthetic_audit: dict | None = None  # the release's unchecked synthetic labels and their estimated error rate
     coverage: dict | None = None  # the logged traffic its questions cover, for a workspace's release with a log
+    questions: QuestionDiagnostics | None = None  # which questions separate the runs (metrics.diagnostics)
 
     @property
     def metrics(self) -> dict:
@@ -152,6 +154,8 @@ class ScoreResult:
             extra["synthetic_audit"] = self.synthetic_audit
         if self.coverage is not None:
             extra["coverage"] = self.coverage
+        if self.questions is not None:
+            extra["question_diagnostics"] = self.questions.as_dict()
         if len(self.reports) == 1:
             return {**self.reports[0], **extra}
         return {"runs": self.reports, "against_best": self.against_best, "alpha": self.alpha, "correction": "holm",
@@ -211,7 +215,19 @@ def score(
     checked = _transfer(evaluations, loaded, resamples, seed, alpha) if loaded is not None else None
     audit = ((loaded.manifest["counts"].get("checked_by_human") or {}).get("synthetic_audit")) if loaded else None
     coverage = _coverage(loaded)
-    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality, checked, audit, coverage)
+    questions = _question_diagnostics(labels, made, evaluations, reports, loaded, relevance_level)
+    return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality, checked, audit, coverage, questions)
+
+
+def _question_diagnostics(labels, runs, evaluations, reports, loaded, relevance_level: int):
+    """Which questions separate the runs (:mod:`~.metrics.diagnostics`), saturation read on the figures shown; on a
+    release, with what it knows of its questions."""
+    from ..metrics.diagnostics import diagnose, of_release
+
+    means = {report["run"]: {m: entry["mean"] for m, entry in report["metrics"].items()} for report in reports}
+    if loaded is not None:
+        return of_release(loaded, runs, evaluations, means, relevance_level)
+    return diagnose(labels, runs, evaluations, means, relevance_level=relevance_level)
 
 
 def _coverage(loaded) -> dict | None:

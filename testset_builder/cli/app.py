@@ -71,7 +71,8 @@ QUIET_HELP = (
 DEFAULT_METRICS = api.DEFAULT_METRICS
 METRICS_HELP = (
     "Comma-separated metrics: recall@k, precision@k, mrr, ndcg@k (linear gain), ndcg_exp@k (2^g-1 gain), "
-    "hit_rate@k, map, r_precision. A bare name (recall, mrr, ndcg, map) means the whole ranked list; "
+    "hit_rate@k, map, r_precision, complete@k (1 when every relevant chunk is in the top k). A bare name (recall, "
+    "mrr, ndcg, map) means the whole ranked list; "
     "trec_eval spellings (P_10, ndcg_cut_10) are accepted."
 )
 QRELS_HELP = "Relevance labels: TREC qrels (qid 0 docid grade), BEIR TSV (query-id corpus-id score header) or JSONL."

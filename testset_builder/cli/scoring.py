@@ -91,6 +91,20 @@ def parse_targets(text: str) -> list[float]:
     return targets
 
 
+def question_lines(found) -> None:
+    """The question diagnostics under `score`'s figures: saturation warnings, the counts, the weakest questions,
+    the split by chunks needed (when some question needs several) and what to generate next."""
+    from ..metrics.question_lines import chunk_count_table, discrimination_lines
+
+    if table := chunk_count_table(found):
+        out.print(table)
+    for line in discrimination_lines(found):
+        if line.startswith("warning: "):
+            out.print(f"[yellow]warning:[/] {escape(line.removeprefix('warning: '))}", highlight=False)
+        else:
+            out.print(line, highlight=False, markup=False)
+
+
 @app.command()
 def score(
     more: Annotated[
@@ -170,6 +184,13 @@ def score(
     with 95% intervals. A warning says when the subsets order two runs oppositely, or a gap is clear of 0. JSON:
     `transfer`.
 
+    Under the figures, which questions separate the runs: too easy (every run ranks the relevant chunks first), too
+    hard (no run has one in its top 10), leaky (a synthetic question holding its source's rare words) and ambiguous
+    (other chunks answer it), the weakest named. A warning says when a metric is at 0.95 or more for every run: the
+    set is saturated on it. Where some questions need several chunks, a table gives recall@10 beside complete@10
+    (every relevant chunk in the top 10) by the chunks needed. Last, what to generate next. These are reported,
+    never used to drop a question. JSON: `question_diagnostics`.
+
     On a workspace's release, when the workspace has a production log, the last lines say how much of the logged
     traffic the test questions cover, and which topics of it to write questions for next (measured by `release`).
     JSON: `coverage`.
@@ -241,6 +262,8 @@ def score(
             out.print(line, highlight=False)
         for warning in scored.transfer.warnings:
             err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    if scored.questions is not None:
+        question_lines(scored.questions)
     if scored.coverage is not None:
         for line in traffic_coverage_lines(scored.coverage):
             out.print(line, highlight=False, markup=False)
@@ -411,7 +434,8 @@ def report(
 ) -> None:
     """One self-contained HTML page about a release: what it holds, a sample of labelled pairs, the review's
     agreement, the trust figures (estimate and calibration), each run's metrics with intervals and recall@k curves,
-    and the lineage. Plots are inline SVG; the page loads nothing from the network.
+    which questions separate the runs (as `score` gives them), and the lineage. Plots are inline SVG; the page loads
+    nothing from the network.
 
     Example: `testset-builder report --release testset@latest --run bm25.trec --run dense.trec`.
     """

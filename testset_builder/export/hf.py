@@ -106,6 +106,7 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         f"{counts['queries_by_origin'].get('real', 0)} real); qrels: {counts['qrels']} ({grades})\n"
         f"- where the labels come from: {origin}\n"
         f"{_audit_line(counts)}"
+        f"{_questions_line(counts.get('questions'))}"
         f"{_estimates_line(counts.get('estimates'))}"
         f"- content sha256: `{manifest['content_sha256']}`; parent version: {manifest['parent_version'] or 'none'}\n\n"
         "## How it was made\n\n"
@@ -127,6 +128,24 @@ def _audit_line(counts: dict) -> str:
     """What the audit says of the synthetic labels nobody checked (a release made before the audit says nothing)."""
     audit = (counts.get("checked_by_human") or {}).get("synthetic_audit")
     return f"- synthetic labels: {audit['statement']}\n" if audit and audit["unchecked"] else ""
+
+
+def _questions_line(profile: dict | None) -> str:
+    """The card's line on the questions: the relevant chunks each needs, the synthetic ones that copy their source's
+    rare words or have other answers, the documents without one (a release made before it says nothing)."""
+    if not profile or not profile["questions"]:
+        return ""
+    names = {"none": "none", "1": "one", "2": "two", "3+": "three or more"}
+    needs = ", ".join(f"{n} need {names[group]}" for group, n in profile["needing"].items())
+    parts = [f"relevant chunks a question needs: {needs}"]
+    if profile["synthetic"]:
+        parts.append(
+            f"of {profile['synthetic']} synthetic questions, {profile['leaky']} copy their source's rare words (a "
+            f"term-matching retriever finds them easily) and {profile['ambiguous']} have other chunks that answer them"
+        )
+    if profile["documents"]:
+        parts.append(f"{profile['documents_without_question']} of {profile['documents']} documents have no question")
+    return f"- questions: {'; '.join(parts)} (reported, not filtered: `testset-builder score` says more)\n"
 
 
 def _estimates_line(estimates: dict | None) -> str:

@@ -1,4 +1,5 @@
-"""Retrieval metrics exact to trec_eval: recall@k, precision@k, MRR, nDCG@k, hit rate@k, MAP, R-precision.
+"""Retrieval metrics exact to trec_eval: recall@k, precision@k, MRR, nDCG@k, hit rate@k, MAP, R-precision; and
+complete@k (every relevant chunk in the top k).
 
 >>> from testset_builder.metrics import evaluate
 >>> from testset_builder.tables import Qrels, Run
@@ -8,7 +9,7 @@
 """
 
 from .evaluate import Evaluation, evaluate, required_depth, score_matrix
-from .kernels import average_precision, hit_rate, ndcg, precision, r_precision, recall, reciprocal_rank
+from .kernels import average_precision, complete, hit_rate, ndcg, precision, r_precision, recall, reciprocal_rank
 from .matrix import GradeMatrix, MatchSummary, build_grade_matrix
 from .spec import MetricSpec, parse_metric, parse_metrics, valid_metric_names
 
@@ -19,6 +20,7 @@ __all__ = [
     "MetricSpec",
     "average_precision",
     "build_grade_matrix",
+    "complete",
     "evaluate",
     "hit_rate",
     "ndcg",

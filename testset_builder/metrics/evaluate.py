@@ -21,6 +21,7 @@ _KERNELS: dict[str, Callable[[GradeMatrix, int | None], np.ndarray]] = {
     "hit_rate": kernels.hit_rate,
     "map": kernels.average_precision,
     "r_precision": lambda m, k: kernels.r_precision(m),
+    "complete": kernels.complete,
 }
 
 

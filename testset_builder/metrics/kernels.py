@@ -49,6 +49,17 @@ def hit_rate(matrix: GradeMatrix, k: int | None = None) -> np.ndarray:
     return (matrix.relevant_at(k) > 0).astype(np.float64)
 
 
+def complete(matrix: GradeMatrix, k: int | None = None) -> np.ndarray:
+    """1 if every relevant chunk of the query is in the top k, else 0: all the evidence a question needs, retrieved.
+
+    Beside recall@k for questions that need several chunks: recall gives a question half its credit for half its
+    evidence, complete@k gives none, as a reader who needs both chunks gets nothing useful from one. Equal to
+    recall@k where a question has one relevant chunk; 0 when it has none. Not a trec_eval measure.
+    """
+    found = matrix.relevant_at(k)
+    return ((found == matrix.num_relevant) & (matrix.num_relevant > 0)).astype(np.float64)
+
+
 def average_precision(matrix: GradeMatrix, k: int | None = None) -> np.ndarray:
     """AP@k = sum over relevant ranks r <= k of precision@r, divided by |relevant| (not by min(k, |relevant|)).
 

@@ -22,6 +22,7 @@ _METRICS: dict[str, tuple[tuple[str, ...], bool]] = {
     "hit_rate": (("hit", "hits", "success", "hitrate"), False),
     "map": (("ap", "map_cut", "average_precision"), False),
     "r_precision": (("rprec", "r-precision", "rprecision"), False),
+    "complete": (("completeness", "all_relevant", "all_evidence"), False),
 }
 _ALIASES = {alias: name for name, (aliases, _) in _METRICS.items() for alias in (name, *aliases)}
 _PATTERN = re.compile(r"^(?P<name>[a-z_\-]+?)(?:(?:@|_|\.)(?P<k>\d+))?$")

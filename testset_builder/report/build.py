@@ -1,6 +1,7 @@
 """The report of a release: one self-contained HTML file (inline SVG plots, inline CSS, no script, no network).
 
-Sections: what the set holds (queries by origin, labels by grade and origin, question-source word overlap), a sample
+Sections: what the set holds (queries by origin, labels by grade and origin, question-source word overlap), which
+questions separate the runs (:mod:`~testset_builder.metrics.diagnostics`), a sample
 of questions with their source chunk, the review's agreement, the trust figures (the relevance estimate's spread and
 its calibration against the drawn verdicts), each scored run's metrics with intervals (on a release with estimates,
 the figure that applies, as `score` gives it) with recall@k curves, and the lineage (models, prompts, policy).
@@ -20,6 +21,7 @@ from ..export.hf import data_files, read_rows
 from ..labels.fitting import release_quality
 from ..metrics import parse_metrics
 from ..metrics.clusters import resolve_clusters
+from ..metrics.diagnostics import of_release
 from ..metrics.figures import one_figure
 from ..metrics.many import DEFAULT_TARGETS, evaluate_with_curve, smallest_k
 from ..metrics.online import online_signals
@@ -47,6 +49,7 @@ class Report:
     online: dict | None = None  # online signals, when the release carries production logs
     transfer: dict | None = None  # synthetic questions against real queries (metrics.transfer), when it has both
     coverage: dict | None = None  # the logged traffic its questions cover (metrics.coverage), when measured
+    questions: dict | None = None  # which questions separate the runs (metrics.diagnostics)
     runs: list[dict] = field(default_factory=list)
     targets: tuple[float, ...] = DEFAULT_TARGETS
     clusters: str = ""
@@ -122,6 +125,8 @@ def build_report(release, runs: Sequence[Run] = (), seed: int = 0, coverage: dic
     evaluated = [evaluate_with_curve(release.qrels_table(), run, specs) for run in runs]
     for run, (evaluation, curve) in zip(runs, evaluated):
         report.runs.append(scored_run(release, run, report, evaluation, curve, pool))
+    means = {r["name"]: {m: entry["mean"] for m, entry in r["metrics"].items()} for r in report.runs}
+    report.questions = of_release(release, runs, [e for e, _ in evaluated], means).as_dict()
     checked = transfer_of([e for e, _ in evaluated], lambda q: release.query_meta.get(q, {}).get("origin"), seed=seed)
     report.transfer = checked.as_dict() if checked is not None else None
     if report.runs:

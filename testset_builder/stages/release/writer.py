@@ -31,6 +31,7 @@ from ...export.hf import dataset_card, write_hf
 from ...export.trec import write_trec_qrels
 from ...labels import audit
 from ...labels.policy import ORIGINS, ResolvedQrel, agreement, describe, resolve, resolved_failure_tags
+from ...metrics.diagnostics import Passages, diagnose
 from ...records import Judgment, Query
 from ...spans import locate
 from ...store import audit as audit_store
@@ -437,6 +438,20 @@ def synthetic_audit(workspace, unchecked: int):
     return audit.estimate(unchecked, [wrong for wrong, _ in answered], [p for _, p in answered])
 
 
+def question_profile(content: ReleaseContent) -> dict:
+    """What the card says of the questions before any run is scored (:mod:`~...metrics.diagnostics`): the relevant
+    chunks each needs, the synthetic questions that leak their source's rare words or have other answers, and the
+    documents without a question."""
+    meta = {row.pop("_id"): row for row in query_meta(content.query_records)}
+    passages = Passages({d["_id"]: d for d in content.corpus})
+    found = diagnose(
+        content.qrels_table(), [], [], queries={q["_id"]: q["text"] for q in content.queries}, meta=meta,
+        passages=passages, documents={s["_id"]: s["doc_id"] for s in content.chunk_spans} or None,
+        estimates=content.estimates,
+    )  # fmt: skip
+    return found.profile()
+
+
 def _manifest(workspace, version, parent, same_as_parent, content, judgments, files, policy, notes) -> dict:
     return {
         "name": policy.name or workspace.root.resolve().name,
@@ -455,6 +470,7 @@ def _manifest(workspace, version, parent, same_as_parent, content, judgments, fi
             "qrels_by_grade": {str(g): n for g, n in sorted(Counter(q.grade for q in content.qrels).items())},
             **({"estimates": estimate_counts(content.estimates)} if content.estimates else {}),
             "checked_by_human": checked_by_human(workspace, content),
+            "questions": question_profile(content),
         },
         "languages": corpus_languages([d["text"] for d in content.corpus]),
         "policy": describe(policy),
