@@ -287,8 +287,9 @@ def exit_for(incomplete: bool) -> None:
         raise typer.Exit(EXIT_PARTIAL)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app and map outcomes to exit codes (see the module docstring). With ``--json``, a
+def run_app(argv: list[str] | None = None) -> int:
+    """Run the app with the commands registered so far and map outcomes to exit codes (see the module docstring;
+    :func:`testset_builder.cli.main` registers what the arguments need first). With ``--json``, a
     failure is one JSON document on stdout too (``{"error", "exit_code"}``), so a script reads one document
     whatever happened.
 

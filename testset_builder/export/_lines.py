@@ -17,7 +17,7 @@ import pyarrow.csv as pacsv
 
 from .._hashing import string_buffers
 from ..errors import InputError
-from ..records import id_problem
+from ..ids import id_problem
 
 
 def check_readable(path: Path) -> None:
@@ -56,7 +56,7 @@ def json_objects(path: Path) -> Iterator[tuple[int, dict]]:
 
 
 def check_id(value: str, path: Path, line: int) -> str:
-    """``value`` if it can be an id (see :func:`~testset_builder.records.id_problem`), else an error naming the line."""
+    """``value`` if it can be an id (see :func:`~testset_builder.ids.id_problem`), else an error naming the line."""
     problem = id_problem(value)
     if problem:
         raise InputError(problem, path=path, line=line)
