@@ -79,7 +79,11 @@ def query_codes(query_ids: pa.ChunkedArray) -> QueryCodes:
 def codes_and_hashes(table: pa.Table) -> tuple[QueryCodes, np.ndarray]:
     """Query codes and chunk id hashes of a qrels or run table, computed side by side."""
     return tuple(
-        in_parallel(lambda: query_codes(table.column(QUERY_ID)), lambda: string_hash64(table.column(CHUNK_ID)))
+        in_parallel(
+            lambda: query_codes(table.column(QUERY_ID)),
+            lambda: string_hash64(table.column(CHUNK_ID)),
+            rows=table.num_rows,
+        )
     )
 
 

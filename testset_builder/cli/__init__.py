@@ -68,14 +68,16 @@ def __getattr__(name: str):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: register what the arguments need (one scoring command's module, else every command), then run
-    the app (:func:`~testset_builder.cli.app.run_app`: exit codes, ``--quiet``, ``--json`` errors)."""
+    the app (:func:`~testset_builder.cli.app.run_app`: exit codes, ``--quiet``, ``--json`` errors). A scoring
+    command on a plain line is called without building its click command (:mod:`~testset_builder.cli.direct`)."""
     args = list(sys.argv[1:] if argv is None else argv)
     command = next((arg for arg in args if arg != QUIET), None)
-    if command in ALONE:
-        _register(ALONE[command])
-    else:
+    if command not in ALONE:
         every_command()
-    return run_app(args)
+        return run_app(args)
+    _register(ALONE[command])
+    function = next(c.callback for c in _app.registered_commands if _name(c) == command)
+    return run_app(args, command=function)
 
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "EXIT_PARTIAL", "app", "main"]
