@@ -87,7 +87,7 @@ def options_of(function: Callable) -> list[_Option] | None:
             return None
         option = _Option(name, meta.default, meta.annotation)
         readable = option.plain and option.kind in (bool, int, float, str, Path)
-        if not readable or (option.kind is bool and option.positional):
+        if not readable or (option.kind is bool and (option.positional or option.repeats)):
             return None
         found.append(option)
     return found
