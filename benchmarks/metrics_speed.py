@@ -229,9 +229,10 @@ def _means_of(name: str, output: dict) -> list[list[float]]:
     return [[by_path[m] for m in names] for _, by_path in sorted(output.items())]
 
 
-def processes(label: str, qrels: Path, runs: str, repeat: int) -> list[dict]:
+def processes(label: str, qrels: Path, runs: str, repeat: int) -> dict[str, dict]:
     """Time every whole-process contender ``repeat`` times (interleaved, after one untimed run each), keep each
-    one's fastest, print the table with ratios to pytrec_eval, and check the means agree."""
+    one's fastest, print the table with ratios to pytrec_eval, and check the means agree. By contender's name (so
+    RESULTS.md lists each one's time and ratio)."""
     commands = process_commands(qrels, runs)
     for command in commands.values():
         time_process(command)  # warm: bytecode written, files in the page cache
@@ -277,7 +278,7 @@ def processes(label: str, qrels: Path, runs: str, repeat: int) -> list[dict]:
     ours = best.get("testset-builder score", {})
     if "time_vs_pytrec_eval" in ours:
         print(f"  testset-builder score takes {ours['time_vs_pytrec_eval']:.2f}x pytrec_eval's time")
-    return list(best.values())
+    return best
 
 
 def small_set(directory: Path, runs: int = 20, queries: int = 50) -> tuple[Path, str]:
@@ -290,7 +291,7 @@ def small_set(directory: Path, runs: int = 20, queries: int = 50) -> tuple[Path,
     return directory / "qrels.trec", str(directory / "runs" / "*.trec")
 
 
-def small_job(repeat: int) -> list[dict]:
+def small_job(repeat: int) -> dict[str, dict]:
     """The small job's whole processes, five times at least (each is cheap)."""
     return processes("20 runs x 50 queries", *small_set(CACHE / "metrics-20x50"), max(5, repeat))
 
