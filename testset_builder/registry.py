@@ -158,7 +158,12 @@ def register_review_format(fmt: ReviewFormat) -> ReviewFormat:
 
 
 # the modules that register the built-in formats when imported, as a plugin's module registers its own
-BUILT_IN_FORMATS = ("testset_builder.export",)
+BUILT_IN_FORMATS = (
+    "testset_builder.export",
+    "testset_builder.export.logs",
+    "testset_builder.export.langfuse",
+    "testset_builder.export.review_tools",
+)
 
 
 def load_built_in_formats() -> None:
@@ -185,6 +190,7 @@ def known_log_format(name: str) -> str:
 
 def log_format_of(head: str) -> str | None:
     """The first registered log format whose ``looks_like`` recognises ``head``, the start of a file."""
+    load_built_in_formats()
     formats = _built_in_first(LOG_FORMATS)
     return next((fmt.name for fmt in formats if fmt.looks_like is not None and fmt.looks_like(head)), None)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +20,9 @@ from ._arrow import from_numpy, to_numpy
 from ._hashing import pair_key64, string_buffers, string_hash64
 from ._threads import in_parallel
 from .errors import InputError
-from .records import Qrel, RankedList
+
+if TYPE_CHECKING:  # the records are pydantic models: imported where rows become records, not by every score
+    from .records import Qrel, RankedList
 
 QUERY_ID = "query_id"
 CHUNK_ID = "chunk_id"
@@ -76,7 +79,11 @@ def query_codes(query_ids: pa.ChunkedArray) -> QueryCodes:
 def codes_and_hashes(table: pa.Table) -> tuple[QueryCodes, np.ndarray]:
     """Query codes and chunk id hashes of a qrels or run table, computed side by side."""
     return tuple(
-        in_parallel(lambda: query_codes(table.column(QUERY_ID)), lambda: string_hash64(table.column(CHUNK_ID)))
+        in_parallel(
+            lambda: query_codes(table.column(QUERY_ID)),
+            lambda: string_hash64(table.column(CHUNK_ID)),
+            rows=table.num_rows,
+        )
     )
 
 
@@ -240,6 +247,8 @@ class Qrels:
         return out
 
     def to_records(self) -> list[Qrel]:
+        from .records import Qrel
+
         return [
             Qrel(query_id=q, chunk_id=c, grade=g)
             for q, c, g in zip(*(self.table.column(n).to_pylist() for n in (QUERY_ID, CHUNK_ID, GRADE)))

@@ -23,82 +23,94 @@ workspace waits silently (the CLI says so on stderr).
 from __future__ import annotations
 
 from ..registry import load_plugins
-from .corpus import ChunkResult, ChunksExportResult, IndexResult, chunk, export_chunks, import_logs, index
-from .labelling import (
-    CostsResult,
-    EstimateResult,
-    ProposeResult,
-    QueueResult,
-    ResumeResult,
-    audit,
-    costs,
-    estimate,
-    judges_pools,
-    propose,
-    queue,
-    resume,
-    select,
-    select_logs,
-    synthesize,
-)
-from .pipeline import RunResult, checks_questions, plan, run
-from .releases import (
-    ExportResult,
-    ImportResult,
-    PushResult,
-    ReleaseResult,
-    diff,
-    export_release,
-    import_set,
-    load_release,
-    push,
-    release,
-    remap,
-)
-from .reviewing import (
-    ReviewersResult,
-    ReviewerToken,
-    ReviewExportResult,
-    ReviewServer,
-    ReviewSession,
-    ReviewStatsResult,
-    add_reviewer,
-    review_export,
-    review_import,
-    review_server,
-    review_session,
-    review_stats,
-    reviewers,
-)
-from .scoring import (
-    DEFAULT_METRICS,
-    BaselineResult,
-    CompareResult,
-    ReportResult,
-    Retriever,
-    ScoreResult,
-    baseline,
-    compare,
-    langchain_retriever,
-    llamaindex_retriever,
-    report,
-    retrieve,
-    score,
-)
-from .workspace import (
-    ConfigView,
-    describe_config,
-    init,
-    load_config,
-    open_workspace,
-    prompt_library,
-    run_async,
-    with_roles,
-)
+
+# each name's module: importing the package imports none of them, and a name its module alone (`score` needs one)
+WHERE = {
+    "corpus": ("ChunkResult", "ChunksExportResult", "IndexResult", "chunk", "export_chunks", "import_logs", "index"),
+    "labelling": (
+        "CostsResult",
+        "EstimateResult",
+        "ProposeResult",
+        "QueueResult",
+        "ResumeResult",
+        "audit",
+        "costs",
+        "estimate",
+        "judges_pools",
+        "propose",
+        "queue",
+        "resume",
+        "select",
+        "select_logs",
+        "synthesize",
+    ),
+    "pipeline": ("RunResult", "checks_questions", "plan", "run"),
+    "releases": (
+        "ExportResult",
+        "ImportResult",
+        "PushResult",
+        "ReleaseResult",
+        "diff",
+        "export_release",
+        "import_set",
+        "load_release",
+        "push",
+        "release",
+        "remap",
+    ),
+    "reviewing": (
+        "ReviewersResult",
+        "ReviewerToken",
+        "ReviewExportResult",
+        "ReviewServer",
+        "ReviewSession",
+        "ReviewStatsResult",
+        "add_reviewer",
+        "review_export",
+        "review_import",
+        "review_server",
+        "review_session",
+        "review_stats",
+        "reviewers",
+    ),
+    "scoring": (
+        "DEFAULT_METRICS",
+        "BaselineResult",
+        "CompareResult",
+        "ReportResult",
+        "Retriever",
+        "ScoreResult",
+        "baseline",
+        "compare",
+        "langchain_retriever",
+        "llamaindex_retriever",
+        "report",
+        "retrieve",
+        "score",
+    ),
+    "workspace": (
+        "ConfigView",
+        "describe_config",
+        "init",
+        "load_config",
+        "open_workspace",
+        "prompt_library",
+        "run_async",
+        "with_roles",
+    ),
+}
+_MODULE_OF = {name: module for module, names in WHERE.items() for name in names}
 
 
 def __getattr__(name: str):
-    """A stage's constant the commands show, imported on first use (the stage's modules are slow to import)."""
+    """A name of the library, imported from its module on first use; and a stage's constant the commands show (the
+    stage's modules are slow to import)."""
+    if name in _MODULE_OF:
+        import importlib
+
+        value = getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+        globals()[name] = value  # the next use is a plain lookup
+        return value
     if name == "MINED_RELEVANT":  # the P(relevant) at which mining queues another chunk of a question
         from ..stages.synthesize.mining import MINED_RELEVANT
 

@@ -233,9 +233,11 @@ def _question_diagnostics(labels, runs, evaluations, reports, loaded, relevance_
 def _coverage(loaded) -> dict | None:
     """The coverage of the logged traffic by a workspace's release, as ``release`` measured it
     (:mod:`~.stages.release.coverage`); None for a release outside its workspace or one without a log."""
+    if loaded is None:  # qrels alone: no release, and none of the release stage's modules to import
+        return None
     from ..stages.release.coverage import read_coverage
 
-    return read_coverage(loaded.path) if loaded is not None else None
+    return read_coverage(loaded.path)
 
 
 def _transfer(evaluations, loaded, resamples: int, seed: int, alpha: float):

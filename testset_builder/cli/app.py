@@ -16,11 +16,12 @@ overrides of that config through :func:`~testset_builder.config.resolve_config`;
 
 from __future__ import annotations
 
+import errno
 import inspect
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any
@@ -288,10 +289,12 @@ def exit_for(incomplete: bool) -> None:
         raise typer.Exit(EXIT_PARTIAL)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app and map outcomes to exit codes (see the module docstring). With ``--json``, a
+def run_app(argv: list[str] | None = None, command: Callable[..., Any] | None = None) -> int:
+    """Run the app with the commands registered so far and map outcomes to exit codes (see the module docstring;
+    :func:`testset_builder.cli.main` registers what the arguments need first). With ``--json``, a
     failure is one JSON document on stdout too (``{"error", "exit_code"}``), so a script reads one document
-    whatever happened.
+    whatever happened. ``command``: the function of the command the arguments name, called directly when they
+    are a plain line for it (:mod:`~testset_builder.cli.direct`), else through Typer as any other.
 
     ``--quiet`` is taken out of the arguments wherever it stands (users write it after the command, where click
     would refuse an option of the app) and silences ``out`` until this call returns. A call nested in a quiet one
@@ -300,13 +303,33 @@ def main(argv: list[str] | None = None) -> int:
     was_quiet = out.quiet
     out.quiet = was_quiet or QUIET in args
     try:
-        return _outcome([arg for arg in args if arg != QUIET], json_mode="--json" in args)
+        return _outcome([arg for arg in args if arg != QUIET], json_mode="--json" in args, command=command)
     finally:
         out.quiet = was_quiet
 
 
-def _outcome(args: list[str], json_mode: bool) -> int:
+def _called(function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+    """``function(**arguments)`` as click runs a command's callback: Ctrl-C is exit code 130, the end of input an
+    abort, a closed pipe on stdout exit code 1."""
+    try:
+        return function(**arguments)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    except EOFError as error:
+        print(file=sys.stderr)
+        raise typer.Abort() from error
+    except OSError as error:
+        if error.errno != errno.EPIPE:
+            raise
+        from click.utils import PacifyFlushWrapper
+
+        sys.stdout, sys.stderr = PacifyFlushWrapper(sys.stdout), PacifyFlushWrapper(sys.stderr)
+        sys.exit(1)
+
+
+def _outcome(args: list[str], json_mode: bool, command: Callable[..., Any] | None = None) -> int:
     """Run the app on ``args`` and turn what happened into an exit code (and, with ``--json``, an error document)."""
+    from .direct import direct_call
 
     def failed(code: int, message: str, error: BaseException | None = None) -> int:
         if json_mode:
@@ -319,7 +342,9 @@ def _outcome(args: list[str], json_mode: bool) -> int:
 
     try:
         api.load_plugins()  # installed plugins' providers, formats, review actions and stages, before any command
-        code = app(args=args, standalone_mode=False)  # without standalone mode, click returns typer.Exit's code
+        arguments = direct_call(command, args[1:]) if command is not None else None
+        # without standalone mode, click returns typer.Exit's code
+        code = app(args=args, standalone_mode=False) if arguments is None else _called(command, arguments)
         if isinstance(code, int) and code != EXIT_OK:
             return code
     except typer.Exit as done:

@@ -31,8 +31,7 @@ from .app import (
 def coverage_lines(runs: list[tuple[str, dict]], name_first: bool, level: int, release: bool) -> list[str]:
     """Under the figures: which queries were scored and why some score 0 (the first run, named with ``name_first``;
     every other run that left queries empty), and what ``--relevance-level`` changed when it is not 1."""
-    from ..metrics.report import other_runs_empty_lines, queries_line
-    from ..report.build import few_queries
+    from ..metrics.report import few_queries, other_runs_empty_lines, queries_line
 
     lines = [queries_line(runs[0][1], runs[0][0] if name_first else None)]
     if few := few_queries(runs[0][1]["evaluated_queries"]):

@@ -34,9 +34,6 @@ from ..tables import Qrels, Run
 from ._lines import check_readable, first_line
 from .beir import is_beir_qrels_header, read_beir_qrels, write_beir_qrels
 from .jsonl import read_jsonl_qrels, read_jsonl_run, write_jsonl_qrels, write_jsonl_run
-from .langfuse import read_langfuse
-from .logs import read_log
-from .review_tools import read_annotators
 from .trec import read_trec_qrels, read_trec_run, write_trec_qrels, write_trec_run
 
 QrelsFormat = str  # "auto", or a registered qrels format (registry.QRELS: trec, beir, jsonl, ...)
@@ -172,4 +169,17 @@ __all__ = [
     "write_trec_run",
 ]
 
-load_plugins()  # the built-in formats are registered: now a plugin's, after them
+# the log and review-tool formats register when their modules are imported (registry.BUILT_IN_FORMATS): a score,
+# which reads qrels and runs alone, does not import the config and the records they need
+LATER = {"read_log": "logs", "read_langfuse": "langfuse", "read_annotators": "review_tools"}
+
+
+def __getattr__(name: str):
+    if name in LATER:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{LATER[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+load_plugins()  # the qrels and run formats are registered: now a plugin's, after them

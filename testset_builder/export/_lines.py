@@ -17,7 +17,7 @@ import pyarrow.csv as pacsv
 
 from .._hashing import string_buffers
 from ..errors import InputError
-from ..records import id_problem
+from ..ids import id_problem
 
 
 def check_readable(path: Path) -> None:
@@ -56,7 +56,7 @@ def json_objects(path: Path) -> Iterator[tuple[int, dict]]:
 
 
 def check_id(value: str, path: Path, line: int) -> str:
-    """``value`` if it can be an id (see :func:`~testset_builder.records.id_problem`), else an error naming the line."""
+    """``value`` if it can be an id (see :func:`~testset_builder.ids.id_problem`), else an error naming the line."""
     problem = id_problem(value)
     if problem:
         raise InputError(problem, path=path, line=line)
@@ -103,12 +103,17 @@ def fast_read(
     """Arrow CSV read with a fixed column layout; None when Arrow cannot parse the file as given.
 
     Arrow's UTF-8 check while parsing is a fifth of the read's time; the text columns are checked after the read
-    instead, which for ASCII is one pass over the bytes.
+    instead, which for ASCII is one pass over the bytes. Arrow parses a block per thread: a file of one block is
+    read on the calling thread, without waking Arrow's pool for nothing to share.
     """
+    block = 1 << 24
     try:
+        threads = path.stat().st_size > block
         table = pacsv.read_csv(
             path,
-            read_options=pacsv.ReadOptions(column_names=names, skip_rows=skip_rows, block_size=1 << 24),
+            read_options=pacsv.ReadOptions(
+                column_names=names, skip_rows=skip_rows, block_size=block, use_threads=threads
+            ),
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False, ignore_empty_lines=True),
             convert_options=pacsv.ConvertOptions(
                 column_types=types,

@@ -265,6 +265,7 @@ def build_grade_matrix(
     (judged, judged_grades), order = in_parallel(
         lambda: _judged_rows(qrels_table, qrels_rows, query_rows, chunk_hashes, run_table.column(CHUNK_ID), table_rows),
         lambda: _rank_order(query_rows, scores, grouped=codes.contiguous),
+        rows=len(query_rows),
     )
     if order is not None:
         table_rows = order if table_rows is None else table_rows[order]

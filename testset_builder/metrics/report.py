@@ -91,6 +91,19 @@ def kinds_caption(report: dict) -> str | None:
     return "; ".join(f"{kind}: 95% interval {INTERVALS[kind]}" for kind in kinds) or None
 
 
+def few_queries(queries: int) -> str:
+    """What a figure on few queries says of how few ('' from :data:`~.power.FEW_CLUSTERS` queries on):
+    "3 queries: too few for a stable figure ...". A mean over n queries moves by up to 1/n with one query."""
+    from .power import FEW_CLUSTERS
+
+    if not 0 < queries < FEW_CLUSTERS:
+        return ""
+    return (
+        f"{queries} {'query' if queries == 1 else 'queries'}: too few for a stable figure (one query moves a mean by "
+        f"up to {1 / queries:.2g}; under {FEW_CLUSTERS} queries an interval is rough)"
+    )
+
+
 def queries_line(summary: dict, run: str | None = None) -> str:
     """Which queries were scored and why some score 0 (``run``: the run named in it)."""
     parts = [f"{summary['evaluated_queries']} queries scored (all qrels queries)"]

@@ -26,7 +26,7 @@ from ..metrics.figures import one_figure
 from ..metrics.many import DEFAULT_TARGETS, evaluate_with_curve, smallest_k
 from ..metrics.online import online_signals
 from ..metrics.prediction import ReleasePool, prediction_report, release_pairs, stratum_of
-from ..metrics.report import score_dict
+from ..metrics.report import few_queries, score_dict
 from ..metrics.transfer import transfer_of
 from ..questions import lexical_overlap
 from ..tables import Run
@@ -192,19 +192,6 @@ def scored_run(release, run: Run, report: Report, evaluation, curve, pool: Relea
         "recall_curve": [float(v) for v in curve],
         "target_recall": {target: smallest_k(curve, target) for target in report.targets},
     }
-
-
-def few_queries(queries: int) -> str:
-    """What a figure on few queries says of how few ('' from :data:`~..metrics.power.FEW_CLUSTERS` queries on):
-    "3 queries: too few for a stable figure ...". A mean over n queries moves by up to 1/n with one query."""
-    from ..metrics.power import FEW_CLUSTERS
-
-    if not 0 < queries < FEW_CLUSTERS:
-        return ""
-    return (
-        f"{queries} {'query' if queries == 1 else 'queries'}: too few for a stable figure (one query moves a mean by "
-        f"up to {1 / queries:.2g}; under {FEW_CLUSTERS} queries an interval is rough)"
-    )
 
 
 def render(report: Report) -> str:

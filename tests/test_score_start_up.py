@@ -1,0 +1,157 @@
+"""A small `score` starts fast: its process imports what scoring needs and nothing else, and its plain command lines
+skip Typer's parsing without changing what the command receives, prints or returns."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+
+import pytest
+import typer
+import typer.main
+from conftest import EXAMPLES
+
+from testset_builder.cli import EXIT_BAD_INPUT, EXIT_OK, main
+from testset_builder.cli import scoring as scoring_commands
+from testset_builder.cli.direct import direct_call
+
+QRELS = str(EXAMPLES / "qrels.tsv")
+BM25 = str(EXAMPLES / "bm25.trec")
+DENSE = str(EXAMPLES / "dense.trec")
+
+# modules a score of runs against qrels never uses: the ML stack, the LLM and web clients, the data-set libraries,
+# the config and record models (pydantic), the other commands and every stage
+NOT_FOR_SCORING = (
+    "pandas", "scipy", "sklearn", "torch", "transformers", "sentence_transformers", "onnxruntime", "datasets",
+    "huggingface_hub", "openai", "anthropic", "httpx", "fastapi", "jinja2", "pydantic", "testset_builder.config",
+    "testset_builder.records", "testset_builder.stages", "testset_builder.store", "testset_builder.llm",
+    "testset_builder.retrieval", "testset_builder.cli.corpus", "testset_builder.cli.labels",
+    "testset_builder.cli.pipeline", "testset_builder.cli.releases", "testset_builder.cli.reviewing",
+    "testset_builder.export.logs", "testset_builder.export.review_tools",
+)  # fmt: skip
+
+
+def write_set(folder, queries: int = 60, runs: int = 2) -> tuple[str, list[str]]:
+    """Qrels and runs of ``queries`` queries: enough that the intervals use normal quantiles (scipy's t quantiles
+    serve sets of fewer than :data:`~testset_builder.metrics.power.T_BELOW` queries)."""
+    qrels = folder / "qrels.trec"
+    qrels.write_text("".join(f"q{q} 0 d{q} 1\nq{q} 0 d{q + 1} 2\n" for q in range(queries)))
+    paths = []
+    for r in range(runs):
+        path = folder / f"run{r}.trec"
+        lines = (f"q{q} Q0 d{q + d * (r + 1)} {d + 1} {10 - d} run{r}\n" for q in range(queries) for d in range(10))
+        path.write_text("".join(lines))
+        paths.append(str(path))
+    return str(qrels), paths
+
+
+def imported_by(argv: list[str]) -> tuple[int, list[str]]:
+    """The exit code of ``testset-builder ARGV`` in a fresh process, and the modules it imported."""
+    script = (
+        "import contextlib, io, json, sys\n"
+        "from testset_builder.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    code = main({argv!r})\n"
+        "print(json.dumps([code, sorted(sys.modules)]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    code, modules = json.loads(done.stdout.splitlines()[-1])
+    return code, modules
+
+
+@pytest.mark.parametrize("output", [["--json"], []])
+def test_a_score_process_imports_none_of_the_modules_scoring_does_not_need(output, tmp_path):
+    qrels, runs = write_set(tmp_path)
+    code, modules = imported_by(["score", "--qrels", qrels, *runs, *output])
+    assert code == EXIT_OK
+    assert "testset_builder.metrics" in modules and "testset_builder.cli.scoring" in modules  # it did score
+    heavy = [m for m in modules if any(m == name or m.startswith(f"{name}.") for name in NOT_FOR_SCORING)]
+    assert heavy == []
+
+
+def test_a_command_of_another_module_still_finds_every_command():
+    code, modules = imported_by(["--help"])
+    assert code == EXIT_OK
+    assert "testset_builder.cli.corpus" in modules and "testset_builder.cli.reviewing" in modules
+
+
+def typer_arguments(function, name: str, args: list[str]) -> dict:
+    """What Typer calls ``function`` with for ``testset-builder NAME ARGS``: the command's signature registered on
+    an app of its own, whose callback keeps its arguments."""
+    received: dict = {}
+
+    @functools.wraps(function)
+    def keep(**arguments):
+        received.update(arguments)
+
+    app = typer.Typer()
+    app.callback()(lambda: None)
+    app.command(name)(keep)
+    typer.main.get_command(app).main([name, *args], standalone_mode=False)
+    return received
+
+
+PLAIN_LINES = [
+    ("score", ["--qrels", "q.tsv", "--runs", "runs/*.trec", "--metrics", "mrr", "--json"]),
+    ("score", ["a.trec", "b.trec", "--qrels", "q.tsv", "--run", "x.trec", "--run", "y.trec", "--no-ci"]),
+    ("score", ["--release", "ws@latest", "--run", "x", "--resamples", "200", "--seed", "007", "--detect", "0.05"]),
+    ("score", ["--qrels", "q", "--run", "x", "--alpha", "1", "--ci", "--cluster-by", "relevant", "--details"]),
+    ("score", ["--qrels", "q", "--per-query", "o.csv", "--target-recall", "0.8", "--relevance-level", "2"]),
+    ("compare", ["a.trec", "b.trec", "--qrels", "q", "--fail-if-worse", "ndcg@10:0.01", "--fail-if-worse", "mrr:0"]),
+    ("compare", ["a.trec", "b.trec", "c.trec", "--release", "ws@1.0.0", "--test", "t", "--clusters", "c.jsonl"]),
+    ("baseline", ["--release", "ws@latest", "--out", "bm25.trec", "--k", "5", "--retriever", "dense"]),
+    ("report", ["--release", "ws@latest", "--run", "x.trec", "--out", "r.html", "--json"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, args", PLAIN_LINES)
+def test_a_plain_line_gives_the_command_the_arguments_typer_would(name, args):
+    function = getattr(scoring_commands, name)
+    assert direct_call(function, args) == typer_arguments(function, name, args)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["-h"],
+        ["--qrels=q.tsv", "--run", "x"],  # click's own spelling
+        ["-q", "q.tsv", "-r", "x"],  # short options
+        ["--run", "x", "--", "-odd.trec"],
+        ["--qrels", "q", "--qrels", "p"],  # a repeat: the last one wins in click
+        ["--run", "x", "--resamples", "99"],  # below the option's bound
+        ["--run", "x", "--seed", "-1"],
+        ["--run", "x", "--alpha", "1e-3"],
+        ["--run", "x", "--no-such-option"],
+        ["--run"],
+        ["--json", "--json"],
+    ],
+)
+def test_any_other_line_is_left_to_typer(args):
+    assert direct_call(scoring_commands.score, args) is None
+
+
+def test_a_required_argument_missing_is_left_to_typer():
+    assert direct_call(scoring_commands.compare, ["--qrels", "q.tsv"]) is None
+    assert direct_call(scoring_commands.baseline, ["--out", "x.trec"]) is None
+
+
+def test_a_line_typer_parses_and_the_same_line_spelled_plainly_print_the_same_document(capsys):
+    plain = ["score", "--qrels", QRELS, "--run", BM25, "--run", DENSE, "--resamples", "200", "--json"]
+    assert main(plain) == EXIT_OK
+    direct = capsys.readouterr().out
+    assert main(["score", f"--qrels={QRELS}", *plain[3:]]) == EXIT_OK  # click's spelling: parsed by Typer
+    assert json.loads(capsys.readouterr().out) == json.loads(direct)
+
+
+def test_an_out_of_bounds_value_gets_typers_message_and_exit_code(capsys):
+    assert main(["score", "--qrels", QRELS, "--run", BM25, "--resamples", "50"]) == EXIT_BAD_INPUT
+    assert "--resamples" in capsys.readouterr().err
+
+
+def test_the_library_resolves_every_name_it_lists():
+    from testset_builder import api
+
+    assert [name for name in api.__all__ if not hasattr(api, name)] == []
