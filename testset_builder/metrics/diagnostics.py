@@ -35,7 +35,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..questions import content_words, words
 from ..tables import Qrels, Run
 from .evaluate import Evaluation, evaluate
 from .spec import MetricSpec
@@ -110,6 +109,21 @@ def easy_and_hard(by_run: Sequence[Evaluation], k: int, has_relevant: np.ndarray
     first = np.vstack([e.per_query["r_precision"] for e in by_run])
     hit = np.vstack([e.per_query[f"hit_rate@{k}"] for e in by_run])
     return (first >= 1.0).all(axis=0) & has_relevant, (hit == 0).all(axis=0) & has_relevant
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text`` as the question checks read them (:func:`~testset_builder.questions.words`), imported
+    on first use: the question rules read the corpus layer, which ``score`` on qrels alone never needs."""
+    from ..questions import words as read
+
+    return read(text)
+
+
+def content_words(text: str) -> set[str]:
+    """The content words of ``text`` (:func:`~testset_builder.questions.content_words`), imported on first use."""
+    from ..questions import content_words as read
+
+    return read(text)
 
 
 def document_frequencies(texts: Iterable[str], vocabulary: set[str]) -> tuple[Counter, int]:
