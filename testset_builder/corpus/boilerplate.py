@@ -48,7 +48,9 @@ LIST_MARK = re.compile(r"^\s*(#{1,6}|[-*+]|\d+[.)])\s+")
 
 
 def _visible(text: str) -> int:
-    return len(text) - sum(ch.isspace() for ch in text)
+    """How many of ``text``'s characters are not whitespace (``str.split`` splits on what ``str.isspace`` calls
+    whitespace: the same count as testing each character, without a Python step per character)."""
+    return sum(map(len, text.split()))
 
 
 def furniture_line(line: str) -> bool:
