@@ -296,13 +296,15 @@ def chunked_document_hashes(db: sqlite3.Connection) -> list[tuple[str, str]]:
     return db.execute(sql).fetchall()
 
 
+UNEXAMINED_CHUNKS_SQL = (
+    "SELECT chunk_id, text FROM chunks WHERE removed_at IS NULL AND boilerplate IS NULL AND chunk_id > ? "
+    "ORDER BY chunk_id LIMIT ?"
+)  # from the partial index chunks_unexamined (migration 33): every run asks, and it is empty once marks are backfilled
+
+
 def unexamined_chunks(db: sqlite3.Connection, after: str = "", limit: int = 10_000) -> list[tuple[str, str]]:
     """(chunk_id, text) of up to ``limit`` live chunks cut before boilerplate was marked, by id after ``after``."""
-    sql = (
-        "SELECT chunk_id, text FROM chunks WHERE removed_at IS NULL AND boilerplate IS NULL AND chunk_id > ? "
-        "ORDER BY chunk_id LIMIT ?"
-    )
-    return db.execute(sql, (after, limit)).fetchall()
+    return db.execute(UNEXAMINED_CHUNKS_SQL, (after, limit)).fetchall()
 
 
 def mark_boilerplate(db: sqlite3.Connection, marks: Iterable[tuple[str, str]]) -> None:
@@ -322,8 +324,8 @@ def mark_repeated(db: sqlite3.Connection, min_documents: int, reason: str) -> No
         (min_documents,),
     )
     db.execute(
-        "UPDATE chunks SET boilerplate = '' WHERE boilerplate = ? AND chunk_id NOT IN (SELECT chunk_id FROM "
-        "temp.repeated_chunks)",
+        "UPDATE chunks SET boilerplate = '' WHERE boilerplate = ? AND boilerplate > '' AND chunk_id NOT IN "
+        "(SELECT chunk_id FROM temp.repeated_chunks)",
         (reason,),
     )
     db.execute(
@@ -334,16 +336,18 @@ def mark_repeated(db: sqlite3.Connection, min_documents: int, reason: str) -> No
     db.execute("DROP TABLE temp.repeated_chunks")
 
 
+BOILERPLATE_COUNTS_SQL = (
+    "SELECT boilerplate, COUNT(*) FROM chunks WHERE removed_at IS NULL AND boilerplate > '' GROUP BY boilerplate "
+    "ORDER BY boilerplate"
+)  # marked: a text after '' (the partial index chunks_marked, migration 33), not a walk over every chunk's row
+
+
 def boilerplate_counts(db: sqlite3.Connection) -> dict[str, int]:
     """reason -> how many live chunks are marked with it."""
-    sql = (
-        "SELECT boilerplate, COUNT(*) FROM chunks WHERE removed_at IS NULL AND boilerplate IS NOT NULL "
-        "AND boilerplate != '' GROUP BY boilerplate ORDER BY boilerplate"
-    )
-    return dict(db.execute(sql).fetchall())
+    return dict(db.execute(BOILERPLATE_COUNTS_SQL).fetchall())
 
 
 def boilerplate_chunks(db: sqlite3.Connection) -> dict[str, str]:
     """chunk_id -> reason of every chunk marked as page furniture (live or removed: a judgment may name either)."""
-    sql = "SELECT chunk_id, boilerplate FROM chunks WHERE boilerplate IS NOT NULL AND boilerplate != ''"
+    sql = "SELECT chunk_id, boilerplate FROM chunks WHERE boilerplate > ''"  # marked: index chunks_marked
     return dict(db.execute(sql).fetchall())

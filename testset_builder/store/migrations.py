@@ -888,7 +888,11 @@ def m033_record_files(db: sqlite3.Connection) -> None:
     time before that stat), the fields it was read with (``reading``), the chunker config and how many documents
     it gave; ``record_file_documents``: those documents and their texts' sha256. A rerun need not read such a file
     whose stat is unchanged while each of its documents is live with that text (as ``source_files`` for a file read
-    as one document). Indexed by document too: writing a document forgets the records of the files that gave it."""
+    as one document). Indexed by document too: writing a document forgets the records of the files that gave it.
+
+    Two partial indexes, so that what every ``chunk`` run asks of the boilerplate marks costs work in proportion to
+    the chunks it concerns, not a walk over every chunk's row (which holds its text): ``chunks_unexamined`` (live
+    chunks not examined yet: none once marks are backfilled) and ``chunks_marked`` (chunks marked as furniture)."""
     run_script(
         db,
         """
@@ -908,6 +912,9 @@ def m033_record_files(db: sqlite3.Connection) -> None:
             PRIMARY KEY (path, doc_id)
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS record_file_documents_by_doc ON record_file_documents (doc_id);
+        CREATE INDEX IF NOT EXISTS chunks_unexamined ON chunks (chunk_id)
+            WHERE removed_at IS NULL AND boilerplate IS NULL;
+        CREATE INDEX IF NOT EXISTS chunks_marked ON chunks (boilerplate) WHERE boilerplate > '';
         """,
     )
 
