@@ -58,7 +58,7 @@ def document_record(document: Document) -> Record:
         "text": document.text,
         "title": document.title,
         "source": document.source,
-        "metadata": _json(document.metadata),
+        "metadata": _json(document.metadata) if document.metadata else "{}",  # as json.dumps gives an empty dict
     }
 
 

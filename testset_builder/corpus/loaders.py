@@ -316,7 +316,7 @@ def _jsonl_documents(
     source = str(path)
     for number, raw in _records(path):
         try:
-            record = json.loads(raw)
+            record = _json_line(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             collector.skip(source, f"not valid JSON ({getattr(error, 'msg', None) or error.reason})", number)
             continue
@@ -340,6 +340,15 @@ def _jsonl_documents(
         if collector.accepts(document, source, number):
             yield document
     collector.result.read.add(str(path.resolve()))
+
+
+def _json_line(raw: bytes) -> Any:
+    """``json.loads(raw)``: a line that starts as a JSON object and has no NUL in its second byte is UTF-8 to
+    :func:`json.detect_encoding` (no byte-order mark, not UTF-16 or -32), so it is decoded as ``json.loads`` would,
+    without the detection; any other line is left to ``json.loads``."""
+    if raw[:1] == b"{" and len(raw) > 1 and raw[1]:
+        return json.loads(raw.decode("utf-8", "surrogatepass"))
+    return json.loads(raw)
 
 
 def load_beir(folder: Path, strict: bool = False) -> LoadResult:
