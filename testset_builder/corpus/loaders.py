@@ -256,9 +256,11 @@ def _load_one_file(
 
 
 def _records(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open("rb") as handle:
+    """(line number, bytes) of each line that is not blank (``isspace`` stops at a line's first character where
+    ``strip`` copies it whole; both know the same whitespace)."""
+    with path.open("rb", buffering=1 << 20) as handle:
         for number, raw in enumerate(handle, start=1):
-            if raw.strip():
+            if not raw.isspace():
                 yield number, raw
 
 
