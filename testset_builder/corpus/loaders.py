@@ -55,8 +55,9 @@ class Skipped:
 
 class UnreadFiles(NamedTuple):
     """In a stream, in place of files' documents: files its consumer called unchanged (see
-    :attr:`LoadResult.unchanged_file`), so they were not read; their documents' ids and sources, as reading them
-    gives. A folder's are handed on a thousand at a time (a rerun's common case: one item, not one per file)."""
+    :attr:`LoadResult.unchanged_file` and :attr:`LoadResult.unchanged_records`), so they were not read; their
+    documents' ids and sources, as reading them gives. A folder's files read as one document are handed on a
+    thousand at a time (a rerun's common case: one item, not one per file); a JSONL file's documents in one."""
 
     doc_ids: list[str]
     sources: list[str]
