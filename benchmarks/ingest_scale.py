@@ -14,15 +14,22 @@ Its 45,413 sentences (7.2 MB) repeat: a 1 GB corpus uses each ~140 times, and tw
 LSH candidates, so the candidate pairs duplicate detection must judge by exact Jaccard grow with the square of the size
 (markdown 800/80 chunks: 11,498 at 30 MB, 128,296 at 100 MB; ~13M extrapolated at 1 GB).
 
+With ``--jsonl`` the corpus is ``--files`` JSONL files instead (documents of 0.6-4 KB, one a line, the same planted
+copies), and a file is added and changed as a JSONL file: one new file of one document, one line of a file rewritten.
+A plain read of the same corpus (every line parsed with ``json.loads`` and its text hashed, in this process) is
+measured in the same run as the peer: the floor any JSONL ingest must pay, and a gauge of the machine's load.
+
 Goals (issue 18): >= 10 MB/s end to end, peak RSS <= 1 GB, an incremental change on the 1 GB workspace in <= 2 s.
 
     python benchmarks/ingest_scale.py             # 1 GB
     python benchmarks/ingest_scale.py --size-mb 50
+    python benchmarks/ingest_scale.py --jsonl --size-mb 100 --files 200
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -80,6 +87,53 @@ def generate(folder: Path, size_mb: int) -> tuple[int, int]:
         files += 1
     marker.write_text(json.dumps([files, total]))
     return files, total
+
+
+def generate_jsonl(folder: Path, size_mb: int, files: int) -> tuple[int, int]:
+    """(files, bytes) of a corpus of ``files`` JSONL files, written once per size and count (a marker says so)."""
+    marker = folder / ".complete"
+    if marker.is_file():
+        return tuple(json.loads(marker.read_text()))
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    pool, rng = sentences(), random.Random(49)
+    target, total, documents, written = size_mb * 1_000_000, 0, 0, []
+    per_file = target / files
+    for index in range(files):
+        lines, size = [], 0
+        while size < per_file:
+            if documents and documents % 500 == 0:
+                text = written[rng.randrange(len(written))]
+            elif documents and documents % 700 == 0:
+                words = written[rng.randrange(len(written))].split(" ")
+                words[rng.randrange(len(words))] = "altered"
+                text = " ".join(words)
+            else:
+                length, parts = rng.randint(600, 4_000), []
+                while sum(map(len, parts)) < length:
+                    parts.append(pool[rng.randrange(len(pool))])
+                text = " ".join(parts)
+            if len(written) < 2000:
+                written.append(text)
+            line = json.dumps({"_id": f"d{documents:07d}", "title": f"Document {documents}", "text": text}) + "\n"
+            lines.append(line)
+            size += len(line.encode("utf-8"))
+            documents += 1
+        (folder / f"part{index:04d}.jsonl").write_text("".join(lines), encoding="utf-8")
+        total += size
+    marker.write_text(json.dumps([files, total]))
+    return files, total
+
+
+def plain_read(corpus: Path) -> tuple[float, int]:
+    """(seconds, documents) of the peer: every JSONL line of ``corpus`` parsed and its text hashed, nothing kept."""
+    started, documents = time.perf_counter(), 0
+    for path in sorted(corpus.rglob("*.jsonl")):
+        with path.open("rb") as handle:
+            for line in handle:
+                hashlib.sha256(json.loads(line)["text"].encode("utf-8")).digest()
+                documents += 1
+    return time.perf_counter() - started, documents
 
 
 def run_chunk(corpus: Path, workspace: Path, *extra: str) -> tuple[float, float, float, dict]:
@@ -147,50 +201,100 @@ def _sample_peak(pid: int, peak: list[float], done) -> None:
         time.sleep(0.1)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--jsonl", action="store_true", help="a corpus of JSONL files, not of .txt files")
+    parser.add_argument("--files", type=int, default=200, help="how many JSONL files (with --jsonl)")
     args = parser.parse_args(argv)
-    corpus = CACHE / f"corpus-{args.size_mb}mb"
-    workspace = CACHE / f"workspace-{args.size_mb}mb"
+    kind = f"jsonl{args.files}-" if args.jsonl else ""
+    corpus = CACHE / f"corpus-{kind}{args.size_mb}mb"
+    workspace = CACHE / f"workspace-{kind}{args.size_mb}mb"
     started = time.perf_counter()
-    files, total = generate(corpus, args.size_mb)
+    files, total = generate_jsonl(corpus, args.size_mb, args.files) if args.jsonl else generate(corpus, args.size_mb)
     print(f"corpus: {files} files, {total / 1e6:.0f} MB ({time.perf_counter() - started:.0f} s to generate or find)")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores before the runs", flush=True)
     shutil.rmtree(workspace, ignore_errors=True)
     rows = []
+    peer = None
+    if args.jsonl:
+        peer_seconds, peer_documents = plain_read(corpus)
+        peer = {
+            "seconds": round(peer_seconds, 2),
+            "documents": peer_documents,
+            "mb_s": round(total / 1e6 / peer_seconds, 1),
+        }
+        rows.append(("peer: plain read", peer_seconds, peer_seconds, 0.0, f"{peer['mb_s']:.1f} MB/s", None))
     seconds, cpu, rss, summary = run_chunk(corpus, workspace)
     rows.append(("chunk the corpus", seconds, cpu, rss, f"{total / 1e6 / seconds:.1f} MB/s", summary))
-    added = corpus / "zz-added" / "new.txt"
-    added.parent.mkdir(exist_ok=True)
-    added.write_text("A document added after the first chunking, about duplicate detection. " * 30, encoding="utf-8")
+    added, changed = _added_and_changed(corpus, args.jsonl)
     try:
         seconds, cpu, rss, summary = run_chunk(corpus, workspace)
         rows.append(("one file added", seconds, cpu, rss, "", summary))
-        changed = corpus / "part0000" / "doc0000001.txt"
-        original = changed.read_text(encoding="utf-8")
-        changed.write_text(original + " One sentence appended.", encoding="utf-8")
+        original = changed.read_bytes()
+        changed.write_bytes(_changed(original, args.jsonl))
         try:
             seconds, cpu, rss, summary = run_chunk(corpus, workspace)
             rows.append(("one file changed", seconds, cpu, rss, "", summary))
         finally:
-            changed.write_text(original, encoding="utf-8")
+            changed.write_bytes(original)
         seconds, cpu, rss, summary = run_chunk(corpus, workspace)  # back to a text the workspace has had
         rows.append(("changed back", seconds, cpu, rss, "", summary))
         seconds, cpu, rss, summary = run_chunk(corpus, workspace)
         rows.append(("nothing changed", seconds, cpu, rss, "", summary))
     finally:
-        shutil.rmtree(added.parent)
+        if added.parent == corpus:
+            added.unlink()
+        else:
+            shutil.rmtree(added.parent)
     size = sum(p.stat().st_size for p in workspace.glob("testset.db*"))
     print(f"{'run':<18} {'seconds':>8} {'CPU s':>7} {'peak RSS MB':>12} {'rate':>10}  summary")
     for name, seconds, cpu, rss, rate, summary in rows:
-        counts = (
+        counts = "" if summary is None else (
             f"docs new {summary['new']} changed {summary['changed']} unchanged {summary['unchanged']} removed "
             f"{summary['removed']}; chunks +{summary['chunks_added']} -{summary['chunks_removed']}; "
             f"{summary['duplicate_chunks']} chunks in {summary['duplicate_groups']} duplicate groups"
-        )
+        )  # fmt: skip
         print(f"{name:<18} {seconds:>8.2f} {cpu:>7.2f} {rss:>12.0f} {rate:>10}  {counts}")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared machine: wall times vary)")
     print(f"workspace: {size / 1e6:.0f} MB; goals: >= 10 MB/s, peak RSS <= 1024 MB, a change in <= 2 s")
+    runs = {name: {"seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2), "peak_rss_mb": round(rss)}
+            for name, seconds, cpu, rss, _, summary in rows if summary is not None}  # fmt: skip
+    first = runs["chunk the corpus"]
+    return {
+        "corpus": {"kind": "jsonl" if args.jsonl else "txt", "files": files, "mb": round(total / 1e6, 1)},
+        "first_ingest_mb_s": round(total / 1e6 / first["seconds"], 1),
+        "first_ingest_peak_rss_mb": first["peak_rss_mb"],
+        "one_file_added_seconds": runs["one file added"]["seconds"],
+        "nothing_changed_seconds": runs["nothing changed"]["seconds"],
+        "peer_plain_read": peer,
+        "first_ingest_vs_plain_read": round(peer["seconds"] / first["seconds"], 3) if peer else None,
+        "runs": runs,
+    }
+
+
+def _added_and_changed(corpus: Path, jsonl: bool) -> tuple[Path, Path]:
+    """The file written as 'one file added' (its own folder for a .txt corpus) and the file to change."""
+    text = "A document added after the first chunking, about duplicate detection. " * 30
+    if jsonl:
+        added = corpus / "zz-added.jsonl"
+        added.write_text(json.dumps({"_id": "added-1", "text": text}) + "\n", encoding="utf-8")
+        return added, corpus / "part0001.jsonl"
+    added = corpus / "zz-added" / "new.txt"
+    added.parent.mkdir(exist_ok=True)
+    added.write_text(text, encoding="utf-8")
+    return added, corpus / "part0000" / "doc0000001.txt"
+
+
+def _changed(original: bytes, jsonl: bool) -> bytes:
+    """One sentence appended: to the text, or to the text of the file's second line."""
+    if not jsonl:
+        return original + b" One sentence appended."
+    lines = original.splitlines(keepends=True)
+    record = json.loads(lines[1])
+    record["text"] += " One sentence appended."
+    lines[1] = (json.dumps(record) + "\n").encode()
+    return b"".join(lines)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,12 @@ BENCHMARKS = {
         "ingest_scale",
         [],
     ),
+    "ingest-jsonl": (
+        "chunk at 100 MB in 200 JSONL files: first ingest (MB/s, peak RSS), one file added, nothing changed; "
+        "a plain json.loads read of the files as the peer",
+        "ingest_scale",
+        ["--jsonl", "--size-mb", "100", "--files", "200"],
+    ),
     "llm": ("LLM layer: throughput under a rate limit, vs sequential; local model speed", "llm_throughput", []),
     "judge": (
         "propose: pool recall on SciFact, and the judge (local model by default) against the human labels",

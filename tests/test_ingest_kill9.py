@@ -4,6 +4,7 @@ chunking worker process does not outlive it."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
@@ -54,6 +55,14 @@ CHILD = textwrap.dedent(
             time.sleep(30)
             write_blocks(db, entries)
         duplicates._write_blocks = paused
+    elif where.startswith("while recording files"):  # the JSONL files recorded, the transaction open: a marker
+        from pathlib import Path
+        record = stored.put_record_files
+        def recorded(*args):
+            record(*args)
+            Path(where.split(":", 1)[1]).touch()
+            time.sleep(30)
+        stored.put_record_files = recorded
     else:
         put = stored.put_source_files
         stored.put_source_files = lambda db, files: (put(db, files), time.sleep(0.3))
@@ -70,6 +79,19 @@ def make_corpus(folder: Path) -> Path:
         if i % 10 == 3:
             text = " ".join(SENTENCES)  # exact copies across files: duplicate groups span batches
         (folder / f"d{i:03d}.txt").write_text(text, encoding="utf-8")
+    return folder
+
+
+def make_jsonl_corpus(folder: Path) -> Path:
+    """The documents of :func:`make_corpus`, 20 to a JSONL file."""
+    texts = make_corpus(folder.parent / f"{folder.name}-texts")
+    folder.mkdir()
+    for part in range(6):
+        lines = [
+            json.dumps({"_id": f"d{i:03d}", "text": (texts / f"d{i:03d}.txt").read_text(encoding="utf-8")})
+            for i in range(part * 20, part * 20 + 20)
+        ]
+        (folder / f"part{part}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
 
 
@@ -184,3 +206,32 @@ def test_an_ingest_killed_while_sorting_its_keys_leaves_no_spill_and_a_rerun_giv
     documents, chunks, groups, pending = final_state(tmp_path / "killed")
     assert (documents, chunks, groups, pending) == final_state(tmp_path / "reference")
     assert groups and pending == 0
+
+
+@pytest.mark.parametrize("where", ["between batches", "while recording files"])
+def test_a_jsonl_ingest_killed_mid_run_is_finished_by_a_rerun_that_then_leaves_its_files_unread(tmp_path, where):
+    """JSONL files are recorded (so that a rerun need not parse them) in the run's last transactions: killed
+    before or inside them, the rerun parses them again and ends as an uninterrupted run, files recorded."""
+    corpus = make_jsonl_corpus(tmp_path / "corpus")
+    with open_workspace(tmp_path / "reference", create=True) as ws:
+        ingest(ws, stream_sources([corpus]), CONFIG)
+    marker = tmp_path / "recording"
+    if where == "between batches":
+        killed_after(corpus, tmp_path / "killed", where, 40)
+    else:
+        process = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(corpus), str(tmp_path / "killed"), f"{where}:{marker}"]
+        )
+        deadline = time.monotonic() + 120
+        while not marker.exists() and time.monotonic() < deadline:
+            assert process.poll() is None, "the ingest ended before it recorded its files"
+            time.sleep(0.02)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    with open_workspace(tmp_path / "killed") as ws:
+        assert not stored.current_record_files(ws.db, CONFIG.chunker_sha256())  # none recorded by the killed run
+        ingest(ws, stream_sources([corpus]), CONFIG)
+        recorded = stored.current_record_files(ws.db, CONFIG.chunker_sha256())
+    documents, chunks, groups, pending = final_state(tmp_path / "killed")
+    assert (documents, chunks, groups, pending) == final_state(tmp_path / "reference")
+    assert sorted(Path(p).name for p in recorded) == sorted(p.name for p in corpus.glob("*.jsonl"))

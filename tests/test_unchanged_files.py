@@ -106,6 +106,18 @@ def test_a_rerun_checks_its_files_against_the_documents_index_not_the_rows_that_
     assert "COVERING INDEX documents_state" in plan  # a document's row holds its text: a 20 KB walk to its state
 
 
+def test_a_rerun_asks_of_the_boilerplate_marks_through_indexes_not_every_chunk_row(tmp_path):
+    from testset_builder.store.corpus import BOILERPLATE_COUNTS_SQL, UNEXAMINED_CHUNKS_SQL
+
+    with open_workspace(tmp_path / "ws", create=True) as ws:
+        ingest(ws, stream_sources([corpus(tmp_path)]), CONFIG)
+        plans = [
+            " ".join(row[-1] for row in ws.db.execute(f"EXPLAIN QUERY PLAN {sql}", args))
+            for sql, args in ((BOILERPLATE_COUNTS_SQL, ()), (UNEXAMINED_CHUNKS_SQL, ("", 10)))
+        ]
+    assert "INDEX chunks_marked" in plans[0] and "INDEX chunks_unexamined" in plans[1]
+
+
 def test_a_folder_given_twice_counts_nothing_new_and_removes_under_the_guard_as_given_once(tmp_path, monkeypatch):
     from testset_builder.corpus import ingest as ingesting
 

@@ -180,7 +180,7 @@ def chunk(
 
     from .. import api
     from ..errors import LargeRemovalError
-    from ..llm.progress import LineProgress
+    from ..progress import LineProgress
 
     resolved = settings(
         config,

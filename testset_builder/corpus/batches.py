@@ -58,7 +58,7 @@ def document_record(document: Document) -> Record:
         "text": document.text,
         "title": document.title,
         "source": document.source,
-        "metadata": _json(document.metadata),
+        "metadata": _json(document.metadata) if document.metadata else "{}",  # as json.dumps gives an empty dict
     }
 
 
@@ -85,7 +85,7 @@ def chunk_batch(documents: list[Record], config: ChunkingConfig) -> list[Record]
                     "text": piece,
                     "start": start,
                     "end": end,
-                    "metadata": _json(chunk_metadata(config, index, extra)) if extra else metadata(index),
+                    "metadata": metadata(index, extra),
                     "text_sha256": text_sha256(piece),
                     "boilerplate": chunk_reason(piece, start, end, furniture),
                 }
@@ -102,14 +102,36 @@ def furniture_spans(metadata: str) -> list[list[int]]:
     return spans if isinstance(spans, list) else []
 
 
-def _metadata_json(config: ChunkingConfig) -> Callable[[int], str]:
-    """The metadata JSON of a chunk without extra metadata, by its index: :func:`_json` of
-    :func:`~.chunkers.chunk_metadata`, the same text, made by formatting the one part that varies."""
+def _metadata_json(config: ChunkingConfig) -> Callable[[int, dict], str]:
+    """The metadata JSON of a chunk by its index and extra metadata: :func:`_json` of
+    :func:`~.chunkers.chunk_metadata`, the same text, made by formatting the one part that varies into a template
+    kept per extra metadata (a Markdown section's chunks share their heading path; most documents have none)."""
     if config.chunker == "prechunked":  # one chunk a document, index 0
         template = _json(chunk_metadata(config, 0, {}))
-        return lambda index: template
-    head, tail = _json(chunk_metadata(config, -1, {})).split('"index": -1', 1)  # -1: an index no chunk has
-    return lambda index: f'{head}"index": {index}{tail}'
+        return lambda index, extra: template
+    templates: dict[tuple, list[str]] = {}
+
+    def metadata(index: int, extra: dict) -> str:
+        key = _template_key(extra)
+        if key is None:
+            return _json(chunk_metadata(config, index, extra))
+        if (template := templates.get(key)) is None:
+            # -1: an index no chunk has; a string's quotes are escaped in JSON, so only the key matches
+            template = templates[key] = _json(chunk_metadata(config, -1, extra)).split('"index": -1', 1)
+        return f'{template[0]}"index": {index}{template[1]}'
+
+    return metadata
+
+
+def _template_key(extra: dict) -> tuple | None:
+    """A key for the metadata template of a chunk with ``extra`` metadata: none, or a heading path of strings;
+    None (no template) for any other."""
+    if not extra:
+        return ()
+    headings = extra.get("headings")
+    if len(extra) == 1 and isinstance(headings, list) and all(type(h) is str for h in headings):
+        return ("headings", *headings)
+    return None
 
 
 SIGNATURE_SLICE = 250_000  # characters signed at once: numpy holds ~60 bytes a character while it works (15 MB)

@@ -48,14 +48,16 @@ LIST_MARK = re.compile(r"^\s*(#{1,6}|[-*+]|\d+[.)])\s+")
 
 
 def _visible(text: str) -> int:
-    return len(text) - sum(ch.isspace() for ch in text)
+    """How many of ``text``'s characters are not whitespace (``str.split`` splits on what ``str.isspace`` calls
+    whitespace: the same count as testing each character, without a Python step per character)."""
+    return sum(map(len, text.split()))
 
 
 def furniture_line(line: str) -> bool:
     """A line of text that furniture is made of: a furniture phrase on its own (as a heading or list item too), or
     a short breadcrumb step ("Docs »", "next |")."""
     bare = LIST_MARK.sub("", line).strip().strip("¶").strip()
-    if not bare or len(bare.split()) > SHORT_LINE:
+    if not bare or len(bare.split(None, SHORT_LINE)) > SHORT_LINE:  # more words than that: split no further
         return False
     if bare.startswith("|"):  # a table's row
         return False
@@ -66,14 +68,14 @@ def furniture_line(line: str) -> bool:
 
 def text_reason(text: str) -> str:
     """Why a chunk's text alone reads as furniture ('' when it does not): mostly Markdown link markup, or mostly
-    furniture lines (:func:`furniture_line`)."""
-    visible = _visible(text)
-    if not visible:
+    furniture lines (:func:`furniture_line`). Prose has neither, and then its visible characters are not counted."""
+    links = sum(_visible(m.group(0)) for m in MARKDOWN_LINK.finditer(text)) if "](" in text else 0  # a link has "]("
+    furniture = sum(_visible(line) for line in text.splitlines() if furniture_line(line))
+    if not links and not furniture:
         return ""
-    links = sum(_visible(m.group(0)) for m in MARKDOWN_LINK.finditer(text))
+    visible = _visible(text)
     if links >= MOSTLY * visible:
         return NAVIGATION
-    furniture = sum(_visible(line) for line in text.splitlines() if furniture_line(line))
     return FURNITURE if furniture >= MOSTLY * visible else ""
 
 

@@ -3,8 +3,10 @@
 A document whose text and chunker config are unchanged since the last run is skipped (a rerun on an unchanged
 corpus does almost nothing); a file read as one document whose size and mtime are those recorded when it was last
 chunked is not even read (``source_files``; as git's index, a file modified within :data:`RACY_NS` of that record
-is read again; ``rehash`` reads all). A changed document is re-chunked: its new chunks are added and its old ones are
-marked removed, never deleted (judgments may point at them).
+is read again; ``rehash`` reads all), nor is a JSONL file read whole without a skip whose documents are all still
+live with the texts it gave (``record_files``: its documents count as unchanged without a line parsed). A changed
+document is re-chunked: its new chunks are added and its old ones are marked removed, never deleted (judgments may
+point at them).
 
 Documents stream through in bounded batches (:data:`BATCH_DOCUMENTS` documents or :data:`BATCH_CHARACTERS`
 characters): an engine (:data:`~.batches.Engine`; in-process: :func:`~.batches.local_engine`) chunks and signs each
@@ -140,6 +142,7 @@ class _Run:
         self.empty = not self.live_before  # a first load: nothing to look up
         self.previous: dict[str, stored.KnownDocument | None] = {}  # of the documents read, until written
         self.files = stored.current_source_files(workspace.db, self.config_hash)
+        self.record_files = {} if self.empty else stored.current_record_files(workspace.db, self.config_hash)
         self.loaded_ids: set[str] = set()
         self.summary = IngestSummary()
         self.task = progress.add_task("chunking", total=None) if progress else None
@@ -162,6 +165,16 @@ class _Run:
             and seen[2] == mtime_ns
             and mtime_ns < seen[3] - RACY_NS
         )
+
+    def records_unchanged(self, path: str, size: int, mtime_ns: int, reading: str) -> list[str] | None:
+        """The ids of the documents a JSONL file gave if it need not be read (the loader's
+        :data:`~.loaders.RecordsCheck`): its stat and the fields it is read with are those recorded when it was last
+        read whole, whose documents are all live with the texts it gave then, cut with this config; the racy rule
+        as :meth:`file_unchanged`'s."""
+        seen = self.record_files.get(path)
+        if seen is None or seen[:2] != (size, mtime_ns) or seen[3] != reading or mtime_ns >= seen[2] - RACY_NS:
+            return None
+        return stored.record_file_documents(self.workspace.db, path)
 
     def unchanged(self, document: Document, sha256: str) -> bool:
         """Whether a document read has the text and chunker config of its live chunks (what the store knew of it
@@ -249,6 +262,7 @@ class _Run:
         with self.workspace.transaction() as tx:
             shas = [self.sha_of(d) for d in documents]
             put_document_records(tx, documents, shas)
+            stored.forget_record_files(tx, [d["doc_id"] for d in documents])
             for document in documents:
                 if document["doc_id"] not in self.previous:  # given twice in this load, written already
                     self.summary.changed += 1
@@ -286,7 +300,7 @@ def _ingest(
     run = _Run(workspace, config, progress)
     summary = run.summary
     if not rehash:
-        loaded.unchanged_file = run.file_unchanged
+        loaded.unchanged_file, loaded.unchanged_records = run.file_unchanged, run.records_unchanged
     cache = duplicates.set_cache_mb(workspace.db, CACHE_MB)
     try:
         with workspace.background_checkpoints() as pace:
@@ -300,6 +314,8 @@ def _ingest(
     summary.skipped_by_reason = dict(Counter(s.reason.split(" (")[0] for s in loaded.skipped))
     with workspace.transaction() as tx:
         stored.put_source_files(tx, run.files_to_record())
+        records = [(r.path, r.size, r.mtime_ns, r.reading, r.doc_ids) for r in loaded.records_read]
+        stored.put_record_files(tx, records, run.config_hash, run.started_ns)
         settle_pending(tx)  # also what a killed run left
     gone = documents_gone(workspace.db, loaded, run.loaded_ids)
     if not summary.documents and not gone:  # an empty load that removes nothing: a mistyped or empty source

@@ -55,8 +55,9 @@ class Skipped:
 
 class UnreadFiles(NamedTuple):
     """In a stream, in place of files' documents: files its consumer called unchanged (see
-    :attr:`LoadResult.unchanged_file`), so they were not read; their documents' ids and sources, as reading them
-    gives. A folder's are handed on a thousand at a time (a rerun's common case: one item, not one per file)."""
+    :attr:`LoadResult.unchanged_file` and :attr:`LoadResult.unchanged_records`), so they were not read; their
+    documents' ids and sources, as reading them gives. A folder's files read as one document are handed on a
+    thousand at a time (a rerun's common case: one item, not one per file); a JSONL file's documents in one."""
 
     doc_ids: list[str]
     sources: list[str]
@@ -64,6 +65,27 @@ class UnreadFiles(NamedTuple):
 
 FileCheck = Callable[[str, str, int, int], bool]
 """(resolved path, document id, size, mtime_ns) -> whether the file is known unchanged since its document was read."""
+RecordsCheck = Callable[[str, int, int, str], list[str] | None]
+"""(resolved path, size, mtime_ns, reading) -> the ids of the documents a file of records (JSONL) gave when it was
+last read with the fields ``reading`` names (:func:`reading_of`), if it is known unchanged since; None: read it."""
+
+
+def reading_of(id_field: str, text_field: str, title_field: str) -> str:
+    """What a file of records was read with, as one string: the same bytes read with other fields give other
+    documents."""
+    return json.dumps([id_field, text_field, title_field])
+
+
+@dataclass(frozen=True)
+class RecordsRead:
+    """A file of records (JSONL) read whole without a skip: its resolved path, its stat taken before it was opened,
+    the fields it was read with (:func:`reading_of`) and the ids of the documents it gave, in order."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    reading: str
+    doc_ids: list[str]
 
 
 @dataclass
@@ -78,6 +100,9 @@ class LoadResult:
     # set by the consumer of a stream before iterating it: a text/HTML/PDF file it calls unchanged is not read
     # but given in an UnreadFiles
     unchanged_file: FileCheck | None = None
+    records_read: list[RecordsRead] = field(default_factory=list)  # the JSONL files read whole without a skip
+    # as unchanged_file, for a JSONL file: one it gives the documents' ids of is not read but given in an UnreadFiles
+    unchanged_records: RecordsCheck | None = None
 
     def extend(self, other: LoadResult) -> None:
         self.documents.extend(other.documents)
@@ -86,6 +111,7 @@ class LoadResult:
         self.read |= other.read
         self.roots.extend(other.roots)
         self.file_stats.update(other.file_stats)
+        self.records_read.extend(other.records_read)
 
 
 class _Collector:
@@ -231,9 +257,11 @@ def _load_one_file(
 
 
 def _records(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open("rb") as handle:
+    """(line number, bytes) of each line that is not blank (``isspace`` stops at a line's first character where
+    ``strip`` copies it whole; both know the same whitespace)."""
+    with path.open("rb", buffering=1 << 20) as handle:
         for number, raw in enumerate(handle, start=1):
-            if raw.strip():
+            if not raw.isspace():
                 yield number, raw
 
 
@@ -247,13 +275,42 @@ def load_jsonl(
 
 
 def jsonl_part(
-    path: Path, id_field: str = "_id", text_field: str = "text", title_field: str = "title", strict: bool = False
-) -> LoadResult:
+    path: Path, id_field: str = "_id", text_field: str = "text", title_field: str = "title", strict: bool = False,
+    unchanged: RecordsCheck | None = None,
+) -> LoadResult:  # fmt: skip
     """:func:`load_jsonl` streamed: ``documents`` is an iterator reading the file a line at a time (a file of any
-    size holds one line in memory); ``skipped`` and ``read`` are complete once it is exhausted."""
+    size holds one line in memory); ``skipped``, ``read`` and ``records_read`` are complete once it is exhausted.
+    A file ``unchanged`` gives the documents' ids of is not opened: its documents are one :class:`UnreadFiles`."""
     collector = _Collector(strict)
-    collector.result.documents = _jsonl_documents(path, id_field, text_field, title_field, collector)
+    resolved, reading = str(path.resolve()), reading_of(id_field, text_field, title_field)
+    try:
+        stat = path.stat()
+    except OSError:  # opening it says why
+        stat = None
+    known = None if unchanged is None or stat is None else unchanged(resolved, stat.st_size, stat.st_mtime_ns, reading)
+    if known is not None:
+        collector.result.documents = [UnreadFiles(known, [str(path)] * len(known))]
+        collector.result.read.add(resolved)
+        return collector.result
+    documents = _jsonl_documents(path, id_field, text_field, title_field, collector)
+    collector.result.documents = (
+        documents if stat is None else _noting_clean_read(documents, collector, resolved, stat, reading)
+    )
     return collector.result
+
+
+def _noting_clean_read(
+    documents: Iterator[Document], collector: _Collector, resolved: str, stat: os.stat_result, reading: str
+) -> Iterator[Document]:
+    """``documents`` passed on; once they are exhausted with nothing skipped, the file is added to ``records_read``
+    with its stat (taken before it was opened: a write while it is read changes the stat a rerun compares)."""
+    doc_ids = []
+    for document in documents:
+        doc_ids.append(document.doc_id)
+        yield document
+    result = collector.result
+    if not result.skipped:
+        result.records_read.append(RecordsRead(resolved, stat.st_size, stat.st_mtime_ns, reading, doc_ids))
 
 
 def _jsonl_documents(
@@ -262,7 +319,7 @@ def _jsonl_documents(
     source = str(path)
     for number, raw in _records(path):
         try:
-            record = json.loads(raw)
+            record = _json_line(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             collector.skip(source, f"not valid JSON ({getattr(error, 'msg', None) or error.reason})", number)
             continue
@@ -288,14 +345,23 @@ def _jsonl_documents(
     collector.result.read.add(str(path.resolve()))
 
 
+def _json_line(raw: bytes) -> Any:
+    """``json.loads(raw)``: a line that starts as a JSON object and has no NUL in its second byte is UTF-8 to
+    :func:`json.detect_encoding` (no byte-order mark, not UTF-16 or -32), so it is decoded as ``json.loads`` would,
+    without the detection; any other line is left to ``json.loads``."""
+    if raw[:1] == b"{" and len(raw) > 1 and raw[1]:
+        return json.loads(raw.decode("utf-8", "surrogatepass"))
+    return json.loads(raw)
+
+
 def load_beir(folder: Path, strict: bool = False) -> LoadResult:
     """A BEIR folder's ``corpus.jsonl`` (``_id``, ``title``, ``text``)."""
     return load_jsonl(folder / "corpus.jsonl", "_id", "text", "title", strict=strict)
 
 
-def beir_part(folder: Path, strict: bool = False) -> LoadResult:
+def beir_part(folder: Path, strict: bool = False, unchanged: RecordsCheck | None = None) -> LoadResult:
     """:func:`load_beir` streamed (see :func:`jsonl_part`)."""
-    return jsonl_part(folder / "corpus.jsonl", "_id", "text", "title", strict=strict)
+    return jsonl_part(folder / "corpus.jsonl", "_id", "text", "title", strict=strict, unchanged=unchanged)
 
 
 def load_hf(
@@ -443,14 +509,15 @@ def _stream(
         into.skipped.extend(part.skipped)
         into.notes.extend(part.notes)
         into.read |= part.read
+        into.records_read.extend(part.records_read)
 
 
 def _source_parts(
     sources: list, into: LoadResult, strict: bool, id_field: str, text_field: str, title_field: str
 ) -> Iterator[LoadResult]:
-    """Each file's load in turn (a folder's files one at a time). ``into.unchanged_file`` is read here, once the
-    consumer has started iterating."""
-    unchanged = into.unchanged_file
+    """Each file's load in turn (a folder's files one at a time). ``into.unchanged_file`` and
+    ``into.unchanged_records`` are read here, once the consumer has started iterating."""
+    unchanged, records = into.unchanged_file, into.unchanged_records
     folders = [s for s in sources if Path(s).is_dir() or (not Path(s).exists() and _is_glob(s))]
     prefixed = len(folders) > 1  # two roots: a file's id starts with its root's name
     for source in sources:
@@ -458,11 +525,13 @@ def _source_parts(
         if path.is_dir():
             yield from iter_folder(
                 path, strict, id_field, text_field, title_field, prefix=path.resolve().name if prefixed else "",
-                unchanged=unchanged,
+                unchanged=unchanged, unchanged_records=records,
             )  # fmt: skip
         elif path.is_file():
             into.roots.append(path.resolve())
-            yield _load_file_of_any_kind(path, path.parent, "", strict, id_field, text_field, title_field, unchanged)
+            yield _load_file_of_any_kind(
+                path, path.parent, "", strict, id_field, text_field, title_field, unchanged, records
+            )
         elif _is_glob(source):
             base = Path(str(source).split("*")[0].split("?")[0].split("[")[0] or ".")
             root = base if base.is_dir() else base.parent
@@ -476,7 +545,9 @@ def _source_parts(
             into.roots.append(root.resolve())
             prefix = root.resolve().name if prefixed else ""
             for match in matches:
-                yield _load_file_of_any_kind(match, root, prefix, strict, id_field, text_field, title_field, unchanged)
+                yield _load_file_of_any_kind(
+                    match, root, prefix, strict, id_field, text_field, title_field, unchanged, records
+                )
         else:
             raise InputError("no such file, folder or glob match", path=source)
 
@@ -499,14 +570,14 @@ def load_folder(
 
 def iter_folder(
     folder: Path, strict: bool = False, id_field: str = "_id", text_field: str = "text", title_field: str = "title",
-    prefix: str = "", unchanged: FileCheck | None = None,
+    prefix: str = "", unchanged: FileCheck | None = None, unchanged_records: RecordsCheck | None = None,
 ) -> Iterator[LoadResult]:  # fmt: skip
     """:func:`load_folder` a file at a time: the first part names the folder as a root. The folder is walked once
     with ``os.scandir`` (a stat a file; symbolic links to folders are not followed, as ``Path.rglob`` does not),
     files in the order ``sorted(folder.rglob("*"))`` gives."""
     yield LoadResult(roots=[folder.resolve()])
     if (folder / "corpus.jsonl").is_file():
-        yield beir_part(folder, strict=strict)
+        yield beir_part(folder, strict=strict, unchanged=unchanged_records)
         return
     files = _walk(folder)
     beir_folders = [parts[:-1] for parts, _ in files if parts[-1] == "corpus.jsonl"]
@@ -545,13 +616,15 @@ def iter_folder(
         path = folder.joinpath(*parts)
         if plan.inside_beir is not None:
             if parts == (*plan.inside_beir, "corpus.jsonl"):
-                yield beir_part(path.parent, strict=strict)
+                yield beir_part(path.parent, strict=strict, unchanged=unchanged_records)
         elif plan.one_document:
             collector = _Collector(strict)
             _load_one_file(collector, path, plan.resolved, plan.stat, plan.doc_id, None, raw)
             yield collector.result
         else:
-            yield _load_file_of_any_kind(path, folder, prefix, strict, id_field, text_field, title_field)
+            yield _load_file_of_any_kind(
+                path, folder, prefix, strict, id_field, text_field, title_field, unchanged_records=unchanged_records
+            )
     if read:
         yield LoadResult(documents=[unread], read=read)
 
@@ -643,11 +716,11 @@ def _walk(folder: Path) -> list[tuple[tuple[str, ...], os.DirEntry]]:
 
 def _load_file_of_any_kind(
     path: Path, root: Path, prefix: str, strict: bool, id_field: str, text_field: str, title_field: str,
-    unchanged: FileCheck | None = None,
+    unchanged: FileCheck | None = None, unchanged_records: RecordsCheck | None = None,
 ) -> LoadResult:  # fmt: skip
     suffix = path.suffix.lower()
     if suffix in JSONL_SUFFIXES:
-        return jsonl_part(path, id_field, text_field, title_field, strict=strict)
+        return jsonl_part(path, id_field, text_field, title_field, strict=strict, unchanged=unchanged_records)
     if suffix == ".parquet":
         return hf_part(str(path), id_field, text_field, title_field, strict=strict)
     if suffix in FILE_SUFFIXES:

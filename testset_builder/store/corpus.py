@@ -77,6 +77,61 @@ def put_source_files(db: sqlite3.Connection, files: Iterable[tuple[str, SourceFi
     )
 
 
+CURRENT_RECORD_FILES_SQL = (
+    "SELECT f.path, f.size, f.mtime_ns, f.checked_ns, f.reading FROM record_files f WHERE f.config_sha256 = ? "
+    "AND f.documents = (SELECT COUNT(*) FROM record_file_documents r JOIN documents d USING (doc_id) "
+    "WHERE r.path = f.path AND d.removed_at IS NULL AND d.content_sha256 = r.content_sha256)"
+)  # the documents' side from the documents_state index, as CURRENT_SOURCE_FILES_SQL
+
+
+def current_record_files(db: sqlite3.Connection, config_sha256: str) -> dict[str, tuple[int, int, int, str]]:
+    """Resolved path -> (size, mtime_ns, checked_ns, reading) of the files of records (migration 33) whose
+    recorded read still stands: every document it gave is live with the text it gave, cut with ``config_sha256``
+    (a document written since forgot the record: :func:`forget_record_files`)."""
+    return {
+        path: (size, mtime_ns, checked_ns, reading)
+        for path, size, mtime_ns, checked_ns, reading in db.execute(CURRENT_RECORD_FILES_SQL, (config_sha256,))
+    }
+
+
+def record_file_documents(db: sqlite3.Connection, path: str) -> list[str] | None:
+    """The ids of the documents the file of records ``path`` gave when it was recorded; None when no whole record
+    of it stands."""
+    row = db.execute("SELECT documents FROM record_files WHERE path = ?", (path,)).fetchone()
+    doc_ids = [r[0] for r in db.execute("SELECT doc_id FROM record_file_documents WHERE path = ?", (path,))]
+    return doc_ids if row is not None and row[0] == len(doc_ids) else None
+
+
+def put_record_files(
+    db: sqlite3.Connection, files: Iterable[tuple[str, int, int, str, Sequence[str]]], config_sha256: str,
+    checked_ns: int,
+) -> None:  # fmt: skip
+    """Record files of records read whole: (resolved path, size, mtime_ns, reading, ids of the documents it gave),
+    each document with its stored text's sha256 (store the documents first: a recorded file is trusted to have
+    been chunked)."""
+    for path, size, mtime_ns, reading, doc_ids in files:
+        db.execute("DELETE FROM record_file_documents WHERE path = ?", (path,))
+        db.execute(
+            "INSERT OR REPLACE INTO record_files (path, size, mtime_ns, checked_ns, reading, config_sha256, documents) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (path, size, mtime_ns, checked_ns, reading, config_sha256, len(doc_ids)),
+        )
+        db.executemany(
+            "INSERT OR IGNORE INTO record_file_documents (path, doc_id, content_sha256) "
+            "SELECT ?, doc_id, content_sha256 FROM documents WHERE doc_id = ?",
+            [(path, doc_id) for doc_id in doc_ids],
+        )
+
+
+def forget_record_files(db: sqlite3.Connection, doc_ids: Iterable[str]) -> None:
+    """Forget the records of the files of records that gave any of ``doc_ids`` (documents being written: their
+    chunks may be cut with another config now, which the record would not show)."""
+    sql = "SELECT DISTINCT path FROM record_file_documents WHERE doc_id IN ({marks})"
+    paths = [(row[0],) for row in rows_in(db, sql, doc_ids)]
+    db.executemany("DELETE FROM record_files WHERE path = ?", paths)
+    db.executemany("DELETE FROM record_file_documents WHERE path = ?", paths)
+
+
 def chunker_of(db: sqlite3.Connection, doc_id: str) -> str | None:
     """The chunker config hash the live chunks of ``doc_id`` were cut with (None: it has none)."""
     sql = "SELECT MAX(config_sha256) FROM chunks WHERE doc_id = ? AND removed_at IS NULL"
@@ -241,13 +296,15 @@ def chunked_document_hashes(db: sqlite3.Connection) -> list[tuple[str, str]]:
     return db.execute(sql).fetchall()
 
 
+UNEXAMINED_CHUNKS_SQL = (
+    "SELECT chunk_id, text FROM chunks WHERE removed_at IS NULL AND boilerplate IS NULL AND chunk_id > ? "
+    "ORDER BY chunk_id LIMIT ?"
+)  # from the partial index chunks_unexamined (migration 33): every run asks, and it is empty once marks are backfilled
+
+
 def unexamined_chunks(db: sqlite3.Connection, after: str = "", limit: int = 10_000) -> list[tuple[str, str]]:
     """(chunk_id, text) of up to ``limit`` live chunks cut before boilerplate was marked, by id after ``after``."""
-    sql = (
-        "SELECT chunk_id, text FROM chunks WHERE removed_at IS NULL AND boilerplate IS NULL AND chunk_id > ? "
-        "ORDER BY chunk_id LIMIT ?"
-    )
-    return db.execute(sql, (after, limit)).fetchall()
+    return db.execute(UNEXAMINED_CHUNKS_SQL, (after, limit)).fetchall()
 
 
 def mark_boilerplate(db: sqlite3.Connection, marks: Iterable[tuple[str, str]]) -> None:
@@ -267,8 +324,8 @@ def mark_repeated(db: sqlite3.Connection, min_documents: int, reason: str) -> No
         (min_documents,),
     )
     db.execute(
-        "UPDATE chunks SET boilerplate = '' WHERE boilerplate = ? AND chunk_id NOT IN (SELECT chunk_id FROM "
-        "temp.repeated_chunks)",
+        "UPDATE chunks SET boilerplate = '' WHERE boilerplate = ? AND boilerplate > '' AND chunk_id NOT IN "
+        "(SELECT chunk_id FROM temp.repeated_chunks)",
         (reason,),
     )
     db.execute(
@@ -279,16 +336,18 @@ def mark_repeated(db: sqlite3.Connection, min_documents: int, reason: str) -> No
     db.execute("DROP TABLE temp.repeated_chunks")
 
 
+BOILERPLATE_COUNTS_SQL = (
+    "SELECT boilerplate, COUNT(*) FROM chunks WHERE removed_at IS NULL AND boilerplate > '' GROUP BY boilerplate "
+    "ORDER BY boilerplate"
+)  # marked: a text after '' (the partial index chunks_marked, migration 33), not a walk over every chunk's row
+
+
 def boilerplate_counts(db: sqlite3.Connection) -> dict[str, int]:
     """reason -> how many live chunks are marked with it."""
-    sql = (
-        "SELECT boilerplate, COUNT(*) FROM chunks WHERE removed_at IS NULL AND boilerplate IS NOT NULL "
-        "AND boilerplate != '' GROUP BY boilerplate ORDER BY boilerplate"
-    )
-    return dict(db.execute(sql).fetchall())
+    return dict(db.execute(BOILERPLATE_COUNTS_SQL).fetchall())
 
 
 def boilerplate_chunks(db: sqlite3.Connection) -> dict[str, str]:
     """chunk_id -> reason of every chunk marked as page furniture (live or removed: a judgment may name either)."""
-    sql = "SELECT chunk_id, boilerplate FROM chunks WHERE boilerplate IS NOT NULL AND boilerplate != ''"
+    sql = "SELECT chunk_id, boilerplate FROM chunks WHERE boilerplate > ''"  # marked: index chunks_marked
     return dict(db.execute(sql).fetchall())

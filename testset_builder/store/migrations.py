@@ -893,6 +893,43 @@ def m032_partial_traces(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(33)
+def m033_record_files(db: sqlite3.Connection) -> None:
+    """``record_files``: per file of records (JSONL) read whole without a skip, its stat then (``checked_ns``: a
+    time before that stat), the fields it was read with (``reading``), the chunker config and how many documents
+    it gave; ``record_file_documents``: those documents and their texts' sha256. A rerun need not read such a file
+    whose stat is unchanged while each of its documents is live with that text (as ``source_files`` for a file read
+    as one document). Indexed by document too: writing a document forgets the records of the files that gave it.
+
+    Two partial indexes, so that what every ``chunk`` run asks of the boilerplate marks costs work in proportion to
+    the chunks it concerns, not a walk over every chunk's row (which holds its text): ``chunks_unexamined`` (live
+    chunks not examined yet: none once marks are backfilled) and ``chunks_marked`` (chunks marked as furniture)."""
+    run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS record_files (
+            path TEXT PRIMARY KEY,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            checked_ns INTEGER NOT NULL,
+            reading TEXT NOT NULL,
+            config_sha256 TEXT NOT NULL,
+            documents INTEGER NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS record_file_documents (
+            path TEXT NOT NULL,
+            doc_id TEXT NOT NULL,
+            content_sha256 TEXT NOT NULL,
+            PRIMARY KEY (path, doc_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS record_file_documents_by_doc ON record_file_documents (doc_id);
+        CREATE INDEX IF NOT EXISTS chunks_unexamined ON chunks (chunk_id)
+            WHERE removed_at IS NULL AND boilerplate IS NULL;
+        CREATE INDEX IF NOT EXISTS chunks_marked ON chunks (boilerplate) WHERE boilerplate > '';
+        """,
+    )
+
+
 def _key_bytes(key: int | bytes) -> bytes:
     """A key as migration 14 stored it (a signed 64-bit integer) as 8 little-endian bytes (one stored as bytes, as
     the backfill of migration 14 once did during the migration, is already)."""
