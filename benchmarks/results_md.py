@@ -101,19 +101,23 @@ def synthetic_table(figures: dict) -> list[str]:
         f"{figures['questions_requested']} questions asked of each collection. Tau: Kendall's tau-b between the "
         "retrievers' nDCG@10 rankings, 95% bootstrap interval. Pairs: of the retriever pairs the human labels "
         "separate significantly, how many the set orders the same way (and how many it separates significantly "
-        "the other way). Rejected: questions the rules removed while building the set.",
+        "the other way). Rejected: questions the rules removed while the set was built; kept failing: questions in "
+        "the set the rules would reject.",
         "",
-        "| collection | set | questions | retrievers | tau | 95% interval | pairs in order | other way | rejected |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| collection | set | questions | retrievers | tau | 95% interval | pairs in order | other way | rejected "
+        "| kept failing |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for collection, found in figures["collections"].items():
         for column, a in found["agreement"].items():
             built = found["synthesize"].get(column.split(",")[0].split("+")[0], {})
-            rejected = sum(built.get("by_rule", {}).values()) if "," not in column else "-"
+            whole_set = "," not in column
+            rejected = sum(built.get("by_rule", {}).values()) if whole_set else "-"
+            failing = sum(built.get("kept_that_rules_reject", {}).values()) if whole_set else "-"
             lines.append(
                 f"| {collection} | {column} | {a['questions']} | {len(found['retrievers'])} | {a['tau']:.3f} "
                 f"| [{a['ci'][0]:.3f}, {a['ci'][1]:.3f}] | {a['same_order']} of {a['human_significant_pairs']} "
-                f"| {a['significant_other_way']} | {rejected} |"
+                f"| {a['significant_other_way']} | {rejected} | {failing} |"
             )
     return lines
 
