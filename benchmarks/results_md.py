@@ -127,8 +127,45 @@ def coverage_table(figures: dict) -> list[str]:
     return lines
 
 
+FORM_CHECKS = frozenset({"empty", "too short", "too long", "not a question", "copies the passage"})
+
+
+def synthetic_table(figures: dict) -> list[str]:
+    """synthetic.json: per collection and set (with and without the question rules, and each set's questions with
+    low overlap with their source), Kendall's tau between the synthetic and the human rankings of the retrievers, and
+    how many of the pairs the human labels separate significantly the set orders the same way."""
+    lines = [
+        f"{figures['questions_requested']} questions asked of each collection. Tau: Kendall's tau-b between the "
+        "retrievers' nDCG@10 rankings, 95% bootstrap interval. Pairs: of the retriever pairs the human labels "
+        "separate significantly, how many the set orders the same way (and how many it separates significantly "
+        "the other way). Ceiling: the median tau between the human rankings on as many random human queries and on "
+        "the rest. Rejected: questions the rules removed while the set was built (besides the checks of form); kept "
+        "failing: questions in the set the rules would reject.",
+        "",
+        "| collection | set | questions | retrievers | tau | 95% interval | ceiling | pairs in order | other way "
+        "| rejected | kept failing |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for collection, found in figures["collections"].items():
+        for column, a in found["agreement"].items():
+            built = found["synthesize"].get(column.split(",")[0].split("+")[0], {})
+            whole_set = "," not in column
+            by_rule = {k: n for k, n in built.get("by_rule", {}).items() if k not in FORM_CHECKS}
+            rejected = sum(by_rule.values()) if whole_set else "-"
+            failing = sum(built.get("kept_that_rules_reject", {}).values()) if whole_set else "-"
+            lines.append(
+                f"| {collection} | {column} | {a['questions']} | {len(found['retrievers'])} | {a['tau']:.3f} "
+                f"| [{a['ci'][0]:.3f}, {a['ci'][1]:.3f}] | {found['variants'][column]['ceiling']['median']:.3f} "
+                f"| {a['same_order']} of {a['human_significant_pairs']} "
+                f"| {a['significant_other_way']} | {rejected} | {failing} |"
+            )
+    return lines
+
+
 # files a benchmark writes by itself: the `make bench` name that writes it, and how its figures read best
 OWN_FILES = {"interval_coverage.json": ("coverage", coverage_table)}
+# benchmarks `make bench` records whose figures read best as a table
+TABLES = {"synthetic": synthetic_table}
 
 
 def committed(path: Path) -> str:
@@ -155,7 +192,7 @@ def section(path: Path) -> list[str]:
             f"File: [results/{path.name}](results/{path.name}).",
             "",
         ]
-        figures, render = data["figures"], None
+        figures, render = data["figures"], TABLES.get(data["benchmark"])
     else:
         name, render = OWN_FILES.get(path.name, (path.stem, None))
         head = [

@@ -87,9 +87,9 @@ BENCHMARKS = {
         ["--draws", "10"],
     ),
     "synthetic": (
-        "synthesize: does a synthetic SciFact set rank retrievers as the human labels do?",
+        "synthesize: do synthetic sets rank 15 retrievers as human labels do, with and without the question rules?",
         "synthetic_agreement",
-        [],
+        ["--collection", "scifact,cranfield", "--questions", "60"],
     ),
     "questions": (
         "synthesize: the embedded model's usable questions on Sphinx docs and SciFact, and the question checks",

@@ -1,7 +1,13 @@
-"""Does a synthetic test set rank retrievers the way human labels do, and how far can that be trusted?
+"""Does a synthetic test set rank retrievers the way human labels do, with and without the question rules?
 
-Builds a synthetic set from the SciFact corpus with ``synthesize`` (one chunk per abstract, so chunk ids are SciFact
-document ids), scores 15 retrievers on it and on SciFact's human test qrels (300 queries), and reports:
+For each collection named (``--collection scifact,cranfield``: a folder in BEIR layout under ``/work/shared/data``
+or ``benchmarks/data``, or a path to one; a gzipped corpus is unpacked into ``benchmarks/.cache/data`` once), builds
+a synthetic set with ``synthesize`` (one chunk per document, so chunk ids are document ids) twice: with the question
+rules (``testset_builder/question_rules.py``) and with ``synthesize.question_rules`` off, which keeps only the checks
+of form. Both sets start from the same sampled chunks and seeds, and the second run reads the first's LLM answers
+from a copy of its cache, so the rules are the only difference: the set with them replaces the questions they reject
+with questions from further rounds. ``--rules on`` or ``off`` builds one set only. It scores 15 retrievers on each
+set and on the collection's human test qrels, and reports:
 
 - nDCG@10 of every retriever on each set, and each retriever's rank;
 - Kendall's tau-b between the human and the synthetic rankings, with a 95% bootstrap interval over queries (human
@@ -17,25 +23,28 @@ document ids), scores 15 retrievers on it and on SciFact's human test qrels (300
   (``questions.lexical_overlap``), and the same figures on the questions with overlap at most a cap
   (``--max-overlap``; default the median, or the next value below it when ties at the median would keep over two
   thirds), to show whether lexical leakage from the source inflates BM25;
-- with ``--mine``, a second synthetic column whose labels add the mined relevant chunks (grade 1): the pairs the
-  estimate puts at P(relevant) >= 0.5 (the estimates table) when the stage mined by estimate, the judge's positive
-  (``llm``) grades when it mined with the LLM judge.
+- with ``--mine``, a further column whose labels add the mined relevant chunks (grade 1): the pairs the estimate
+  puts at P(relevant) >= 0.5 (the estimates table) when the stage mined by estimate, the judge's positive (``llm``)
+  grades when it mined with the LLM judge.
 
-Retrievers: BM25 (bm25s Lucene, Snowball stemming, title + abstract) at k1/b = 1.5/0.75 (bm25s default), 0.9/0.4,
-1.2/1.0 and 2.0/0.75; BM25 without stemming; BM25 on titles, on abstracts, on each abstract's first sentence; dense
-all-MiniLM-L6-v2 on title + abstract, on its first 32 words, and on titles; RRF (k=60) of bm25+dense,
-bm25-title+dense, bm25-nostem+dense and bm25+bm25-title. Indexes are cached under ``benchmarks/.cache/indexes``;
-dense needs the dense extra (without it the dense retrievers and mixes are left out).
+Retrievers, built from what every collection has (the passage as the workspace indexes it: the title, when there is
+one, on a line above the text): BM25 (bm25s Lucene, Snowball stemming) at k1/b = 1.5/0.75 (bm25s default), 0.9/0.4,
+1.2/1.0 and 2.0/0.75; BM25 without stemming; BM25 on the passage's lead (its first line or sentence, at most 24
+words: the title where there is one), on its body (the rest) and on the body's lead; dense all-MiniLM-L6-v2 on the
+passage, on its first 32 words and on its lead; RRF (k=60) of bm25+dense, bm25-lead+dense, bm25-nostem+dense and
+bm25+bm25-lead. On a collection with titles, lead and body are the title and the abstract. Indexes are cached under
+``benchmarks/.cache/indexes``; dense needs the dense extra (without it the dense retrievers and mixes are left out).
 
 Runs with the embedded local model by default; any provider's config can be passed (``--config
-configs/openai.yaml``; ``--set KEY=VALUE`` overrides any setting). Each question count and seed gets a workspace of
-its own (``benchmarks/.cache/synthetic-agreement-q{N}``) that is kept, so a rerun reads every LLM answer from the
-cache; only the questions this run's ``synthesize`` accepted are scored (earlier runs with other settings may have
-left others in the workspace). The first run of 100 questions with the local model took 32 min on two busy cores;
-a cached rerun takes about a minute, most of it the randomization tests.
+configs/openai.yaml``; ``--set KEY=VALUE`` overrides any setting). Each collection, question count, seed and rule
+setting gets a workspace of its own (``benchmarks/.cache/synthetic-agreement-{collection}-q{N}``, with
+``-without-rules`` for the set without the rules) that is kept, so a rerun reads every LLM answer from the cache;
+only the questions this run's ``synthesize`` accepted are scored. The local model writes a question in 15-30 s on
+two busy cores; a cached rerun takes a few minutes, most of it the randomization tests.
 
-    python benchmarks/synthetic_agreement.py [--questions 100] [--seed 0] [--config FILE] [--mine]
-        [--max-overlap 0.8] [--resamples 1000] [--set synthesize.relevance_by=llm] [--json report.json]
+    python benchmarks/synthetic_agreement.py [--collection scifact,cranfield] [--questions 60] [--rules both]
+        [--seed 0] [--config FILE] [--mine] [--max-overlap 0.8] [--resamples 1000]
+        [--set synthesize.relevance_by=llm] [--json report.json]
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ import argparse
 import asyncio
 import json
 import re
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -53,9 +63,12 @@ import yaml
 from scipy.stats import kendalltau, spearmanr
 
 ROOT = Path(__file__).resolve().parents[1]
-SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 CACHE = ROOT / "benchmarks" / ".cache"
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from estimate_transfer import DATA_DIRS, unpacked  # noqa: E402
+
+from testset_builder import question_rules  # noqa: E402
 from testset_builder.config import ChunkingConfig, resolve_config  # noqa: E402
 from testset_builder.corpus.ingest import ingest  # noqa: E402
 from testset_builder.corpus.loaders import load_sources  # noqa: E402
@@ -72,8 +85,10 @@ from testset_builder.tables import Qrels  # noqa: E402
 
 METRIC = "ndcg@10"
 BM25_SETTINGS = ((0.9, 0.4), (1.2, 1.0), (2.0, 0.75))  # besides bm25s's default k1=1.5, b=0.75
-MIXES = (("bm25", "dense"), ("bm25-title", "dense"), ("bm25-nostem", "dense"), ("bm25", "bm25-title"))
+MIXES = (("bm25", "dense"), ("bm25-lead", "dense"), ("bm25-nostem", "dense"), ("bm25", "bm25-lead"))
 MINED_P = 0.5
+LEAD_WORDS = 24
+RULE_SETTINGS = {"on": ("with rules", True), "off": ("without rules", False)}
 
 
 # statistics (pure numpy; tests/test_synthetic_agreement_stats.py) ---------------------------------------------------
@@ -181,34 +196,65 @@ def overlap_cap(overlaps: np.ndarray, cap: float | None) -> float:
 
 
 # retrievers ------------------------------------------------------------------------------------------------------
-def first_sentence(text: str) -> str:
-    return re.split(r"(?<=[.!?])\s+(?=[A-Z0-9(])", text.strip(), maxsplit=1)[0]
+# a sentence ends at . ! ? before a capital, a digit or a bracket, or at a period set apart by spaces as in
+# tokenised lower-case text ("a slipstream . an experimental study"); a line break ends one too
+_SENTENCE_END = re.compile(r"\n+|(?<=[.!?])\s+(?=[A-Z0-9(])|\s+[.!?]\s+")
+
+
+def lead_and_body(passage: str) -> tuple[str, str]:
+    """The passage's lead (its first line or sentence, at most :data:`LEAD_WORDS` words) and its body (the rest, less
+    a repeat of the lead at its start; the whole passage when nothing is left). With a title, the title and the
+    text."""
+    passage = passage.strip()
+    words = _SENTENCE_END.split(passage, maxsplit=1)[0].split()[:LEAD_WORDS]
+    body = passage
+    for _ in range(2):  # the lead, then a repeat of it (a text that starts with its title)
+        rest = body.split(None, len(words))
+        if rest[: len(words)] != words:
+            break
+        body = rest[-1].lstrip(".!? \n") if len(rest) > len(words) else ""
+    return " ".join(words), body or passage
 
 
 def first_words(text: str, count: int = 32) -> str:
     return " ".join(text.split()[:count])
 
 
+def resolve_collection(name: str) -> tuple[str, Path]:
+    """A collection's name and BEIR folder: a path, or a folder name under :data:`DATA_DIRS`; a gzipped corpus is
+    unpacked into the cache."""
+    path = Path(name)
+    candidates = [path] if path.is_dir() else [directory / name for directory in DATA_DIRS]
+    for folder in candidates:
+        if (folder / "qrels" / "test.tsv").is_file():
+            if (folder / "corpus.jsonl").is_file():
+                return folder.name, folder
+            if (folder / "corpus.jsonl.gz").is_file():
+                return folder.name, unpacked(folder)
+    raise SystemExit(f"no BEIR collection {name!r} (corpus.jsonl, queries.jsonl, qrels/test.tsv) in {candidates}")
+
+
 def read_corpus(data: Path) -> list[dict]:
-    """SciFact's abstracts in chunk-id order, the order a workspace indexes them in (so the caches are shared)."""
+    """The documents in chunk-id order, the order a workspace indexes them in (so the caches are shared)."""
     corpus = [json.loads(line) for line in (data / "corpus.jsonl").open(encoding="utf-8")]
     return sorted(corpus, key=lambda d: d["_id"])
 
 
 def build_indexes(corpus: list[dict], cache: Path) -> dict:
     ids = [d["_id"] for d in corpus]
-    full = [passage_text(d["title"], d["text"]) for d in corpus]  # as the workspace indexes them
+    full = [passage_text(d.get("title") or "", d["text"]) for d in corpus]  # as the workspace indexes them
+    leads, bodies = zip(*(lead_and_body(p) for p in full))
     indexes = {"bm25": BM25Index.cached(cache, ids, full)}
     for k1, b in BM25_SETTINGS:
         indexes[f"bm25-k1={k1}-b={b}"] = BM25Index.cached(cache, ids, full, k1=k1, b=b)
     indexes["bm25-nostem"] = BM25Index.cached(cache, ids, full, stem=False)
-    indexes["bm25-title"] = BM25Index.cached(cache, ids, [d["title"] for d in corpus])
-    indexes["bm25-abstract"] = BM25Index.cached(cache, ids, [d["text"] for d in corpus])
-    indexes["bm25-first-sentence"] = BM25Index.cached(cache, ids, [first_sentence(d["text"]) for d in corpus])
+    indexes["bm25-lead"] = BM25Index.cached(cache, ids, list(leads))
+    indexes["bm25-body"] = BM25Index.cached(cache, ids, list(bodies))
+    indexes["bm25-body-lead"] = BM25Index.cached(cache, ids, [lead_and_body(b)[0] for b in bodies])
     if dense_available():
         indexes["dense"] = DenseIndex.cached(cache, ids, full)
         indexes["dense-first32"] = DenseIndex.cached(cache, ids, [first_words(t) for t in full])
-        indexes["dense-title"] = DenseIndex.cached(cache, ids, [d["title"] for d in corpus])
+        indexes["dense-lead"] = DenseIndex.cached(cache, ids, list(leads))
     return indexes
 
 
@@ -232,10 +278,30 @@ def per_query_scores(indexes: dict, qrels: Qrels, query_texts: dict[str, str]) -
 
 
 # the synthetic set ----------------------------------------------------------------------------------------------
-def build_synthetic(args, settings) -> tuple[object, list[str], float]:
-    """Run synthesize on the workspace; returns its summary, the ids of the questions it accepted, and seconds."""
-    with open_workspace(args.workspace) as ws:
-        ingest(ws, load_sources([args.data]), ChunkingConfig(chunker="prechunked", size=1, overlap=0), [args.data])
+def copy_llm_cache(source: Path, target: Path) -> int:
+    """Copy the answered LLM calls of workspace ``source`` into ``target``'s cache: the same request then gets the
+    same answer in both, so two sets built with different filters differ only by the filters. Returns rows added."""
+    if not (source / "testset.db").is_file():
+        return 0
+    with sqlite3.connect(target / "testset.db") as db:
+        db.execute("ATTACH DATABASE ? AS other", (str(source / "testset.db"),))
+        before = db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
+        db.execute("INSERT OR IGNORE INTO llm_calls SELECT * FROM other.llm_calls WHERE response IS NOT NULL")
+        added = db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0] - before
+    db.close()
+    return added
+
+
+def build_synthetic(data: Path, workspace: Path, settings, cache_from: list[Path]) -> tuple[object, list[str], float]:
+    """Run synthesize on the workspace (its LLM cache first topped up from the ``cache_from`` workspaces); returns
+    its summary, the ids of the questions it accepted, and seconds."""
+    with open_workspace(workspace) as ws:
+        ingest(ws, load_sources([data]), ChunkingConfig(chunker="prechunked", size=1, overlap=0), [data])
+    for other in cache_from:
+        added = copy_llm_cache(other, workspace)
+        if added:
+            print(f"  {added} cached LLM answers copied from {other.name}")
+    with open_workspace(workspace) as ws:
 
         async def build():
             async with open_roles(settings, ws, "bench-synthesize") as roles:
@@ -291,11 +357,15 @@ def read_synthetic(workspace: Path, accepted: list[str], mined_by: str | None = 
             if chunk_id in needed:
                 chunk_text[chunk_id] = text
     qids = sorted(q for q in queries if q in source)
-    overlap = {}
+    overlap, rules_reject = {}, {}
     for q in qids:
         text, _, meta = queries[q]
         sources = meta.get("source_chunk_ids") or sorted(source[q])
-        overlap[q] = lexical_overlap(text, " ".join(chunk_text[c] for c in sources if c in chunk_text))
+        passage = " ".join(chunk_text[c] for c in sources if c in chunk_text)
+        overlap[q] = lexical_overlap(text, passage)
+        reason = question_rules.problem(text, passage)  # a cut answer is not told apart: its finish is not kept
+        if reason:
+            rules_reject[reason] = rules_reject.get(reason, 0) + 1
     by_judge = (mined_by or "").startswith("llm") or not estimate_rows
     mined_from, mined = ("llm judgments", llm) if by_judge else ("estimates", estimated)
     with_mined = {q: {**{c: g for c, g in mined.get(q, {}).items() if c not in source[q]}, **source[q]} for q in qids}
@@ -310,6 +380,7 @@ def read_synthetic(workspace: Path, accepted: list[str], mined_by: str | None = 
         "estimate_rows": estimate_rows,
         "queued_pairs": int(queued),
         "overlap": overlap,
+        "rules_would_reject": rules_reject,
     }
 
 
@@ -330,12 +401,12 @@ def ranks(values: np.ndarray) -> np.ndarray:
     return (-values).argsort(kind="stable").argsort() + 1
 
 
-def main(argv: list[str] | None = None) -> dict:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=SCIFACT)
     parser.add_argument(
-        "--workspace", type=Path, default=None, help="default: benchmarks/.cache/synthetic-agreement-q{N}"
+        "--collection", default="scifact", help="comma-separated BEIR collections: names or paths (default scifact)"
     )
+    parser.add_argument("--rules", choices=("both", "on", "off"), default="both", help="sets with/without the rules")
     parser.add_argument("--index-cache", type=Path, default=CACHE / "indexes")
     parser.add_argument(
         "--config",
@@ -343,7 +414,7 @@ def main(argv: list[str] | None = None) -> dict:
         default=None,
         help="provider config (default: from the environment; the local model without keys)",
     )
-    parser.add_argument("--questions", type=int, default=100)
+    parser.add_argument("--questions", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mine", action="store_true", help="mine other relevant chunks; add a column with them")
     parser.add_argument(
@@ -358,134 +429,128 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--test-resamples", type=int, default=10_000, help="randomization-test resamples per pair")
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level (Holm over all pairs)")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
-    args = parser.parse_args(argv)
-    if args.workspace is None:
-        suffix = f"-seed{args.seed}" if args.seed else ""
-        args.workspace = CACHE / f"synthetic-agreement-q{args.questions}{suffix}"
+    return parser.parse_args(argv)
 
-    corpus = read_corpus(args.data)
-    human = read_qrels(args.data / "qrels" / "test.tsv")
-    texts = {q["_id"]: q["text"] for q in map(json.loads, (args.data / "queries.jsonl").open(encoding="utf-8"))}
 
+def workspace_for(name: str, args, rules: bool) -> Path:
+    suffix = (f"-seed{args.seed}" if args.seed else "") + ("" if rules else "-without-rules")
+    return CACHE / f"synthetic-agreement-{name}-q{args.questions}{suffix}"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
     overrides = {"synthesize.questions": args.questions, "synthesize.seed": args.seed, "synthesize.mine": args.mine}
     for item in args.set:
         key, _, value = item.partition("=")
         overrides[key.strip()] = yaml.safe_load(value)
-    settings = resolve_config(args.config, overrides)
-    summary, accepted, seconds = build_synthetic(args, settings)
-    synthetic = read_synthetic(args.workspace, accepted, getattr(summary, "mined_by", None))
-    generator = f"{settings.generator_role().kind}:{settings.generator_role().model_name}"
-    print(
-        f"synthetic set: {len(synthetic['texts'])} of {args.questions} questions with {generator} in {seconds:.1f} s "
-        f"({summary.calls} calls, {summary.cache_hits} cached); styles {summary.styles}; removed {summary.removed}"
-    )
-    if summary.shortfall:
-        print(f"  fewer than asked: {summary.shortfall}")
+    collections = {}
+    for entry in args.collection.split(","):
+        name, folder = resolve_collection(entry.strip())
+        collections[name] = measure(name, folder, args, overrides)
+    report = {"questions_requested": args.questions, "overrides": overrides, "collections": collections}
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return report
 
-    clock = time.perf_counter()
-    indexes = build_indexes(corpus, args.index_cache)
-    names, human_scores = per_query_scores(indexes, human, {q: texts[q] for q in human.query_ids()})
-    synth_ids = sorted(synthetic["texts"])
-    columns = {"synthetic": per_query_scores(indexes, synthetic["source"], synthetic["texts"])}
-    if args.mine:
-        columns["synthetic+mined"] = per_query_scores(indexes, synthetic["mined"], synthetic["texts"])
-    for _, (column_names, _) in columns.items():
-        assert column_names == names
-    overlaps = np.array([synthetic["overlap"][q] for q in synth_ids])
-    cap = overlap_cap(overlaps, args.max_overlap)
-    low = overlaps <= cap
-    variants = {}
-    for column, (_, matrix) in columns.items():
-        variants[column] = matrix
-        variants[f"{column}, overlap<={cap:.2f}"] = matrix[:, low]
-    human_tests = pairwise_tests(human_scores, args.alpha, args.test_resamples, args.seed)
-    results = {name: agreement(human_scores, matrix, human_tests, args) for name, matrix in variants.items()}
-    scoring_seconds = time.perf_counter() - clock
 
+def synthetic_sets(name: str, folder: Path, args, overrides: dict) -> dict:
+    """Each rule setting's set: its synthesize summary, what was read back, the generator and the seconds taken."""
+    wanted = ("on", "off") if args.rules == "both" else (args.rules,)
+    sets = {}
+    for setting in wanted:
+        label, rules = RULE_SETTINGS[setting]
+        settings = resolve_config(args.config, {**overrides, "synthesize.question_rules": rules})
+        workspace = workspace_for(name, args, rules)
+        siblings = [workspace_for(name, args, not rules)]
+        summary, accepted, seconds = build_synthetic(folder, workspace, settings, siblings)
+        synthetic = read_synthetic(workspace, accepted, getattr(summary, "mined_by", None))
+        generator = f"{settings.generator_role().kind}:{settings.generator_role().model_name}"
+        print(
+            f"{name}, {label}: {len(synthetic['texts'])} of {args.questions} questions with {generator} in "
+            f"{seconds:.1f} s ({summary.calls} calls, {summary.cache_hits} cached; {summary.generated} generated); "
+            f"styles {summary.styles}; removed {summary.removed}; by rule {summary.validation_reasons}; "
+            f"kept that the rules reject {synthetic['rules_would_reject']}",
+            flush=True,
+        )
+        if summary.shortfall:
+            print(f"  fewer than asked: {summary.shortfall}")
+        sets[label] = {"summary": summary, "synthetic": synthetic, "generator": generator, "seconds": seconds}
+    return sets
+
+
+def overlap_figures(synthetic: dict, ids: list[str], cap: float, bm25_gain: np.ndarray | None) -> dict:
+    overlaps = np.array([synthetic["overlap"][q] for q in ids])
     by_style: dict[str, list[float]] = {}
-    for q in synth_ids:
+    for q in ids:
         by_style.setdefault(synthetic["styles"][q] or "?", []).append(synthetic["overlap"][q])
-    bm25_gain = variants["synthetic"][names.index("bm25")] - variants["synthetic"][names.index("dense")]
-    overlap_report = {
+    return {
         "mean": float(overlaps.mean()),
         "median": float(np.median(overlaps)),
         "quartiles": [float(v) for v in np.quantile(overlaps, [0.25, 0.75])],
         "share_complete": float((overlaps >= 1.0).mean()),
         "by_style": {s: {"n": len(v), "mean": float(np.mean(v))} for s, v in sorted(by_style.items())},
         "cap": cap,
-        "kept_under_cap": int(low.sum()),
-        "spearman_overlap_vs_bm25_minus_dense": float(spearmanr(overlaps, bm25_gain)[0]) if "dense" in names else None,
+        "kept_under_cap": int((overlaps <= cap).sum()),
+        "spearman_overlap_vs_bm25_minus_dense": None if bm25_gain is None else float(spearmanr(overlaps, bm25_gain)[0]),
     }
 
-    # the printed table
-    human_means = human_scores.mean(axis=1)
-    order = np.argsort(-human_means, kind="stable")
-    headers = ["human", *variants]
-    print(
-        f"\n{METRIC} on SciFact (rank in brackets): human test qrels ({human_scores.shape[1]} queries) vs "
-        f"synthetic ({len(synth_ids)} questions; {int(low.sum())} with overlap <= {cap:.2f})"
-    )
-    all_means = [human_means, *(m.mean(axis=1) for m in variants.values())]
-    all_ranks = [ranks(m) for m in all_means]
-    width = max(len(n) for n in names)
-    print(f"{'retriever':<{width}} | " + " | ".join(f"{h:>24}" for h in headers))
-    for r in order:
-        cells = [f"{m[r]:.4f} ({k[r]:>2})" for m, k in zip(all_means, all_ranks)]
-        print(f"{names[r]:<{width}} | " + " | ".join(f"{c:>24}" for c in cells))
-    s = human_tests["significant"]
-    print(
-        f"\nhuman: {int(s.sum())} of {len(s)} retriever pairs differ significantly (paired randomization test, "
-        f"{args.test_resamples} sign flips, Holm over all pairs, alpha {args.alpha})"
-    )
-    for name, r in results.items():
-        a = r["significant_pairs"]
-        c = r["ceiling"]
-        print(
-            f"{name}: {r['queries']} questions; tau {r['tau']:.3f} [95% CI {r['ci_low']:.3f}, {r['ci_high']:.3f}], "
-            f"resampled median {r['resampled_median']:.3f}, P(tau>=0.9) {r['share_at_least_0.9']:.2f};\n"
-            f"    human-significant pairs ordered the same {a['same_order']}/{a['human_significant']}, "
-            f"also significant on synthetic {a['synthetic_significant_same']}, "
-            f"significant the other way {a['synthetic_significant_opposite']};\n"
-            f"    noise ceiling (human {c['queries']} queries vs the rest) tau {c['median']:.3f} "
-            f"[{c['p2.5']:.3f}, {c['p97.5']:.3f}]"
-        )
-    style_text = ", ".join(f"{s} {v['mean']:.2f} (n={v['n']})" for s, v in overlap_report["by_style"].items())
-    rho = overlap_report["spearman_overlap_vs_bm25_minus_dense"]
-    print(
-        f"lexical overlap of question with source: mean {overlap_report['mean']:.3f}, median "
-        f"{overlap_report['median']:.3f}, {overlap_report['share_complete']:.0%} fully contained; by style: "
-        f"{style_text}; Spearman(overlap, bm25 - dense nDCG per question) "
-        f"{'n/a' if rho is None else f'{rho:.3f}'}"
-    )
-    if args.mine:
-        print(
-            f"mining: {synthetic['mined_pairs']} extra relevant pairs on {synthetic['mined_questions']} questions, "
-            f"from {synthetic['mined_from']} ({synthetic['estimate_rows']} estimates for these questions, "
-            f"{synthetic['queued_pairs']} pairs queued for review)"
-        )
-    print(f"scoring and statistics: {scoring_seconds:.1f} s")
 
-    report = {
+def measure(name: str, folder: Path, args, overrides: dict) -> dict:
+    """Build the synthetic sets of one collection, score every retriever on them and on the human qrels, compare."""
+    corpus = read_corpus(folder)
+    human = read_qrels(folder / "qrels" / "test.tsv")
+    texts = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").open(encoding="utf-8"))}
+    sets = synthetic_sets(name, folder, args, overrides)
+
+    clock = time.perf_counter()
+    indexes = build_indexes(corpus, args.index_cache)
+    names, human_scores = per_query_scores(indexes, human, {q: texts[q] for q in human.query_ids()})
+    variants, overlap_report = {}, {}
+    for label, built in sets.items():
+        synthetic = built["synthetic"]
+        ids = sorted(synthetic["texts"])
+        columns = {label: per_query_scores(indexes, synthetic["source"], synthetic["texts"])}
+        if args.mine:
+            columns[f"{label}+mined"] = per_query_scores(indexes, synthetic["mined"], synthetic["texts"])
+        overlaps = np.array([synthetic["overlap"][q] for q in ids])
+        cap = overlap_cap(overlaps, args.max_overlap)
+        for column, (column_names, matrix) in columns.items():
+            assert column_names == names
+            variants[column] = matrix
+            variants[f"{column}, overlap<={cap:.2f}"] = matrix[:, overlaps <= cap]
+        matrix = columns[label][1]
+        gain = matrix[names.index("bm25")] - matrix[names.index("dense")] if "dense" in names else None
+        overlap_report[label] = overlap_figures(synthetic, ids, cap, gain)
+    human_tests = pairwise_tests(human_scores, args.alpha, args.test_resamples, args.seed)
+    results = {column: agreement(human_scores, matrix, human_tests, args) for column, matrix in variants.items()}
+    scoring_seconds = time.perf_counter() - clock
+    print_table(name, names, human_scores, variants, human_tests, results, overlap_report, sets, args)
+    print(f"scoring and statistics: {scoring_seconds:.1f} s", flush=True)
+
+    human_means = human_scores.mean(axis=1)
+    return {
         "retrievers": names,
         "metric": METRIC,
-        "generator": generator,
-        "questions_requested": args.questions,
-        "questions": len(synth_ids),
+        "generator": next(iter(sets.values()))["generator"],
         "human_queries": int(human_scores.shape[1]),
-        "overrides": dict(overrides),
-        "synthesize": {
-            "critic_by": getattr(summary, "critic_by", None),
-            "mined_by": getattr(summary, "mined_by", None),
-            "seconds": round(seconds, 1),
-            "calls": summary.calls,
-            "cache_hits": summary.cache_hits,
-            "styles": summary.styles,
-            "removed": summary.removed,
-            "shortfall": summary.shortfall,
+        "documents": len(corpus),
+        "questions": {label: len(built["synthetic"]["texts"]) for label, built in sets.items()},
+        "synthesize": {label: synthesize_figures(built) for label, built in sets.items()},
+        "agreement": {
+            column: {
+                "questions": r["queries"],
+                "tau": r["tau"],
+                "ci": [r["ci_low"], r["ci_high"]],
+                "human_significant_pairs": r["significant_pairs"]["human_significant"],
+                "same_order": r["significant_pairs"]["same_order"],
+                "significant_other_way": r["significant_pairs"]["synthetic_significant_opposite"],
+            }
+            for column, r in results.items()
         },
         "scores": {
-            name: {"human": float(human_means[i]), **{v: float(m[i].mean()) for v, m in variants.items()}}
-            for i, name in enumerate(names)
+            retriever: {"human": float(human_means[i]), **{v: float(m[i].mean()) for v, m in variants.items()}}
+            for i, retriever in enumerate(names)
         },
         "human_significant_pairs": [
             [names[i], names[j], float(d), float(p)]
@@ -502,16 +567,79 @@ def main(argv: list[str] | None = None) -> dict:
         "alpha": args.alpha,
         "variants": results,
         "overlap": overlap_report,
-        "mining": {k: synthetic[k] for k in ("mined_from", "mined_pairs", "mined_questions", "estimate_rows")}
-        | {"queued_pairs": synthetic["queued_pairs"]}
+        "mining": {
+            label: {k: built["synthetic"][k] for k in ("mined_from", "mined_pairs", "mined_questions", "queued_pairs")}
+            for label, built in sets.items()
+        }
         if args.mine
         else None,
         "scoring_seconds": round(scoring_seconds, 1),
     }
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
-    return report
+
+
+def synthesize_figures(built: dict) -> dict:
+    summary = built["summary"]
+    return {
+        "critic_by": getattr(summary, "critic_by", None),
+        "mined_by": getattr(summary, "mined_by", None),
+        "seconds": round(built["seconds"], 1),
+        "calls": summary.calls,
+        "cache_hits": summary.cache_hits,
+        "generated": summary.generated,
+        "rounds": summary.rounds,
+        "styles": summary.styles,
+        "removed": summary.removed,
+        "by_rule": summary.validation_reasons,
+        "kept_that_rules_reject": built["synthetic"]["rules_would_reject"],
+        "shortfall": summary.shortfall,
+    }
+
+
+def print_table(name, names, human_scores, variants, human_tests, results, overlap_report, sets, args) -> None:
+    human_means = human_scores.mean(axis=1)
+    order = np.argsort(-human_means, kind="stable")
+    counts = ", ".join(f"{label} {len(b['synthetic']['texts'])}" for label, b in sets.items())
+    print(f"\n{METRIC} on {name} (rank in brackets): human test qrels ({human_scores.shape[1]} queries) vs synthetic "
+          f"questions ({counts})")  # fmt: skip
+    all_means = [human_means, *(m.mean(axis=1) for m in variants.values())]
+    all_ranks = [ranks(m) for m in all_means]
+    width = max(len(n) for n in names)
+    print(f"{'retriever':<{width}} | " + " | ".join(f"{h:>28}" for h in ["human", *variants]))
+    for r in order:
+        cells = [f"{m[r]:.4f} ({k[r]:>2})" for m, k in zip(all_means, all_ranks)]
+        print(f"{names[r]:<{width}} | " + " | ".join(f"{c:>28}" for c in cells))
+    s = human_tests["significant"]
+    print(
+        f"\nhuman: {int(s.sum())} of {len(s)} retriever pairs differ significantly (paired randomization test, "
+        f"{args.test_resamples} sign flips, Holm over all pairs, alpha {args.alpha})"
+    )
+    for column, r in results.items():
+        a, c = r["significant_pairs"], r["ceiling"]
+        print(
+            f"{column}: {r['queries']} questions; tau {r['tau']:.3f} [95% CI {r['ci_low']:.3f}, {r['ci_high']:.3f}], "
+            f"resampled median {r['resampled_median']:.3f}, P(tau>=0.9) {r['share_at_least_0.9']:.2f};\n"
+            f"    human-significant pairs ordered the same {a['same_order']}/{a['human_significant']}, "
+            f"also significant on synthetic {a['synthetic_significant_same']}, "
+            f"significant the other way {a['synthetic_significant_opposite']};\n"
+            f"    noise ceiling (human {c['queries']} queries vs the rest) tau {c['median']:.3f} "
+            f"[{c['p2.5']:.3f}, {c['p97.5']:.3f}]"
+        )
+    for label, o in overlap_report.items():
+        style_text = ", ".join(f"{s} {v['mean']:.2f} (n={v['n']})" for s, v in o["by_style"].items())
+        rho = o["spearman_overlap_vs_bm25_minus_dense"]
+        print(
+            f"{label}: lexical overlap of question with source: mean {o['mean']:.3f}, median {o['median']:.3f}, "
+            f"{o['share_complete']:.0%} fully contained; by style: {style_text}; Spearman(overlap, bm25 - dense "
+            f"nDCG per question) {'n/a' if rho is None else f'{rho:.3f}'}"
+        )
+    if args.mine:
+        for label, built in sets.items():
+            synthetic = built["synthetic"]
+            print(
+                f"{label}: mining: {synthetic['mined_pairs']} extra relevant pairs on {synthetic['mined_questions']} "
+                f"questions, from {synthetic['mined_from']} ({synthetic['estimate_rows']} estimates for these "
+                f"questions, {synthetic['queued_pairs']} pairs queued for review)"
+            )
 
 
 if __name__ == "__main__":

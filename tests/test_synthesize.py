@@ -179,6 +179,24 @@ def test_filters_count_what_they_remove_and_more_chunks_are_sampled_to_keep_the_
     assert summary.generated == 12 + sum(summary.removed.values()) + summary.surplus
 
 
+def test_question_rules_can_be_turned_off_to_measure_them_and_the_checks_of_form_stay(workspace):
+    def pointing(request):
+        """Natural questions that point at what only the chunk shows."""
+        answer = scripted()(request)
+        if isinstance(answer, str) and answer.startswith(" how does"):
+            return " what does this function return in this case?"
+        return answer
+
+    settings = {"mine": False, "critic": False, "styles": {"natural": 1.0}, "max_rounds": 1, "dedupe": False}
+    kept = run(workspace, FakeProvider(pointing), questions=4, question_rules=False, **settings)
+    assert kept.made == 4 and kept.removed["validation"] == 0
+    rejected = run(workspace, FakeProvider(pointing), questions=4, seed=3, **settings)
+    assert rejected.made == 0 and rejected.validation_reasons == {"no referent": rejected.generated}
+    passage = "Recall at k counts the relevant chunks a retriever returns among its first k results."
+    assert validation_problem("what does this return in this case?", passage, "natural", rules=False) is None
+    assert validation_problem("recall?", passage, "natural", rules=False) == "too short"
+
+
 def test_asking_for_more_than_the_corpus_holds_says_why_fewer(workspace, tmp_path, capsys):
     eligible = run(workspace, FakeProvider(scripted()), questions=1, mine=False, critic=False).chunks_eligible
     summary = run(workspace, FakeProvider(scripted()), questions=500, mine=False, critic=False, seed=9)

@@ -72,7 +72,12 @@ def test_overlap_cap_default_and_ties():
     assert sa.overlap_cap(np.array([0.5, 1.0]), 0.7) == 0.7
 
 
-def test_first_sentence_and_words():
-    assert sa.first_sentence("One claim holds. Two follows.") == "One claim holds."
-    assert sa.first_sentence("Values of 1.5 mg were used. Then") == "Values of 1.5 mg were used."
+def test_lead_body_and_first_words_work_with_and_without_titles():
+    assert sa.lead_and_body("A title.\nOne claim holds. Two follows.") == ("A title.", "One claim holds. Two follows.")
+    assert sa.lead_and_body("Values of 1.5 mg were used. Then more") == ("Values of 1.5 mg were used.", "Then more")
+    tokenised = "wing in a slipstream .\nwing in a slipstream . an experimental study ."
+    assert sa.lead_and_body(tokenised) == ("wing in a slipstream", "an experimental study .")  # title repeated
+    unpunctuated = " ".join(f"w{i}" for i in range(30))
+    assert sa.lead_and_body(unpunctuated) == (" ".join(f"w{i}" for i in range(24)), "w24 w25 w26 w27 w28 w29")
+    assert sa.lead_and_body("one sentence only") == ("one sentence only", "one sentence only")
     assert sa.first_words("a b c d", 2) == "a b"

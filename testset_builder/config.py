@@ -190,6 +190,11 @@ class SynthesizeConfig(Strict):
     min_chars: int = Field(default=200, ge=1, description="shorter chunks are not worth a question")
     per_document_cap: int | None = Field(default=None, ge=1, description="most chunks sampled from one document")
     validate_questions: bool = Field(default=True, description="drop empty, too short or long, non-questions, copies")
+    question_rules: bool = Field(
+        default=True,
+        description="with validate_questions, also drop questions that repeat themselves, list names, copy code, are "
+        "cut off, point at what only the chunk shows, or name what the source lacks (off only to measure the rules)",
+    )
     dedupe: bool = Field(default=True, description="drop near-duplicate questions (content-word Jaccard >= 0.8)")
     critic: bool = Field(
         default=True,

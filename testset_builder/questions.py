@@ -132,9 +132,12 @@ def lexical_overlap(question: str, passage: str) -> float:
     return round(len(asked & set(words(passage))) / len(asked), 4) if asked else 0.0
 
 
-def validation_problem(question: str, passage: str, style: str, ran_out: bool = False) -> str | None:
+def validation_problem(
+    question: str, passage: str, style: str, ran_out: bool = False, rules: bool = True
+) -> str | None:
     """Why ``question`` (of ``style``, asked of ``passage``) is unusable, or None. ``ran_out``: the model stopped at
-    its token limit, so the text is cut."""
+    its token limit, so the text is cut. Without ``rules``, only the checks of form run, not
+    :mod:`~testset_builder.question_rules` (which also owns the cut-text check)."""
     tokens = words(question)
     if not tokens:
         return "empty"
@@ -146,7 +149,7 @@ def validation_problem(question: str, passage: str, style: str, ran_out: bool = 
         return "not a question"
     if len(tokens) >= 5 and " ".join(tokens) in " ".join(words(passage)):
         return "copies the passage"
-    return question_rules.problem(question, passage, ran_out)
+    return question_rules.problem(question, passage, ran_out) if rules else None
 
 
 class NearDuplicates:

@@ -280,7 +280,11 @@ class _Run:
             slot.completion, slot.text = answer, clean(text)
             problem = (
                 validation_problem(
-                    slot.text, " ".join(s.text for s in slot.sources), slot.style, answer.finish_reason == "length"
+                    slot.text,
+                    " ".join(s.text for s in slot.sources),
+                    slot.style,
+                    answer.finish_reason == "length",
+                    rules=self.settings.question_rules,
                 )
                 if self.settings.validate_questions
                 else None
