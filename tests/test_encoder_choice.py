@@ -206,3 +206,22 @@ def test_the_first_encoding_of_a_corpus_on_a_new_machine_chooses_its_path_and_th
     assert json.loads(next((tmp_path / "indexes").glob("dense-*.json")).read_text())["model"] == dense.ONNX_FP32_MODEL
     again = dense.DenseIndex.for_corpus(tmp_path / "indexes", Corpus.of(ids, TEXTS), encode_batches=engine)
     assert again.model == index.model and len(measure.samples) == 1  # read back, nothing measured again
+
+
+def test_the_plan_names_the_chosen_path_and_times_the_encoding_by_its_rate_on_the_sample(tmp_path, monkeypatch):
+    dense = _dense()
+    from testset_builder.config import Config
+    from testset_builder.corpus.sampling import SourceChunk
+    from testset_builder.retrieval.encoder_choice import keep
+    from testset_builder.stages.plan import ENCODER_LOAD_S, Measurements, plan_run
+
+    monkeypatch.setenv("TESTSET_BUILDER_ONNX_DIR", str(tmp_path))
+    rates = {TORCH: 25.0, FP32: 48.0, INT8: 61.0}
+    keep(tmp_path, Choice(FP32, machine_key(), rates, {INT8: "recall@100 0.0100 below PyTorch's"}))
+    chunks = [SourceChunk(f"c{i}", f"d{i}", "a passage on how a protein binds its receptor " * 10) for i in range(200)]
+    config = Config(generator={"kind": "local"}, synthesize={"questions": 4, "mine": True, "critic": False})
+    plan = plan_run(config, chunks, None, Measurements())
+    step = next(s for s in plan.steps if s.step == "dense encoding")
+    assert step.model == dense.ONNX_FP32_MODEL
+    assert step.seconds == pytest.approx(len(chunks) / rates[FP32] + ENCODER_LOAD_S, abs=0.1)
+    assert any(line.startswith("dense encoder: ONNX fp32") and "refused" in line for line in plan.timing)

@@ -62,7 +62,8 @@ class Choice:
             f"{names.get(m, m)} {r:.0f}" + (" (refused: " + self.refused[m] + ")" if m in self.refused else "")
             for m, r in sorted(self.rates.items(), key=lambda item: -item[1])
         )
-        return f"{names.get(self.model, self.model)}, the fastest measured on this machine (texts/s: {rates})"
+        fastest = f"{names.get(self.model, self.model)}, the fastest on this machine that passes the quality guard"
+        return f"{fastest} (texts/s: {rates})"
 
     def to_json(self) -> dict:
         return {"model": self.model, "rates": self.rates, "refused": self.refused}

@@ -392,6 +392,8 @@ def _encoding(
         return
     choosing = choice is None and len(chunks) >= SAMPLE
     rate, measured_here = encoding_rate(model)
+    if not measured_here and choice is not None and choice.rates.get(model, 0) > 0:
+        rate, measured_here = choice.rates[model], True  # timed on the sample it was chosen by
     seconds = len(chunks) / rate + ENCODER_LOAD_S + (CHOOSE_ENCODER_S if choosing else 0.0)
     plan.steps.append(Step("index", "dense encoding", "encoder", model, seconds=round(seconds, 1)))
     how = (
