@@ -157,6 +157,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--depth", type=int, default=30)
     parser.add_argument("--command-texts", type=int, default=400, help="abstracts the whole commands index")
     parser.add_argument("--rounds", type=int, default=2, help="turns of the whole commands (the best counts)")
+    parser.add_argument("--skip-quality", action="store_true", help="no quality run: the choice and the commands")
+    parser.add_argument("--skip-commands", action="store_true", help="no whole commands")
+    parser.add_argument(
+        "--keep-quality", action="store_true", help="write the guard's record from --texts N documents too"
+    )
     args = parser.parse_args(argv)
     if not (SCIFACT / "corpus.jsonl").is_file() or not dense.dense_available():
         print(f"encoding speed: needs SciFact at {SCIFACT} and the dense extra; skipped")
@@ -196,6 +201,40 @@ def measure_all(args, folder: Path) -> dict:
     name, flags = cpu_line()
     print(f"SciFact: {len(texts)} documents, {len(queries)} queries; load {os.getloadavg()[0]:.1f}")
     print(f"CPU: {name}, {os.cpu_count()} cores; SIMD flags: {' '.join(flags) or 'none of ' + ', '.join(SIMD_FLAGS)}")
+    results = {} if args.skip_quality else path_quality(args, ids, texts, queries, qrels, bm25_rows)
+    if results and (args.keep_quality or not args.texts):
+        keep_quality(results, len(texts), len(queries))
+    sample = texts[: encoder_choice.SAMPLE]
+    started = time.perf_counter()
+    choice = encoder_choice.decide(
+        dense.measure_paths(sample), dense.TORCH_MODEL, "benchmark", encoder_choice.quality_record()
+    )
+    measuring = time.perf_counter() - started
+    print(f"  chosen here: {choice.describe(dense.PATH_NAMES)}; measuring took {measuring:.1f} s")
+    from testset_builder._machine import machine_key
+
+    encoder_choice.keep(
+        Path(os.environ["TESTSET_BUILDER_ONNX_DIR"]), Choice(choice.model, machine_key(), choice.rates, choice.refused)
+    )
+    commands = {}
+    if not args.skip_commands:
+        commands = whole_commands(all_documents[: args.command_texts], args.rounds, folder)
+        seconds = commands["seconds"]
+        print(
+            f"  whole process, {args.command_texts} abstracts ({commands['chunks']} chunks), best of {args.rounds}: "
+            f"`index --retrievers dense` {seconds['index']:.1f} s vs sentence-transformers encode "
+            f"{seconds['sentence-transformers']:.1f} s: {commands['ratio']:.2f}x; load {os.getloadavg()[0]:.1f}"
+        )
+    return {
+        "cpu": name, "simd_flags": flags, "paths": results, "chosen": choice.model, "chosen_rates": choice.rates,
+        "refused": choice.refused, "choosing_seconds": measuring, "whole_command": commands,
+    }  # fmt: skip
+
+
+def path_quality(args, ids, texts, queries, qrels, bm25_rows) -> dict:
+    """Each path's texts/s over the corpus and its quality beside PyTorch's, printed and returned."""
+    from testset_builder.retrieval import encoder_choice
+
     results, built = {}, {}
     for model in dense.PATHS:
         started = time.perf_counter()
@@ -220,31 +259,7 @@ def measure_all(args, folder: Path) -> dict:
             f"{figures['cosine_mean']:.4f} min {figures['cosine_min']:.4f}  "
             f"{'passes' if figures['passes_guard'] else 'FAILS'} the guard"
         )
-    if not args.texts:
-        keep_quality(results, len(texts), len(queries))
-    sample = texts[: encoder_choice.SAMPLE]
-    started = time.perf_counter()
-    choice = encoder_choice.decide(
-        dense.measure_paths(sample), dense.TORCH_MODEL, "benchmark", encoder_choice.quality_record()
-    )
-    measuring = time.perf_counter() - started
-    print(f"  chosen here: {choice.describe(dense.PATH_NAMES)}; measuring took {measuring:.1f} s")
-    from testset_builder._machine import machine_key
-
-    encoder_choice.keep(
-        Path(os.environ["TESTSET_BUILDER_ONNX_DIR"]), Choice(choice.model, machine_key(), choice.rates, choice.refused)
-    )
-    commands = whole_commands(all_documents[: args.command_texts], args.rounds, folder)
-    seconds = commands["seconds"]
-    print(
-        f"  whole process, {args.command_texts} abstracts ({commands['chunks']} chunks), best of {args.rounds}: "
-        f"`index --retrievers dense` {seconds['index']:.1f} s vs sentence-transformers encode "
-        f"{seconds['sentence-transformers']:.1f} s: {commands['ratio']:.2f}x; load {os.getloadavg()[0]:.1f}"
-    )
-    return {
-        "cpu": name, "simd_flags": flags, "paths": results, "chosen": choice.model, "chosen_rates": choice.rates,
-        "refused": choice.refused, "choosing_seconds": measuring, "whole_command": commands,
-    }  # fmt: skip
+    return results
 
 
 def keep_quality(results: dict, documents: int, queries: int) -> None:
