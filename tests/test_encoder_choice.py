@@ -225,3 +225,13 @@ def test_the_plan_names_the_chosen_path_and_times_the_encoding_by_its_rate_on_th
     assert step.model == dense.ONNX_FP32_MODEL
     assert step.seconds == pytest.approx(len(chunks) / rates[FP32] + ENCODER_LOAD_S, abs=0.1)
     assert any(line.startswith("dense encoder: ONNX fp32") and "refused" in line for line in plan.timing)
+
+
+def test_the_shipped_record_holds_a_recall_check_of_every_path_but_the_reference():
+    from testset_builder.retrieval.dense import PATHS, TORCH_MODEL
+
+    record = encoder_choice.quality_record()
+    for path in PATHS:
+        if path != TORCH_MODEL:
+            refused = refusal(path, TORCH_MODEL, record, None)
+            assert refused is None or "never checked" not in refused
