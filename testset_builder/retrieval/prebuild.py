@@ -34,7 +34,7 @@ def build_indexes(
     encoded with ``encode_batches``."""
     corpus = live_corpus(workspace)
     directory = indexes_directory(workspace)
-    language = languages_of(directory, corpus)[0]
+    language = languages_of(directory, corpus)[0] if "bm25" in names else ""  # only BM25 tokenizes by language
     built = []
     for name in names:
         path = index_path(name, directory, corpus, language)

@@ -40,6 +40,7 @@ from .synthesize.generation import Generator, Slot
 
 PRIOR_YIELD = {"completion": 0.75, "chat": 0.9}  # accepted / requested; the demo's local run: 6 of 8
 PRIOR_VALIDATION_PASS = {"completion": 0.8, "chat": 0.95}
+CHOOSE_ENCODER_S = 20.0  # once per machine: the ONNX files made and every encoder path timed on a sample
 ENCODER_LOAD_S = 6.0  # seconds to load the dense model, the plan's allowance (make bench BENCH=encoding)
 POOL_OVERLAP = 0.5  # on the docs at depth 5 from BM25, dense and fused: 7.5-8.5 mining pairs a question, 7 a query
 CHARS_PER_TOKEN = 4.0  # English prose; Gemma's tokenizer measured 4.2 on the docs, GPT-4o's about 4
@@ -366,7 +367,15 @@ def _encoding(
 ) -> None:
     """The dense encoding of the corpus, when a stage will need it and the workspace does not hold it yet: once per
     corpus, its time from this machine's measured rate (else assumed)."""
-    from ..retrieval.dense import DEFAULT_MODEL, dense_available, encode_prior, encoding_rate
+    from ..retrieval.dense import (
+        PATH_NAMES,
+        default_model,
+        dense_available,
+        encode_prior,
+        encoding_rate,
+        machine_choice,
+    )
+    from ..retrieval.encoder_choice import SAMPLE
 
     synth = config.synthesize
     needed = dense_available() and (
@@ -376,18 +385,39 @@ def _encoding(
     )  # as the stages open their indexes: propose's retrievers; synthesize's mining, or its critic by estimate
     if not needed or not chunks:
         return
-    rate, measured_here = encoding_rate()
+    choice = machine_choice()  # never measured here: the first encoding does
+    model = choice.model if choice is not None else default_model()
     if measured.encoded:
-        plan.steps.append(Step("index", "dense encoding", "encoder", DEFAULT_MODEL, note="encoded before: read back"))
+        plan.steps.append(Step("index", "dense encoding", "encoder", model, note="encoded before: read back"))
         return
-    seconds = len(chunks) / rate + ENCODER_LOAD_S
-    plan.steps.append(Step("index", "dense encoding", "encoder", DEFAULT_MODEL, seconds=round(seconds, 1)))
+    choosing = choice is None and len(chunks) >= SAMPLE
+    rate, measured_here = encoding_rate(model)
+    if not measured_here and choice is not None and choice.rates.get(model, 0) > 0:
+        rate, measured_here = choice.rates[model], True  # timed on the sample it was chosen by
+    seconds = len(chunks) / rate + ENCODER_LOAD_S + (CHOOSE_ENCODER_S if choosing else 0.0)
+    plan.steps.append(Step("index", "dense encoding", "encoder", model, seconds=round(seconds, 1)))
     how = (
         f"measured on this machine, {rate:.0f} chunks/s"
         if measured_here
-        else f"not measured on this machine yet, assumed {encode_prior():.0f} chunks/s (an idle 2-core machine)"
+        else f"not measured on this machine yet, assumed {encode_prior(model):.0f} chunks/s (an idle 2-core machine)"
     )
-    plan.timing.append(f"dense encoding of {len(chunks):,} chunks, once ({DEFAULT_MODEL}): {how}")
+    plan.timing.append(f"dense encoding of {len(chunks):,} chunks, once ({model}): {how}")
+    plan.timing.append(f"dense encoder: {encoder_path(choice, PATH_NAMES, choosing, model)}")
+
+
+def encoder_path(choice, names: dict[str, str], choosing: bool, model: str) -> str:
+    """What the plan says of the dense encoder's path: the machine's choice and what it was chosen from, else how
+    it will be chosen."""
+    from ..retrieval.encoder_choice import SAMPLE
+
+    if choice is not None:
+        return choice.describe(names)
+    if choosing:
+        return (
+            f"not chosen on this machine yet: the first encoding times {', '.join(names.values())} on {SAMPLE} of its "
+            f"chunks (once per machine) and keeps the fastest that passes the quality guard"
+        )
+    return f"{names.get(model, model)} (not chosen on this machine yet: an encoding of {SAMPLE}+ chunks chooses)"
 
 
 def _pool_size(depth: int, lists: int) -> float:
@@ -539,4 +569,4 @@ def _encoded(workspace) -> bool:
 
     if not dense_available() or not rows.has_live_chunks(workspace.db):
         return False
-    return DenseIndex.path_for(indexes_directory(workspace), live_corpus(workspace)).exists()
+    return DenseIndex.encoded_by(indexes_directory(workspace), live_corpus(workspace)) is not None

@@ -43,17 +43,18 @@ def read_coverage(release_path: Path) -> dict | None:
 def measure_coverage(workspace, release_path: Path, content_sha256: str, questions: dict[str, str], seed: int = 0):
     """Measure and keep the coverage of the workspace's logged queries by a release's test questions
     (``questions``: id -> text); None when nothing is logged. Returns what was kept."""
-    from ...retrieval.dense import DEFAULT_MODEL, INSTALL_HINT, dense_available, encode
+    from ...retrieval.dense import INSTALL_HINT, default_model, dense_available, encode
 
     logged = stored_logs.logged_with_signals(workspace.db)
     if not logged:
         return None
     failed = likely_failures(logged)
-    fingerprint = _fingerprint(content_sha256, logged, failed, DEFAULT_MODEL)
+    model = default_model()
+    fingerprint = _fingerprint(content_sha256, logged, failed, model)
     kept = read_coverage(release_path)
     if kept is not None and kept.get("fingerprint") == fingerprint:
         return kept
-    found: dict = {"fingerprint": fingerprint, "encoder": DEFAULT_MODEL}
+    found: dict = {"fingerprint": fingerprint, "encoder": model}
     if not dense_available():
         found["unavailable"] = f"it needs the dense encoder: {INSTALL_HINT}"
     else:
@@ -63,10 +64,10 @@ def measure_coverage(workspace, release_path: Path, content_sha256: str, questio
         ordered = sorted(questions.values())
         measured = traffic_coverage(
             texts,
-            encode(texts),
+            encode(texts, model),
             [row["frequency"] for row in rows],
             [failed[i] for i in chosen],
-            encode(ordered) if ordered else np.zeros((0, 1), dtype=np.float32),
+            encode(ordered, model) if ordered else np.zeros((0, 1), dtype=np.float32),
             SAME_TOPIC,
         )
         found.update(measured.as_dict())
