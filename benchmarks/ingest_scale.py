@@ -57,6 +57,26 @@ def sentences() -> list[str]:
     return found
 
 
+def document_text(n: int, written: list[str], pool: list[str], rng: random.Random, length: tuple[int, int]) -> str:
+    """The ``n``-th generated document: every 500th repeats an earlier one exactly and every 700th with one word
+    changed (duplicates for the index to find), the rest are sentences of ``pool`` up to a length drawn in
+    ``length``. The first 2,000 texts are kept in ``written``, for the repeats."""
+    if n and n % 500 == 0:
+        text = written[rng.randrange(len(written))]
+    elif n and n % 700 == 0:
+        words = written[rng.randrange(len(written))].split(" ")
+        words[rng.randrange(len(words))] = "altered"
+        text = " ".join(words)
+    else:
+        wanted, parts = rng.randint(*length), []
+        while sum(map(len, parts)) < wanted:
+            parts.append(pool[rng.randrange(len(pool))])
+        text = " ".join(parts)
+    if len(written) < 2000:
+        written.append(text)
+    return text
+
+
 def generate(folder: Path, size_mb: int) -> tuple[int, int]:
     """(files, bytes) of the corpus, written once per size (a marker file says it is complete)."""
     marker = folder / ".complete"
@@ -67,22 +87,10 @@ def generate(folder: Path, size_mb: int) -> tuple[int, int]:
     pool, rng = sentences(), random.Random(18)
     target, total, files, written = size_mb * 1_000_000, 0, 0, []
     while total < target:
-        if files and files % 500 == 0:
-            text = written[rng.randrange(len(written))]
-        elif files and files % 700 == 0:
-            words = written[rng.randrange(len(written))].split(" ")
-            words[rng.randrange(len(words))] = "altered"
-            text = " ".join(words)
-        else:
-            length, parts = rng.randint(2_000, 20_000), []
-            while sum(map(len, parts)) < length:
-                parts.append(pool[rng.randrange(len(pool))])
-            text = " ".join(parts)
+        text = document_text(files, written, pool, rng, (2_000, 20_000))
         path = folder / f"part{files // 1000:04d}" / f"doc{files:07d}.txt"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-        if len(written) < 2000:
-            written.append(text)
         total += len(text.encode("utf-8"))
         files += 1
     marker.write_text(json.dumps([files, total]))
@@ -102,19 +110,7 @@ def generate_jsonl(folder: Path, size_mb: int, files: int) -> tuple[int, int]:
     for index in range(files):
         lines, size = [], 0
         while size < per_file:
-            if documents and documents % 500 == 0:
-                text = written[rng.randrange(len(written))]
-            elif documents and documents % 700 == 0:
-                words = written[rng.randrange(len(written))].split(" ")
-                words[rng.randrange(len(words))] = "altered"
-                text = " ".join(words)
-            else:
-                length, parts = rng.randint(600, 4_000), []
-                while sum(map(len, parts)) < length:
-                    parts.append(pool[rng.randrange(len(pool))])
-                text = " ".join(parts)
-            if len(written) < 2000:
-                written.append(text)
+            text = document_text(documents, written, pool, rng, (600, 4_000))
             line = json.dumps({"_id": f"d{documents:07d}", "title": f"Document {documents}", "text": text}) + "\n"
             lines.append(line)
             size += len(line.encode("utf-8"))
