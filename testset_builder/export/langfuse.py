@@ -64,10 +64,9 @@ def _items(value: Any) -> tuple[list[dict], list[str]]:
     for key in ("data", "traces"):  # an API page, a session's download
         if isinstance(value.get(key), list):
             return _items(value[key])
-    if value.get("traceId") not in (None, "") and _is_score(value):  # a score: feedback, perhaps given later
-        return [{"trace": str(value["traceId"]), "kind": "score", "raw": value}], []
-    if value.get("traceId") not in (None, ""):  # an observation
-        return [{"trace": str(value["traceId"]), "kind": "observation", "raw": value}], []
+    if value.get("traceId") not in (None, ""):  # an observation, or a score (feedback, perhaps given later)
+        kind = "score" if _is_score(value) else "observation"
+        return [{"trace": str(value["traceId"]), "kind": kind, "raw": value}], []
     if value.get("id") in (None, ""):
         return [], ["an object with neither traceId (an observation) nor id (a trace)"]
     trace_id = str(value["id"])
