@@ -380,12 +380,15 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         """``items`` with each trace split across files whole again: a part of a trace no import recorded, held
         when its root is elsewhere (scrubbed as a query is), completes the part an earlier file held into a record.
         Every part is counted under its reason until the record is made."""
-        parts = {id(i) for i in items if isinstance(i, Skipped | Feedback) and i.trace and i.spans}
-        traced = {id(i): i for i in items if id(i) in parts or (isinstance(i, LogRecord) and i.trace)}
-        held = stored_logs.partial_traces_among(db, (trace_key(i.trace) for i in traced.values()))
+        traced = {
+            id(i): trace_key(i.trace)
+            for i in items
+            if (isinstance(i, LogRecord) and i.trace) or (isinstance(i, Skipped | Feedback) and i.trace and i.spans)
+        }
+        held = stored_logs.partial_traces_among(db, traced.values())
         out = []
         for item in items:
-            key = trace_key(item.trace) if id(item) in traced else None
+            key = traced.get(id(item))
             if key is not None and isinstance(item, LogRecord) and (key in held or key in batch.partial):
                 batch.partial.pop(key, None)  # the whole trace in this file: its part held from another goes
                 batch.completed.add(key)
