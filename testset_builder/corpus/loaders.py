@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .._hashing import file_sha256
 from ..errors import InputError
 from ..records import Document, id_problem
 from .boilerplate import FURNITURE_KEY
@@ -69,7 +70,8 @@ FileCheck = Callable[[str, str, int, int], bool]
 RecordsCheck = Callable[[str, int, int, str, Callable[[], str]], list[str] | None]
 """(resolved path, size, mtime_ns, reading, digest) -> the ids of the documents a file of records (JSONL) gave when it
 was last read with the fields ``reading`` names (:func:`reading_of`), if it is known unchanged since; None: read it.
-``digest()`` reads the file and gives the sha256 of its bytes (:func:`file_sha256`), for when its stat cannot tell."""
+``digest()`` reads the file and gives the sha256 of its bytes (:func:`~.._hashing.file_sha256`), for when its stat
+cannot tell."""
 
 
 def reading_of(id_field: str, text_field: str, title_field: str) -> str:
@@ -269,12 +271,6 @@ def _records(path: Path, digest: Any) -> Iterator[tuple[int, Any]]:
             digest.update(raw)
             if not raw.isspace():
                 yield number, raw
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, as :func:`_records` hashes them when it reads the file."""
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def load_jsonl(
