@@ -24,6 +24,11 @@ Goals (issue 18): >= 10 MB/s end to end, peak RSS <= 1 GB, an incremental change
     python benchmarks/ingest_scale.py             # 1 GB
     python benchmarks/ingest_scale.py --size-mb 50
     python benchmarks/ingest_scale.py --jsonl --size-mb 100 --files 200
+    python benchmarks/ingest_scale.py --jsonl --size-mb 100 --files 200 --updates-only   # the updates alone
+
+The runs end with the added file deleted and one more run ("one file removed"), which leaves the workspace as the
+first ingest did (and its removed document): ``--updates-only`` runs the updates again on it, without the first
+ingest. The added document has a new id and text each time, so it is new to the workspace every time.
 """
 
 from __future__ import annotations
@@ -202,6 +207,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--jsonl", action="store_true", help="a corpus of JSONL files, not of .txt files")
     parser.add_argument("--files", type=int, default=200, help="how many JSONL files (with --jsonl)")
+    parser.add_argument(
+        "--updates-only", action="store_true", help="reuse the workspace an earlier run left: no first ingest"
+    )
     args = parser.parse_args(argv)
     kind = f"jsonl{args.files}-" if args.jsonl else ""
     corpus = CACHE / f"corpus-{kind}{args.size_mb}mb"
@@ -210,19 +218,14 @@ def main(argv: list[str] | None = None) -> dict:
     files, total = generate_jsonl(corpus, args.size_mb, args.files) if args.jsonl else generate(corpus, args.size_mb)
     print(f"corpus: {files} files, {total / 1e6:.0f} MB ({time.perf_counter() - started:.0f} s to generate or find)")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores before the runs", flush=True)
-    shutil.rmtree(workspace, ignore_errors=True)
     rows = []
     peer = None
-    if args.jsonl:
-        peer_seconds, peer_documents = plain_read(corpus)
-        peer = {
-            "seconds": round(peer_seconds, 2),
-            "documents": peer_documents,
-            "mb_s": round(total / 1e6 / peer_seconds, 1),
-        }
-        rows.append(("peer: plain read", peer_seconds, peer_seconds, 0.0, f"{peer['mb_s']:.1f} MB/s", None))
-    seconds, cpu, rss, summary = run_chunk(corpus, workspace)
-    rows.append(("chunk the corpus", seconds, cpu, rss, f"{total / 1e6 / seconds:.1f} MB/s", summary))
+    if args.updates_only:
+        if not (workspace / "testset.db").is_file():
+            raise SystemExit(f"--updates-only needs the workspace of an earlier run at {workspace}")
+    else:
+        shutil.rmtree(workspace, ignore_errors=True)
+        peer = _first_ingest(corpus, workspace, total, args.jsonl, rows)
     added, changed = _added_and_changed(corpus, args.jsonl)
     try:
         seconds, cpu, rss, summary = run_chunk(corpus, workspace)
@@ -243,6 +246,8 @@ def main(argv: list[str] | None = None) -> dict:
             added.unlink()
         else:
             shutil.rmtree(added.parent)
+    seconds, cpu, rss, summary = run_chunk(corpus, workspace)  # the workspace as the first ingest left it
+    rows.append(("one file removed", seconds, cpu, rss, "", summary))
     size = sum(p.stat().st_size for p in workspace.glob("testset.db*"))
     print(f"{'run':<18} {'seconds':>8} {'CPU s':>7} {'peak RSS MB':>12} {'rate':>10}  summary")
     for name, seconds, cpu, rss, rate, summary in rows:
@@ -256,6 +261,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"workspace: {size / 1e6:.0f} MB; goals: >= 10 MB/s, peak RSS <= 1024 MB, a change in <= 2 s")
     runs = {name: {"seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2), "peak_rss_mb": round(rss)}
             for name, seconds, cpu, rss, _, summary in rows if summary is not None}  # fmt: skip
+    if args.updates_only:
+        return None  # not a whole run: nothing for the results file
     first = runs["chunk the corpus"]
     return {
         "corpus": {"kind": "jsonl" if args.jsonl else "txt", "files": files, "mb": round(total / 1e6, 1)},
@@ -269,12 +276,31 @@ def main(argv: list[str] | None = None) -> dict:
     }
 
 
+def _first_ingest(corpus: Path, workspace: Path, total: int, jsonl: bool, rows: list) -> dict | None:
+    """Chunk the corpus into an empty workspace (its row added to ``rows``), after the peer's plain read for a
+    JSONL corpus; returns the peer's figures (None for a .txt corpus)."""
+    peer = None
+    if jsonl:
+        peer_seconds, peer_documents = plain_read(corpus)
+        peer = {
+            "seconds": round(peer_seconds, 2),
+            "documents": peer_documents,
+            "mb_s": round(total / 1e6 / peer_seconds, 1),
+        }
+        rows.append(("peer: plain read", peer_seconds, peer_seconds, 0.0, f"{peer['mb_s']:.1f} MB/s", None))
+    seconds, cpu, rss, summary = run_chunk(corpus, workspace)
+    rows.append(("chunk the corpus", seconds, cpu, rss, f"{total / 1e6 / seconds:.1f} MB/s", summary))
+    return peer
+
+
 def _added_and_changed(corpus: Path, jsonl: bool) -> tuple[Path, Path]:
-    """The file written as 'one file added' (its own folder for a .txt corpus) and the file to change."""
-    text = "A document added after the first chunking, about duplicate detection. " * 30
+    """The file written as 'one file added' (its own folder for a .txt corpus) and the file to change. The added
+    document's id and text name the time, so that it is new to a workspace that has had an earlier run's."""
+    stamp = time.time_ns()
+    text = "A document added after the first chunking, about duplicate detection. " * 30 + f"Stamp {stamp}."
     if jsonl:
         added = corpus / "zz-added.jsonl"
-        added.write_text(json.dumps({"_id": "added-1", "text": text}) + "\n", encoding="utf-8")
+        added.write_text(json.dumps({"_id": f"added-{stamp}", "text": text}) + "\n", encoding="utf-8")
         return added, corpus / "part0001.jsonl"
     added = corpus / "zz-added" / "new.txt"
     added.parent.mkdir(exist_ok=True)

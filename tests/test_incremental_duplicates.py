@@ -102,6 +102,52 @@ def test_adding_one_file_counts_one_new_document_and_only_its_chunks(tmp_path):
     assert second.chunks_unchanged == first.chunks_added
 
 
+def test_a_file_added_to_a_loaded_corpus_joins_its_near_twins_there_as_the_reference_groups_them(tmp_path):
+    """The added file's chunks are looked up in the key blocks the first load built, which stay as they were (the
+    added keys go beside them): its near and exact twins in the corpus, and its chunks' twins among themselves."""
+    import json
+    import random
+
+    rng = random.Random(49)
+    vocabulary = [f"term{i}" for i in range(400)]
+    texts = [" ".join(rng.choice(vocabulary) for _ in range(60)) for _ in range(40)]
+
+    def one_word_changed(text: str, at: int) -> str:
+        words = text.split(" ")
+        words[at] = "altered"
+        return " ".join(words)
+
+    added = {
+        "near-3": one_word_changed(texts[3], 10),  # near twins of old chunks
+        "near-17": one_word_changed(texts[17], 50),
+        "near-17b": one_word_changed(texts[17], 5),  # a second one: both join the same old chunk
+        "exact-8": texts[8].upper(),  # an exact twin once normalised
+        "fresh": " ".join(rng.choice(vocabulary) for _ in range(60)),
+        "fresh-twin": "",  # a near twin of "fresh", within the added file alone
+    }
+    added["fresh-twin"] = one_word_changed(added["fresh"], 30)
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "old.jsonl").write_text("".join(json.dumps({"_id": f"old-{i}", "text": t}) + "\n"
+                                              for i, t in enumerate(texts)), encoding="utf-8")  # fmt: skip
+    with open_workspace(tmp_path / "ws", create=True) as ws:
+        ingest(ws, stream_sources([folder]), PRECHUNKED)
+        blocks = ws.db.execute("SELECT rowid, first_key, keys, chunks FROM chunk_lsh_blocks ORDER BY rowid").fetchall()
+        (folder / "new.jsonl").write_text("".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in added.items()),
+                                          encoding="utf-8")  # fmt: skip
+        summary = ingest(ws, stream_sources([folder]), PRECHUNKED)
+        after = ws.db.execute("SELECT rowid, first_key, keys, chunks FROM chunk_lsh_blocks ORDER BY rowid").fetchall()
+        groups = stored_groups(ws.db)
+        reference = reference_groups(ws.db)
+        doc_of = dict(ws.db.execute("SELECT chunk_id, doc_id FROM chunks"))
+    assert (summary.new, summary.unchanged) == (6, 40)
+    assert groups == reference
+    assert sorted(sorted(doc_of[c] for c in members) for _, members in groups) == [
+        ["exact-8", "old-8"], ["fresh", "fresh-twin"], ["near-17", "near-17b", "old-17"], ["near-3", "old-3"]
+    ]  # fmt: skip
+    assert blocks and after == blocks
+
+
 def test_batch_signatures_equal_the_one_text_minhash_of_each_chunk():
     texts = [BASES[0], BASES[0].upper(), "two words", "", "x " * 2000]
     records = signature_batch([{"chunk_id": str(i), "text": t} for i, t in enumerate(texts)])

@@ -1,7 +1,8 @@
 """A rerun does not parse a JSONL file whose size and modification time are those it had when it was last read whole
 (as a file read as one document, see test_unchanged_files.py): its documents count as unchanged. A file whose stat
-changed is parsed again, a file with a line skipped is parsed every time (so its skips are reported again), and a
-file is parsed again when it is read with other fields or cut with another config."""
+changed is hashed: parsed again when its bytes changed, not when they are those it was read from (a file touched, or
+written just before it was read). A file with a line skipped is parsed every time (so its skips are reported again),
+and a file is parsed again when it is read with other fields or cut with another config."""
 
 from __future__ import annotations
 
@@ -166,3 +167,43 @@ def test_a_jsonl_file_modified_within_the_racy_window_of_its_recording_is_parsed
         overwrite_keeping_stat(edited, edited.read_bytes().replace(b"pooled", b"POOLED"))
         summary = ingest(ws, stream_sources([folder]), CONFIG)
     assert (summary.changed, summary.unchanged) == (4, 8)
+
+
+def test_a_jsonl_file_written_just_before_it_was_read_and_left_alone_is_hashed_not_parsed(tmp_path):
+    folder = corpus(tmp_path)
+    with open_workspace(tmp_path / "ws", create=True) as ws:
+        ingest(ws, stream_sources([folder]), CONFIG)  # files written just now: their mtime is racy
+        loaded = stream_sources([folder])
+        summary = ingest(ws, loaded, CONFIG)
+    assert (summary.new, summary.changed, summary.unchanged, summary.removed) == (0, 0, 12, 0)
+    assert loaded.records_read == []  # no file parsed
+    assert {Path(p).name for p in loaded.read} == {"part0.jsonl", "part1.jsonl", "part2.jsonl"}
+
+
+def test_a_touched_jsonl_file_is_hashed_not_parsed_and_its_new_stat_trusted_next_time(tmp_path):
+    folder = corpus(tmp_path)
+    age(folder, days=2)
+    with open_workspace(tmp_path / "ws", create=True) as ws:
+        ingest(ws, stream_sources([folder]), CONFIG)
+        age(folder)  # new mtimes, the same bytes
+        touched = stream_sources([folder], strict=True)
+        second = ingest(ws, touched, CONFIG)
+        garbled = folder / "part1.jsonl"
+        overwrite_keeping_stat(garbled, b"{" * garbled.stat().st_size)  # hashing it would find it changed
+        third = ingest(ws, stream_sources([folder], strict=True), CONFIG)
+    assert (second.changed, second.unchanged, third.changed, third.unchanged) == (0, 12, 0, 12)
+    assert touched.records_read == []
+
+
+def test_a_jsonl_file_recorded_without_its_hash_is_parsed_when_its_stat_changed(tmp_path):
+    folder = corpus(tmp_path)
+    age(folder, days=2)
+    with open_workspace(tmp_path / "ws", create=True) as ws:
+        ingest(ws, stream_sources([folder]), CONFIG)
+        ws.db.execute("UPDATE record_files SET sha256 = NULL")  # as recorded before migration 34
+        ws.db.commit()
+        age(folder)
+        loaded = stream_sources([folder])
+        summary = ingest(ws, loaded, CONFIG)
+    assert (summary.changed, summary.unchanged) == (0, 12)
+    assert sorted(Path(r.path).name for r in loaded.records_read) == ["part0.jsonl", "part1.jsonl", "part2.jsonl"]

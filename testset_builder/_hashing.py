@@ -14,9 +14,12 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
+
+if TYPE_CHECKING:  # imported where a function needs it: hashing text (every ingest) needs no Arrow
+    import pyarrow as pa
 
 
 def normalise(text: str) -> str:
@@ -82,6 +85,8 @@ def _words_at(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
 def string_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Zero-copy views of a string (or binary) array: its ``len + 1`` offsets, and its data bytes up to the last
     offset. String i is ``data[offsets[i]:offsets[i + 1]]``; the bytes from ``offsets[0]`` on are all strings'."""
+    import pyarrow as pa
+
     offset_type = np.int64 if pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type) else np.int32
     _, offsets_buffer, data_buffer = array.buffers()
     if offsets_buffer is None:  # an empty array may have no buffers
@@ -115,6 +120,8 @@ def _array_hash(array: pa.Array) -> np.ndarray:
 
 def string_hash64(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """One uint64 per string; equal strings hash equal, distinct strings collide with probability ~2^-64."""
+    import pyarrow as pa
+
     if isinstance(column, pa.ChunkedArray):
         if column.num_chunks == 0:
             return np.empty(0, dtype=np.uint64)

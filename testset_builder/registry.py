@@ -176,9 +176,16 @@ def load_built_in_formats() -> None:
     load_plugins()
 
 
+BUILT_IN_LOG_FORMATS = {"jsonl": "jsonl", "csv": "csv", "otel": "otel", "otlp": "otel", "langfuse": "langfuse"}
+"""The built-in log formats, by name and by alias: a name among them is known without importing the modules that
+register them (every command validates the config's ``logs.format``; those imports are the export layer's)."""
+
+
 def known_log_format(name: str) -> str:
     """The registered log format ``name`` names, by its name or an alias (``otlp`` for ``otel``), the built-in ones
     registered first (:func:`load_built_in_formats`)."""
+    if name in BUILT_IN_LOG_FORMATS:
+        return BUILT_IN_LOG_FORMATS[name]
     load_built_in_formats()
     if name in LOG_FORMATS:
         return name

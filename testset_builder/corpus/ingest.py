@@ -4,7 +4,9 @@ A document whose text and chunker config are unchanged since the last run is ski
 corpus does almost nothing); a file read as one document whose size and mtime are those recorded when it was last
 chunked is not even read (``source_files``; as git's index, a file modified within :data:`RACY_NS` of that record
 is read again; ``rehash`` reads all), nor is a JSONL file read whole without a skip whose documents are all still
-live with the texts it gave (``record_files``: its documents count as unchanged without a line parsed). A changed
+live with the texts it gave (``record_files``: its documents count as unchanged without a line parsed; one whose
+stat cannot tell, as a file touched since or one written within :data:`RACY_NS` of its recording, is hashed instead,
+and unchanged when its bytes are those it was read from). A changed
 document is re-chunked: its new chunks are added and its old ones are marked removed, never deleted (judgments may
 point at them).
 
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -151,6 +153,7 @@ class _Run:
         self.verified_files: list[tuple[str, stored.SourceFile]] = []  # files of unchanged documents, read this run
         self.batch_files: dict[str, tuple[str, stored.SourceFile]] = {}  # doc_id -> its file, until it is written
         self.shas: dict[str, list[str]] = {}  # doc_id -> its texts' sha256 in the order given, until written
+        self.restamped: list[tuple[str, int, int]] = []  # files of records found unchanged by their bytes: new stats
 
     def file_unchanged(self, path: str, doc_id: str, size: int, mtime_ns: int) -> bool:
         """Whether a file need not be read (the loader's :data:`~.loaders.FileCheck`): its stat is the one recorded
@@ -166,14 +169,22 @@ class _Run:
             and mtime_ns < seen[3] - RACY_NS
         )
 
-    def records_unchanged(self, path: str, size: int, mtime_ns: int, reading: str) -> list[str] | None:
-        """The ids of the documents a JSONL file gave if it need not be read (the loader's
-        :data:`~.loaders.RecordsCheck`): its stat and the fields it is read with are those recorded when it was last
-        read whole, whose documents are all live with the texts it gave then, cut with this config; the racy rule
-        as :meth:`file_unchanged`'s."""
+    def records_unchanged(
+        self, path: str, size: int, mtime_ns: int, reading: str, digest: Callable[[], str]
+    ) -> list[str] | None:
+        """The ids of the documents a JSONL file gave if it need not be parsed (the loader's
+        :data:`~.loaders.RecordsCheck`): it is read with the fields it was last read whole with, whose documents are
+        all live with the texts it gave then, cut with this config; and its stat is the one recorded then (the racy
+        rule as :meth:`file_unchanged`'s) or, failing that, its size is and its bytes hash (``digest()``) to those
+        it was read from. Such a file gets its new stat recorded (:attr:`restamped`): the next run need not hash
+        it."""
         seen = self.record_files.get(path)
-        if seen is None or seen[:2] != (size, mtime_ns) or seen[3] != reading or mtime_ns >= seen[2] - RACY_NS:
+        if seen is None or seen.reading != reading or seen.size != size:
             return None
+        if mtime_ns != seen.mtime_ns or mtime_ns >= seen.checked_ns - RACY_NS:
+            if seen.sha256 is None or digest() != seen.sha256:
+                return None
+            self.restamped.append((path, size, mtime_ns))
         return stored.record_file_documents(self.workspace.db, path)
 
     def unchanged(self, document: Document, sha256: str) -> bool:
@@ -314,8 +325,9 @@ def _ingest(
     summary.skipped_by_reason = dict(Counter(s.reason.split(" (")[0] for s in loaded.skipped))
     with workspace.transaction() as tx:
         stored.put_source_files(tx, run.files_to_record())
-        records = [(r.path, r.size, r.mtime_ns, r.reading, r.doc_ids) for r in loaded.records_read]
+        records = [(r.path, r.size, r.mtime_ns, r.reading, r.sha256, r.doc_ids) for r in loaded.records_read]
         stored.put_record_files(tx, records, run.config_hash, run.started_ns)
+        stored.restamp_record_files(tx, run.restamped, run.started_ns)
         settle_pending(tx)  # also what a killed run left
     gone = documents_gone(workspace.db, loaded, run.loaded_ids)
     if not summary.documents and not gone:  # an empty load that removes nothing: a mistyped or empty source

@@ -18,6 +18,7 @@ was walked.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .._hashing import file_sha256
 from ..errors import InputError
 from ..records import Document, id_problem
 from .boilerplate import FURNITURE_KEY
@@ -65,9 +67,11 @@ class UnreadFiles(NamedTuple):
 
 FileCheck = Callable[[str, str, int, int], bool]
 """(resolved path, document id, size, mtime_ns) -> whether the file is known unchanged since its document was read."""
-RecordsCheck = Callable[[str, int, int, str], list[str] | None]
-"""(resolved path, size, mtime_ns, reading) -> the ids of the documents a file of records (JSONL) gave when it was
-last read with the fields ``reading`` names (:func:`reading_of`), if it is known unchanged since; None: read it."""
+RecordsCheck = Callable[[str, int, int, str, Callable[[], str]], list[str] | None]
+"""(resolved path, size, mtime_ns, reading, digest) -> the ids of the documents a file of records (JSONL) gave when it
+was last read with the fields ``reading`` names (:func:`reading_of`), if it is known unchanged since; None: read it.
+``digest()`` reads the file and gives the sha256 of its bytes (:func:`~.._hashing.file_sha256`), for when its stat
+cannot tell."""
 
 
 def reading_of(id_field: str, text_field: str, title_field: str) -> str:
@@ -79,12 +83,14 @@ def reading_of(id_field: str, text_field: str, title_field: str) -> str:
 @dataclass(frozen=True)
 class RecordsRead:
     """A file of records (JSONL) read whole without a skip: its resolved path, its stat taken before it was opened,
-    the fields it was read with (:func:`reading_of`) and the ids of the documents it gave, in order."""
+    the fields it was read with (:func:`reading_of`), the sha256 of the bytes read and the ids of the documents it
+    gave, in order."""
 
     path: str
     size: int
     mtime_ns: int
     reading: str
+    sha256: str
     doc_ids: list[str]
 
 
@@ -256,11 +262,13 @@ def _load_one_file(
     collector.add(document, str(path))
 
 
-def _records(path: Path) -> Iterator[tuple[int, Any]]:
+def _records(path: Path, digest: Any) -> Iterator[tuple[int, Any]]:
     """(line number, bytes) of each line that is not blank (``isspace`` stops at a line's first character where
-    ``strip`` copies it whole; both know the same whitespace)."""
+    ``strip`` copies it whole; both know the same whitespace). Every byte read, blank lines' too, goes to ``digest``
+    (a hashlib object): once the lines are exhausted it holds the hash of the bytes they came from."""
     with path.open("rb", buffering=1 << 20) as handle:
         for number, raw in enumerate(handle, start=1):
+            digest.update(raw)
             if not raw.isspace():
                 yield number, raw
 
@@ -287,37 +295,42 @@ def jsonl_part(
         stat = path.stat()
     except OSError:  # opening it says why
         stat = None
-    known = None if unchanged is None or stat is None else unchanged(resolved, stat.st_size, stat.st_mtime_ns, reading)
+    known = None
+    if unchanged is not None and stat is not None:
+        known = unchanged(resolved, stat.st_size, stat.st_mtime_ns, reading, lambda: file_sha256(path))
     if known is not None:
         collector.result.documents = [UnreadFiles(known, [str(path)] * len(known))]
         collector.result.read.add(resolved)
         return collector.result
-    documents = _jsonl_documents(path, id_field, text_field, title_field, collector)
+    digest = hashlib.sha256()
+    documents = _jsonl_documents(path, id_field, text_field, title_field, collector, digest)
     collector.result.documents = (
-        documents if stat is None else _noting_clean_read(documents, collector, resolved, stat, reading)
+        documents if stat is None else _noting_clean_read(documents, collector, resolved, stat, reading, digest)
     )
     return collector.result
 
 
 def _noting_clean_read(
-    documents: Iterator[Document], collector: _Collector, resolved: str, stat: os.stat_result, reading: str
+    documents: Iterator[Document], collector: _Collector, resolved: str, stat: os.stat_result, reading: str, digest: Any
 ) -> Iterator[Document]:
     """``documents`` passed on; once they are exhausted with nothing skipped, the file is added to ``records_read``
-    with its stat (taken before it was opened: a write while it is read changes the stat a rerun compares)."""
+    with its stat (taken before it was opened: a write while it is read changes the stat a rerun compares) and the
+    hash of the bytes its documents came from (``digest``, fed as they were read)."""
     doc_ids = []
     for document in documents:
         doc_ids.append(document.doc_id)
         yield document
     result = collector.result
     if not result.skipped:
-        result.records_read.append(RecordsRead(resolved, stat.st_size, stat.st_mtime_ns, reading, doc_ids))
+        sha256 = digest.hexdigest()
+        result.records_read.append(RecordsRead(resolved, stat.st_size, stat.st_mtime_ns, reading, sha256, doc_ids))
 
 
 def _jsonl_documents(
-    path: Path, id_field: str, text_field: str, title_field: str, collector: _Collector
+    path: Path, id_field: str, text_field: str, title_field: str, collector: _Collector, digest: Any
 ) -> Iterator[Document]:
     source = str(path)
-    for number, raw in _records(path):
+    for number, raw in _records(path, digest):
         try:
             record = _json_line(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as error:

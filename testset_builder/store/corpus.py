@@ -78,20 +78,30 @@ def put_source_files(db: sqlite3.Connection, files: Iterable[tuple[str, SourceFi
 
 
 CURRENT_RECORD_FILES_SQL = (
-    "SELECT f.path, f.size, f.mtime_ns, f.checked_ns, f.reading FROM record_files f WHERE f.config_sha256 = ? "
-    "AND f.documents = (SELECT COUNT(*) FROM record_file_documents r JOIN documents d USING (doc_id) "
-    "WHERE r.path = f.path AND d.removed_at IS NULL AND d.content_sha256 = r.content_sha256)"
+    "SELECT f.path, f.size, f.mtime_ns, f.checked_ns, f.reading, f.sha256 FROM record_files f "
+    "WHERE f.config_sha256 = ? AND f.documents = (SELECT COUNT(*) FROM record_file_documents r "
+    "JOIN documents d USING (doc_id) WHERE r.path = f.path AND d.removed_at IS NULL "
+    "AND d.content_sha256 = r.content_sha256)"
 )  # the documents' side from the documents_state index, as CURRENT_SOURCE_FILES_SQL
 
 
-def current_record_files(db: sqlite3.Connection, config_sha256: str) -> dict[str, tuple[int, int, int, str]]:
-    """Resolved path -> (size, mtime_ns, checked_ns, reading) of the files of records (migration 33) whose
-    recorded read still stands: every document it gave is live with the text it gave, cut with ``config_sha256``
-    (a document written since forgot the record: :func:`forget_record_files`)."""
-    return {
-        path: (size, mtime_ns, checked_ns, reading)
-        for path, size, mtime_ns, checked_ns, reading in db.execute(CURRENT_RECORD_FILES_SQL, (config_sha256,))
-    }
+class RecordFile(NamedTuple):
+    """A file of records (JSONL) when it was last read whole or found unchanged: its stat then (``checked_ns``: a
+    time before that stat), the fields it was read with, and the sha256 of the bytes it gave its documents from
+    (None: recorded before migration 34)."""
+
+    size: int
+    mtime_ns: int
+    checked_ns: int
+    reading: str
+    sha256: str | None
+
+
+def current_record_files(db: sqlite3.Connection, config_sha256: str) -> dict[str, RecordFile]:
+    """Resolved path -> its :class:`RecordFile`, for the files of records (migration 33) whose recorded read still
+    stands: every document it gave is live with the text it gave, cut with ``config_sha256`` (a document written
+    since forgot the record: :func:`forget_record_files`)."""
+    return {path: RecordFile(*rest) for path, *rest in db.execute(CURRENT_RECORD_FILES_SQL, (config_sha256,))}
 
 
 def record_file_documents(db: sqlite3.Connection, path: str) -> list[str] | None:
@@ -103,24 +113,33 @@ def record_file_documents(db: sqlite3.Connection, path: str) -> list[str] | None
 
 
 def put_record_files(
-    db: sqlite3.Connection, files: Iterable[tuple[str, int, int, str, Sequence[str]]], config_sha256: str,
+    db: sqlite3.Connection, files: Iterable[tuple[str, int, int, str, str, Sequence[str]]], config_sha256: str,
     checked_ns: int,
 ) -> None:  # fmt: skip
-    """Record files of records read whole: (resolved path, size, mtime_ns, reading, ids of the documents it gave),
-    each document with its stored text's sha256 (store the documents first: a recorded file is trusted to have
-    been chunked)."""
-    for path, size, mtime_ns, reading, doc_ids in files:
+    """Record files of records read whole: (resolved path, size, mtime_ns, reading, sha256 of the bytes read, ids of
+    the documents it gave), each document with its stored text's sha256 (store the documents first: a recorded
+    file is trusted to have been chunked)."""
+    for path, size, mtime_ns, reading, sha256, doc_ids in files:
         db.execute("DELETE FROM record_file_documents WHERE path = ?", (path,))
         db.execute(
-            "INSERT OR REPLACE INTO record_files (path, size, mtime_ns, checked_ns, reading, config_sha256, documents) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (path, size, mtime_ns, checked_ns, reading, config_sha256, len(doc_ids)),
+            "INSERT OR REPLACE INTO record_files (path, size, mtime_ns, checked_ns, reading, config_sha256, documents, "
+            "sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (path, size, mtime_ns, checked_ns, reading, config_sha256, len(doc_ids), sha256),
         )
         db.executemany(
             "INSERT OR IGNORE INTO record_file_documents (path, doc_id, content_sha256) "
             "SELECT ?, doc_id, content_sha256 FROM documents WHERE doc_id = ?",
             [(path, doc_id) for doc_id in doc_ids],
         )
+
+
+def restamp_record_files(db: sqlite3.Connection, files: Iterable[tuple[str, int, int]], checked_ns: int) -> None:
+    """Give recorded files of records a new stat, (resolved path, size, mtime_ns), found with the bytes recorded:
+    the record (its documents, its digest) stands as it is, and a later run need not hash them again."""
+    db.executemany(
+        "UPDATE record_files SET size = ?, mtime_ns = ?, checked_ns = ? WHERE path = ?",
+        [(size, mtime_ns, checked_ns, path) for path, size, mtime_ns in files],
+    )
 
 
 def forget_record_files(db: sqlite3.Connection, doc_ids: Iterable[str]) -> None:

@@ -930,6 +930,16 @@ def m033_record_files(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(34)
+def m034_record_file_sha256(db: sqlite3.Connection) -> None:
+    """``record_files.sha256``: the sha256 of the bytes a file of records gave its documents from (NULL for a record
+    written before). A file whose stat no longer proves it unchanged (modified within the racy window of its
+    recording, or touched since) is hashed, not parsed, and counts as unchanged when its bytes are those."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(record_files)")}
+    if "sha256" not in columns:  # idempotent, as the migrations after 18 are
+        run_script(db, "ALTER TABLE record_files ADD COLUMN sha256 TEXT;")
+
+
 def _key_bytes(key: int | bytes) -> bytes:
     """A key as migration 14 stored it (a signed 64-bit integer) as 8 little-endian bytes (one stored as bytes, as
     the backfill of migration 14 once did during the migration, is already)."""
