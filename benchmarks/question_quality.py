@@ -1,12 +1,15 @@
 """How many questions the embedded model writes are usable, and how well the question checks sort them.
 
-Two corpora of different kinds: SciFact abstracts (long scientific prose) and a Sphinx site built here from the
-docstrings of a dozen standard-library modules (HTML from a static-site generator, like a library's reference).
-From each, the same sampled chunks (boilerplate excluded, as synthesize samples them) are asked for questions three
-ways with the embedded Gemma 3 270M:
+Three corpora of different kinds: SciFact abstracts (scientific prose), a Sphinx site built here from the
+docstrings of a dozen standard-library modules (HTML from a static-site generator, like a library's reference), and
+the Python language reference's help topics as shipped with Python (``pydoc_data.topics``: long technical prose in
+plain text). The question checks were written while reading the first two corpora's candidates; the third was not
+read before its figures were taken, so its precision and recall are held out. From each, the same sampled chunks
+(boilerplate excluded, as synthesize samples them) are asked for questions three ways with the embedded Gemma 3 270M:
 
-- ``one``: the natural-question prompt, one sample per chunk (what synthesize does with ``per_chunk: 1``);
-- ``best-of-3``: three samples per chunk (seeds of their own); the first that passes the question checks is kept;
+- ``one``: the natural-question prompt, one sample per chunk (``synthesize.candidates: 1``);
+- ``best-of-3``: up to three tries per chunk, with the seeds synthesize derives; the first that passes the question
+  checks is kept (what synthesize does with ``candidates: 3``);
 - ``span-first``: an answer sentence is taken from the chunk first, and the model is asked for the question it
   answers (``benchmarks/data/prompts/completion-span.md``).
 
@@ -86,6 +89,17 @@ def sphinx_site(out: Path) -> Path:
     return html
 
 
+def help_topics(out: Path) -> Path:
+    """The language reference's help topics shipped with Python, one plain-text file a topic."""
+    from pydoc_data.topics import topics
+
+    folder = out / "topics"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in sorted(topics.items()):
+        (folder / f"{name}.txt").write_text(text, encoding="utf-8")
+    return folder
+
+
 def scifact_subset(out: Path, count: int = 60, seed: int = 0) -> Path:
     lines = (SCIFACT / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
     picked = random.Random(seed).sample(lines, count)
@@ -109,8 +123,9 @@ async def generate(config, workspace, chunks: list[SourceChunk]) -> list[dict]:
     requests, meta = [], []
     for chunk in chunks:
         passage = " ".join(clip(chunk.text, 3000).split())
+        first = slot_seed(0, chunk.chunk_id, "natural", "0")
         for n in range(CANDIDATES):
-            seed = slot_seed(0, chunk.chunk_id, "natural", str(n))
+            seed = slot_seed(first, "candidate", str(n)) if n else first  # as a synthesize slot's tries
             options = dict(temperature=0.7, seed=seed, max_tokens=48, stop=("\n",))
             requests.append(natural.request("gemma-3-270m", passage=passage, **options))
             meta.append({"chunk_id": chunk.chunk_id, "variant": "sample", "n": n})
@@ -244,6 +259,7 @@ def main() -> None:
         corpora = {
             "sphinx-stdlib": sphinx_site(Path(tmp) / "site"),
             "scifact": scifact_subset(Path(tmp)),
+            "python-help-topics": help_topics(Path(tmp)),
         }
         results, ungraded = {}, []
         for name, source in corpora.items():

@@ -163,7 +163,42 @@ def synthetic_table(figures: dict) -> list[str]:
 
 
 # files a benchmark writes by itself: the `make bench` name that writes it, and how its figures read best
-OWN_FILES = {"interval_coverage.json": ("coverage", coverage_table)}
+def question_table(figures: dict) -> list[str]:
+    """question_quality.json: per corpus and way of asking, the usable questions before and after the checks (hand
+    grades), then the checks' precision and recall on bad questions and the model's own reading (ROC AUC)."""
+    lines = [
+        "Usable: hand-graded questions the chunk answers, a person would ask, with nothing dangling. Kept: those the "
+        "question checks keep.",
+        "",
+        "| corpus | asked | questions | usable | kept by the checks | usable of those kept |",
+        "|---|---|---|---|---|---|",
+    ]
+    for corpus, found in figures.items():
+        for variant in ("one", "best-of-3", "span-first"):
+            v = found[variant]
+            lines.append(
+                f"| {corpus} | {variant} | {v['graded']} | {v['usable_before_checks']} | {v['kept_by_checks']} | "
+                f"{v['usable_after_checks']} |"
+            )
+    lines += [
+        "",
+        "| corpus | candidates graded | bad | flagged | bad flagged | precision | recall | model P(yes) AUC | "
+        "judge P(2) AUC |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for corpus, found in figures.items():
+        c, auc = found["checks_on_every_candidate"], found.get("model_reads_chunk_auc", {})
+        lines.append(
+            f"| {corpus} | {c['graded']} | {c['bad']} | {c['flagged']} | {c['bad_flagged']} | {number(c['precision'])} "
+            f"| {number(c['recall'])} | {number(auc.get('answerable_p_yes'))} | {number(auc.get('judge_p_grade_2'))} |"
+        )
+    return lines
+
+
+OWN_FILES = {
+    "interval_coverage.json": ("coverage", coverage_table),
+    "question_quality.json": ("questions", question_table),
+}
 # benchmarks `make bench` records whose figures read best as a table
 TABLES = {"synthetic": synthetic_table}
 

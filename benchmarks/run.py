@@ -92,7 +92,7 @@ BENCHMARKS = {
         ["--collection", "scifact,cranfield", "--questions", "60"],
     ),
     "questions": (
-        "synthesize: the embedded model's usable questions on Sphinx docs and SciFact, and the question checks",
+        "synthesize: the embedded model's usable questions on three corpora, and the question checks",
         "question_quality",
         [],
     ),
