@@ -341,8 +341,9 @@ def _outcome(args: list[str], json_mode: bool, command: Callable[..., Any] | Non
         return code
 
     try:
-        api.load_plugins()  # installed plugins' providers, formats, review actions and stages, before any command
         arguments = direct_call(command, args[1:]) if command is not None else None
+        if arguments is None:  # a scoring command called directly loads them only for a format it does not know
+            api.load_plugins()  # installed plugins' providers, formats, review actions and stages, before any command
         # without standalone mode, click returns typer.Exit's code
         code = app(args=args, standalone_mode=False) if arguments is None else _called(command, arguments)
         if isinstance(code, int) and code != EXIT_OK:
