@@ -118,10 +118,11 @@ def test_what_the_workspace_measured_corrects_the_token_figures(docs_workspace):
     assert errors[1] < errors[0]  # the stand-in's tokenizer is not 4 characters a token; the workspace knows it
 
 
-@pytest.mark.parametrize("rate", [1.0, 0.75, 0.4])
-def test_the_planned_requests_follow_the_stages_rounds(docs_workspace, rate):
-    """The stage asks for the count, then more chunks by how many the filters removed; a model whose answers pass
-    at a known rate needs what the plan says (within a round's rounding)."""
+@pytest.mark.parametrize("rate,candidates", [(1.0, 1), (0.75, 1), (0.4, 1), (0.75, 3), (0.4, 3)])
+def test_the_planned_requests_follow_the_stages_rounds(docs_workspace, rate, candidates):
+    """The stage asks for the count, then more chunks by how many the filters removed, each slot up to
+    ``candidates`` times; a model whose answers pass at a known rate needs what the plan says (within a round's
+    rounding)."""
     asked = {"n": 0}
 
     def answer(request):
@@ -132,11 +133,14 @@ def test_the_planned_requests_follow_the_stages_rounds(docs_workspace, rate):
 
     ws = docs_workspace
     settings = demo_config(questions=10, critic=False, mine=False, styles={"natural": 1.0}).synthesize
+    settings = settings.model_copy(update={"candidates": candidates})
     client = LLMClient(FakeProvider(answer), ws, "synthesize")
     made = asyncio.run(synthesize(ws, Roles.single(client, "gpt-4o-mini"), settings))
     eligible = made.chunks_eligible
-    expected = synthesis_requests(10, eligible, 1, settings.max_rounds, rate)
-    assert abs(expected - made.generated) <= 3, (expected, made.generated, made.as_dict())
+    expected = synthesis_requests(10, eligible, 1, settings.max_rounds, rate, candidates, passing=rate)
+    # the plan is an expectation over independent answers; this model passes exactly ``rate`` of them in order, so
+    # the tries a rejected slot gets follow a pattern rather than chance: a round's rounding, or a seventh
+    assert abs(expected - made.generated) <= max(3, expected / 7), (expected, made.generated, made.as_dict())
 
 
 def test_a_dry_run_prints_the_plan_as_json_and_writes_nothing(tmp_path, capsys):

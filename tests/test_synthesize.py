@@ -21,6 +21,7 @@ from testset_builder.corpus.sampling import (
     allocate_styles,
     eligible_chunks,
     skip_reason,
+    slot_seed,
     stratified_sample,
 )
 from testset_builder.errors import InputError, ProviderError
@@ -173,10 +174,61 @@ def test_a_rerun_of_the_same_settings_calls_nothing_and_stores_nothing_twice(wor
 
 
 def test_filters_count_what_they_remove_and_more_chunks_are_sampled_to_keep_the_count(workspace):
-    summary = run(workspace, FakeProvider(scripted(bad_every=3)), questions=12, mine=False, styles={"natural": 1.0})
+    settings = {"mine": False, "styles": {"natural": 1.0}, "candidates": 1}
+    summary = run(workspace, FakeProvider(scripted(bad_every=3)), questions=12, **settings)
     assert summary.made == 12 and summary.rounds >= 2
     assert summary.removed["validation"] == summary.validation_reasons["empty"] > 0
     assert summary.generated == 12 + sum(summary.removed.values()) + summary.surplus
+
+
+def first_try_rejected(always_bad: set[str] | None = None):
+    """A generator whose first question for a passage is empty (a rule rejects it), and whose later ones are good;
+    passages holding a word of ``always_bad`` get an empty question every time."""
+    tried: dict[str, int] = {}
+    good = scripted()
+
+    def answer(request):
+        passage = passage_of(request.prompt)
+        tried[passage] = tried.get(passage, 0) + 1
+        if tried[passage] == 1 or any(word in passage for word in always_bad or ()):
+            return "???"
+        return good(request)
+
+    return answer
+
+
+def test_a_rejected_question_is_asked_again_of_its_chunk_with_a_fresh_seed(workspace):
+    provider = FakeProvider(first_try_rejected())
+    settings = {"mine": False, "critic": False, "styles": {"natural": 1.0}, "candidates": 2}
+    summary = run(workspace, provider, questions=6, **settings)
+    assert summary.made == 6 and summary.rounds == 1 and summary.chunks_sampled == 6
+    assert summary.retried == 6 and summary.generated == 12
+    assert summary.removed["validation"] == 6 and summary.validation_reasons == {"empty": 6}
+    asked: dict[str, list[int]] = {}
+    for request in provider.history:
+        asked.setdefault(passage_of(request.prompt), []).append(request.seed)
+    assert len(asked) == 6 and all(len(set(seeds)) == 2 for seeds in asked.values())
+    retries = {slot_seed(first, "candidate", "1") for first, _ in asked.values()}
+    assert retries == {second for _, second in asked.values()}
+    kept = {rows.get_query(workspace.db, q).lineage.seed for q in summary.query_ids}
+    assert kept == retries  # each question's lineage names the seed of the try that was kept
+    calls = len(provider.history)
+    again = run(workspace, provider, questions=6, **settings)
+    assert len(provider.history) == calls and again.calls == 0 and again.already_made == 6
+
+
+def test_a_chunk_rejected_every_try_is_given_up_and_another_chunk_sampled(workspace):
+    provider = FakeProvider(first_try_rejected(always_bad={"the"}))
+    settings = {"mine": False, "critic": False, "styles": {"natural": 1.0}, "candidates": 3, "max_rounds": 5}
+    summary = run(workspace, provider, questions=3, **settings)
+    asked: dict[str, int] = {}
+    for request in provider.history:
+        asked[passage_of(request.prompt)] = asked.get(passage_of(request.prompt), 0) + 1
+    hopeless = [p for p in asked if "the" in p]
+    assert hopeless and all(asked[p] == 3 for p in hopeless)
+    assert all(asked[p] == 2 for p in asked if "the" not in p)
+    assert summary.generated == sum(asked.values()) and summary.retried == summary.generated - summary.chunks_sampled
+    assert summary.made == min(3, len(asked) - len(hopeless)) > 0
 
 
 def test_question_rules_can_be_turned_off_to_measure_them_and_the_checks_of_form_stay(workspace):

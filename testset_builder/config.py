@@ -181,6 +181,13 @@ class SynthesizeConfig(Strict):
 
     questions: int = Field(default=100, ge=1, description="questions to make (exactly, or a statement of why fewer)")
     per_chunk: int = Field(default=1, ge=1, description="questions asked of each sampled chunk")
+    candidates: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description="tries a question slot gets: when a rule rejects the question, its chunk is asked again with a "
+        "fresh seed, up to this many times in all, so a weak generator keeps the sampled chunks (1: no retry)",
+    )
     styles: dict[Style, float] = Field(
         default_factory=lambda: {"natural": 0.4, "keyword": 0.2, "paraphrase": 0.2, "multi": 0.2},
         description="share of each question style (normalised); multi needs two related chunks, both labelled",

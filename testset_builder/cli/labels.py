@@ -188,6 +188,7 @@ def _print_synthesis(summary, resolved) -> None:
     skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(summary.chunks_skipped.items())) or "none"
     made = summary.made + summary.already_made
     generated = f"generated {summary.generated} ({summary.generation_failed} failed"
+    generated += f", {summary.retried} asked again after a rule rejected a question" if summary.retried else ""
     generated += (
         f", {summary.not_generated_budget} not asked for lack of budget)" if summary.not_generated_budget else ")"
     )

@@ -194,19 +194,34 @@ def eligible(chunks: Sequence[SourceChunk], min_chars: int) -> list[SourceChunk]
     return [c for c in chunks if skip_reason(c.text, min_chars) is None]
 
 
-def synthesis_requests(questions: int, eligible_chunks: int, per_chunk: int, max_rounds: int, rate: float) -> int:
-    """Requests the synthesize stage sends to accept ``questions`` at ``rate`` accepted per request: its rounds,
-    each sampling more chunks than wanted by how many the filters removed, in expectation."""
-    attempted, accepted, remaining = 0, 0.0, eligible_chunks
+def synthesis_requests(
+    questions: int,
+    eligible_chunks: int,
+    per_chunk: int,
+    max_rounds: int,
+    rate: float,
+    candidates: int = 1,
+    passing: float = 1.0,
+) -> float:
+    """Requests the synthesize stage sends to accept ``questions`` at ``rate`` accepted per request, ``passing`` of
+    its requests passing validation: its rounds, each sampling more chunks than wanted by how many the filters
+    removed, and each slot asked up to ``candidates`` times until its question passes validation, in expectation
+    (what a later filter removes is not asked again)."""
+    passing = min(1.0, max(passing, rate, 1e-9))
+    validated_per_slot = 1 - (1 - passing) ** candidates
+    asked_per_slot = validated_per_slot / passing  # 1 + (1 - passing) + ...: tries until one passes
+    kept_per_slot = validated_per_slot * rate / passing
+    slots, accepted, requests, remaining = 0, 0.0, 0.0, eligible_chunks
     for round_number in range(max_rounds):
         want = questions - math.floor(accepted + 1e-9)
         if want <= 0 or remaining <= 0:
             break
-        chunks = min(remaining, round_chunks(round_number, want, attempted, accepted, per_chunk))
+        chunks = min(remaining, round_chunks(round_number, want, slots, accepted, per_chunk))
         remaining -= chunks
-        attempted += chunks * per_chunk
-        accepted += chunks * per_chunk * rate
-    return attempted
+        slots += chunks * per_chunk
+        accepted += chunks * per_chunk * kept_per_slot
+        requests += chunks * per_chunk * asked_per_slot
+    return requests
 
 
 @dataclass
@@ -311,8 +326,10 @@ def synthesize_steps(p: Planning) -> list[Step]:
     synth, last = p.config.synthesize, p.measured.synthesize or {}
     delivered_before = min(synth.questions, last.get("made", 0) + last.get("already_made", 0))
     rate = _yield(last, p.generator.prompt_style)
-    requests = synthesis_requests(synth.questions, len(p.pool), synth.per_chunk, synth.max_rounds, rate)
-    repeated = synthesis_requests(delivered_before, len(p.pool), synth.per_chunk, synth.max_rounds, rate)
+    passes = _validation_pass(last, p.generator.prompt_style)
+    counts = (len(p.pool), synth.per_chunk, synth.max_rounds, rate, synth.candidates, passes)
+    requests = math.ceil(synthesis_requests(synth.questions, *counts))
+    repeated = math.ceil(synthesis_requests(delivered_before, *counts))
     delivered = min(synth.questions, requests * rate)
     if delivered < synth.questions - 0.5:
         p.warnings.append(
@@ -324,7 +341,6 @@ def synthesize_steps(p: Planning) -> list[Step]:
         p.step("synthesize", "questions", "generator", requests, min(repeated, requests), question_requests, "question")
     ]
     mined = _per_query(last.get("mining", {}).get("pairs"), last, synth.mine_depth, _lists("auto"))
-    passes = _validation_pass(last, p.generator.prompt_style)
     for step, wanted, calls, cached in (
         ("critic", synth.critic, requests * passes, repeated * passes),
         ("mining", synth.mine, delivered * mined, delivered_before * mined),

@@ -4,10 +4,10 @@ question's id and lineage, and the second source of a multi-chunk question."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...corpus.dedup import normalise
-from ...corpus.sampling import SourceChunk
+from ...corpus.sampling import SourceChunk, slot_seed
 from ...llm.roles import Role
 from ...llm.types import Completion, LLMRequest
 from ...prompts import Prompt, PromptLibrary, clip
@@ -29,6 +29,18 @@ class Slot:
     evidence: str | None = None  # the verbatim quote a chat generator gives with its question, when it gives one
     completion: Completion | None = None
     problem: str | None = None
+    candidate: int = 0  # which try this is: a rule rejected the ones before it
+    first_seed: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.first_seed = self.seed
+
+    def next_candidate(self) -> None:
+        """Ask again, with a seed derived from the first (so a rerun asks, and finds cached, the same): a rule
+        rejected this question."""
+        self.candidate += 1
+        self.seed = slot_seed(self.first_seed, "candidate", str(self.candidate))
+        self.text, self.evidence, self.completion, self.problem = "", None, None, None
 
 
 def query_id_for(sources: tuple[SourceChunk, ...], text: str) -> str:

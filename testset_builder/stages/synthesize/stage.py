@@ -3,7 +3,8 @@
 Each round:
 1. sample informative chunks across documents (:mod:`~testset_builder.corpus.sampling`) and give each question a
    style from the configured distribution; a ``multi`` question pairs its chunk with the most similar other chunk;
-2. write one question per slot with the generator (:mod:`.generation`), each with its own seed;
+2. write one question per slot with the generator (:mod:`.generation`), each with its own seed; a slot whose
+   question a rule rejects is asked again with a fresh seed, ``candidates`` tries in all;
 3. filter, counting each removal: validation, the answerability critic (:mod:`.critic`), the optional round-trip
    check, then near-duplicates across the whole set.
 
@@ -59,6 +60,7 @@ class SynthesizeSummary:
     documents_covered: int = 0
     generated: int = 0
     generation_failed: int = 0
+    retried: int = 0  # questions asked again of their slot after a rule rejected the one before (in generated)
     not_generated_budget: int = 0
     removed: dict[str, int] = field(
         default_factory=lambda: {"validation": 0, "critic": 0, "round_trip": 0, "near_duplicate": 0}
@@ -258,12 +260,26 @@ class _Run:
         return slots
 
     async def _write(self, slots: list[Slot], round_number: int) -> None:
-        """One question per slot; each answer cleaned and validated (a failure or the budget's stop marks it)."""
+        """One question per slot; each answer cleaned and validated (a failure or the budget's stop marks it). A slot
+        whose question a rule rejected is asked again, up to ``candidates`` tries in all: the sampled chunk keeps its
+        place instead of the next round sampling another in its stead."""
+        asking = slots
+        for candidate in range(self.settings.candidates):
+            if candidate:
+                asking = [s for s in asking if s.problem == "validation"]
+                if not asking:
+                    break
+                for slot in asking:
+                    slot.next_candidate()
+                self.summary.retried += len(asking)
+            await self._ask(asking, round_number, candidate)
+
+    async def _ask(self, slots: list[Slot], round_number: int, candidate: int) -> None:
         summary, client = self.summary, self.roles.generator.client
         requests = [self.generator.request(s) for s in slots]
-        await submit_or_go_on(client, self.batch, requests, f"questions, round {round_number + 1}")
-        description = f"questions (round {round_number + 1})"
-        answers = await client.complete_many(requests, progress=self.progress, description=description)
+        step = f"round {round_number + 1}" + (f", try {candidate + 1}" if candidate else "")
+        await submit_or_go_on(client, self.batch, requests, f"questions, {step}")
+        answers = await client.complete_many(requests, progress=self.progress, description=f"questions ({step})")
         for slot, answer in zip(slots, answers):
             if isinstance(answer, BudgetExceededError):
                 summary.not_generated_budget += 1
