@@ -403,7 +403,7 @@ def test_the_help_of_every_command_shows_an_example_using_only_options_it_has(co
 
 
 def test_quiet_anywhere_on_the_line_silences_stdout_and_keeps_the_exit_code(capsys, tmp_path):
-    from testset_builder.cli.app import out
+    from testset_builder.cli.typer_app import out
 
     score = ["score", "--qrels", QRELS, "--run", BM25, "--metrics", "mrr"]
     assert run_cli(capsys, *score)[1], "without --quiet, score prints its table"
@@ -443,7 +443,7 @@ def test_quiet_turns_the_llm_progress_bar_off(monkeypatch):
     import contextlib
     import importlib
 
-    cli = importlib.import_module("testset_builder.cli.app")  # the package's `app` attribute is the Typer app
+    cli = importlib.import_module("testset_builder.cli.typer_app")  # the package's `app` attribute is the Typer app
     bars = []
     monkeypatch.setattr(
         "testset_builder.llm.progress.llm_progress",

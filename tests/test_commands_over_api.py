@@ -33,34 +33,41 @@ def api_calls(node: ast.AST) -> set[str]:
     }
 
 
-def local_calls(node: ast.AST, helpers: dict[str, ast.FunctionDef]) -> set[str]:
-    """The module's own helper functions called under ``node``."""
-    return {
-        call.func.id
-        for call in ast.walk(node)
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in helpers
-    }
+def local_calls(node: ast.AST, module: str, helpers: dict[str, ast.FunctionDef]) -> set[str]:
+    """The helper functions of the cli package called under ``node`` (in ``module``): ``name(...)`` for the module's
+    own, ``other_module.name(...)`` for another cli module's (a command's body kept apart from its declaration)."""
+    called = set()
+    for call in ast.walk(node):
+        if not isinstance(call, ast.Call):
+            continue
+        if isinstance(call.func, ast.Name):
+            called.add(f"{module}.{call.func.id}")
+        elif isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name):
+            called.add(f"{call.func.value.id}.{call.func.attr}")
+    return called & helpers.keys()
 
 
 def commands(folder: Path = CLI) -> dict[str, set[str]]:
-    """Each command (module:function) and the api functions it calls, in its body and in the helpers of its module
-    it calls (followed through the helpers they call)."""
+    """Each command (module:function) and the api functions it calls, in its body and in the helpers of the cli
+    package it calls (followed through the helpers they call)."""
+    trees = {path.stem: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.py"))}
+    functions = {
+        (module, node.name): node for module, tree in trees.items() for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+    }  # fmt: skip
+    helpers = {f"{module}.{name}": node for (module, name), node in functions.items() if not is_command(node)}
     found = {}
-    for path in sorted(folder.glob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
-        helpers = {name: node for name, node in functions.items() if not is_command(node)}
-        for name, node in functions.items():
-            if not is_command(node):
-                continue
-            seen, todo, calls = set(), [node], set()
-            while todo:
-                current = todo.pop()
-                calls |= api_calls(current)
-                for helper in local_calls(current, helpers) - seen:
-                    seen.add(helper)
-                    todo.append(helpers[helper])
-            found[f"{path.stem}:{name}"] = calls
+    for (module, name), node in functions.items():
+        if not is_command(node):
+            continue
+        seen, todo, calls = set(), [(module, node)], set()
+        while todo:
+            where, current = todo.pop()
+            calls |= api_calls(current)
+            for helper in local_calls(current, where, helpers) - seen:
+                seen.add(helper)
+                todo.append((helper.split(".", 1)[0], helpers[helper]))
+        found[f"{module}:{name}"] = calls
     return found
 
 

@@ -12,7 +12,7 @@ from conftest import require
 from scipy import stats as scipy_stats
 
 from testset_builder.cli import main
-from testset_builder.cli.scoring import EXIT_REGRESSION
+from testset_builder.cli.output import EXIT_REGRESSION
 from testset_builder.export import read_qrels, write_beir_qrels, write_trec_run
 from testset_builder.tables import Qrels, Run
 

@@ -139,3 +139,35 @@ def test_a_plugin_that_fails_to_load_is_named_in_a_one_line_error(tmp_path):
         "it or uninstall its package"
     )
     assert "Traceback" not in done.stderr
+
+
+RUN_FORMAT_PLUGIN = '''
+"""A toy plugin: runs as ``qid,docid,score`` lines, recognised by their commas."""
+
+from testset_builder.registry import TableFormat, register_run_format
+from testset_builder.tables import Run
+
+
+def read_commas(path, name=None):
+    scored = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        query, chunk, value = line.split(",")
+        scored.setdefault(query, {})[chunk] = float(value)
+    return Run.from_dict(scored, name=name or path.stem)
+
+
+register_run_format(TableFormat("commas", read_commas, detect=lambda path, line: line.count(",") == 2))
+'''
+
+
+def test_a_plugins_run_format_is_found_by_a_plain_score_line(tmp_path):
+    site = tmp_path / "site-packages"
+    install(site, "commas-plugin", "commas_plugin", RUN_FORMAT_PLUGIN)
+    (tmp_path / "qrels.trec").write_text("q1 0 d1 1\nq2 0 d2 1\n", encoding="utf-8")
+    (tmp_path / "run.csv").write_text("q1,d1,0.9\nq1,d2,0.5\nq2,d1,0.8\nq2,d2,0.4\n", encoding="utf-8")
+    done = cli(site, tmp_path, "score", "--qrels", "qrels.trec", "--run", "run.csv", "--metrics", "mrr", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["metrics"]["mrr"]["mean"] == (1 + 1 / 2) / 2  # q1's d1 first, q2's d2 second
+
+    without = cli(tmp_path / "nothing-installed", tmp_path, "score", "--qrels", "qrels.trec", "--run", "run.csv")
+    assert without.returncode == 1 and "cannot tell the run format" in without.stderr

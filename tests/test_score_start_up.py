@@ -15,7 +15,7 @@ from conftest import EXAMPLES
 
 from testset_builder.cli import EXIT_BAD_INPUT, EXIT_OK, main
 from testset_builder.cli import scoring as scoring_commands
-from testset_builder.cli.direct import direct_call
+from testset_builder.cli.direct import declared_options, direct_call
 
 QRELS = str(EXAMPLES / "qrels.tsv")
 BM25 = str(EXAMPLES / "bm25.trec")
@@ -66,9 +66,42 @@ def test_a_score_process_imports_none_of_the_modules_scoring_does_not_need(outpu
     qrels, runs = write_set(tmp_path)
     code, modules = imported_by(["score", "--qrels", qrels, *runs, *output])
     assert code == EXIT_OK
-    assert "testset_builder.metrics" in modules and "testset_builder.cli.scoring" in modules  # it did score
+    assert "testset_builder.metrics" in modules and "testset_builder.cli.scoring_bodies" in modules  # it did score
     heavy = [m for m in modules if any(m == name or m.startswith(f"{name}.") for name in NOT_FOR_SCORING)]
     assert heavy == []
+
+
+# what a plain `score --json` line never needs: the command-line parser, the terminal's tables, the plugins' scan
+NOT_FOR_A_PLAIN_JSON_SCORE = ("typer", "click", "rich", "pydantic", "importlib.metadata", "testset_builder.cli.scoring")
+
+
+def test_a_plain_json_score_imports_neither_typer_nor_rich_nor_the_plugin_scan(tmp_path):
+    qrels, runs = write_set(tmp_path)
+    code, modules = imported_by(["score", "--qrels", qrels, "--run", runs[0], "--run", runs[1], "--json"])
+    assert code == EXIT_OK and "testset_builder.cli.scoring_bodies" in modules
+    loaded = [m for m in modules if any(m == name or m.startswith(f"{name}.") for name in NOT_FOR_A_PLAIN_JSON_SCORE)]
+    assert loaded == []
+
+
+def test_a_plain_line_and_typers_parse_of_it_print_the_same_bytes_and_exit_codes(tmp_path):
+    qrels, runs = write_set(tmp_path)
+    for tail in (["--json"], [], ["--json", "--metrics", "nope"], ["--metrics", "nope"]):
+        plain = ["score", "--qrels", qrels, "--run", runs[0], "--run", runs[1], "--resamples", "200", *tail]
+        spelled = ["score", f"--qrels={qrels}", *plain[3:]]  # click's spelling: parsed by Typer
+        done = [subprocess.run([sys.executable, "-m", "testset_builder", *argv], capture_output=True, text=True)
+                for argv in (plain, spelled)]  # fmt: skip
+        assert [(d.returncode, d.stdout, d.stderr) for d in done[1:]] == [
+            (d.returncode, d.stdout, d.stderr) for d in done[:1]
+        ]
+
+
+@pytest.mark.parametrize("name", ["score", "compare", "baseline", "report"])
+def test_the_table_of_plain_options_says_what_the_declarations_say(name):
+    from testset_builder.cli.plain_options import OPTIONS
+
+    stored = OPTIONS[name]
+    declared = [option.row() for option in declared_options(getattr(scoring_commands, name))]
+    assert stored == declared, "testset_builder/cli/plain_options.py is out of date: run `make reference`"
 
 
 def test_a_command_of_another_module_still_finds_every_command():
@@ -109,7 +142,7 @@ PLAIN_LINES = [
 @pytest.mark.parametrize("name, args", PLAIN_LINES)
 def test_a_plain_line_gives_the_command_the_arguments_typer_would(name, args):
     function = getattr(scoring_commands, name)
-    assert direct_call(function, args) == typer_arguments(function, name, args)
+    assert direct_call(declared_options(function), args) == typer_arguments(function, name, args)
 
 
 @pytest.mark.parametrize(
@@ -130,12 +163,12 @@ def test_a_plain_line_gives_the_command_the_arguments_typer_would(name, args):
     ],
 )
 def test_any_other_line_is_left_to_typer(args):
-    assert direct_call(scoring_commands.score, args) is None
+    assert direct_call(declared_options(scoring_commands.score), args) is None
 
 
 def test_a_required_argument_missing_is_left_to_typer():
-    assert direct_call(scoring_commands.compare, ["--qrels", "q.tsv"]) is None
-    assert direct_call(scoring_commands.baseline, ["--out", "x.trec"]) is None
+    assert direct_call(declared_options(scoring_commands.compare), ["--qrels", "q.tsv"]) is None
+    assert direct_call(declared_options(scoring_commands.baseline), ["--out", "x.trec"]) is None
 
 
 def test_a_line_typer_parses_and_the_same_line_spelled_plainly_print_the_same_document(capsys):

@@ -7,9 +7,10 @@ releases (release, diff, export, push, import, remap), logs (export-chunks, impo
 baseline, report).
 
 A process that runs one of the scoring commands imports that module alone: the others, and the stages' declarations,
-are imports a small ``score`` would spend most of its time on. Its options, output and exit codes are the same, since
-the command is the same function registered on the same app. ``app`` here (the Typer app with every command, as
-``--help`` lists them) and ``PIPELINE`` are built on first use.
+are imports a small ``score`` would spend most of its time on. A plain line of one (:mod:`~.direct`) calls its
+function in ``scoring_bodies`` without importing Typer at all; any other line goes through Typer to the same
+function. Its options, output and exit codes are the same either way. ``app`` here (the Typer app with every
+command, as ``--help`` lists them) and ``PIPELINE`` are built on first use.
 """
 
 from __future__ import annotations
@@ -17,16 +18,15 @@ from __future__ import annotations
 import importlib
 import sys
 
-from .app import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PARTIAL, QUIET, paragraphs, run_app
-from .app import app as _app
-
-del app  # noqa: F821  (the submodule's name: the package's ``app`` is the Typer app, from __getattr__)
+from .direct import plain_call
+from .output import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PARTIAL, QUIET, run_app
 
 FIRST = ("init", "run", "config")  # before any stage's commands: a new set, the whole job, the settings
 LAST = ("costs", "resume", "score", "compare")  # of no stage: the LLM ledger, scoring runs
 MODULES = ("corpus", "indexing", "labels", "logs", "pipeline", "releases", "reviewing", "scoring")
-# commands a process may run with their own module imported alone: none of them reads the stages' declarations
-ALONE = {"score": "scoring", "compare": "scoring", "baseline": "scoring", "report": "scoring"}
+# commands a process may run with their own module imported alone (the declarations, and the functions a plain
+# line calls without Typer): none of them reads the stages' declarations
+ALONE = {command: ("scoring", "scoring_bodies") for command in ("score", "compare", "baseline", "report")}
 
 
 def _name(command) -> str:
@@ -34,14 +34,20 @@ def _name(command) -> str:
 
 
 def _with_help(commands) -> None:
+    from .typer_app import paragraphs
+
     for command in commands:  # typer keeps a docstring's line breaks: rich then wraps each line apart
         if command.help is None:
             command.help = paragraphs(command.callback.__doc__)
 
 
-def _register(module: str) -> None:
+def _register(module: str):
+    """The Typer app with ``module``'s commands registered (and those registered before)."""
+    from .typer_app import app
+
     importlib.import_module(f"{__name__}.{module}")
-    _with_help(_app.registered_commands)
+    _with_help(app.registered_commands)
+    return app
 
 
 def every_command():
@@ -52,10 +58,10 @@ def every_command():
     from ..registry import STAGES
 
     for module in MODULES:
-        _register(module)
+        app = _register(module)
     order = [*FIRST, *(command for stage in STAGES.values() for command in stage.commands), *LAST]
-    _app.registered_commands.sort(key=lambda c: order.index(_name(c)) if _name(c) in order else len(order))
-    return _app
+    app.registered_commands.sort(key=lambda c: order.index(_name(c)) if _name(c) in order else len(order))
+    return app
 
 
 def __getattr__(name: str):
@@ -67,17 +73,17 @@ def __getattr__(name: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: register what the arguments need (one scoring command's module, else every command), then run
-    the app (:func:`~testset_builder.cli.app.run_app`: exit codes, ``--quiet``, ``--json`` errors). A scoring
-    command on a plain line is called without building its click command (:mod:`~testset_builder.cli.direct`)."""
+    """Entry point: a plain line of a scoring command calls its function without Typer
+    (:mod:`~testset_builder.cli.direct`); any other line registers what it needs (one scoring command's module, else
+    every command) and runs the Typer app. Either way :func:`~testset_builder.cli.output.run_app` gives the exit
+    code, ``--quiet`` and the ``--json`` error document."""
     args = list(sys.argv[1:] if argv is None else argv)
     command = next((arg for arg in args if arg != QUIET), None)
     if command not in ALONE:
-        every_command()
-        return run_app(args)
-    _register(ALONE[command])
-    function = next(c.callback for c in _app.registered_commands if _name(c) == command)
-    return run_app(args, command=function)
+        return run_app(args, app=every_command())
+    declared, bodies = ALONE[command]
+    called = plain_call(command, bodies, [arg for arg in args if arg != QUIET][1:])
+    return run_app(args, direct=called) if called is not None else run_app(args, app=_register(declared))
 
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "EXIT_PARTIAL", "app", "main"]

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from ..api.stages import boilerplate_line
-from .app import (
+from .typer_app import (
     ConfigOption,
     JsonOption,
     RayAddressOption,

@@ -8,7 +8,16 @@ from typing import Annotated, Literal
 import typer
 
 from .. import api
-from .app import ConfigOption, JsonOption, RayAddressOption, WorkspaceOption, app, open_workspace_for, out, settings
+from .typer_app import (
+    ConfigOption,
+    JsonOption,
+    RayAddressOption,
+    WorkspaceOption,
+    app,
+    open_workspace_for,
+    out,
+    settings,
+)
 
 
 @app.command()

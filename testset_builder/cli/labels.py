@@ -11,7 +11,8 @@ from rich.markup import escape
 
 from ..api.stages import quality_words
 from ..errors import InputError
-from .app import (
+from .scoring_bodies import run_paths
+from .typer_app import (
     LOCAL_JUDGE_WARNING,
     BatchOption,
     ConfigOption,
@@ -30,7 +31,6 @@ from .app import (
     llm_bar,
     open_workspace_for,
     out,
-    run_paths,
     settings,
 )
 

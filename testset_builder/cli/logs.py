@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from ..api.stages import skipped_text
-from .app import ConfigOption, JsonOption, WorkspaceOption, app, err, open_workspace_for, out, settings
+from .typer_app import ConfigOption, JsonOption, WorkspaceOption, app, err, open_workspace_for, out, settings
 
 
 @app.command("import-logs")

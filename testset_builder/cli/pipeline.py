@@ -19,7 +19,7 @@ import typer
 
 from .. import api
 from ..api.stages import summary_line
-from .app import (
+from .typer_app import (
     EXIT_OK,
     JsonOption,
     MaxCostOption,

@@ -10,7 +10,16 @@ import typer
 from rich.markup import escape
 
 from .. import api
-from .app import ConfigOption, JsonOption, VersionArgument, WorkspaceOption, app, open_workspace_for, out, settings
+from .typer_app import (
+    ConfigOption,
+    JsonOption,
+    VersionArgument,
+    WorkspaceOption,
+    app,
+    open_workspace_for,
+    out,
+    settings,
+)
 
 
 @app.command()

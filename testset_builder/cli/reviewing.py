@@ -13,7 +13,7 @@ from rich.panel import Panel
 
 from .. import api, review_guide
 from ..errors import InputError, ReviewConflictError
-from .app import (
+from .typer_app import (
     ConfigOption,
     JsonOption,
     WorkspaceOption,

@@ -70,13 +70,26 @@ register_run_format(
 )
 
 
+# the built-in formats answer most lookups: the installed plugins (an entry-point scan) are loaded on a miss alone
+def _known(table: dict[str, TableFormat], name: str) -> bool:
+    """Whether ``name`` is a format of ``table``, the plugins loaded first when it is not a built-in one."""
+    if name not in table:
+        load_plugins()
+    return name in table
+
+
+def _detected_by_plugins(table: dict[str, TableFormat], path: Path, line: str) -> str | None:
+    load_plugins()
+    return detected(table, path, line)
+
+
 def detect_qrels_format(path: Path) -> str:
     """The first registered qrels format that recognises the file: JSONL by suffix or a leading ``{``; BEIR by its
-    header; TREC by four fields; then any format registered since."""
+    header; TREC by four fields; then any format registered since (a plugin's: see :func:`_known`)."""
     line = first_line(path)
     if line is None:
         raise InputError("qrels file is empty", path=path)
-    found = detected(QRELS, path, line)
+    found = detected(QRELS, path, line) or _detected_by_plugins(QRELS, path, line)
     if found is None:
         raise InputError(
             "cannot tell the qrels format from the first line: expected TREC 'qid 0 docid grade', "
@@ -90,11 +103,11 @@ def detect_qrels_format(path: Path) -> str:
 
 def detect_run_format(path: Path) -> str:
     """The first registered run format that recognises the file: JSONL by suffix or a leading ``{``; TREC by six
-    fields; then any format registered since."""
+    fields; then any format registered since (a plugin's: see :func:`_known`)."""
     line = first_line(path)
     if line is None:
         raise InputError("run file is empty", path=path)
-    found = detected(RUNS, path, line)
+    found = detected(RUNS, path, line) or _detected_by_plugins(RUNS, path, line)
     if found is None:
         raise InputError(
             "cannot tell the run format from the first line: expected TREC 'qid Q0 docid rank score tag' or a JSON "
@@ -109,7 +122,7 @@ def read_qrels(path: str | Path, format: QrelsFormat = "auto") -> Qrels:
     path = Path(path)
     check_readable(path)
     fmt = detect_qrels_format(path) if format == "auto" else format
-    if fmt not in QRELS:
+    if not _known(QRELS, fmt):
         raise InputError(f"unknown qrels format {fmt!r}; use one of {', '.join(QRELS)}")
     return QRELS[fmt].read(path)
 
@@ -118,7 +131,7 @@ def read_run(path: str | Path, format: RunFormat = "auto", name: str | None = No
     path = Path(path)
     check_readable(path)
     fmt = detect_run_format(path) if format == "auto" else format
-    if fmt not in RUNS:
+    if not _known(RUNS, fmt):
         raise InputError(f"unknown run format {fmt!r}; use one of {', '.join(RUNS)}")
     return RUNS[fmt].read(path, name=name)
 
@@ -180,6 +193,3 @@ def __getattr__(name: str):
 
         return getattr(importlib.import_module(f"{__name__}.{LATER[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-load_plugins()  # the qrels and run formats are registered: now a plugin's, after them

@@ -33,7 +33,7 @@ from .. import review_guide
 from ..config import GRADE_MEANINGS
 from ..errors import InputError
 from ..records import Judgment, reviewer_name
-from ..registry import REVIEW_FORMATS, ReviewFormat, register_review_format
+from ..registry import REVIEW_FORMATS, ReviewFormat, load_plugins, register_review_format
 
 QUESTION = "relevance"  # the Argilla question / Label Studio control that carries the grade
 SETTLE = "settle"  # the review_task of a record that is a disagreement to settle
@@ -534,3 +534,5 @@ register_review_format(
         lambda task: {"label_config.xml": label_studio_config(task), "project.json": label_studio_project(task)},
     )
 )
+
+load_plugins()  # the built-in review formats are registered: now a plugin's, after them

@@ -1,16 +1,20 @@
-"""Reports of scores and comparisons: rich tables for people, dicts for ``--json``, CSV for per-query values."""
+"""Reports of scores and comparisons: rich tables for people, dicts for ``--json``, CSV for per-query values. rich is
+imported by the functions that draw (a ``--json`` report never does)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from rich.markup import escape
-from rich.table import Table
 
 from .compare import Comparison
 from .evaluate import Evaluation
 from .figures import LABELLED_ONLY
 from .prediction import KINDS
 from .stats import bootstrap_intervals, design_effects
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def score_dicts(
@@ -52,6 +56,8 @@ def score_dict(
 
 def score_table(report: dict) -> Table:
     """One run's figures; on a release with estimates each says what it is (its ``kind``)."""
+    from rich.table import Table
+
     entries = report["metrics"].values()
     table = Table(title=f"run {report['run']}", title_justify="left", caption=kinds_caption(report))
     table.add_column("metric")
@@ -118,6 +124,8 @@ def queries_line(summary: dict, run: str | None = None) -> str:
 
 def empty_queries(summary: dict, run: str | None = None) -> str | None:
     """The queries a run gave nothing for, which score 0, named (the first few) and counted; None if none."""
+    from rich.markup import escape
+
     count = summary["qrels_queries_without_run"]
     if not count:
         return None
@@ -135,6 +143,8 @@ def other_runs_empty_lines(summaries: list[tuple[str, dict]]) -> list[str]:
 def comparison_table(comparison: Comparison, resampled: str = "queries", labelled_only: bool = False) -> Table:
     """Each run against the baseline per metric; ``labelled_only``: on a release with estimates, the table reads the
     labelled pairs alone and its title says so."""
+    from rich.table import Table
+
     label = "randomization test" if comparison.test == "randomization" else "t-test"
     several = len(comparison.candidates) > 1
     which = " on the labelled pairs only" if labelled_only else ""
@@ -177,6 +187,8 @@ def _cell(figure: dict | None) -> str:
 def details_table(report: dict) -> Table:
     """``score --details``: beside each metric's figure that applies, the others the release allows: the estimator's
     prediction-powered, human-only and estimate-only figures, and the labelled pairs alone, unweighted."""
+    from rich.table import Table
+
     table = Table(
         title=f"run {report['run']}: every figure (the first applies)",
         title_justify="left",
@@ -231,6 +243,8 @@ def estimate_lines(report: dict, quality: dict | None) -> list[str]:
 def diagnostic_lines(report: dict, run: str | None = None) -> list[str]:
     """A run's diagnostics in words: how much of its top results the release covers, and the estimate's
     calibration there (``run``: the run named in them)."""
+    from rich.markup import escape
+
     estimates = report["estimates"]
     named = "" if run is None else f"{escape(run)}: "
     diagnostics = estimates["diagnostics"]
@@ -258,6 +272,8 @@ def diagnostic_lines(report: dict, run: str | None = None) -> list[str]:
 
 
 def prediction_difference_table(baseline: str, differences: list[dict]) -> Table:
+    from rich.table import Table
+
     table = Table(
         title=f"differences from baseline {baseline} by the figure that applies",
         title_justify="left",

@@ -14,6 +14,7 @@ from ...export.beir import read_beir_corpus, read_beir_qrels, read_beir_queries
 from ...export.hf import hf_files
 from ...export.jsonl import write_jsonl_qrels
 from ...export.trec import write_trec_topics
+from ...registry import load_plugins
 from ...tables import Qrels, Run
 from .estimated import ESTIMATES_FILE, read_estimates
 from .layout import CHUNKS_META, EVIDENCE_META, QUERIES_META, REMAP_META
@@ -231,3 +232,4 @@ for _export in (
 ):
     if _export.name not in RELEASE_EXPORTS:
         register_release_export(_export)
+load_plugins()  # the built-in release exports are registered: now a plugin's, after them

@@ -1,14 +1,5 @@
-"""The ``testset-builder`` app: shared options, helpers and the entry point; commands live beside it.
-
-Exit codes scripts can trust: 0 success, 1 bad input (a one-line message names the file, line or value),
-2 internal error (a bug: the message says how to get the traceback), 3 finished but some items failed or were
-left for lack of budget (what was done is kept; rerun to go on), 4 ``run`` stopped while pairs drawn for review
-wait for a human (review them, then run again), 5 ``compare --fail-if-worse``: a run is significantly worse than
-the baseline, 130 interrupted (Ctrl-C; what was committed is kept).
-
-Output discipline: reports for people go to ``out`` (stdout), progress bars, warnings and errors to ``err``
-(stderr), JSON documents to stdout with a plain ``print``. ``--quiet``, anywhere on the command line, silences
-``out`` and every progress bar; errors, warnings, exit codes and the ``--json`` document stay.
+"""The ``testset-builder`` app: shared options and helpers; commands live beside it, the exit codes, the consoles
+and the run of a command line in :mod:`~testset_builder.cli.output`.
 
 Every command that reads a config takes ``--config`` (a file, or a bundled config's name) and turns its flags into
 overrides of that config through :func:`~testset_builder.config.resolve_config`; nothing else reaches a stage.
@@ -16,25 +7,29 @@ overrides of that config through :func:`~testset_builder.config.resolve_config`;
 
 from __future__ import annotations
 
-import errno
 import inspect
-import json
-import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from .. import api
 from .._version import __version__
-from ..errors import TestsetBuilderError
-
-EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_PARTIAL, EXIT_REVIEW, EXIT_REGRESSION = 0, 1, 2, 3, 4, 5
+from . import output
+from .output import (  # noqa: F401  (the names every command module imports from here)
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    EXIT_REGRESSION,
+    EXIT_REVIEW,
+    QUIET,
+    run_app,
+    stages_document,
+)
 
 app = typer.Typer(
     name="testset-builder",
@@ -60,10 +55,7 @@ def paragraphs(doc: str | None) -> str | None:
     return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
 
 
-# piped output (CI logs, files) gets room for the comparison table instead of rich's 80-column default
-out = Console(width=None if sys.stdout.isatty() else 160)  # out.quiet is --quiet: see main()
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-QUIET = "--quiet"
+out, err = output.out.console, output.err.console  # the consoles themselves: a progress bar draws on err
 QUIET_HELP = (
     "No progress bars and no report on stdout; errors and warnings still go to stderr, the exit code is the same, "
     "and --json still prints its document. Accepted anywhere on the command line."
@@ -270,14 +262,6 @@ def judging_lines(judging) -> list[str]:
     return lines
 
 
-def stages_document(result: api.RunResult) -> dict:
-    """``run``'s stages as its --json gives them: each one's result and exit code (3 where it fell short)."""
-    return {
-        name: {"exit_code": EXIT_PARTIAL if result.fell_short(name) else EXIT_OK, "result": stage.as_dict()}
-        for name, stage in result.stages.items()
-    }
-
-
 def run_code(result: api.RunResult) -> int:
     """``run``'s exit code: 0 done (or planned), 4 stopped for review, 3 a stage fell short."""
     return {"review": EXIT_REVIEW, "incomplete": EXIT_PARTIAL}.get(result.status, EXIT_OK)
@@ -287,105 +271,3 @@ def exit_for(incomplete: bool) -> None:
     """Exit code 3 when a run finished short (failures, or the budget's stop): what was done is kept."""
     if incomplete:
         raise typer.Exit(EXIT_PARTIAL)
-
-
-def run_app(argv: list[str] | None = None, command: Callable[..., Any] | None = None) -> int:
-    """Run the app with the commands registered so far and map outcomes to exit codes (see the module docstring;
-    :func:`testset_builder.cli.main` registers what the arguments need first). With ``--json``, a
-    failure is one JSON document on stdout too (``{"error", "exit_code"}``), so a script reads one document
-    whatever happened. ``command``: the function of the command the arguments name, called directly when they
-    are a plain line for it (:mod:`~testset_builder.cli.direct`), else through Typer as any other.
-
-    ``--quiet`` is taken out of the arguments wherever it stands (users write it after the command, where click
-    would refuse an option of the app) and silences ``out`` until this call returns. A call nested in a quiet one
-    stays quiet."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    was_quiet = out.quiet
-    out.quiet = was_quiet or QUIET in args
-    try:
-        return _outcome([arg for arg in args if arg != QUIET], json_mode="--json" in args, command=command)
-    finally:
-        out.quiet = was_quiet
-
-
-def _called(function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
-    """``function(**arguments)`` as click runs a command's callback: Ctrl-C is exit code 130, the end of input an
-    abort, a closed pipe on stdout exit code 1."""
-    try:
-        return function(**arguments)
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-    except EOFError as error:
-        print(file=sys.stderr)
-        raise typer.Abort() from error
-    except OSError as error:
-        if error.errno != errno.EPIPE:
-            raise
-        from click.utils import PacifyFlushWrapper
-
-        sys.stdout, sys.stderr = PacifyFlushWrapper(sys.stdout), PacifyFlushWrapper(sys.stderr)
-        sys.exit(1)
-
-
-def _outcome(args: list[str], json_mode: bool, command: Callable[..., Any] | None = None) -> int:
-    """Run the app on ``args`` and turn what happened into an exit code (and, with ``--json``, an error document)."""
-    from .direct import direct_call
-
-    def failed(code: int, message: str, error: BaseException | None = None) -> int:
-        if json_mode:
-            document = {"error": message, "exit_code": code}
-            so_far = getattr(error, "run_so_far", None)  # run: the stages that ended before this one failed
-            if so_far is not None:
-                document["stages"] = stages_document(so_far)
-            print(json.dumps(document))
-        return code
-
-    try:
-        api.load_plugins()  # installed plugins' providers, formats, review actions and stages, before any command
-        arguments = direct_call(command, args[1:]) if command is not None else None
-        # without standalone mode, click returns typer.Exit's code
-        code = app(args=args, standalone_mode=False) if arguments is None else _called(command, arguments)
-        if isinstance(code, int) and code != EXIT_OK:
-            return code
-    except typer.Exit as done:
-        return done.exit_code
-    except typer.Abort:
-        err.print("aborted")
-        return failed(EXIT_BAD_INPUT, "aborted")
-    except typer.TyperException as error:  # usage errors: unknown option, missing argument, bad value
-        error.show(file=sys.stderr)
-        return failed(EXIT_BAD_INPUT, error.format_message())
-    except TestsetBuilderError as error:
-        err.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)  # one line, unfolded
-        return failed(EXIT_BAD_INPUT, str(error), error)
-    except KeyboardInterrupt as error:
-        err.print("interrupted: what was finished is kept; rerun to go on")
-        return failed(130, "interrupted", error)
-    except Exception as error:  # anything else is our bug: say so, show the traceback only on request
-        if os.environ.get("TESTSET_BUILDER_DEBUG"):
-            raise
-        err.print(
-            f"[bold red]internal error:[/] {type(error).__name__}: {escape(str(error))}\n"
-            "This is a bug in testset-builder; rerun with TESTSET_BUILDER_DEBUG=1 for the traceback.",
-            highlight=False,
-        )
-        return failed(EXIT_INTERNAL, f"internal error: {type(error).__name__}: {error}", error)
-    return EXIT_OK
-
-
-def run_paths(run: list[Path] | None, runs: list[str] | None, more: list[Path] | None) -> list[Path]:
-    """--run files, --runs globs (or files) and extra paths, in that order, each once."""
-    import glob
-
-    from ..errors import InputError
-
-    paths = list(run or [])
-    for pattern in runs or []:
-        matched = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-        if not matched:
-            raise InputError(f"--runs {pattern!r}: no file matches")
-        paths += [Path(p) for p in matched]
-    paths += list(more or [])
-    if not paths:
-        raise InputError("Missing option '--run' (or --runs 'DIR/*.trec'): the runs to score")
-    return list(dict.fromkeys(paths))
