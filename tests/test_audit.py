@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from fake_provider import FakeProvider, passage_of, question_words, shared_words_grade
 
-from testset_builder.config import SynthesizeConfig
+from testset_builder.config import ReleaseConfig, SynthesizeConfig
 from testset_builder.labels import audit
 from testset_builder.llm import LLMClient
 from testset_builder.llm.roles import Roles
@@ -106,3 +106,30 @@ def test_synthesize_queues_the_audit_draw_and_the_release_estimates_from_its_ver
     assert stated["share_wrong"] == pytest.approx(1 / len(queued))
     card = (release.path / "README.md").read_text(encoding="utf-8")
     assert f"{unchecked} synthetic labels unchecked; estimated wrong: {100 / len(queued):.0f}%" in card
+
+
+def test_a_release_that_holds_unreviewed_questions_ships_only_those_a_reviewer_kept(docs_workspace):
+    workspace = docs_workspace
+    client = LLMClient(FakeProvider(words_question), workspace, "synthesize")
+    settings = SynthesizeConfig(questions=10, mine=False, critic=False, check_sources=False, audit=3)
+    summary = asyncio.run(synthesize(workspace, Roles.single(client, "fake-model"), settings))
+    queued = [i for i in review_store.queued_items(workspace.db, kind="question") if i.reason.startswith("audit:")]
+    kept, dropped = queued[1:], queued[:1]
+    review.submit(workspace, "ann", dropped[0].item_id, "drop_question", "held-0", reason="unanswerable")
+    for n, item in enumerate(kept):
+        review.submit(workspace, "ann", item.item_id, "keep_question", f"held-{n + 1}")
+
+    policy = ReleaseConfig(hold_unreviewed=True)
+    release = load_release(write_release(workspace, "1.0.0", policy=policy).path)
+    synthetic = {q for q in release.qrels if q.startswith("s-")}
+    assert synthetic == {i.query_id for i in kept}  # the dropped one and the ten no one answered stay out
+    counts = release.manifest["counts"]["checked_by_human"]
+    assert counts["unreviewed_held_back"] == len(summary.query_ids) - len(queued)
+    assert counts["synthetic_audit"]["unchecked"] == 0
+    assert "synthetic questions no reviewer kept held back" in release.manifest["policy"]["rules"]
+    card = (release.path / "README.md").read_text(encoding="utf-8")
+    assert f"synthetic questions held back: {counts['unreviewed_held_back']} no reviewer kept" in card
+
+    every = load_release(write_release(workspace, "1.1.0").path)  # the default releases them, their labels unchecked
+    assert {q for q in every.qrels if q.startswith("s-")} == set(summary.query_ids) - {dropped[0].query_id}
+    assert "held back:" not in (every.path / "README.md").read_text(encoding="utf-8")

@@ -105,7 +105,7 @@ def dataset_card(name: str, manifest: dict, license_id: str) -> str:
         f"({counts['queries_by_origin'].get('synthetic', 0)} synthetic, "
         f"{counts['queries_by_origin'].get('real', 0)} real); qrels: {counts['qrels']} ({grades})\n"
         f"- where the labels come from: {origin}\n"
-        f"{_audit_line(counts)}"
+        f"{_audit_line(counts)}{_held_line(counts, manifest.get('policy') or {})}"
         f"{_questions_line(counts.get('questions'))}"
         f"{_estimates_line(counts.get('estimates'))}"
         f"- content sha256: `{manifest['content_sha256']}`; parent version: {manifest['parent_version'] or 'none'}\n\n"
@@ -128,6 +128,14 @@ def _audit_line(counts: dict) -> str:
     """What the audit says of the synthetic labels nobody checked (a release made before the audit says nothing)."""
     audit = (counts.get("checked_by_human") or {}).get("synthetic_audit")
     return f"- synthetic labels: {audit['statement']}\n" if audit and audit["unchecked"] else ""
+
+
+def _held_line(counts: dict, policy: dict) -> str:
+    """The synthetic questions left out because no reviewer kept them (``release.hold_unreviewed``)."""
+    held = (counts.get("checked_by_human") or {}).get("unreviewed_held_back", 0)
+    if not (policy.get("hold_unreviewed") and held):
+        return ""
+    return f"- synthetic questions held back: {held} no reviewer kept; every synthetic label released was checked\n"
 
 
 def _questions_line(profile: dict | None) -> str:

@@ -55,9 +55,12 @@ def describe(policy: ReleaseConfig) -> dict:
             f"unverified LLM proposals {unverified}",
             "synthetic questions whose source the estimate doubts "
             + ("held back until a reviewer keeps them" if policy.hold_doubted else "released unreviewed"),
+            "synthetic questions no reviewer kept "
+            + ("held back" if policy.hold_unreviewed else "released, their labels unchecked"),
         ],
         "include_unverified": policy.include_unverified,
         "hold_doubted": policy.hold_doubted,
+        "hold_unreviewed": policy.hold_unreviewed,
         "adjudicator": policy.adjudicator,
     }
 

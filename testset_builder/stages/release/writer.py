@@ -124,6 +124,8 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
     dropped = review_store.dropped_queries(db)  # reviewers dropped or edited these questions away
     if policy.hold_doubted:  # and these wait for a reviewer: their source label is in doubt
         dropped |= {q for q, answered in review_store.doubted_questions(db).items() if not answered}
+    if policy.hold_unreviewed:  # and these no reviewer kept: only questions a person checked go out
+        dropped |= set(rows.synthetic_query_ids(db)) - review_store.kept_queries(db)
     judgments = [j for j in rows.iter_judgments(db) if j.query_id not in dropped]
     qrels = resolve(judgments, policy)
     if not qrels:
@@ -417,11 +419,13 @@ def checked_by_human(workspace, content) -> dict:
         )
     released = {q.query_id for q in content.qrels}
     synthetic = sum(q.origin == "synthetic-source" for q in content.qrels)
+    waiting = set(rows.synthetic_query_ids(workspace.db)) - kept - review_store.dropped_queries(workspace.db)
     return {
         "qrels_by_origin": by_origin,
         "doubted_questions": len(doubted),
         "doubted_answered": sum(doubted.values()),
         "doubted_held_back": sum(not answered and q not in released for q, answered in doubted.items()),
+        "unreviewed_held_back": len(waiting - released),  # synthetic questions no reviewer answered, not released
         "synthetic_audit": synthetic_audit(workspace, synthetic - by_origin["synthetic-source"]).as_dict(),
     }
 
