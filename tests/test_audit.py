@@ -133,3 +133,12 @@ def test_a_release_that_holds_unreviewed_questions_ships_only_those_a_reviewer_k
     every = load_release(write_release(workspace, "1.1.0").path)  # the default releases them, their labels unchecked
     assert {q for q in every.qrels if q.startswith("s-")} == set(summary.query_ids) - {dropped[0].query_id}
     assert "held back:" not in (every.path / "README.md").read_text(encoding="utf-8")
+
+
+def test_an_audit_as_large_as_the_set_queues_every_question_so_each_can_be_kept(docs_workspace):
+    workspace = docs_workspace
+    client = LLMClient(FakeProvider(words_question), workspace, "synthesize")
+    settings = SynthesizeConfig(questions=8, mine=False, critic=False, check_sources=False, audit=8)
+    summary = asyncio.run(synthesize(workspace, Roles.single(client, "fake-model"), settings))
+    queued = {i.query_id for i in review_store.queued_items(workspace.db, kind="question")}
+    assert summary.audit_drawn == 8 and queued == set(summary.query_ids)
