@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -416,3 +419,17 @@ def argilla_client():
         yield rg.Argilla(api_url=f"http://127.0.0.1:{server.server_port}", api_key="offline-test-key")
     finally:
         server.shutdown()
+
+
+def imported_by(argv: list[str]) -> tuple[int, list[str]]:
+    """The exit code of ``testset-builder ARGV`` in a fresh process, and the modules it imported."""
+    script = (
+        "import contextlib, io, json, sys\n"
+        "from testset_builder.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    code = main({argv!r})\n"
+        "print(json.dumps([code, sorted(sys.modules)]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    code, modules = json.loads(done.stdout.splitlines()[-1])
+    return code, modules

@@ -142,3 +142,17 @@ def test_an_audit_as_large_as_the_set_queues_every_question_so_each_can_be_kept(
     summary = asyncio.run(synthesize(workspace, Roles.single(client, "fake-model"), settings))
     queued = {i.query_id for i in review_store.queued_items(workspace.db, kind="question")}
     assert summary.audit_drawn == 8 and queued == set(summary.query_ids)
+
+
+def test_a_release_holding_every_question_back_says_why_and_how_to_go_on(docs_workspace, capsys):
+    from testset_builder.cli import EXIT_BAD_INPUT, main
+
+    workspace = docs_workspace
+    client = LLMClient(FakeProvider(words_question), workspace, "synthesize")
+    settings = SynthesizeConfig(questions=4, mine=False, critic=False, check_sources=False, audit=0)
+    asyncio.run(synthesize(workspace, Roles.single(client, "fake-model"), settings))
+    release = ["release", "-w", str(workspace.root), "--version", "1.0.0"]
+    assert main([*release, "--hold-unreviewed"]) == EXIT_BAD_INPUT
+    said = capsys.readouterr().err
+    assert "4 synthetic questions no reviewer kept are held back" in said and "--release-unreviewed" in said
+    assert main([*release, "--release-unreviewed", "--json"]) == 0

@@ -5,8 +5,8 @@ no Arrow. The names it knows are those the modules register."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+
+from conftest import imported_by
 
 from testset_builder import registry
 
@@ -17,15 +17,7 @@ def test_a_chunk_process_imports_neither_the_export_layer_nor_arrow(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "docs.jsonl").write_text(json.dumps({"_id": "d1", "text": "Pooled judgments at depth ten."}) + "\n")
-    script = (
-        "import contextlib, io, json, sys\n"
-        "from testset_builder.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    code = main(['chunk', {str(corpus)!r}, '--workspace', {str(tmp_path / 'ws')!r}, '--json'])\n"
-        "print(json.dumps([code, sorted(sys.modules)]))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    code, modules = json.loads(done.stdout.splitlines()[-1])
+    code, modules = imported_by(["chunk", str(corpus), "--workspace", str(tmp_path / "ws"), "--json"])
     assert code == 0
     assert "testset_builder.corpus.ingest" in modules  # it did chunk
     assert [m for m in modules if any(m == n or m.startswith(f"{n}.") for n in NOT_FOR_CHUNKING)] == []

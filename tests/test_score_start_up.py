@@ -11,7 +11,7 @@ import sys
 import pytest
 import typer
 import typer.main
-from conftest import EXAMPLES
+from conftest import EXAMPLES, imported_by
 
 from testset_builder.cli import EXIT_BAD_INPUT, EXIT_OK, main
 from testset_builder.cli import scoring as scoring_commands
@@ -45,20 +45,6 @@ def write_set(folder, queries: int = 60, runs: int = 2) -> tuple[str, list[str]]
         path.write_text("".join(lines))
         paths.append(str(path))
     return str(qrels), paths
-
-
-def imported_by(argv: list[str]) -> tuple[int, list[str]]:
-    """The exit code of ``testset-builder ARGV`` in a fresh process, and the modules it imported."""
-    script = (
-        "import contextlib, io, json, sys\n"
-        "from testset_builder.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    code = main({argv!r})\n"
-        "print(json.dumps([code, sorted(sys.modules)]))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    code, modules = json.loads(done.stdout.splitlines()[-1])
-    return code, modules
 
 
 @pytest.mark.parametrize("output", [["--json"], []])

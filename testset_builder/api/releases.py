@@ -47,19 +47,20 @@ def release(
     include_unverified: bool | None = None,
     estimates: bool | None = None,
     adjudicator: str | None = None,
+    hold_unreviewed: bool | None = None,
 ) -> ReleaseResult:
     """Release the workspace's judgments as ``version``, or as the latest release bumped (``bump``: major, minor
     (default) or patch). With ``if_changed`` (the default; not with ``version``), nothing is written when the
     content equals the latest release's. ``notes`` and ``parent`` (default: the highest lower version) go in the
-    manifest; ``name``, ``license``, ``include_unverified``, ``estimates`` and ``adjudicator`` override the
-    config's ``release:`` section (None keeps it)."""
+    manifest; ``name``, ``license``, ``include_unverified``, ``estimates``, ``adjudicator`` and
+    ``hold_unreviewed`` override the config's ``release:`` section (None keeps it)."""
     from ..stages.release import existing_versions, next_version, release_dir, release_if_changed, write_release
 
     if version is not None and bump is not None:
         raise InputError("give a version or a bump, not both")
     policy = load_config(
         config, release__name=name, release__license=license, release__include_unverified=include_unverified,
-        release__estimates=estimates, release__adjudicator=adjudicator,
+        release__estimates=estimates, release__adjudicator=adjudicator, release__hold_unreviewed=hold_unreviewed,
     ).release  # fmt: skip
     with opened(config, workspace) as ws:
         if version is None and if_changed:

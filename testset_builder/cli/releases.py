@@ -52,6 +52,15 @@ def release(
             show_default=False,
         ),
     ] = None,
+    hold_unreviewed: Annotated[
+        bool | None,
+        typer.Option(
+            "--hold-unreviewed/--release-unreviewed",
+            help="Leave out the synthetic questions no reviewer kept, or release them with their labels unchecked "
+            "(the card then states the audit's estimate of how many are wrong). Config: release.hold_unreviewed.",
+            show_default=False,
+        ),
+    ] = None,
     estimates: Annotated[
         bool | None,
         typer.Option(
@@ -113,7 +122,7 @@ def release(
         made = api.release(
             resolved, workspace=ws, version=version, bump=bump, if_changed=False, notes=notes, parent=parent,
             name=name, license=license_id, include_unverified=include_unverified, estimates=estimates,
-            adjudicator=adjudicator,
+            adjudicator=adjudicator, hold_unreviewed=hold_unreviewed,
         )  # fmt: skip
     summary = made.summary
     if json_output:

@@ -129,10 +129,14 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
     judgments = [j for j in rows.iter_judgments(db) if j.query_id not in dropped]
     qrels = resolve(judgments, policy)
     if not qrels:
-        raise InputError(
-            "nothing to release: no judgment resolves into a qrel under this policy "
-            "(synthesize questions, review proposals, or pass --include-unverified)"
+        held = len(set(rows.synthetic_query_ids(db)) - review_store.kept_queries(db) - review_store.dropped_queries(db))
+        why = (
+            f"{held} synthetic questions no reviewer kept are held back (release.hold_unreviewed): review them "
+            "(`serve --questions` or `review --questions`), or pass --release-unreviewed"
+            if policy.hold_unreviewed and held
+            else "synthesize questions, review proposals, or pass --include-unverified"
         )
+        raise InputError(f"nothing to release: no judgment resolves into a qrel under this policy ({why})")
     named = {q.chunk_id for q in qrels}
     released = [row for row in stored_corpus.iter_release_corpus(db) if not row[3] or row[0] in named]
     corpus = [{"_id": chunk_id, "title": title, "text": text} for chunk_id, title, text, *_ in released]
