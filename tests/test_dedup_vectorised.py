@@ -57,3 +57,18 @@ def test_the_sketch_bound_rules_out_unrelated_chunks_and_keeps_near_copies():
     _, _, sketches = signatures_and_sketches(*shingle_hashes([normalise(t) for t in texts]))
     near, unrelated = jaccard_upper_bounds(sketches[[0, 0]], sketches[[1, 2]]).tolist()
     assert near >= 0.8 > unrelated
+
+
+WHITESPACE = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+plain_words = st.lists(st.sampled_from(["Recall", "ndcg", "ÿes", "日本", "x_y", "ﬁnal", "Straße"]), max_size=8)
+runs = st.text(st.sampled_from(WHITESPACE), min_size=1, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(plain_words, st.data())
+def test_texts_that_differ_only_in_whitespace_and_case_normalise_alike(words, data):
+    spaced = [data.draw(st.text(st.sampled_from(WHITESPACE), max_size=2))]
+    for word in words:
+        spaced += [word.upper() if data.draw(st.booleans()) else word, data.draw(runs)]
+    text = "".join(spaced)
+    assert normalise(text) == normalise(" ".join(words)) == " ".join(normalise(word) for word in words)

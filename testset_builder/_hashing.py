@@ -23,8 +23,13 @@ if TYPE_CHECKING:  # imported where a function needs it: hashing text (every ing
 
 
 def normalise(text: str) -> str:
-    """Text as duplicates and query texts are compared: Unicode NFKC, case folded, whitespace runs as one space."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    """Text as duplicates and query texts are compared: Unicode NFKC, case folded, whitespace runs as one space (and
+    none at either end). A text whose only whitespace is single spaces (U+0020 is the one whitespace character
+    ``str.isprintable`` accepts) needs only its ends stripped: most chunks, which then make no list of their words."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    if folded.isprintable() and "  " not in folded:
+        return folded.strip()
+    return " ".join(folded.split())
 
 
 def normalised_sha256(text: str) -> str:

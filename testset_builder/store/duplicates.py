@@ -334,11 +334,12 @@ def rebuild_key_blocks(db: sqlite3.Connection, sketches: PendingSketches | None 
 
 def _write_blocks(db: sqlite3.Connection, entries: np.ndarray) -> None:
     """Sorted and without repeats, cut into blocks (appended in key order: rowids follow the keys). Sorted by key,
-    then the entries of shared keys by chunk: a sort of every entry by both took twice as long."""
+    then the entries of shared keys by chunk: a sort of every entry by both took twice as long. The first sort need
+    not be stable: the entries of a key it leaves in any order are the ones sorted by chunk next."""
     if not len(entries):
         return
     keys, chunks = entries["key"], entries["chunk"]
-    order = np.argsort(keys, kind="stable")
+    order = np.argsort(keys)
     keys, chunks = keys[order], chunks[order]
     repeat = keys[1:] == keys[:-1]
     if repeat.any():  # the entries of shared keys (a few per cent) sorted by chunk too, so repeats are neighbours
