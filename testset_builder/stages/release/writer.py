@@ -116,6 +116,11 @@ def as_dict(qrels: list[ResolvedQrel]) -> dict[str, dict[str, int]]:
     return out
 
 
+def unanswered_questions(db) -> set[str]:
+    """The synthetic questions no reviewer has kept or dropped."""
+    return set(rows.synthetic_query_ids(db)) - review_store.kept_queries(db) - review_store.dropped_queries(db)
+
+
 def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent, list[Judgment]]:
     """What a release of the workspace's current state holds: every live chunk (plus any removed one a qrel still
     names), the queries that have qrels, the resolved qrels and, when the policy carries estimates, the estimated
@@ -124,16 +129,15 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
     dropped = review_store.dropped_queries(db)  # reviewers dropped or edited these questions away
     if policy.hold_doubted:  # and these wait for a reviewer: their source label is in doubt
         dropped |= {q for q, answered in review_store.doubted_questions(db).items() if not answered}
-    if policy.hold_unreviewed:  # and these no reviewer kept: only questions a person checked go out
-        dropped |= set(rows.synthetic_query_ids(db)) - review_store.kept_queries(db)
+    held = unanswered_questions(db) if policy.hold_unreviewed else set()  # only questions a person kept go out
+    dropped |= held
     judgments = [j for j in rows.iter_judgments(db) if j.query_id not in dropped]
     qrels = resolve(judgments, policy)
     if not qrels:
-        held = len(set(rows.synthetic_query_ids(db)) - review_store.kept_queries(db) - review_store.dropped_queries(db))
         why = (
-            f"{held} synthetic questions no reviewer kept are held back (release.hold_unreviewed): review them "
+            f"{len(held)} synthetic questions no reviewer kept are held back (release.hold_unreviewed): review them "
             "(`serve --questions` or `review --questions`), or pass --release-unreviewed"
-            if policy.hold_unreviewed and held
+            if held
             else "synthesize questions, review proposals, or pass --include-unverified"
         )
         raise InputError(f"nothing to release: no judgment resolves into a qrel under this policy ({why})")
@@ -423,13 +427,12 @@ def checked_by_human(workspace, content) -> dict:
         )
     released = {q.query_id for q in content.qrels}
     synthetic = sum(q.origin == "synthetic-source" for q in content.qrels)
-    waiting = set(rows.synthetic_query_ids(workspace.db)) - kept - review_store.dropped_queries(workspace.db)
     return {
         "qrels_by_origin": by_origin,
         "doubted_questions": len(doubted),
         "doubted_answered": sum(doubted.values()),
         "doubted_held_back": sum(not answered and q not in released for q, answered in doubted.items()),
-        "unreviewed_held_back": len(waiting - released),  # synthetic questions no reviewer answered, not released
+        "unreviewed_held_back": len(unanswered_questions(workspace.db) - released),
         "synthetic_audit": synthetic_audit(workspace, synthetic - by_origin["synthetic-source"]).as_dict(),
     }
 
