@@ -433,3 +433,21 @@ def imported_by(argv: list[str]) -> tuple[int, list[str]]:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     code, modules = json.loads(done.stdout.splitlines()[-1])
     return code, modules
+
+
+def release_human_labels(ws, queries, labelled: dict[str, list[str]], grade: int, version: str = "1.0.0") -> None:
+    """Store ``queries`` and a reviewer's final ``grade`` on each chunk ``labelled`` names for a query, and release
+    the workspace as ``version``."""
+    from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus
+    from testset_builder.stages.release import write_release
+    from testset_builder.store import rows
+
+    labels = [
+        Judgment(judgment_id=f"j-{q}-{c}", query_id=q, chunk_id=c, grade=grade, source=JudgmentSource.human,
+                 reviewer="ann", status=JudgmentStatus.final)
+        for q, found in labelled.items() for c in found
+    ]  # fmt: skip
+    with ws.transaction() as db:
+        rows.put_queries(db, queries)
+        rows.add_judgments(db, labels)
+    write_release(ws, version)

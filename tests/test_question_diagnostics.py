@@ -9,6 +9,7 @@ import json
 import random
 
 import pytest
+from conftest import release_human_labels
 
 from testset_builder.cli import EXIT_OK, main
 from testset_builder.metrics import evaluate
@@ -237,8 +238,7 @@ def test_score_the_report_and_the_card_of_a_release_name_its_leaky_and_ambiguous
     from pathlib import Path
 
     from testset_builder import api
-    from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
-    from testset_builder.stages.release import write_release
+    from testset_builder.records import Query, QueryOrigin
     from testset_builder.store import open_workspace, rows
 
     docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
@@ -261,15 +261,7 @@ def test_score_the_report_and_the_card_of_a_release_name_its_leaky_and_ambiguous
         queries.append(Query(query_id="real", text="how do I score a run", origin=QueryOrigin.real))
         labelled = {q.query_id: [q.source_chunk_id or other] for q in queries}
         labelled["s0"].append(other)  # a second chunk answers s0
-        labels = [
-            Judgment(judgment_id=f"j-{q}-{c}", query_id=q, chunk_id=c, grade=2, source=JudgmentSource.human,
-                     reviewer="ann", status=JudgmentStatus.final)
-            for q, found in labelled.items() for c in found
-        ]  # fmt: skip
-        with ws.transaction() as db:
-            rows.put_queries(db, queries)
-            rows.add_judgments(db, labels)
-        write_release(ws, "1.0.0")
+        release_human_labels(ws, queries, labelled, grade=2)
     spec = f"{tmp_path / 'ws'}@1.0.0"
     run = Run.from_dict({q: {c: 1.0 for c in found} for q, found in labelled.items()}, name="perfect")
     found = api.score(spec, [run], "recall@10", resamples=200).as_dict()["question_diagnostics"]

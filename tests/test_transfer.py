@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import release_human_labels
 from scipy.stats import kendalltau
 
 from testset_builder.metrics.transfer import kendall_tau_b, transfer
@@ -82,8 +83,7 @@ def test_score_on_a_release_with_both_subsets_says_whether_they_agree(tmp_path, 
 
     from testset_builder import api
     from testset_builder.cli import main
-    from testset_builder.records import Judgment, JudgmentSource, JudgmentStatus, Query, QueryOrigin
-    from testset_builder.stages.release import write_release
+    from testset_builder.records import Query, QueryOrigin
     from testset_builder.store import open_workspace, rows
     from testset_builder.tables import Run
 
@@ -98,15 +98,7 @@ def test_score_on_a_release_with_both_subsets_says_whether_they_agree(tmp_path, 
                   source_chunk_id=labelled[q][0] if n < 4 else None)
             for n, q in enumerate(labelled)
         ]  # fmt: skip
-        labels = [
-            Judgment(judgment_id=f"j-{q}-{c}", query_id=q, chunk_id=c, grade=1, source=JudgmentSource.human,
-                     reviewer="ann", status=JudgmentStatus.final)
-            for q, found in labelled.items() for c in found
-        ]  # fmt: skip
-        with ws.transaction() as db:
-            rows.put_queries(db, queries)
-            rows.add_judgments(db, labels)
-        write_release(ws, "1.0.0")
+        release_human_labels(ws, queries, labelled, grade=1)
     synthetic = [q.query_id for q in queries if q.origin == QueryOrigin.synthetic]
     written = Run.from_dict({q: {c: 1.0 for c in labelled[q]} for q in synthetic}, name="written")
     asked = Run.from_dict(
