@@ -320,7 +320,7 @@ def answer_through_api(workspace_root: Path, reviewer: str, wanted: str, verdict
         client.headers["Authorization"] = f"Bearer {token}"
         while (served := client.get("/api/next", params={"reviewer": reviewer})).status_code == 200:
             item = served.json()
-            if not item["reason"].startswith(wanted):
+            if not item["reason"].startswith(wanted):  # a prefix, or a tuple of them
                 break
             verdict = {"item_id": item["item_id"], "reviewer": reviewer, "idempotency_key": f"k-{item['item_id']}"}
             assert client.post("/api/verdicts", json={**verdict, **verdict_of(item)}).status_code == 201
@@ -349,14 +349,11 @@ def answer_drawn_through_api(workspace_root: Path, grade_of, reviewer: str = "an
     )
 
 
-def answer_doubted_through_api(workspace_root: Path, action: str = "keep_question", reviewer: str = "bea") -> int:
-    """A reviewer answering, with question review on, every synthetic question queued as doubted (they come before
-    the other questions): ``action`` each (keep_question, or drop_question as unanswerable)."""
-    from testset_builder.config import ReviewConfig
-
-    reason = {"reason": "unanswerable"} if action == "drop_question" else {}
+def answer_questions_through_api(workspace_root: Path, reviewer: str = "bea") -> int:
+    """A reviewer keeping every synthetic question a release waits for or an audit drew (they come after the drawn
+    pairs, before the optional items). Returns how many were answered."""
     return answer_through_api(
-        workspace_root, reviewer, "doubted:", lambda item: {"action": action, **reason}, ReviewConfig(questions=True)
+        workspace_root, reviewer, ("doubted:", "audit:", "held:"), lambda item: {"action": "keep_question"}
     )
 
 

@@ -18,6 +18,7 @@ from testset_builder.stages.release import load_release, write_release
 from testset_builder.stages.synthesize import synthesize
 from testset_builder.store import audit as audit_store
 from testset_builder.store import review as review_store
+from testset_builder.store import rows
 
 
 @pytest.mark.parametrize(("wrong_rate", "probability"), [(0.1, 0.1), (0.3, 0.1), (0.5, 0.2), (0.05, 0.3)])
@@ -156,3 +157,62 @@ def test_a_release_holding_every_question_back_says_why_and_how_to_go_on(docs_wo
     said = capsys.readouterr().err
     assert "4 synthetic questions no reviewer kept are held back" in said and "--release-unreviewed" in said
     assert main([*release, "--release-unreviewed", "--json"]) == 0
+
+
+def synthesize_with(workspace, identity: str, questions: int) -> list[str]:
+    """Questions by a generator of this identity (``local:...`` is the embedded model's kind, declared weak), no
+    audit or source check: the query ids made."""
+    client = LLMClient(FakeProvider(words_question, identity=identity), workspace, "synthesize")
+    settings = SynthesizeConfig(questions=questions, mine=False, critic=False, check_sources=False, audit=0)
+    return asyncio.run(synthesize(workspace, Roles.single(client, "fake-model"), settings)).query_ids
+
+
+def test_unset_the_release_holds_back_only_the_unanswered_questions_a_weak_generator_wrote(docs_workspace):
+    workspace = docs_workspace
+    weak = synthesize_with(workspace, "local:stand-in", 4)
+    synthesize_with(workspace, "fake:test", 8)
+    hosted = set(rows.synthetic_query_ids(workspace.db)) - set(weak)
+    assert len(weak) == 4 and hosted
+    review.keep_release_gate(workspace, None)  # what `run` does with release.hold_unreviewed unset
+    items = review_store.queued_items(workspace.db, kind="question")
+    queued = {i.query_id: i.item_id for i in items}
+    assert set(queued) == set(weak)  # the weak generator's questions, and only those, are queued for review
+    assert all(i.reason.startswith("held:") and i.priority > 2 for i in items)  # before any optional pair
+    stats = review.stats(workspace)
+    assert (stats.release_waits_for, stats.release_waiting) == (4, 4)
+
+    review.submit(workspace, "ann", queued[weak[0]], "keep_question", "keep-0")
+    review.submit(workspace, "ann", queued[weak[1]], "drop_question", "drop-1", reason="unanswerable")
+    review.submit(workspace, "ann", queued[weak[2]], "edit_question", "edit-2", edited_text="what does the tool do?")
+    assert review.stats(workspace).release_waiting == 1  # an edit answers a question: its reviewer wrote the new one
+
+    release = load_release(write_release(workspace, "1.0.0").path)  # the default policy: hold_unreviewed unset
+    synthetic = {q for q, row in release.query_meta.items() if row.get("origin") == "synthetic"}
+    edited = review_store.edited_query_id(weak[2], "what does the tool do?")
+    assert synthetic == hosted | {weak[0], edited}  # the dropped, the edited-away and the unanswered one stay out
+    assert release.manifest["counts"]["checked_by_human"]["unreviewed_held_back"] == 1
+    assert release.manifest["policy"]["hold_unreviewed"] is None
+    card = (release.path / "README.md").read_text(encoding="utf-8")
+    assert "synthetic questions held back: 1 no reviewer kept, written by a weak generator" in card
+
+
+def test_holding_every_unreviewed_question_releases_a_reviewers_edit_in_place_of_the_original(docs_workspace):
+    workspace = docs_workspace
+    made = synthesize_with(workspace, "fake:test", 3)
+    review.queue_questions(workspace)
+    item = review_store.question_item_id(made[0])
+    review.submit(workspace, "ann", item, "edit_question", "edit-0", edited_text="how is the tool configured?")
+    release = load_release(write_release(workspace, "1.0.0", policy=ReleaseConfig(hold_unreviewed=True)).path)
+    assert set(release.queries) == {review_store.edited_query_id(made[0], "how is the tool configured?")}
+
+
+@pytest.mark.parametrize(
+    ("hold", "questions", "decided"),
+    [(None, None, None), (None, True, None), (None, False, False), (True, False, True), (False, None, False)],
+)
+def test_what_a_release_holds_follows_the_config_and_never_what_no_reviewer_is_served(hold, questions, decided):
+    from testset_builder.api.pipeline import holds_unreviewed
+    from testset_builder.api.workspace import load_config
+
+    config = load_config(None, release__hold_unreviewed=hold, review__questions=questions)
+    assert holds_unreviewed(config) is decided

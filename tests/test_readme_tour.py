@@ -5,6 +5,7 @@ scores a run on the release."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -19,6 +20,7 @@ from fake_provider import FakeProvider, stand_in_model
 
 import testset_builder.llm.roles as roles
 from testset_builder.cli import main
+from testset_builder.llm.local_provider import LocalProvider
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -85,7 +87,9 @@ def answer_everything_served(base: str, token: str) -> tuple[int, int, str]:
 
 def test_the_readme_tour_followed_literally_reaches_a_release_and_a_score(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(roles, "make_provider", lambda config: FakeProvider(stand_in_model()))
+    # the embedded model's stand-in, named as it is: its questions get the weak generator's treatment
+    embedded = FakeProvider(stand_in_model(), identity="local:stand-in", abilities=LocalProvider.abilities)
+    monkeypatch.setattr(roles, "make_provider", lambda config: embedded)
     shutil.copytree(ROOT / "examples" / "corpus", tmp_path / "docs")  # the `../docs` the tour's config names
     commands = tour_commands()
     assert [c.split()[1] if c.startswith("testset-builder") else c.split()[0] for c in commands] == [
@@ -104,9 +108,10 @@ def test_the_readme_tour_followed_literally_reaches_a_release_and_a_score(tmp_pa
     said = capsys.readouterr()
     stopped = said.out + said.err
     assert serve_line in stopped  # and names the README's next command, as written
-    waiting = re.search(r"(\d+) pairs drawn for review wait", stopped)
-    doubted = re.search(r"(\d+) synthetic questions whose source label the estimate doubts", stopped)
-    assert waiting, stopped
+    waiting = re.search(r"(\d+) pairs drawn for review (?:wait|and \d+ synthetic)", stopped)
+    # the embedded model's questions: every one waits, since the release holds back those no reviewer checked
+    held = re.search(r"(\d+) synthetic questions no reviewer has checked, which the release holds back", stopped)
+    assert waiting and held and int(held.group(1)) == 6, stopped
 
     server, base, token = serve(serve_line, tmp_path)
     try:
@@ -115,15 +120,17 @@ def test_the_readme_tour_followed_literally_reaches_a_release_and_a_score(tmp_pa
         server.terminate()
         server.wait(timeout=30)
     assert pairs >= int(waiting.group(1))
-    assert questions >= (int(doubted.group(1)) if doubted else 0)  # the doubted questions are served without a flag
+    assert questions == 6  # the questions the release waits for are served without a flag
     assert "items the release waits for are answered" in progress, progress
 
     assert main(shlex.split(second_run)[1:]) == 0
     released_run = capsys.readouterr().out
     assert "release 0.1.0" in released_run
-    assert "held back" not in released_run  # every doubted question was answered: none is said to wait
+    assert "held back" not in released_run  # every question was answered: none is said to wait
     released = tmp_path / "my-set" / "testset" / "releases" / "0.1.0"
-    assert (released / "manifest.json").exists()
+    manifest = json.loads((released / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["policy"]["hold_unreviewed"] is None  # unset: held because the generator is weak
+    assert manifest["counts"]["checked_by_human"]["unreviewed_held_back"] == 0
     baseline = next((tmp_path / "my-set" / "testset" / "reports" / "runs").glob("bm25-0.1.0.trec"))
     shutil.copy(baseline, tmp_path / "my-retriever.trec")  # the tour's own retriever: the BM25 baseline's run
     assert main(shlex.split(score)[1:]) == 0

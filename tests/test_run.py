@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TEST_OUTPUT, answer_doubted_through_api, answer_drawn_through_api
+from conftest import TEST_OUTPUT, answer_drawn_through_api, answer_questions_through_api
 
 from testset_builder.cli import main
 
@@ -64,9 +64,9 @@ def test_init_then_run_stops_for_review_and_the_second_run_releases_and_reports(
     assert not (target / "testset" / "releases").exists()  # nothing released while review is pending
 
     assert answer_drawn_through_api(target / "testset", by_last_word) == first["waiting"]
-    # the embedded generator's questions whose source the estimate doubts wait for a human too (keep, drop or edit)
-    assert first["doubted"] == made["doubted"]
-    assert answer_doubted_through_api(target / "testset") == made["doubted"]
+    # the embedded generator's questions wait for a human too: the release holds back those no reviewer checked
+    assert first["doubted"] == made["made"] and "which the release holds back" in first["message"]
+    assert answer_questions_through_api(target / "testset") == made["made"]
     code, second = run(config)
     assert code == 0
     assert second["release"] == "0.1.0" and second["stages"]["release"]["result"]["new"]

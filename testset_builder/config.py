@@ -351,10 +351,11 @@ class ReleaseConfig(Strict):
         description="leave out the synthetic questions whose source the estimate doubts until a reviewer keeps them "
         "(synthesize.check_sources queues them for review)",
     )
-    hold_unreviewed: bool = Field(
-        default=False,
+    hold_unreviewed: bool | None = Field(
+        default=None,
         description="leave out every synthetic question no reviewer kept, so each synthetic label released is one a "
-        "person checked (worth it with a weak generator such as the embedded model)",
+        "person checked; unset: those a weak generator wrote, as the embedded model is (most of its questions are "
+        "unusable), unless review.questions is false; false: release them, the audit estimating how many are wrong",
     )
     license: str = Field(default="other", description="the dataset card's license (the corpus's license decides)")
     name: str | None = Field(default=None, description="the set's name in the card (default: the workspace's)")

@@ -14,7 +14,7 @@ from .labelling import judges_pools
 from .workspace import open_workspace, opened
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..config import Config, ReleaseConfig
     from ..stages.plan import Plan
     from ..store import Workspace
     from ..tables import Run
@@ -68,6 +68,21 @@ def checks_questions(config: Config) -> bool:
     if config.review.questions is not None:
         return config.review.questions
     return abilities(config.generator_role().kind).weak
+
+
+def holds_unreviewed(config: Config) -> bool | None:
+    """What a release holds back of the synthetic questions no reviewer answered: ``release.hold_unreviewed`` when
+    set (every one, or none); unset, None: those a weak generator wrote, as the embedded model is (most of its
+    questions are unusable), unless question review is off (False: no reviewer would be served them). :func:`run`
+    waits for the questions it holds, and queues them for the reviewers."""
+    if config.release.hold_unreviewed is not None:
+        return config.release.hold_unreviewed
+    return False if config.review.questions is False else None
+
+
+def release_policy(config: Config) -> ReleaseConfig:
+    """The config's ``release:`` section with :func:`holds_unreviewed` decided: what a release of it follows."""
+    return config.release.model_copy(update={"hold_unreviewed": holds_unreviewed(config)})
 
 
 @dataclass
@@ -154,20 +169,21 @@ class RunStep:
         """The progress bar of ``stage`` (a context manager giving the bar, or None for none)."""
         return self.progress(stage) if self.progress is not None else contextlib.nullcontext()
 
-    def wait_for_review(self, waiting: int, doubted: int) -> None:
+    def wait_for_review(self, waiting: int, doubted: int, held: bool = False) -> None:
         """Stop the run here: ``waiting`` pairs drawn for review and ``doubted`` synthetic questions wait for a
-        human (review them, then run again)."""
+        human (review them, then run again); ``held``: those questions are every one no reviewer answered, which
+        the release holds back, not only the doubted."""
         self.result.status, self.result.waiting, self.result.doubted = "review", waiting, doubted
-        what = " and ".join(
-            part
-            for part in (
-                f"{waiting} pairs drawn for review" if waiting else "",
-                f"{doubted} synthetic questions whose source label the estimate doubts (keep, drop or edit each)"
-                if doubted
-                else "",
-            )
-            if part
+        questions = (
+            f"{doubted} synthetic questions no reviewer has checked, which the release holds back "
+            "(release.hold_unreviewed; keep, drop or edit each)"
+            if held
+            else f"{doubted} synthetic questions whose source label the estimate doubts (keep, drop or edit each)"
         )
+        what = " and ".join(
+            part for part in (f"{waiting} pairs drawn for review" if waiting else "", questions if doubted else "")
+            if part
+        )  # fmt: skip
         self.result.message = f"{what} wait for a human"
 
 

@@ -55,13 +55,14 @@ def release(
     manifest; ``name``, ``license``, ``include_unverified``, ``estimates``, ``adjudicator`` and
     ``hold_unreviewed`` override the config's ``release:`` section (None keeps it)."""
     from ..stages.release import existing_versions, next_version, release_dir, release_if_changed, write_release
+    from .pipeline import release_policy
 
     if version is not None and bump is not None:
         raise InputError("give a version or a bump, not both")
-    policy = load_config(
+    policy = release_policy(load_config(
         config, release__name=name, release__license=license, release__include_unverified=include_unverified,
         release__estimates=estimates, release__adjudicator=adjudicator, release__hold_unreviewed=hold_unreviewed,
-    ).release  # fmt: skip
+    ))  # fmt: skip
     with opened(config, workspace) as ws:
         if version is None and if_changed:
             made, version = release_if_changed(ws, policy, bump or "minor", notes=notes, parent=parent)
@@ -193,11 +194,12 @@ def import_set(
     the imported state."""
     from ..stages.importer import import_labelled_set
     from ..stages.release import write_release
+    from .pipeline import release_policy
 
     with opened(config, workspace, create=True) as ws:
         summary = import_labelled_set(ws, source, queries)
         notes = f"imported from {Path(source).name}"
-        released = write_release(ws, version, config.release, notes=notes) if version else None
+        released = write_release(ws, version, release_policy(config), notes=notes) if version else None
     return ImportResult(summary, released)
 
 
@@ -212,7 +214,10 @@ def remap(
     """Project a release's labels onto the config's workspace (the same documents chunked another way) as its new
     release ``version``; a chunk inherits a label when it covers ``remap.min_coverage`` of the label's span."""
     from ..stages.release.remap import RemapPolicy, remap_release
+    from .pipeline import release_policy
 
     loaded = load_release(release)
     with opened(config, workspace) as ws:
-        return remap_release(loaded, ws, version, RemapPolicy(config.remap.min_coverage), config.release, notes=notes)
+        return remap_release(
+            loaded, ws, version, RemapPolicy(config.remap.min_coverage), release_policy(config), notes=notes
+        )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..registry import Stage, register_stage, stage_named
 from .corpus import chunk, import_logs
 from .labelling import estimate, judges_pools, propose, select, select_logs, synthesize
-from .pipeline import checks_questions, plan, report_runs
+from .pipeline import checks_questions, holds_unreviewed, plan, report_runs
 from .releases import release
 from .scoring import baseline, report
 
@@ -205,21 +205,24 @@ def _select(step: RunStep):
 
 
 def _review(step: RunStep) -> None:
-    """A stop while pairs drawn for review, or synthetic questions the estimate doubts, wait for a human."""
+    """A stop while pairs drawn for review, or synthetic questions the release waits for, wait for a human: the
+    questions the estimate doubts, or every question when the release holds back those no reviewer answered."""
+    from ..labels.policy import unanswered_questions
+    from ..stages.review import keep_release_gate
     from ..store import draws
     from ..store import review as review_store
 
     if not step.review:
         return None
+    holds = holds_unreviewed(step.config)
+    keep_release_gate(step.workspace, holds)
     db = step.workspace.db
     waiting = draws.waiting_pairs(db)
-    doubted = (
-        sum(not answered for answered in review_store.doubted_questions(db).values())
-        if checks_questions(step.config)
-        else 0
-    )
-    if waiting or doubted:
-        step.wait_for_review(waiting, doubted)
+    held = unanswered_questions(db, holds)
+    doubted = {q for q, answered in review_store.doubted_questions(db).items() if not answered}
+    questions = held | doubted if checks_questions(step.config) else held
+    if waiting or questions:
+        step.wait_for_review(waiting, len(questions), held=bool(held - doubted))
     return None
 
 

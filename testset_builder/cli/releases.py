@@ -57,7 +57,8 @@ def release(
         typer.Option(
             "--hold-unreviewed/--release-unreviewed",
             help="Leave out the synthetic questions no reviewer kept, or release them with their labels unchecked "
-            "(the card then states the audit's estimate of how many are wrong). Config: release.hold_unreviewed.",
+            "(the card then states the audit's estimate of how many are wrong). Without either: those a weak "
+            "generator such as the embedded model wrote are left out. Config: release.hold_unreviewed.",
             show_default=False,
         ),
     ] = None,

@@ -133,9 +133,11 @@ def _audit_line(counts: dict) -> str:
 def _held_line(counts: dict, policy: dict) -> str:
     """The synthetic questions left out because no reviewer kept them (``release.hold_unreviewed``)."""
     held = (counts.get("checked_by_human") or {}).get("unreviewed_held_back", 0)
-    if not (policy.get("hold_unreviewed") and held):
+    if not held or policy.get("hold_unreviewed") is False or "hold_unreviewed" not in policy:
         return ""
-    return f"- synthetic questions held back: {held} no reviewer kept; every synthetic label released was checked\n"
+    if policy["hold_unreviewed"]:
+        return f"- synthetic questions held back: {held} no reviewer kept; every synthetic label released was checked\n"
+    return f"- synthetic questions held back: {held} no reviewer kept, written by a weak generator\n"
 
 
 def _questions_line(profile: dict | None) -> str:

@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 from ..config import ReleaseConfig
 from ..records import Judgment, JudgmentSource, JudgmentStatus
 from ..store import failure_tags as tag_store
+from ..store import review as review_store
+from ..store import rows
 from .agreement import agreement_report
 
 ReleasePolicy = ReleaseConfig
@@ -55,8 +57,12 @@ def describe(policy: ReleaseConfig) -> dict:
             f"unverified LLM proposals {unverified}",
             "synthetic questions whose source the estimate doubts "
             + ("held back until a reviewer keeps them" if policy.hold_doubted else "released unreviewed"),
-            "synthetic questions no reviewer kept "
-            + ("held back" if policy.hold_unreviewed else "released, their labels unchecked"),
+            {
+                True: "synthetic questions no reviewer kept held back",
+                False: "synthetic questions no reviewer kept released, their labels unchecked",
+                None: "synthetic questions a weak generator (such as the embedded model) wrote held back until a "
+                "reviewer keeps them; the others released, their labels unchecked",
+            }[policy.hold_unreviewed],
         ],
         "include_unverified": policy.include_unverified,
         "hold_doubted": policy.hold_doubted,
@@ -231,3 +237,32 @@ def resolved_failure_tags(db: sqlite3.Connection, adjudicator: str | None = None
     a tie goes to ``adjudicator`` (the config's ``release.adjudicator``) when that reviewer tagged one of the tied,
     else to the latest of the tied. Untagged queries are absent. Reads the workspace, writes nothing."""
     return resolve_failure_tags(tag_store.standing_tags(db), adjudicator)
+
+
+def _weak_writer(identity: str | None) -> bool:
+    """Whether a question's writer (its lineage's provider identity, ``kind:endpoint``) is a weak model, as its
+    provider's class declares (a kind no longer registered counts as not weak)."""
+    from ..registry import abilities
+
+    if not identity:
+        return False
+    try:
+        return abilities(identity.split(":", 1)[0]).weak
+    except ValueError:
+        return False
+
+
+def held_questions(db: sqlite3.Connection, hold: bool | None) -> set[str]:
+    """The synthetic questions ``release.hold_unreviewed`` holds back until a reviewer answers them (keep, drop or
+    edit), answered or not: every one (True), none (False), or (None) those a weak generator wrote, such as the
+    embedded model, most of whose questions are unusable."""
+    if hold is False:
+        return set()
+    writers = rows.synthetic_question_writers(db)
+    return set(writers) if hold else {q for q, writer in writers.items() if _weak_writer(writer)}
+
+
+def unanswered_questions(db: sqlite3.Connection, hold: bool | None) -> set[str]:
+    """Of :func:`held_questions`, those no reviewer has answered yet: what a release leaves out."""
+    held = held_questions(db, hold)
+    return held - review_store.reviewed_questions(db) if held else set()

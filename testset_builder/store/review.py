@@ -453,6 +453,20 @@ def kept_queries(db: sqlite3.Connection) -> set[str]:
     return kept - dropped_queries(db)
 
 
+def reviewed_questions(db: sqlite3.Connection) -> set[str]:
+    """The synthetic questions a reviewer has answered: kept, dropped or edited away, and the edits that stand (a
+    reviewer wrote them)."""
+    edits = {
+        row[0]
+        for row in db.execute(
+            "SELECT query_id FROM queries WHERE origin = 'synthetic' "
+            "AND json_extract(metadata, '$.edited_from') IS NOT NULL"
+        )
+    }
+    dropped = dropped_queries(db)
+    return kept_queries(db) | dropped | (edits - dropped)
+
+
 def doubted_questions(db: sqlite3.Connection) -> dict[str, bool]:
     """Each question queued as doubted (its reason starts ``doubted:``, see stages/synthesize/doubt.py): whether a
     reviewer has answered it (keep, drop or edit; a skip does not count)."""

@@ -371,6 +371,16 @@ def synthetic_query_ids(db: sqlite3.Connection) -> list[str]:
     return [row[0] for row in db.execute("SELECT query_id FROM queries WHERE origin = 'synthetic' ORDER BY query_id")]
 
 
+def synthetic_question_writers(db: sqlite3.Connection) -> dict[str, str | None]:
+    """Each synthetic question's writer: the provider identity its lineage names (``kind:endpoint``), or None."""
+    return dict(
+        db.execute(
+            "SELECT query_id, json_extract(lineage, '$.provider') FROM queries WHERE origin = 'synthetic' "
+            "ORDER BY query_id"
+        )
+    )
+
+
 def real_query_ids(db: sqlite3.Connection) -> set[str]:
     """The queries people asked (origin ``real``: given to propose or imported from logs), not synthetic ones."""
     return {row[0] for row in db.execute("SELECT query_id FROM queries WHERE origin = 'real'")}

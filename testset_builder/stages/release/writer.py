@@ -30,7 +30,15 @@ from ...export.beir import beir_corpus_text, beir_qrels_text, beir_queries_text
 from ...export.hf import dataset_card, write_hf
 from ...export.trec import write_trec_qrels
 from ...labels import audit
-from ...labels.policy import ORIGINS, ResolvedQrel, agreement, describe, resolve, resolved_failure_tags
+from ...labels.policy import (
+    ORIGINS,
+    ResolvedQrel,
+    agreement,
+    describe,
+    resolve,
+    resolved_failure_tags,
+    unanswered_questions,
+)  # fmt: skip
 from ...metrics.diagnostics import Passages, diagnose
 from ...records import Judgment, Query
 from ...spans import locate
@@ -116,11 +124,6 @@ def as_dict(qrels: list[ResolvedQrel]) -> dict[str, dict[str, int]]:
     return out
 
 
-def unanswered_questions(db) -> set[str]:
-    """The synthetic questions no reviewer has kept or dropped."""
-    return set(rows.synthetic_query_ids(db)) - review_store.kept_queries(db) - review_store.dropped_queries(db)
-
-
 def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent, list[Judgment]]:
     """What a release of the workspace's current state holds: every live chunk (plus any removed one a qrel still
     names), the queries that have qrels, the resolved qrels and, when the policy carries estimates, the estimated
@@ -129,7 +132,7 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
     dropped = review_store.dropped_queries(db)  # reviewers dropped or edited these questions away
     if policy.hold_doubted:  # and these wait for a reviewer: their source label is in doubt
         dropped |= {q for q, answered in review_store.doubted_questions(db).items() if not answered}
-    held = unanswered_questions(db) if policy.hold_unreviewed else set()  # only questions a person kept go out
+    held = unanswered_questions(db, policy.hold_unreviewed)  # only questions a person answered go out
     dropped |= held
     judgments = [j for j in rows.iter_judgments(db) if j.query_id not in dropped]
     qrels = resolve(judgments, policy)
@@ -432,7 +435,7 @@ def checked_by_human(workspace, content) -> dict:
         "doubted_questions": len(doubted),
         "doubted_answered": sum(doubted.values()),
         "doubted_held_back": sum(not answered and q not in released for q, answered in doubted.items()),
-        "unreviewed_held_back": len(unanswered_questions(workspace.db) - released),
+        "unreviewed_held_back": len(unanswered_questions(workspace.db, True) - released),
         "synthetic_audit": synthetic_audit(workspace, synthetic - by_origin["synthetic-source"]).as_dict(),
     }
 

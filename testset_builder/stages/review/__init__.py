@@ -94,14 +94,48 @@ def dropped_questions(workspace: Workspace) -> set[str]:
     return store.dropped_queries(workspace.db)
 
 
-def queue_questions(workspace: Workspace) -> int:
-    """Put every synthetic question in the queue as an item of its own (keep, drop or edit it)."""
+HELD = (2.3, "held: released once a reviewer keeps it")  # after the audit's questions (2.4), above every
+# estimate-driven pair (at most 2): what a release waits for comes before what is optional
+
+
+def queue_questions(
+    workspace: Workspace, query_ids: set[str] | None = None, priority: float = 1.0, reason: str = "synthetic question"
+) -> int:
+    """Put every synthetic question (or those of ``query_ids``) in the queue as an item of its own (keep, drop or
+    edit it), at ``priority`` for ``reason`` (an item queued before keeps the higher of the two)."""
     with workspace.transaction() as db:
         items = [
-            store.QueuedItem(store.question_item_id(q), "question", q, None, 1.0, "synthetic question", 1)
+            store.QueuedItem(store.question_item_id(q), "question", q, None, priority, reason, 1)
             for q in rows.synthetic_query_ids(db)
+            if query_ids is None or q in query_ids
         ]
         return store.enqueue(db, items, utc_timestamp())
+
+
+HOLDS_UNREVIEWED = "release_holds_unreviewed"  # the review setting keep_release_gate writes: "1", "0" or "auto"
+
+
+def keep_release_gate(workspace: Workspace, hold: bool | None) -> None:
+    """Record the release's ``hold_unreviewed`` (``run`` decides it from its config:
+    :func:`~testset_builder.api.pipeline.holds_unreviewed`), so every reviewer and command counts the same items as
+    what the release waits for; queue the questions it holds for review."""
+    value = {True: "1", False: "0", None: "auto"}[hold]
+    with workspace.transaction() as db:
+        if store.review_setting(db, HOLDS_UNREVIEWED) != value:
+            store.set_review_setting(db, HOLDS_UNREVIEWED, value, utc_timestamp())
+        held = policy.held_questions(db, hold)
+    if held:
+        queue_questions(workspace, held, *HELD)
+
+
+def release_gate(db) -> dict[str, bool]:
+    """The synthetic questions a release waits for, each with whether a reviewer has answered it: those queued as
+    doubted, and those the recorded ``hold_unreviewed`` holds (:func:`keep_release_gate`; unrecorded, those a weak
+    generator wrote)."""
+    hold = {"1": True, "0": False}.get(store.review_setting(db, HOLDS_UNREVIEWED) or "auto")
+    held = policy.held_questions(db, hold)
+    answered = store.reviewed_questions(db) if held else set()
+    return store.doubted_questions(db) | {query_id: query_id in answered for query_id in held}
 
 
 def workspace_overlap(workspace: Workspace, settings: ReviewConfig | None = None) -> int:
@@ -595,7 +629,7 @@ class ReviewStats:
     verdicts: int = 0  # counting verdicts given, each item's up to as many as it wants
     verdicts_wanted: int = 0  # what every item wants in all (overlap counted)
     per_reviewer: dict[str, dict[str, int]] = field(default_factory=dict)
-    release_waits_for: int = 0  # items `run` waits for before it releases: drawn pairs and doubted questions
+    release_waits_for: int = 0  # items `run` waits for before it releases: drawn pairs and gating questions
     release_waiting: int = 0  # of them, those no reviewer has answered yet
 
     def given_by(self, reviewer: str) -> int:
@@ -620,12 +654,12 @@ def stats(workspace: Workspace, settings: ReviewConfig | None = None) -> ReviewS
     settings = settings or ReviewConfig()
     db = workspace.db
     counts = store.queue_counts(db, utc_timestamp(), workspace_overlap(workspace, settings))
-    doubted = store.doubted_questions(db) if settings.questions is not False else {}
+    gate = release_gate(db) if settings.questions is not False else {}
     return ReviewStats(
         **counts,
         per_reviewer=store.verdicts_per_reviewer(db),
-        release_waits_for=draws.drawn_pairs(db) + len(doubted),
-        release_waiting=draws.waiting_pairs(db) + sum(not answered for answered in doubted.values()),
+        release_waits_for=draws.drawn_pairs(db) + len(gate),
+        release_waiting=draws.waiting_pairs(db) + sum(not answered for answered in gate.values()),
     )
 
 
