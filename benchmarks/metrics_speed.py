@@ -9,7 +9,9 @@ already in memory) is reported too.
 Then whole processes, as a user runs them from a shell, at two sizes: the 100,000-query run, and 20 runs of 50
 queries (a small job, where start-up is most of the time): ``testset-builder score --json`` with its bootstrap
 intervals, recall@k curve and set-size line, and with ``--no-ci``, against a Python script that reads the same
-files and scores them with pytrec_eval, and one with ranx. Bytecode is cached as an installed package's is
+files and scores them with pytrec_eval, and one with ranx. The small job has one more, the read floor: a script
+that imports numpy, reads the files and looks up each retrieved chunk's grade, and scores nothing, the least any
+Python scorer of these files does. Bytecode is cached as an installed package's is
 (``PYTHONPYCACHEPREFIX`` under the cache folder), and each command runs once before it is timed.
 
     python benchmarks/metrics_speed.py [--queries 100000] [--depth 100] [--repeat 3] [--small-only]
@@ -178,6 +180,23 @@ for path in sorted(glob.glob(sys.argv[2])):
     out[path] = {{m: sum(v[m.replace(".", "_")] for v in per_query.values()) / len(per_query) for m in metrics}}
 print(json.dumps(out))
 """,
+    # not a scorer: the least any Python scorer of these files does (import numpy, read every file, look up each
+    # retrieved chunk's grade); its time is the floor under every contender's whole process
+    "python read floor": """
+import glob, json, sys
+import numpy as np
+with open(sys.argv[1], "rb") as handle:
+    words = handle.read().split()
+grades = {{(words[i], words[i + 2]): int(words[i + 3]) for i in range(0, len(words), 4)}}
+out = {{}}
+for path in sorted(glob.glob(sys.argv[2])):
+    with open(path, "rb") as handle:
+        words = handle.read().split()
+    scores = np.array(words[4::6]).astype(np.float64)
+    found = np.fromiter((grades.get(pair, 0) for pair in zip(words[0::6], words[2::6])), np.int8, len(scores))
+    out[path] = int(found.sum())
+print(json.dumps(out))
+""",
     "ranx": """
 import glob, json, sys, warnings
 warnings.simplefilter("ignore")
@@ -199,12 +218,15 @@ def _environment() -> dict:
     return env
 
 
-def process_commands(qrels: Path, runs: str) -> dict[str, list[str]]:
-    """Each whole-process contender's command line for the qrels and the runs (a glob)."""
+def process_commands(qrels: Path, runs: str, floor: bool = False) -> dict[str, list[str]]:
+    """Each whole-process contender's command line for the qrels and the runs (a glob); the read floor with
+    ``floor`` (the small job: at 10 million lines its word lists would not fit in memory)."""
     ours = [sys.executable, "-m", "testset_builder", "score", "--qrels", str(qrels), "--runs", runs]
     ours += ["--metrics", OURS, "--json"]
     commands = {"testset-builder score": ours, "testset-builder --no-ci": [*ours, "--no-ci"]}
     for name, script in SCRIPTS.items():
+        if name == "python read floor" and not floor:
+            continue
         commands[name] = [sys.executable, "-c", script.format(TREC=TREC, RANX=RANX), str(qrels), runs]
     return commands
 
@@ -220,8 +242,11 @@ def time_process(command: list[str]) -> tuple[float, dict | str]:
     return elapsed, json.loads(done.stdout)
 
 
-def _means_of(name: str, output: dict) -> list[list[float]]:
-    """Each run's six means, in OURS' order, from a whole-process contender's output."""
+def _means_of(name: str, output: dict) -> list[list[float]] | None:
+    """Each run's six means, in OURS' order, from a whole-process contender's output (None for the read floor,
+    which scores nothing)."""
+    if name == "python read floor":
+        return None
     if name.startswith("testset-builder"):
         reports = output.get("runs", [output])
         return [[r["metrics"][m]["mean"] for m in OURS.split(",")] for r in reports]
@@ -229,11 +254,11 @@ def _means_of(name: str, output: dict) -> list[list[float]]:
     return [[by_path[m] for m in names] for _, by_path in sorted(output.items())]
 
 
-def processes(label: str, qrels: Path, runs: str, repeat: int) -> dict[str, dict]:
+def processes(label: str, qrels: Path, runs: str, repeat: int, floor: bool = False) -> dict[str, dict]:
     """Time every whole-process contender ``repeat`` times (interleaved, after one untimed run each), keep each
     one's fastest, print the table with ratios to pytrec_eval, and check the means agree. By contender's name (so
     RESULTS.md lists each one's time and ratio)."""
-    commands = process_commands(qrels, runs)
+    commands = process_commands(qrels, runs, floor)
     for command in commands.values():
         time_process(command)  # warm: bytecode written, files in the page cache
     best: dict[str, dict] = {}
@@ -293,7 +318,7 @@ def small_set(directory: Path, runs: int = 20, queries: int = 50) -> tuple[Path,
 
 def small_job(repeat: int) -> dict[str, dict]:
     """The small job's whole processes, five times at least (each is cheap)."""
-    return processes("20 runs x 50 queries", *small_set(CACHE / "metrics-20x50"), max(5, repeat))
+    return processes("20 runs x 50 queries", *small_set(CACHE / "metrics-20x50"), max(5, repeat), floor=True)
 
 
 def _fastest(runs: list[dict]) -> dict:

@@ -83,7 +83,7 @@ def test_run_imports_a_log_draws_its_failures_proposes_them_and_releases_them_an
 ):
     """`run` with `run.logs`: the log is imported, a failure-first draw picks queries, propose pools them, and the
     release carries their logs; the rerun imports nothing and draws nothing (the embedded model writes the two
-    synthetic questions, so this needs the local extra)."""
+    synthetic questions, so this needs the local extra; with no reviewer here, they are released unchecked)."""
     import yaml
 
     docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
@@ -98,7 +98,7 @@ def test_run_imports_a_log_draws_its_failures_proposes_them_and_releases_them_an
     config.write_text(
         yaml.safe_dump(
             {
-                "workspace": "ws", "generator": {"kind": "local"},
+                "workspace": "ws", "generator": {"kind": "local"}, "release": {"hold_unreviewed": False},
                 "synthesize": {"questions": 2, "critic": False, "mine": False, "styles": {"natural": 1.0}},
                 "run": {"sources": [str(docs)], "logs": "log.jsonl", "log_limit": 4, "review_budget": 0,
                         "baselines": ["bm25"]},
@@ -183,7 +183,7 @@ def test_a_vector_store_holding_a_document_twice_gives_a_release_that_loads_and_
     config.write_text(
         yaml.safe_dump(
             {
-                "workspace": "ws", "generator": {"kind": "local"},
+                "workspace": "ws", "generator": {"kind": "local"}, "release": {"hold_unreviewed": False},
                 "synthesize": {"questions": 2, "critic": False, "mine": False, "styles": {"natural": 1.0}},
                 "run": {"sources": [str(docs)], "logs": "log.jsonl", "log_limit": 8, "review_budget": 0,
                         "baselines": ["bm25"]},

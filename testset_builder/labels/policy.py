@@ -259,7 +259,10 @@ def held_questions(db: sqlite3.Connection, hold: bool | None) -> set[str]:
     if hold is False:
         return set()
     writers = rows.synthetic_question_writers(db)
-    return set(writers) if hold else {q for q, writer in writers.items() if _weak_writer(writer)}
+    if hold:
+        return set(writers)
+    weak = {writer for writer in set(writers.values()) if _weak_writer(writer)}  # each writer looked up once
+    return {q for q, writer in writers.items() if writer in weak}
 
 
 def unanswered_questions(db: sqlite3.Connection, hold: bool | None) -> set[str]:

@@ -139,7 +139,8 @@ def gather(workspace: Workspace, policy: ReleaseConfig) -> tuple[ReleaseContent,
     if not qrels:
         why = (
             f"{len(held)} synthetic questions no reviewer kept are held back (release.hold_unreviewed): review them "
-            "(`serve --questions` or `review --questions`), or pass --release-unreviewed"
+            "(`serve`, or `review` in a terminal, after `run`; else with --questions), or release them unchecked "
+            "(`release --release-unreviewed`, or release.hold_unreviewed: false in the config)"
             if held
             else "synthesize questions, review proposals, or pass --include-unverified"
         )
