@@ -11,6 +11,7 @@ from fake_provider import FakeProvider, passage_of, question_words, shared_words
 
 from testset_builder.config import ReleaseConfig, SynthesizeConfig
 from testset_builder.labels import audit
+from testset_builder.labels.queue import synthetic_questions
 from testset_builder.llm import LLMClient
 from testset_builder.llm.roles import Roles
 from testset_builder.stages import review
@@ -180,6 +181,8 @@ def test_unset_the_release_holds_back_only_the_unanswered_questions_a_weak_gener
     assert all(i.reason.startswith("held:") and i.priority > 2 for i in items)  # before any optional pair
     stats = review.stats(workspace)
     assert (stats.release_waits_for, stats.release_waiting) == (4, 4)
+    listed = {q["query_id"]: q["status"] for q in synthetic_questions(workspace, limit=100)[0]}
+    assert {listed[q] for q in weak} == {"held, waiting"} and {listed[q] for q in hosted} == {"not reviewed"}
 
     review.submit(workspace, "ann", queued[weak[0]], "keep_question", "keep-0")
     review.submit(workspace, "ann", queued[weak[1]], "drop_question", "drop-1", reason="unanswerable")

@@ -239,6 +239,9 @@ def resolved_failure_tags(db: sqlite3.Connection, adjudicator: str | None = None
     return resolve_failure_tags(tag_store.standing_tags(db), adjudicator)
 
 
+HOLDS_UNREVIEWED = "release_holds_unreviewed"  # the review setting `run` records: "1", "0" or "auto"
+
+
 def _weak_writer(identity: str | None) -> bool:
     """Whether a question's writer (its lineage's provider identity, ``kind:endpoint``) is a weak model, as its
     provider's class declares (a kind no longer registered counts as not weak)."""
@@ -269,3 +272,13 @@ def unanswered_questions(db: sqlite3.Connection, hold: bool | None) -> set[str]:
     """Of :func:`held_questions`, those no reviewer has answered yet: what a release leaves out."""
     held = held_questions(db, hold)
     return held - review_store.reviewed_questions(db) if held else set()
+
+
+def release_gate(db: sqlite3.Connection) -> dict[str, bool]:
+    """The synthetic questions a release waits for, each with whether a reviewer has answered it: those queued as
+    doubted, and those the ``hold_unreviewed`` that ``run`` recorded holds
+    (:func:`~testset_builder.stages.review.keep_release_gate`; unrecorded, those a weak generator wrote)."""
+    hold = {"1": True, "0": False}.get(review_store.review_setting(db, HOLDS_UNREVIEWED) or "auto")
+    held = held_questions(db, hold)
+    answered = review_store.reviewed_questions(db) if held else set()
+    return review_store.doubted_questions(db) | {query_id: query_id in answered for query_id in held}

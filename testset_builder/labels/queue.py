@@ -76,15 +76,16 @@ def queued_pairs(workspace, limit: int = 20, text_chars: int | None = 200) -> tu
     return items, review_store.queue_size(db, kind="pair")
 
 
-def question_status(query_id: str, dropped: set[str], kept: set[str], doubted: dict[str, bool]) -> str:
-    """A synthetic question's review status: ``dropped`` or ``kept`` by reviewers; ``doubted, waiting`` when its
-    source label is doubted and no reviewer has answered it (a release holds it back); else ``not reviewed``."""
+def question_status(query_id: str, dropped: set[str], kept: set[str], doubted: set[str], waiting: set[str]) -> str:
+    """A synthetic question's review status: ``dropped`` or ``kept`` by reviewers; ``doubted, waiting`` or
+    ``held, waiting`` when a release holds it back until a reviewer answers it (``waiting``: no reviewer has), its
+    source label doubted or its writer weak (or ``release.hold_unreviewed`` on); else ``not reviewed``."""
     if query_id in dropped:
         return "dropped"
     if query_id in kept:
         return "kept"
-    if query_id in doubted and not doubted[query_id]:
-        return "doubted, waiting"
+    if query_id in waiting:
+        return "doubted, waiting" if query_id in doubted else "held, waiting"
     return "not reviewed"
 
 
@@ -92,9 +93,11 @@ def synthetic_questions(workspace, limit: int = 20) -> tuple[list[dict], int]:
     """The first ``limit`` synthetic questions with style, source chunk and review status
     (:func:`question_status`); and how many there are."""
     from ..store import review as review_store
+    from .policy import release_gate
 
-    dropped = review_store.dropped_queries(workspace.db)
-    kept, doubted = review_store.kept_queries(workspace.db), review_store.doubted_questions(workspace.db)
+    dropped, kept = review_store.dropped_queries(workspace.db), review_store.kept_queries(workspace.db)
+    doubted = set(review_store.doubted_questions(workspace.db))
+    waiting = {query_id for query_id, answered in release_gate(workspace.db).items() if not answered}
     ids = rows.synthetic_query_ids(workspace.db)
     listed = []
     for query_id in ids[:limit]:
@@ -105,7 +108,7 @@ def synthetic_questions(workspace, limit: int = 20) -> tuple[list[dict], int]:
                 "text": query.text,
                 "style": query.style,
                 "source_chunk_id": query.source_chunk_id,
-                "status": question_status(query_id, dropped, kept, doubted),
+                "status": question_status(query_id, dropped, kept, doubted, waiting),
                 "edited_from": query.metadata.get("edited_from"),
             }
         )

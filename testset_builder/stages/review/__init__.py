@@ -112,30 +112,17 @@ def queue_questions(
         return store.enqueue(db, items, utc_timestamp())
 
 
-HOLDS_UNREVIEWED = "release_holds_unreviewed"  # the review setting keep_release_gate writes: "1", "0" or "auto"
-
-
 def keep_release_gate(workspace: Workspace, hold: bool | None) -> None:
     """Record the release's ``hold_unreviewed`` (``run`` decides it from its config:
     :func:`~testset_builder.api.pipeline.holds_unreviewed`), so every reviewer and command counts the same items as
     what the release waits for; queue the questions it holds for review."""
     value = {True: "1", False: "0", None: "auto"}[hold]
     with workspace.transaction() as db:
-        if store.review_setting(db, HOLDS_UNREVIEWED) != value:
-            store.set_review_setting(db, HOLDS_UNREVIEWED, value, utc_timestamp())
+        if store.review_setting(db, policy.HOLDS_UNREVIEWED) != value:
+            store.set_review_setting(db, policy.HOLDS_UNREVIEWED, value, utc_timestamp())
         held = policy.held_questions(db, hold)
     if held:
         queue_questions(workspace, held, *HELD)
-
-
-def release_gate(db) -> dict[str, bool]:
-    """The synthetic questions a release waits for, each with whether a reviewer has answered it: those queued as
-    doubted, and those the recorded ``hold_unreviewed`` holds (:func:`keep_release_gate`; unrecorded, those a weak
-    generator wrote)."""
-    hold = {"1": True, "0": False}.get(store.review_setting(db, HOLDS_UNREVIEWED) or "auto")
-    held = policy.held_questions(db, hold)
-    answered = store.reviewed_questions(db) if held else set()
-    return store.doubted_questions(db) | {query_id: query_id in answered for query_id in held}
 
 
 def workspace_overlap(workspace: Workspace, settings: ReviewConfig | None = None) -> int:
@@ -654,7 +641,7 @@ def stats(workspace: Workspace, settings: ReviewConfig | None = None) -> ReviewS
     settings = settings or ReviewConfig()
     db = workspace.db
     counts = store.queue_counts(db, utc_timestamp(), workspace_overlap(workspace, settings))
-    gate = release_gate(db) if settings.questions is not False else {}
+    gate = policy.release_gate(db) if settings.questions is not False else {}
     return ReviewStats(
         **counts,
         per_reviewer=store.verdicts_per_reviewer(db),
