@@ -219,3 +219,15 @@ def test_what_a_release_holds_follows_the_config_and_never_what_no_reviewer_is_s
 
     config = load_config(None, release__hold_unreviewed=hold, review__questions=questions)
     assert holds_unreviewed(config) is decided
+
+
+def test_a_reviewer_starting_before_any_run_is_served_the_questions_a_release_would_hold(docs_workspace):
+    from testset_builder.api import review_session
+    from testset_builder.api.workspace import load_config
+
+    workspace = docs_workspace
+    weak = synthesize_with(workspace, "local:stand-in", 3)  # `synthesize` alone: no run has recorded a policy
+    with review_session(load_config(None), "ann", workspace=workspace) as session:
+        served = session.next_item()
+        assert served.kind == "question" and served.query["query_id"] in weak and served.reason.startswith("held:")
+        assert (session.stats().release_waits_for, session.stats().release_waiting) == (3, 3)

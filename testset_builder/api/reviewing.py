@@ -97,6 +97,8 @@ def review_server(
     with opened(config, workspace, on_wait=on_wait) as ws:
         if config.review.questions:
             review.queue_questions(ws)
+        elif config.review.questions is None:
+            review.queue_held(ws)  # the questions a release waits for
         token = ws.review_token()
         shared, before = shared_settings(ws, config.review)
         web = create_app(ws, token, shared)
@@ -194,6 +196,8 @@ def review_session(
     with opened(config, workspace) as ws:
         if config.review.questions:
             review.queue_questions(ws)
+        elif config.review.questions is None:
+            review.queue_held(ws)  # the questions a release waits for
         shared, before = shared_settings(ws, config.review)
         yield ReviewSession(ws, reviewer, shared, adjudicate, before)
 

@@ -274,11 +274,15 @@ def unanswered_questions(db: sqlite3.Connection, hold: bool | None) -> set[str]:
     return held - review_store.reviewed_questions(db) if held else set()
 
 
+def recorded_hold(db: sqlite3.Connection) -> bool | None:
+    """The ``hold_unreviewed`` that ``run`` last recorded in the workspace (None, the default, when none was)."""
+    return {"1": True, "0": False}.get(review_store.review_setting(db, HOLDS_UNREVIEWED) or "auto")
+
+
 def release_gate(db: sqlite3.Connection) -> dict[str, bool]:
     """The synthetic questions a release waits for, each with whether a reviewer has answered it: those queued as
     doubted, and those the ``hold_unreviewed`` that ``run`` recorded holds
     (:func:`~testset_builder.stages.review.keep_release_gate`; unrecorded, those a weak generator wrote)."""
-    hold = {"1": True, "0": False}.get(review_store.review_setting(db, HOLDS_UNREVIEWED) or "auto")
-    held = held_questions(db, hold)
+    held = held_questions(db, recorded_hold(db))
     answered = review_store.reviewed_questions(db) if held else set()
     return review_store.doubted_questions(db) | {query_id: query_id in answered for query_id in held}

@@ -120,9 +120,15 @@ def keep_release_gate(workspace: Workspace, hold: bool | None) -> None:
     with workspace.transaction() as db:
         if store.review_setting(db, policy.HOLDS_UNREVIEWED) != value:
             store.set_review_setting(db, policy.HOLDS_UNREVIEWED, value, utc_timestamp())
-        held = policy.held_questions(db, hold)
-    if held:
-        queue_questions(workspace, held, *HELD)
+    queue_held(workspace)
+
+
+def queue_held(workspace: Workspace) -> int:
+    """Queue for review the questions a release holds back (:func:`~testset_builder.labels.policy.release_gate`),
+    ahead of the optional items: the web and terminal reviewers call it as they start, so questions made since the
+    last ``run`` (or before any) are served too. Returns how many were newly queued."""
+    held = policy.held_questions(workspace.db, policy.recorded_hold(workspace.db))
+    return queue_questions(workspace, held, *HELD) if held else 0
 
 
 def workspace_overlap(workspace: Workspace, settings: ReviewConfig | None = None) -> int:
