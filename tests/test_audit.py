@@ -214,8 +214,8 @@ def test_holding_every_unreviewed_question_releases_a_reviewers_edit_in_place_of
     [(None, None, None), (None, True, None), (None, False, False), (True, False, True), (False, None, False)],
 )
 def test_what_a_release_holds_follows_the_config_and_never_what_no_reviewer_is_served(hold, questions, decided):
-    from testset_builder.api.pipeline import holds_unreviewed
     from testset_builder.api.workspace import load_config
+    from testset_builder.labels.policy import holds_unreviewed
 
     config = load_config(None, release__hold_unreviewed=hold, review__questions=questions)
     assert holds_unreviewed(config) is decided
@@ -231,3 +231,25 @@ def test_a_reviewer_starting_before_any_run_is_served_the_questions_a_release_wo
         served = session.next_item()
         assert served.kind == "question" and served.query["query_id"] in weak and served.reason.startswith("held:")
         assert (session.stats().release_waits_for, session.stats().release_waiting) == (3, 3)
+
+
+def test_synthesize_says_how_many_of_a_weak_generators_questions_wait_for_a_reviewer(docs_workspace, monkeypatch):
+    from fake_provider import demo_config
+
+    import testset_builder.llm.roles as roles
+    from testset_builder import api
+    from testset_builder.api.stages import doubted_words
+
+    embedded = FakeProvider(words_question, identity="local:stand-in")
+    monkeypatch.setattr(roles, "make_provider", lambda config: embedded)
+    config = api.load_config(
+        demo_config(), synthesize__questions=4, synthesize__audit=0, synthesize__check_sources=False,
+        synthesize__mine=False,
+    )  # fmt: skip
+    made = api.synthesize(config, workspace=docs_workspace)
+    assert made.made == 4 and made.held_waiting == 4
+    assert doubted_words(made.doubted, made.doubted_waiting, made.held_waiting).startswith(
+        "; 4 held back until reviewed (release.hold_unreviewed)"
+    )
+    released = api.load_config(config, release__hold_unreviewed=False)
+    assert api.synthesize(released, workspace=docs_workspace).held_waiting == 0  # false: nothing is held

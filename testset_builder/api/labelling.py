@@ -36,17 +36,20 @@ def synthesize(
 ) -> SynthesizeSummary:
     """Make the config's synthetic questions (``synthesize``), each labelled on its source chunk; the summary says
     when it fell short (``incomplete``) and whether a rerun can make more (``retryable``)."""
+    from ..labels.policy import holds_unreviewed, unanswered_questions
     from ..stages.synthesize import synthesize as synthesizing
 
     prompts = prompt_library(config)
     with opened(config, workspace) as ws:
-        return with_roles(
+        made = with_roles(
             config, ws, "synthesize",
             lambda roles, bar: synthesizing(
                 ws, roles, config.synthesize, judging=config.judging, prompts=prompts, progress=bar, batch=batch
             ),
             progress,
         )  # fmt: skip
+        made.held_waiting = len(unanswered_questions(ws.db, holds_unreviewed(config)))
+        return made
 
 
 @dataclass

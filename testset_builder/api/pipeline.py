@@ -14,7 +14,7 @@ from .labelling import judges_pools
 from .workspace import open_workspace, opened
 
 if TYPE_CHECKING:
-    from ..config import Config, ReleaseConfig
+    from ..config import Config
     from ..stages.plan import Plan
     from ..store import Workspace
     from ..tables import Run
@@ -68,21 +68,6 @@ def checks_questions(config: Config) -> bool:
     if config.review.questions is not None:
         return config.review.questions
     return abilities(config.generator_role().kind).weak
-
-
-def holds_unreviewed(config: Config) -> bool | None:
-    """What a release holds back of the synthetic questions no reviewer answered: ``release.hold_unreviewed`` when
-    set (every one, or none); unset, None: those a weak generator wrote, as the embedded model is (most of its
-    questions are unusable), unless question review is off (False: no reviewer would be served them). :func:`run`
-    waits for the questions it holds, and queues them for the reviewers."""
-    if config.release.hold_unreviewed is not None:
-        return config.release.hold_unreviewed
-    return False if config.review.questions is False else None
-
-
-def release_policy(config: Config) -> ReleaseConfig:
-    """The config's ``release:`` section with :func:`holds_unreviewed` decided: what a release of it follows."""
-    return config.release.model_copy(update={"hold_unreviewed": holds_unreviewed(config)})
 
 
 @dataclass

@@ -54,8 +54,8 @@ def release(
     content equals the latest release's. ``notes`` and ``parent`` (default: the highest lower version) go in the
     manifest; ``name``, ``license``, ``include_unverified``, ``estimates``, ``adjudicator`` and
     ``hold_unreviewed`` override the config's ``release:`` section (None keeps it)."""
+    from ..labels.policy import release_policy
     from ..stages.release import existing_versions, next_version, release_dir, release_if_changed, write_release
-    from .pipeline import release_policy
 
     if version is not None and bump is not None:
         raise InputError("give a version or a bump, not both")
@@ -192,9 +192,9 @@ def import_set(
     """Import a labelled set (a BEIR folder, an MTEB-layout dataset directory, or a qrels file with its
     ``queries``) into the workspace (created if missing; labels become human verdicts); with ``version``, release
     the imported state."""
+    from ..labels.policy import release_policy
     from ..stages.importer import import_labelled_set
     from ..stages.release import write_release
-    from .pipeline import release_policy
 
     with opened(config, workspace, create=True) as ws:
         summary = import_labelled_set(ws, source, queries)
@@ -213,8 +213,8 @@ def remap(
 ) -> RemapSummary:
     """Project a release's labels onto the config's workspace (the same documents chunked another way) as its new
     release ``version``; a chunk inherits a label when it covers ``remap.min_coverage`` of the label's span."""
+    from ..labels.policy import release_policy
     from ..stages.release.remap import RemapPolicy, remap_release
-    from .pipeline import release_policy
 
     loaded = load_release(release)
     with opened(config, workspace) as ws:

@@ -12,10 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..labels.policy import holds_unreviewed
 from ..registry import Stage, register_stage, stage_named
 from .corpus import chunk, import_logs
 from .labelling import estimate, judges_pools, propose, select, select_logs, synthesize
-from .pipeline import checks_questions, holds_unreviewed, plan, report_runs
+from .pipeline import checks_questions, plan, report_runs
 from .releases import release
 from .scoring import baseline, report
 
@@ -51,8 +52,13 @@ def skipped_text(skipped: dict[str, int]) -> str:
     return ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
 
 
-def doubted_words(doubted: int, waiting: int) -> str:
-    """What a synthesize line says of the doubted questions: how many still wait for a reviewer."""
+def doubted_words(doubted: int, waiting: int, held: int = 0) -> str:
+    """What a synthesize line says of the questions a release holds back: the doubted, and those no reviewer
+    answered of a weak generator's (``held``, the doubted among them): how many still wait for a reviewer."""
+    if held > waiting:
+        return f"; {held} held back until reviewed (release.hold_unreviewed)" + (
+            f", {doubted} doubted" if doubted else ""
+        )
     if not doubted:
         return ""
     if not waiting:
@@ -83,7 +89,7 @@ def _chunked(result: dict) -> str:
 
 
 def _made(result: dict) -> str:
-    doubted = doubted_words(result.get("doubted", 0), result.get("doubted_waiting", 0))
+    doubted = doubted_words(result.get("doubted", 0), result.get("doubted_waiting", 0), result.get("held_waiting", 0))
     fewer = (
         f"; fewer than asked ({result['shortfall']}), going on with these"
         if result.get("shortfall") and not result.get("retryable")

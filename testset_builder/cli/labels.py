@@ -216,6 +216,12 @@ def _print_synthesis(summary, resolved) -> None:
         lines.append(f"critic: {summary.critic_by}: each source's {bar}")
     if summary.mined_by:
         lines.append(f"mining by {summary.mined_by}: {_mining(summary)}")
+    if summary.held_waiting > summary.doubted_waiting:
+        lines.append(
+            f"held: {summary.held_waiting} questions no reviewer has kept wait for question review (`serve`); "
+            "releases hold them back until a reviewer keeps them (release.hold_unreviewed: a weak generator wrote "
+            "them, or it is on)"
+        )
     if summary.doubted_waiting:
         lines.append(
             f"doubted: {summary.doubted} questions whose source the estimate does not rank near the top; "

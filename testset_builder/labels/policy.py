@@ -19,7 +19,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..config import ReleaseConfig
 from ..records import Judgment, JudgmentSource, JudgmentStatus
@@ -27,6 +27,9 @@ from ..store import failure_tags as tag_store
 from ..store import review as review_store
 from ..store import rows
 from .agreement import agreement_report
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 ReleasePolicy = ReleaseConfig
 ORIGINS = ("human", "synthetic-source", "llm-unverified")
@@ -237,6 +240,21 @@ def resolved_failure_tags(db: sqlite3.Connection, adjudicator: str | None = None
     a tie goes to ``adjudicator`` (the config's ``release.adjudicator``) when that reviewer tagged one of the tied,
     else to the latest of the tied. Untagged queries are absent. Reads the workspace, writes nothing."""
     return resolve_failure_tags(tag_store.standing_tags(db), adjudicator)
+
+
+def holds_unreviewed(config: Config) -> bool | None:
+    """What a release holds back of the synthetic questions no reviewer answered: ``release.hold_unreviewed`` when
+    set (every one, or none); unset, None: those a weak generator wrote, as the embedded model is (most of its
+    questions are unusable), unless question review is off (False: no reviewer would be served them). ``run``
+    waits for the questions it holds, and queues them for the reviewers."""
+    if config.release.hold_unreviewed is not None:
+        return config.release.hold_unreviewed
+    return False if config.review.questions is False else None
+
+
+def release_policy(config: Config) -> ReleaseConfig:
+    """The config's ``release:`` section with :func:`holds_unreviewed` decided: what a release of it follows."""
+    return config.release.model_copy(update={"hold_unreviewed": holds_unreviewed(config)})
 
 
 HOLDS_UNREVIEWED = "release_holds_unreviewed"  # the review setting `run` records: "1", "0" or "auto"

@@ -78,6 +78,7 @@ class SynthesizeSummary:
     mined_by: str | None = None
     doubted: int = 0  # questions whose source the estimate doubts: queued for review as questions
     doubted_waiting: int = 0  # of them, those no reviewer has answered yet (a release holds them back)
+    held_waiting: int = 0  # questions a release holds back until answered (release.hold_unreviewed), unanswered
     audit_drawn: int = 0  # questions drawn at random for review: the audit of the unchecked labels
     calls: int = 0
     cache_hits: int = 0
