@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..labels.policy import holds_unreviewed
 from ..registry import Stage, register_stage, stage_named
 from .corpus import chunk, import_logs
 from .labelling import estimate, judges_pools, propose, select, select_logs, synthesize
@@ -213,7 +212,7 @@ def _select(step: RunStep):
 def _review(step: RunStep) -> None:
     """A stop while pairs drawn for review, or synthetic questions the release waits for, wait for a human: the
     questions the estimate doubts, or every question when the release holds back those no reviewer answered."""
-    from ..labels.policy import unanswered_questions
+    from ..labels.policy import holds_unreviewed, unanswered_questions
     from ..stages.review import keep_release_gate
     from ..store import draws
     from ..store import review as review_store
