@@ -188,6 +188,7 @@ def test_unset_the_release_holds_back_only_the_unanswered_questions_a_weak_gener
     review.submit(workspace, "ann", queued[weak[1]], "drop_question", "drop-1", reason="unanswerable")
     review.submit(workspace, "ann", queued[weak[2]], "edit_question", "edit-2", edited_text="what does the tool do?")
     assert review.stats(workspace).release_waiting == 1  # an edit answers a question: its reviewer wrote the new one
+    assert review.queue_held(workspace) == 0  # and the edit is not queued as a question waiting for a reviewer
 
     release = load_release(write_release(workspace, "1.0.0").path)  # the default policy: hold_unreviewed unset
     synthetic = {q for q, row in release.query_meta.items() if row.get("origin") == "synthetic"}
@@ -211,7 +212,7 @@ def test_holding_every_unreviewed_question_releases_a_reviewers_edit_in_place_of
 
 @pytest.mark.parametrize(
     ("hold", "questions", "decided"),
-    [(None, None, None), (None, True, None), (None, False, False), (True, False, True), (False, None, False)],
+    [(None, None, None), (None, True, None), (None, False, False), (True, None, True), (False, None, False)],
 )
 def test_what_a_release_holds_follows_the_config_and_never_what_no_reviewer_is_served(hold, questions, decided):
     from testset_builder.api.workspace import load_config
@@ -253,3 +254,37 @@ def test_synthesize_says_how_many_of_a_weak_generators_questions_wait_for_a_revi
     )
     released = api.load_config(config, release__hold_unreviewed=False)
     assert api.synthesize(released, workspace=docs_workspace).held_waiting == 0  # false: nothing is held
+
+
+def test_a_config_holding_every_question_while_serving_reviewers_none_is_refused_saying_why():
+    from testset_builder.api.workspace import load_config
+    from testset_builder.errors import InputError
+
+    with pytest.raises(InputError, match=r"review\.questions: false serves reviewers pairs only"):
+        load_config(None, release__hold_unreviewed=True, review__questions=False)
+
+
+def test_a_doubted_question_of_a_hosted_generator_is_not_said_to_be_held_for_its_writer(docs_workspace):
+    workspace = docs_workspace
+    made = synthesize_with(workspace, "fake:test", 3)
+    with workspace.transaction() as db:  # the estimate doubted one question's source
+        review_store.enqueue(
+            db, [review_store.QueuedItem(review_store.question_item_id(made[0]), "question", made[0], None, 2.5,
+                                         "doubted: another chunk looks a better source", 1)], "2026-12-07T00:00:00Z",
+        )  # fmt: skip
+    release = load_release(write_release(workspace, "1.0.0").path)
+    counts = release.manifest["counts"]["checked_by_human"]
+    assert counts["doubted_held_back"] == 1 and counts["unreviewed_held_back"] == 0
+    assert "held back:" not in (release.path / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_reviewer_whose_config_holds_every_question_is_served_a_hosted_generators_question(docs_workspace):
+    from testset_builder.api import review_session
+    from testset_builder.api.workspace import load_config
+
+    workspace = docs_workspace
+    made = synthesize_with(workspace, "fake:test", 2)  # a hosted writer: unset, nothing of it would be held
+    with review_session(load_config(None, release__hold_unreviewed=True), "ann", workspace=workspace) as session:
+        served = session.next_item()
+        assert served.query["query_id"] in made and served.reason.startswith("held:")
+        assert session.stats().release_waits_for == 2

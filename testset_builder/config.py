@@ -489,6 +489,15 @@ class Config(Strict):
                 raise ValueError(f"judge: {_problems(error)}") from None
         return self
 
+    @model_validator(mode="after")
+    def _held_questions_are_served(self) -> Config:
+        if self.release.hold_unreviewed and self.review.questions is False:
+            raise ValueError(
+                "release.hold_unreviewed: true holds back every question no reviewer kept, but review.questions: "
+                "false serves reviewers pairs only, so none could be kept: drop one of the two"
+            )
+        return self
+
     def generator_role(self) -> ProviderConfig:
         return self.generator or default_generator()
 

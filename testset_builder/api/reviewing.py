@@ -34,6 +34,18 @@ def shared_settings(ws: Workspace, settings: ReviewConfig) -> tuple[ReviewConfig
     return settings.model_copy(update={"overlap": None}), before
 
 
+def queue_held(ws: Workspace, config: Config) -> None:
+    """Queue the questions a release holds back for the reviewers: by the config's ``release.hold_unreviewed``
+    when it sets one (recorded for every reviewer and command), else by what ``run`` last recorded."""
+    from ..labels.policy import holds_unreviewed
+    from ..stages import review
+
+    if config.release.hold_unreviewed is not None:
+        review.keep_release_gate(ws, holds_unreviewed(config))
+    else:
+        review.queue_held(ws)
+
+
 def check_bind(host: str, explicit: bool) -> None:
     """Refuse an address beyond this machine unless it was asked for by name."""
     try:
@@ -98,7 +110,7 @@ def review_server(
         if config.review.questions:
             review.queue_questions(ws)
         elif config.review.questions is None:
-            review.queue_held(ws)  # the questions a release waits for
+            queue_held(ws, config)  # the questions a release waits for
         token = ws.review_token()
         shared, before = shared_settings(ws, config.review)
         web = create_app(ws, token, shared)
@@ -197,7 +209,7 @@ def review_session(
         if config.review.questions:
             review.queue_questions(ws)
         elif config.review.questions is None:
-            review.queue_held(ws)  # the questions a release waits for
+            queue_held(ws, config)  # the questions a release waits for
         shared, before = shared_settings(ws, config.review)
         yield ReviewSession(ws, reviewer, shared, adjudicate, before)
 

@@ -453,18 +453,29 @@ def kept_queries(db: sqlite3.Connection) -> set[str]:
     return kept - dropped_queries(db)
 
 
-def reviewed_questions(db: sqlite3.Connection) -> set[str]:
-    """The synthetic questions a reviewer has answered: kept, dropped or edited away, and the edits that stand (a
-    reviewer wrote them)."""
-    edits = {
+def edited_questions(db: sqlite3.Connection) -> set[str]:
+    """The questions a reviewer's edit made (each names the question it was edited from)."""
+    return {
         row[0]
         for row in db.execute(
             "SELECT query_id FROM queries WHERE origin = 'synthetic' "
             "AND json_extract(metadata, '$.edited_from') IS NOT NULL"
         )
     }
-    dropped = dropped_queries(db)
-    return kept_queries(db) | dropped | (edits - dropped)
+
+
+def reviewed_questions(db: sqlite3.Connection) -> set[str]:
+    """The synthetic questions a reviewer has answered: a counting verdict (keep, drop or edit; a skip does not
+    count) stands on their item, or a reviewer's edit made them. Two indexed queries: the review page asks on every
+    item."""
+    answered = {
+        row[0]
+        for row in db.execute(
+            "SELECT i.query_id FROM review_items i WHERE i.kind = 'question' "
+            "AND EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1)"
+        )
+    }
+    return answered | edited_questions(db)
 
 
 def doubted_questions(db: sqlite3.Connection) -> dict[str, bool]:

@@ -418,11 +418,12 @@ def _adopt(workspace: Workspace, target: Path) -> ReleaseSummary:
     )  # fmt: skip
 
 
-def checked_by_human(workspace, content) -> dict:
+def checked_by_human(workspace, content, hold: bool | None) -> dict:
     """How many released labels of each origin a human checked: every human label; a synthetic question's source
-    label when a reviewer kept the question (as it stands, doubted or not); never an unverified LLM proposal. And the
-    doubted questions: how many were queued, answered, and held back unanswered."""
-    kept = review_store.kept_queries(workspace.db)
+    label when a reviewer kept the question (as it stands, doubted or not) or wrote it (an edit); never an
+    unverified LLM proposal. And the doubted questions: how many were queued, answered, and held back unanswered;
+    and how many questions ``hold`` (the policy's ``hold_unreviewed``) held back."""
+    kept = review_store.kept_queries(workspace.db) | review_store.edited_questions(workspace.db)
     doubted = review_store.doubted_questions(workspace.db)
     by_origin = {o: 0 for o in ORIGINS}
     for qrel in content.qrels:
@@ -436,7 +437,7 @@ def checked_by_human(workspace, content) -> dict:
         "doubted_questions": len(doubted),
         "doubted_answered": sum(doubted.values()),
         "doubted_held_back": sum(not answered and q not in released for q, answered in doubted.items()),
-        "unreviewed_held_back": len(unanswered_questions(workspace.db, True) - released),
+        "unreviewed_held_back": len(unanswered_questions(workspace.db, hold) - released),
         "synthetic_audit": synthetic_audit(workspace, synthetic - by_origin["synthetic-source"]).as_dict(),
     }
 
@@ -484,7 +485,7 @@ def _manifest(workspace, version, parent, same_as_parent, content, judgments, fi
             "qrels_by_origin": {o: sum(q.origin == o for q in content.qrels) for o in ORIGINS},
             "qrels_by_grade": {str(g): n for g, n in sorted(Counter(q.grade for q in content.qrels).items())},
             **({"estimates": estimate_counts(content.estimates)} if content.estimates else {}),
-            "checked_by_human": checked_by_human(workspace, content),
+            "checked_by_human": checked_by_human(workspace, content, policy.hold_unreviewed),
             "questions": question_profile(content),
         },
         "languages": corpus_languages([d["text"] for d in content.corpus]),

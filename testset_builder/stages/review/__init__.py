@@ -113,8 +113,8 @@ def queue_questions(
 
 
 def keep_release_gate(workspace: Workspace, hold: bool | None) -> None:
-    """Record the release's ``hold_unreviewed`` (``run`` decides it from its config:
-    :func:`~testset_builder.api.pipeline.holds_unreviewed`), so every reviewer and command counts the same items as
+    """Record the release's ``hold_unreviewed`` (decided from a config by
+    :func:`~testset_builder.labels.policy.holds_unreviewed`), so every reviewer and command counts the same items as
     what the release waits for; queue the questions it holds for review."""
     value = {True: "1", False: "0", None: "auto"}[hold]
     with workspace.transaction() as db:
@@ -124,11 +124,12 @@ def keep_release_gate(workspace: Workspace, hold: bool | None) -> None:
 
 
 def queue_held(workspace: Workspace) -> int:
-    """Queue for review the questions a release holds back (:func:`~testset_builder.labels.policy.release_gate`),
-    ahead of the optional items: the web and terminal reviewers call it as they start, so questions made since the
-    last ``run`` (or before any) are served too. Returns how many were newly queued."""
-    held = policy.held_questions(workspace.db, policy.recorded_hold(workspace.db))
-    return queue_questions(workspace, held, *HELD) if held else 0
+    """Queue for review the questions a release holds back that no reviewer has answered, by the recorded policy
+    (:func:`~testset_builder.labels.policy.release_gate`), ahead of the optional items: the web and terminal
+    reviewers call it as they start, so questions made since the last ``run`` (or before any) are served too.
+    Returns how many were newly queued."""
+    waiting = policy.unanswered_questions(workspace.db, policy.recorded_hold(workspace.db))
+    return queue_questions(workspace, waiting, *HELD) if waiting else 0
 
 
 def workspace_overlap(workspace: Workspace, settings: ReviewConfig | None = None) -> int:
