@@ -219,3 +219,36 @@ def test_the_dense_encoding_is_planned_once_timed_by_this_machine_and_read_back_
     assert again.seconds == 0 and again.note == "encoded before: read back"
     fresh = plan_run(config, chunks_of(ws), None, Measurements())  # another corpus: timed by the measured rate
     assert any("measured on this machine" in line for line in fresh.timing if "dense encoding" in line)
+
+
+@pytest.mark.parametrize(
+    ("settings", "measured", "pools", "said"),
+    [
+        (
+            {"generator": {"kind": "local"}, "synthesize": {"questions": 8}}, Measurements(), True,
+            "up to 30 pooled pairs drawn for review (run.review_budget) and 8 synthetic questions "
+            "(release.hold_unreviewed: a weak generator writes them)",
+        ),
+        ({"generator": {"kind": "openai", "model": "gpt-4o-mini"}}, Measurements(), False, ""),
+        (
+            {"generator": {"kind": "local"}, "release": {"hold_unreviewed": False}}, Measurements(), False,
+            "the doubted ones of the new synthetic questions",
+        ),
+        (
+            {"generator": {"kind": "local"}, "synthesize": {"questions": 8}},
+            Measurements(synthesize={"made": 8}, drawn=True, pairs_waiting=3, unanswered=(2, 5)), True,
+            "3 pairs drawn for review and 2 synthetic questions "
+            "(release.hold_unreviewed: a weak generator writes them)",
+        ),
+        (
+            {"generator": {"kind": "openai", "model": "gpt-4o-mini"}, "release": {"hold_unreviewed": True}},
+            Measurements(synthesize={"made": 100}, drawn=True, unanswered=(0, 5)), True,
+            "5 synthetic questions (release.hold_unreviewed)",
+        ),
+    ],
+)  # fmt: skip
+def test_the_plan_says_what_the_run_will_wait_for_a_reviewer_to_answer(settings, measured, pools, said):
+    from testset_builder.stages.plan import review_words
+
+    words = review_words(Config(**settings), measured, pools)
+    assert words == (f"before it releases, run waits for a reviewer to answer {said}" if said else "")

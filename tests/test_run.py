@@ -61,6 +61,10 @@ def test_init_then_run_stops_for_review_and_the_second_run_releases_and_reports(
     for figure in ("calls", "input_tokens", "output_tokens"):
         assert within_half_again(questions[figure], made[figure]), (figure, questions, made)
     assert "not measured on this machine yet" in dry["plan"]["timing"][0]
+    # and what the run will stop for: the drawn pairs and each question the embedded model writes
+    assert dry["plan"]["review"].endswith(
+        "6 synthetic questions (release.hold_unreviewed: a weak generator writes them)"
+    )
     assert not (target / "testset" / "releases").exists()  # nothing released while review is pending
 
     assert answer_drawn_through_api(target / "testset", by_last_word) == first["waiting"]

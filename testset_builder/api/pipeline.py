@@ -125,7 +125,10 @@ def run(
     after a crash, a budget stop or a review goes on where it was and pays for nothing twice. When a stage raises,
     the error carries the stages before it as ``run_so_far`` (a :class:`RunResult`)."""
     if dry_run:
-        return RunResult({"plan": plan(config)}, status="planned")
+        planned = plan(config)
+        if not review:
+            planned.review = ""  # run --no-review waits for no one
+        return RunResult({"plan": planned}, status="planned")
     if not config.run.sources:
         raise InputError(NO_SOURCES)
     result = RunResult({})

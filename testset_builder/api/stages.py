@@ -154,7 +154,10 @@ def _chunk(step: RunStep):
 
 
 def _plan(step: RunStep):
-    return plan(step.config, workspace=step.workspace)
+    planned = plan(step.config, workspace=step.workspace)
+    if not step.review:
+        planned.review = ""  # run --no-review waits for no one
+    return planned
 
 
 def _synthesize(step: RunStep):

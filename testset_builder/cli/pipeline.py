@@ -58,6 +58,8 @@ def _print_plan(planned) -> None:
             out.print(f"[dim]{s.stage} {s.step}: {s.note}[/]", highlight=False)
     for line in planned.timing:
         out.print(f"[dim]time: {line}[/]", highlight=False)
+    if planned.review:
+        out.print(f"review: {planned.review}", highlight=False, markup=False)
     for line in planned.warnings:
         err.print(f"[yellow]warning:[/] {line}", highlight=False)
     if planned.over_budget:

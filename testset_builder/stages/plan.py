@@ -78,6 +78,7 @@ class Step:
 class Plan:
     steps: list[Step] = field(default_factory=list)
     timing: list[str] = field(default_factory=list)  # how each model's time was estimated
+    review: str = ""  # what the run will wait for a reviewer to answer before it releases ('' for nothing)
     warnings: list[str] = field(default_factory=list)
     max_cost_usd: float | None = None
 
@@ -121,6 +122,7 @@ class Plan:
             "cost_usd": self.cost_usd,
             "seconds": round(self.seconds, 1),
             "timing": self.timing,
+            "review": self.review,
             "warnings": self.warnings,
             "max_cost_usd": self.max_cost_usd,
             "over_budget": self.over_budget,
@@ -138,6 +140,9 @@ class Measurements:
     calls: Sequence[tuple[str, str, str]] = ()  # (model, request JSON, usage JSON) of answered calls
     machine: dict[str, throughput.Measured] = field(default_factory=dict)
     encoded: bool = False  # the live chunks' dense embeddings are in the workspace already
+    drawn: bool = False  # a review round has drawn pairs in this workspace
+    pairs_waiting: int = 0  # drawn pairs no reviewer has answered
+    unanswered: tuple[int, int] = (0, 0)  # synthetic questions no reviewer answered: a weak generator's, and all
 
 
 @dataclass(frozen=True)
@@ -317,7 +322,39 @@ def plan_run(
     plan.warnings += planning.warnings
     _encoding(plan, config, chunks, measured, queries is not None or bool(logged), planning.by_estimate)
     _price_and_time(plan, config, measured.machine)
+    plan.review = review_words(config, measured, queries is not None or bool(logged))
     return plan
+
+
+def review_words(config: Config, measured: Measurements, pools: bool) -> str:
+    """What ``run`` will wait for a reviewer to answer before it releases, in words: the pairs its review round
+    draws (or the drawn ones still unanswered) and the synthetic questions a release holds back
+    (``release.hold_unreviewed``: with a weak generator, each question it writes), or the doubted ones; '' for
+    nothing. The plan's time is the machine's; this is the reviewers'."""
+    from ..labels.policy import holds_unreviewed
+    from ..registry import abilities
+
+    parts = []
+    if measured.drawn:
+        if measured.pairs_waiting:
+            parts.append(f"{measured.pairs_waiting} pairs drawn for review")
+    elif pools and config.run.review_budget:
+        parts.append(f"up to {config.run.review_budget} pooled pairs drawn for review (run.review_budget)")
+    hold, weak = holds_unreviewed(config), abilities(config.generator_role().kind).weak
+    last = measured.synthesize or {}
+    written = config.synthesize.questions - min(
+        config.synthesize.questions, last.get("made", 0) + last.get("already_made", 0)
+    )  # the questions this run will write
+    if hold is not False:  # held: those written now (all, or a weak generator's) and those still unanswered
+        waiting = (written if hold or weak else 0) + measured.unanswered[1 if hold else 0]
+        if waiting:
+            why = "release.hold_unreviewed" + ("" if hold else ": a weak generator writes them")
+            parts.append(f"{waiting} synthetic questions ({why})")
+    elif weak and written:
+        parts.append("the doubted ones of the new synthetic questions")
+    if not parts:
+        return ""
+    return "before it releases, run waits for a reviewer to answer " + " and ".join(parts)
 
 
 def synthesize_steps(p: Planning) -> list[Step]:
@@ -566,7 +603,13 @@ def measurements(workspace) -> Measurements:
     if workspace is None:
         return Measurements(machine=machine)
     db = workspace.db
+    from ..labels.policy import unanswered_questions
+    from ..store import draws
+
     return Measurements(
+        drawn=draws.next_round(db) > 1,
+        pairs_waiting=draws.waiting_pairs(db),
+        unanswered=(len(unanswered_questions(db, None)), len(unanswered_questions(db, True))),
         synthesize=history.latest_counts(db, "synthesize"),
         propose=history.latest_counts(db, "propose"),
         proposed_query_ids=frozenset(rows.pooled_query_ids(db)),
