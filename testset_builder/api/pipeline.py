@@ -22,10 +22,11 @@ if TYPE_CHECKING:
 NO_SOURCES = "the config's run.sources lists no documents to chunk (files or folders)"
 
 
-def plan(config: Config, *, workspace: Workspace | None = None) -> Plan:
+def plan(config: Config, *, workspace: Workspace | None = None, review: bool = True) -> Plan:
     """What :func:`run` will spend (LLM calls, tokens, cost, time per step, from the settings, the corpus and what
     this workspace and machine measured): over the chunks of an open ``workspace`` (a run, once chunked), else over
-    ``run.sources`` chunked in memory (a dry run: nothing is written)."""
+    ``run.sources`` chunked in memory (a dry run: nothing is written). With ``review`` (as :func:`run` takes it),
+    what the run will wait for a reviewer to answer too."""
     from ..corpus.chunkers import chunk_document
     from ..corpus.loaders import load_sources
     from ..corpus.sampling import SourceChunk
@@ -55,7 +56,7 @@ def plan(config: Config, *, workspace: Workspace | None = None) -> Plan:
     return plan_run(
         config, chunks, None if queries is None else [q.text for q in queries], measured,
         propose_judges=judges_pools(config), query_ids=[q.query_id for q in queries or ()], logged=logged,
-        logged_done=proposed if logged else 0,
+        logged_done=proposed if logged else 0, review=review,
     )  # fmt: skip
 
 
@@ -125,10 +126,7 @@ def run(
     after a crash, a budget stop or a review goes on where it was and pays for nothing twice. When a stage raises,
     the error carries the stages before it as ``run_so_far`` (a :class:`RunResult`)."""
     if dry_run:
-        planned = plan(config)
-        if not review:
-            planned.review = ""  # run --no-review waits for no one
-        return RunResult({"plan": planned}, status="planned")
+        return RunResult({"plan": plan(config, review=review)}, status="planned")
     if not config.run.sources:
         raise InputError(NO_SOURCES)
     result = RunResult({})

@@ -34,7 +34,7 @@ def shared_settings(ws: Workspace, settings: ReviewConfig) -> tuple[ReviewConfig
     return settings.model_copy(update={"overlap": None}), before
 
 
-def queue_held(ws: Workspace, config: Config) -> None:
+def _queue_held(ws: Workspace, config: Config) -> None:
     """Queue the questions a release holds back for the reviewers: by the config's ``release.hold_unreviewed``
     when it sets one (recorded for every reviewer and command), else by what ``run`` last recorded."""
     from ..labels.policy import holds_unreviewed
@@ -110,7 +110,7 @@ def review_server(
         if config.review.questions:
             review.queue_questions(ws)
         elif config.review.questions is None:
-            queue_held(ws, config)  # the questions a release waits for
+            _queue_held(ws, config)  # the questions a release waits for
         token = ws.review_token()
         shared, before = shared_settings(ws, config.review)
         web = create_app(ws, token, shared)
@@ -209,7 +209,7 @@ def review_session(
         if config.review.questions:
             review.queue_questions(ws)
         elif config.review.questions is None:
-            queue_held(ws, config)  # the questions a release waits for
+            _queue_held(ws, config)  # the questions a release waits for
         shared, before = shared_settings(ws, config.review)
         yield ReviewSession(ws, reviewer, shared, adjudicate, before)
 

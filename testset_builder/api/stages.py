@@ -154,10 +154,7 @@ def _chunk(step: RunStep):
 
 
 def _plan(step: RunStep):
-    planned = plan(step.config, workspace=step.workspace)
-    if not step.review:
-        planned.review = ""  # run --no-review waits for no one
-    return planned
+    return plan(step.config, workspace=step.workspace, review=step.review)
 
 
 def _synthesize(step: RunStep):

@@ -307,10 +307,12 @@ def plan_run(
     query_ids: Sequence[str] = (),
     logged: int = 0,
     logged_done: int = 0,
+    review: bool = True,
 ) -> Plan:
     """The plan of ``run`` with ``config`` over ``chunks`` and the real ``queries`` (None: synthetic only); see the
     module docstring. ``query_ids`` are the queries' ids (those already proposed count as done); ``logged``: the
-    logged queries a failure-first draw will hand propose (``logged_done`` of them proposed before). Each stage of
+    logged queries a failure-first draw will hand propose (``logged_done`` of them proposed before); ``review``: the
+    run stops for reviewers (not ``run --no-review``), so the plan says for what. Each stage of
     ``run`` gives its own steps (``Stage.plan``), in the stages' order; the dense encoding follows them."""
     from ..registry import run_stages
 
@@ -322,7 +324,8 @@ def plan_run(
     plan.warnings += planning.warnings
     _encoding(plan, config, chunks, measured, queries is not None or bool(logged), planning.by_estimate)
     _price_and_time(plan, config, measured.machine)
-    plan.review = review_words(config, measured, queries is not None or bool(logged))
+    if review:
+        plan.review = review_words(config, measured, queries is not None or bool(logged))
     return plan
 
 

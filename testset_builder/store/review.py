@@ -464,30 +464,28 @@ def edited_questions(db: sqlite3.Connection) -> set[str]:
     }
 
 
-def reviewed_questions(db: sqlite3.Connection) -> set[str]:
-    """The synthetic questions a reviewer has answered: a counting verdict (keep, drop or edit; a skip does not
-    count) stands on their item, or a reviewer's edit made them. Two indexed queries: the review page asks on every
-    item."""
-    answered = {
-        row[0]
-        for row in db.execute(
-            "SELECT i.query_id FROM review_items i WHERE i.kind = 'question' "
-            "AND EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1)"
-        )
-    }
-    return answered | edited_questions(db)
-
-
-def doubted_questions(db: sqlite3.Connection) -> dict[str, bool]:
-    """Each question queued as doubted (its reason starts ``doubted:``, see stages/synthesize/doubt.py): whether a
-    reviewer has answered it (keep, drop or edit; a skip does not count)."""
+def queued_questions(db: sqlite3.Connection, reason: str = "") -> dict[str, bool]:
+    """Each question queued for review (those whose reason starts with ``reason``): whether a reviewer has answered
+    it (keep, drop or edit; a skip does not count). Indexed: the review page asks on every item."""
     return {
         query_id: bool(answered)
         for query_id, answered in db.execute(
             "SELECT i.query_id, EXISTS (SELECT 1 FROM review_state s WHERE s.item_id = i.item_id AND s.counting = 1) "
-            "FROM review_items i WHERE i.kind = 'question' AND i.reason LIKE 'doubted:%' ORDER BY 1"
+            "FROM review_items i WHERE i.kind = 'question' AND i.reason LIKE ? || '%' ORDER BY 1",
+            (reason,),
         )
     }
+
+
+def reviewed_questions(db: sqlite3.Connection) -> set[str]:
+    """The synthetic questions a reviewer has answered (:func:`queued_questions`), or a reviewer's edit made."""
+    return {query_id for query_id, answered in queued_questions(db).items() if answered} | edited_questions(db)
+
+
+def doubted_questions(db: sqlite3.Connection) -> dict[str, bool]:
+    """Each question queued as doubted (its reason starts ``doubted:``, see stages/synthesize/doubt.py): whether a
+    reviewer has answered it."""
+    return queued_questions(db, "doubted:")
 
 
 def set_reviewer_token(db: sqlite3.Connection, reviewer: str, token_sha256: str, role: str, now: str) -> None:
