@@ -9,10 +9,12 @@ already in memory) is reported too.
 Then whole processes, as a user runs them from a shell, at two sizes: the 100,000-query run, and 20 runs of 50
 queries (a small job, where start-up is most of the time): ``testset-builder score --json`` with its bootstrap
 intervals, recall@k curve and set-size line, and with ``--no-ci``, against a Python script that reads the same
-files and scores them with pytrec_eval, and one with ranx. The small job has one more, the read floor: a script
-that imports numpy, reads the files and looks up each retrieved chunk's grade, and scores nothing, the least any
-Python scorer of these files does. Bytecode is cached as an installed package's is
-(``PYTHONPYCACHEPREFIX`` under the cache folder), and each command runs once before it is timed.
+files and scores them with pytrec_eval, and one with ranx. The small job has two more, which score nothing. The
+read floor: a script that imports numpy, reads the files and looks up each retrieved chunk's grade, the least any
+Python scorer of these files does. The import floor: a script that imports numpy and the parts of Arrow
+testset-builder reads and ranks with, and does nothing else, the least a scorer built on Arrow does. Bytecode is
+cached as an installed package's is (``PYTHONPYCACHEPREFIX`` under the cache folder), and each command runs once
+before it is timed.
 
     python benchmarks/metrics_speed.py [--queries 100000] [--depth 100] [--repeat 3] [--small-only]
 
@@ -38,6 +40,7 @@ from _proc import high_water_mb
 CACHE = Path(__file__).resolve().parent / ".cache"
 OURS = "recall@10,precision@10,mrr,ndcg@10,map,hit_rate@5"
 TREC = ["recall.10", "P.10", "recip_rank", "ndcg_cut.10", "map", "success.5"]
+FLOORS = ("python read floor", "numpy + Arrow import floor")  # the small job's floors: timed, scoring nothing
 RANX = ["recall@10", "precision@10", "mrr", "ndcg@10", "map", "hit_rate@5"]
 
 
@@ -197,6 +200,13 @@ for path in sorted(glob.glob(sys.argv[2])):
     out[path] = int(found.sum())
 print(json.dumps(out))
 """,
+    # not a scorer: Python importing the libraries testset-builder's score reads and ranks with (numpy, and Arrow's
+    # CSV reader and compute functions), reading nothing; its time is the floor under that design's whole process
+    "numpy + Arrow import floor": """
+import json
+import numpy, pyarrow, pyarrow.compute, pyarrow.csv
+print(json.dumps({{}}))
+""",
     "ranx": """
 import glob, json, sys, warnings
 warnings.simplefilter("ignore")
@@ -225,7 +235,7 @@ def process_commands(qrels: Path, runs: str, floor: bool = False) -> dict[str, l
     ours += ["--metrics", OURS, "--json"]
     commands = {"testset-builder score": ours, "testset-builder --no-ci": [*ours, "--no-ci"]}
     for name, script in SCRIPTS.items():
-        if name == "python read floor" and not floor:
+        if name in FLOORS and not floor:
             continue
         commands[name] = [sys.executable, "-c", script.format(TREC=TREC, RANX=RANX), str(qrels), runs]
     return commands
@@ -245,7 +255,7 @@ def time_process(command: list[str]) -> tuple[float, dict | str]:
 def _means_of(name: str, output: dict) -> list[list[float]] | None:
     """Each run's six means, in OURS' order, from a whole-process contender's output (None for the read floor,
     which scores nothing)."""
-    if name == "python read floor":
+    if name in FLOORS:
         return None
     if name.startswith("testset-builder"):
         reports = output.get("runs", [output])
