@@ -76,6 +76,19 @@ def test_score_reports_missing_and_dropped_queries(capsys, tmp_path):
     assert "1 run queries not in the qrels were dropped" in out
 
 
+def test_a_run_sharing_no_query_with_the_qrels_is_refused_not_scored_zero(capsys, tmp_path):
+    """Zeros would read as a retriever finding nothing, when the run belongs to other queries (ids padded
+    otherwise, another collection): score and compare say so and exit 1."""
+    elsewhere = tmp_path / "elsewhere.trec"
+    elsewhere.write_text("z1 Q0 d1 1 2.0 elsewhere\nz2 Q0 d2 1 1.0 elsewhere\n")
+    for command in (["score", "--run", str(elsewhere)], ["compare", BM25, str(elsewhere)]):
+        code, _, err = run_cli(capsys, *command, "--qrels", QRELS, "--metrics", "mrr")
+        assert code == EXIT_BAD_INPUT
+        said = " ".join(err.split())
+        assert "run 'elsewhere' has no query in common with the labels" in said
+        assert "'z1'" in said and "'q1'" in said
+
+
 def test_score_and_compare_name_each_runs_empty_queries_and_no_detectable_difference_over_one(capsys, tmp_path):
     full, partial = tmp_path / "full.trec", tmp_path / "partial.trec"
     full.write_text("".join(f"q{i} Q0 d1 1 1.0 full\n" for i in range(1, 6)))

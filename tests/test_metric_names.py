@@ -30,7 +30,9 @@ def test_names_and_trec_eval_spellings_parse_to_one_canonical_metric(text, expec
     assert parse_metric(text) == expected
 
 
-@pytest.mark.parametrize("text", ["ndgc@10", "precision", "recall@0", "r_precision@5", "ndcg@", ""])
+@pytest.mark.parametrize(
+    "text", ["ndgc@10", "precision", "recall@0", "r_precision@5", "ndcg@", "", "recall@\uff11\uff10", "ndcg@\u0661"]
+)
 def test_unknown_or_malformed_names_raise_a_clear_error_listing_valid_names(text):
     with pytest.raises(UnknownMetricError) as error:
         parse_metrics(text)

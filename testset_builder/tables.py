@@ -205,6 +205,8 @@ class Qrels:
         if self.table.schema != QRELS_SCHEMA:
             object.__setattr__(self, "table", self.table.select([QUERY_ID, CHUNK_ID, GRADE]).cast(QRELS_SCHEMA))
         _check_ids(self.table, "qrels")
+        if self.table.column(GRADE).null_count:
+            raise InputError("qrels has a missing grade")
         duplicates = duplicate_pair_rows(self.table)
         if len(duplicates):
             row = int(duplicates[0])

@@ -200,6 +200,7 @@ def score(
     made = _runs(runs, queries, k, loaded)
     scored = [evaluate_with_curve(labels, r, specs, relevance_level=relevance_level) for r in made]
     evaluations = [evaluation for evaluation, _ in scored]
+    _meet_labels(made, evaluations)
     clusters = _clusters_of(evaluations[0], labels, cluster_by, loaded, document_of, clusters, cluster_field,
                             relevance_level)  # fmt: skip
     reports = score_dicts(evaluations, ci=ci, resamples=resamples, seed=seed, clusters=clusters.codes)
@@ -217,6 +218,21 @@ def score(
     coverage = _coverage(loaded)
     questions = _question_diagnostics(labels, made, evaluations, reports, loaded, relevance_level)
     return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality, checked, audit, coverage, questions)
+
+
+def _meet_labels(runs: list[Run], evaluations) -> None:
+    """Refuse a run with results none of which are for a labelled query: its figures would be zeros that read as a
+    retriever finding nothing, where the files do not belong together (another collection, ids padded otherwise)."""
+    from ..tables import QUERY_ID
+
+    for run, evaluation in zip(runs, evaluations):
+        met = evaluation.summary
+        if run.num_rows and met.evaluated_queries and met.queries_without_run == met.evaluated_queries:
+            theirs, ours = run.table.column(QUERY_ID)[0].as_py(), str(evaluation.query_ids[0])
+            raise InputError(
+                f"run {run.name!r} has no query in common with the labels: its query ids are like {theirs!r}, the "
+                f"labels' like {ours!r}; score a run made on the labels' queries"
+            )
 
 
 def _question_diagnostics(labels, runs, evaluations, reports, loaded, relevance_level: int):
@@ -411,6 +427,7 @@ def compare(
     if len(made) < 2:
         raise InputError("compare needs at least two runs (the first is the baseline)")
     evaluations = [evaluate(labels, r, specs, relevance_level=relevance_level) for r in made]
+    _meet_labels(made, evaluations)
     clusters = _clusters_of(evaluations[0], labels, cluster_by, loaded, document_of, clusters, cluster_field,
                             relevance_level)  # fmt: skip
     result = compare_runs(

@@ -31,7 +31,7 @@ from ..registry import (
     register_run_format,
 )
 from ..tables import Qrels, Run
-from ._lines import check_readable, first_line
+from ._lines import check_readable, fields, first_line
 from .beir import is_beir_qrels_header, read_beir_qrels, write_beir_qrels
 from .jsonl import read_jsonl_qrels, read_jsonl_run, write_jsonl_qrels, write_jsonl_run
 from .trec import read_trec_qrels, read_trec_run, write_trec_qrels, write_trec_run
@@ -62,11 +62,11 @@ register_qrels_format(
     TableFormat("beir", read_beir_qrels, write_beir_qrels, lambda p, line: is_beir_qrels_header(line), "BEIR TSV")
 )
 register_qrels_format(
-    TableFormat("trec", read_trec_qrels, write_trec_qrels, lambda p, line: len(line.split()) == 4, "qid 0 docid grade")
+    TableFormat("trec", read_trec_qrels, write_trec_qrels, lambda p, line: len(fields(line)) == 4, "qid 0 docid grade")
 )
 register_run_format(TableFormat("jsonl", read_jsonl_run, write_jsonl_run, _jsonl, "one JSON object a query"))
 register_run_format(
-    TableFormat("trec", read_trec_run, write_trec_run, lambda p, line: len(line.split()) == 6, "qid Q0 docid rank")
+    TableFormat("trec", read_trec_run, write_trec_run, lambda p, line: len(fields(line)) == 6, "qid Q0 docid rank")
 )
 
 

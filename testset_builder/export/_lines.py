@@ -9,6 +9,8 @@ line number of the first bad line.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,17 +29,72 @@ def check_readable(path: Path) -> None:
         raise InputError("is a directory, expected a file", path=path)
 
 
+# numbers as trec_eval's C parser and Arrow's CSV parser read them alike: ASCII digits only (Python's int() and
+# float() also take "1_0", fullwidth digits and more, which those parsers stop at or refuse)
+INTEGER = re.compile(r"-?[0-9]+")
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+INT64 = 2**63  # grades are stored as 64-bit integers
+
+
+def parse_integer(text: str, what: str, path: Path, line: int) -> int:
+    """``text`` as a grade: ASCII digits with an optional minus sign, within 64 bits; else an error naming the
+    line."""
+    if not INTEGER.fullmatch(text):
+        raise InputError(f"{what} must be an integer, got {text!r}", path=path, line=line)
+    value = int(text)
+    if not -INT64 <= value < INT64:
+        raise InputError(f"{what} {text!r} is out of range (a 64-bit integer)", path=path, line=line)
+    return value
+
+
+def parse_score(text: str, path: Path, line: int) -> float:
+    """``text`` as a finite score in decimal notation; else an error naming the line."""
+    if not DECIMAL.fullmatch(text):
+        raise InputError(f"score must be a number, got {text!r}", path=path, line=line)
+    value = float(text)
+    if not math.isfinite(value):
+        raise InputError(f"score must be finite, got {text!r}", path=path, line=line)
+    return value
+
+
+def integer_column(table: pa.Table | None, name: str) -> pa.Table | None:
+    """``table`` with its text column ``name`` as 64-bit integers; None unless every value is ASCII digits with an
+    optional minus sign, and short enough to fit (Arrow's integer parsing also takes hexadecimal), so that the slow
+    read names the line."""
+    if table is None:
+        return None
+    import pyarrow.compute as pc  # imported by every Arrow call that computes: loaded once the first read is done
+
+    column = table.column(name)
+    if column.null_count or not pc.all(pc.match_substring_regex(column, r"^-?[0-9]{1,18}$")).as_py():
+        return None
+    return table.set_column(table.schema.get_field_index(name), name, pc.cast(column, pa.int64()))
+
+
+ASCII_SPACE = " \t\n\v\f\r"  # what trec_eval's C parser splits on; Python's split() also splits on U+00A0 and more
+_FIELD_GAP = re.compile(f"[{re.escape(ASCII_SPACE)}]+")
+
+
+def fields(line: str) -> list[str]:
+    """A stripped line's whitespace-separated fields, split as trec_eval splits them: a no-break space or another
+    Unicode space stays inside its field, where the id check names it."""
+    return _FIELD_GAP.split(line) if line else []
+
+
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, stripped line) for each non-blank line; undecodable bytes raise with the line number."""
+    """(line number, line stripped of ASCII whitespace) for each non-blank line; undecodable bytes raise with the
+    line number. A byte-order mark at the start of the file is dropped, as Arrow's parser drops it."""
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
                 raise InputError(
                     f"not valid UTF-8 ({error.reason} at byte {error.start})", path=path, line=number
                 ) from None
-            line = line.strip()
+            line = line.strip(ASCII_SPACE)
             if line:
                 yield number, line
 

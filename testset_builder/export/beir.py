@@ -13,7 +13,17 @@ import pyarrow as pa
 
 from ..errors import InputError
 from ..tables import CHUNK_ID, GRADE, QRELS_SCHEMA, QUERY_ID, Qrels
-from ._lines import check_pair, check_readable, fast_read, first_line, json_objects, numbered_lines, read_with_fallback
+from ._lines import (
+    check_pair,
+    check_readable,
+    fast_read,
+    first_line,
+    integer_column,
+    json_objects,
+    numbered_lines,
+    parse_integer,
+    read_with_fallback,
+)
 
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
 
@@ -31,13 +41,14 @@ def read_beir_qrels(path: str | Path) -> Qrels:
         )
 
     def fast() -> pa.Table | None:
-        return fast_read(
+        table = fast_read(
             path,
             [QUERY_ID, CHUNK_ID, GRADE],
-            {QUERY_ID: pa.string(), CHUNK_ID: pa.string(), GRADE: pa.int64()},
+            {QUERY_ID: pa.string(), CHUNK_ID: pa.string(), GRADE: pa.string()},
             "\t",
             skip_rows=1,
         )
+        return integer_column(table, GRADE)
 
     def slow() -> pa.Table:
         queries, chunks, grades, seen = [], [], [], {}
@@ -49,10 +60,7 @@ def read_beir_qrels(path: str | Path) -> Qrels:
                 raise InputError(
                     f"expected 3 tab-separated fields 'query-id corpus-id score', got {line!r}", path=path, line=number
                 )
-            try:
-                grade = int(parts[2])
-            except ValueError:
-                raise InputError(f"score must be an integer, got {parts[2]!r}", path=path, line=number) from None
+            grade = parse_integer(parts[2], "score", path, number)
             check_pair(seen, (parts[0], parts[1]), path, number)
             queries.append(parts[0])
             chunks.append(parts[1])

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from ..errors import InputError
 from ..tables import CHUNK_ID, GRADE, QRELS_SCHEMA, QUERY_ID, RUN_SCHEMA, SCORE, Qrels, Run
-from ._lines import check_id, check_pair, check_readable, json_objects
+from ._lines import INT64, check_id, check_pair, check_readable, json_objects
 
 
 def _id_field(value: dict[str, Any], field: str, path: Path, line: int) -> str:
@@ -23,12 +23,23 @@ def _id_field(value: dict[str, Any], field: str, path: Path, line: int) -> str:
 
 
 def _number(value: Any, field: str, path: Path, line: int, integer: bool = False) -> float | int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and int(value) != value):
-        kind = "an integer" if integer else "a number"
+    """A score (a finite number) or, with ``integer``, a grade (an integer within 64 bits; 2.0 is 2)."""
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{field!r} must be {kind}, got {value!r}", path=path, line=line)
-    if not math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):
         raise InputError(f"{field!r} must be finite, got {value!r}", path=path, line=line)
-    return int(value) if integer else float(value)
+    if integer and isinstance(value, float) and not value.is_integer():
+        raise InputError(f"{field!r} must be {kind}, got {value!r}", path=path, line=line)
+    if integer:
+        number = int(value)
+        if not -INT64 <= number < INT64:
+            raise InputError(f"{field!r} {value!r} is out of range (a 64-bit integer)", path=path, line=line)
+        return number
+    try:
+        return float(value)
+    except OverflowError:
+        raise InputError(f"{field!r} is out of range (a 64-bit float)", path=path, line=line) from None
 
 
 def read_jsonl_run(path: str | Path, name: str | None = None) -> Run:

@@ -7,7 +7,6 @@ or a (query, chunk) pair listed twice is an error that names the file and line.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,28 +17,15 @@ from ._lines import (
     check_pair,
     check_readable,
     fast_read,
+    fields,
     first_line,
+    integer_column,
     numbered_lines,
+    parse_integer,
+    parse_score,
     read_with_fallback,
     sniff_delimiter,
 )
-
-
-def _parse_int(text: str, what: str, path: Path, line: int) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise InputError(f"{what} must be an integer, got {text!r}", path=path, line=line) from None
-
-
-def _parse_score(text: str, path: Path, line: int) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(f"score must be a number, got {text!r}", path=path, line=line) from None
-    if not math.isfinite(value):
-        raise InputError(f"score must be finite, got {text!r}", path=path, line=line)
-    return value
 
 
 def read_trec_qrels(path: str | Path) -> Qrels:
@@ -55,20 +41,21 @@ def read_trec_qrels(path: str | Path) -> Qrels:
         table = fast_read(
             path,
             [QUERY_ID, "iteration", CHUNK_ID, GRADE],
-            {QUERY_ID: pa.string(), CHUNK_ID: pa.string(), GRADE: pa.int64()},
+            {QUERY_ID: pa.string(), CHUNK_ID: pa.string(), GRADE: pa.string()},
             delimiter,
         )
+        table = integer_column(table, GRADE)
         return table.select([QUERY_ID, CHUNK_ID, GRADE]) if table is not None else None
 
     def slow() -> pa.Table:
         queries, chunks, grades, seen = [], [], [], {}
         for number, line in numbered_lines(path):
-            parts = line.split()
+            parts = fields(line)
             if len(parts) != 4:
                 raise InputError(
                     f"expected 4 fields 'qid iteration docid grade', got {len(parts)}", path=path, line=number
                 )
-            grade = _parse_int(parts[3], "grade", path, number)
+            grade = parse_integer(parts[3], "grade", path, number)
             check_pair(seen, (parts[0], parts[2]), path, number)
             queries.append(parts[0])
             chunks.append(parts[2])
@@ -84,7 +71,7 @@ def read_trec_run(path: str | Path, name: str | None = None) -> Run:
     check_readable(path)
     line = first_line(path)
     if name is None:
-        parts = line.split() if line else []
+        parts = fields(line) if line else []
         name = parts[5] if len(parts) == 6 else path.stem
 
     def fast() -> pa.Table | None:
@@ -98,12 +85,12 @@ def read_trec_run(path: str | Path, name: str | None = None) -> Run:
     def slow() -> pa.Table:
         queries, chunks, scores, seen = [], [], [], {}
         for number, text in numbered_lines(path):
-            parts = text.split()
+            parts = fields(text)
             if len(parts) != 6:
                 raise InputError(
                     f"expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}", path=path, line=number
                 )
-            score = _parse_score(parts[4], path, number)
+            score = parse_score(parts[4], path, number)
             check_pair(seen, (parts[0], parts[2]), path, number)
             queries.append(parts[0])
             chunks.append(parts[2])

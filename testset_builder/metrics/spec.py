@@ -25,7 +25,8 @@ _METRICS: dict[str, tuple[tuple[str, ...], bool]] = {
     "complete": (("completeness", "all_relevant", "all_evidence"), False),
 }
 _ALIASES = {alias: name for name, (aliases, _) in _METRICS.items() for alias in (name, *aliases)}
-_PATTERN = re.compile(r"^(?P<name>[a-z_\-]+?)(?:(?:@|_|\.)(?P<k>\d+))?$")
+# ASCII digits alone: int() would also read fullwidth and other digits
+_PATTERN = re.compile(r"^(?P<name>[a-z_\-]+?)(?:(?:@|_|\.)(?P<k>[0-9]+))?$")
 
 
 @dataclass(frozen=True, order=True)
