@@ -69,14 +69,16 @@ def test_the_sample_spreads_over_documents_is_seeded_and_honours_the_cap():
 
 
 def test_styles_are_allocated_exactly_in_proportion():
-    labels = allocate_styles(10, {"natural": 0.4, "keyword": 0.2, "paraphrase": 0.2, "multi": 0.2}, seed=0)
+    labels = allocate_styles(
+        [f"c{i}" for i in range(10)], {"natural": 0.4, "keyword": 0.2, "paraphrase": 0.2, "multi": 0.2}, seed=0
+    )
     assert len(labels) == 10 and {s: labels.count(s) for s in set(labels)} == {
         "natural": 4,
         "keyword": 2,
         "paraphrase": 2,
         "multi": 2,
     }
-    assert len(allocate_styles(7, {"natural": 1, "keyword": 1}, seed=0)) == 7
+    assert len(allocate_styles([f"c{i}" for i in range(7)], {"natural": 1, "keyword": 1}, seed=0)) == 7
 
 
 def test_generated_questions_are_cleaned_and_validated():
@@ -171,6 +173,34 @@ def test_a_rerun_of_the_same_settings_calls_nothing_and_stores_nothing_twice(wor
     assert workspace.db.execute("SELECT COUNT(*) FROM judgments").fetchone()[0] == judgments
     other_seed = run(workspace, provider, questions=8, seed=5, mine=False)
     assert other_seed.made + other_seed.already_made == 8 and other_seed.made > 0
+
+
+@pytest.mark.parametrize("questions", [8, 60])  # a sample of the chunks, and every chunk the corpus has
+def test_a_document_added_to_the_corpus_leaves_the_other_questions_as_they_were(tmp_path, questions):
+    """Each chunk's place in the sample and each slot's style come from its own id, so one new file costs the
+    questions of its own chunks and a few at the sample's edges, not a new sample (which a reviewer would pay for)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for source in (Path(__file__).resolve().parents[1] / "examples" / "corpus").iterdir():
+        (docs / source.name).write_bytes(source.read_bytes())
+    chunking = ChunkingConfig(chunker="markdown", size=600, overlap=60)
+    settings = {"questions": questions, "mine": False, "critic": False}
+    with open_workspace(tmp_path / "ws") as ws:
+        ingest(ws, load_sources([docs]), chunking, [docs])
+        before = run(ws, FakeProvider(scripted()), **settings)
+        (docs / "added.md").write_text(
+            "# Warm-up\n\nA warm-up pass loads the index and the encoder once before the first timed query, so "
+            "the first latency measured is not the cost of reading files from disk. Without it, the first query "
+            "of every benchmark run pays for opening the index, mapping its pages into memory and compiling the "
+            "encoder's graph, and the mean latency reported is dominated by that one slow query. The warm-up "
+            "queries are not scored and not timed; their results are thrown away.\n",
+            encoding="utf-8",
+        )
+        ingest(ws, load_sources([docs]), chunking, [docs])
+        after = run(ws, FakeProvider(scripted()), **settings)
+    kept = set(before.query_ids) & set(after.query_ids)
+    assert len(kept) >= len(before.query_ids) - 3, (len(kept), len(before.query_ids))
+    assert after.made <= 4 and after.already_made >= len(kept)
 
 
 def test_filters_count_what_they_remove_and_more_chunks_are_sampled_to_keep_the_count(workspace):
@@ -335,7 +365,7 @@ def test_round_trip_keeps_only_questions_whose_source_bm25_ranks_in_the_top_k(wo
     assert kept.made + kept.removed["round_trip"] == kept.generated - kept.surplus
 
     def off_topic(request):
-        return " how do bananas ripen in cold storage?"
+        return " bananas ripen faster near apples?"
 
     removed = run(
         workspace,

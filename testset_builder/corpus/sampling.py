@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import random
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
@@ -73,17 +72,28 @@ def eligible_chunks(
     return kept, skipped
 
 
-def allocate_styles(count: int, weights: Mapping[str, float], seed: int) -> list[str]:
-    """Exactly ``count`` style labels in proportion to ``weights`` (largest remainder), in a seeded order."""
+def _rank(seed: int, *parts: str) -> str:
+    """A key's place in a seeded order that does not depend on the other keys: adding or removing a chunk or a
+    document leaves every other one's place as it was, so a corpus change moves few picks."""
+    return hashlib.sha256("\x00".join([str(seed), *parts]).encode()).hexdigest()
+
+
+def allocate_styles(keys: Sequence[str], weights: Mapping[str, float], seed: int) -> list[str]:
+    """A style for each key (a question slot), exactly in proportion to ``weights`` (largest remainder). Which slot
+    gets which style follows the slots' seeded ranks, so a slot added or removed moves at most one slot across each
+    boundary between styles: the other slots keep their style, and so their cached question."""
     total = sum(weights.values())
+    count = len(keys)
     if count <= 0 or total <= 0:
         return []
     exact = {style: count * weight / total for style, weight in weights.items() if weight > 0}
     counts = {style: math.floor(value) for style, value in exact.items()}
     for style in sorted(exact, key=lambda s: (-(exact[s] - counts[s]), s))[: count - sum(counts.values())]:
         counts[style] += 1
-    labels = [style for style in sorted(counts) for _ in range(counts[style])]
-    random.Random(seed).shuffle(labels)
+    blocks = [style for style in sorted(counts) for _ in range(counts[style])]
+    labels = [""] * count
+    for place, index in enumerate(sorted(range(count), key=lambda i: (_rank(seed, "style", keys[i]), i))):
+        labels[index] = blocks[place]
     return labels
 
 
@@ -94,18 +104,17 @@ def stratified_sample(
     per_document_cap: int | None = None,
     taken: Mapping[str, int] | None = None,
 ) -> list[SourceChunk]:
-    """``count`` chunks, round-robin across documents in a seeded order (each document's chunks shuffled too), so
-    questions spread over the corpus instead of piling up on its largest files. ``taken`` counts chunks already
-    drawn per document in earlier rounds, against ``per_document_cap``."""
+    """``count`` chunks, round-robin across documents in a seeded order (each document's chunks in a seeded order
+    too), so questions spread over the corpus instead of piling up on its largest files. Each place comes from the
+    seed and the id alone, so a corpus change moves few picks and the rest keep their cached questions. ``taken``
+    counts chunks already drawn per document in earlier rounds, against ``per_document_cap``."""
     by_doc: dict[str, list[SourceChunk]] = defaultdict(list)
     for chunk in chunks:
         by_doc[chunk.doc_id].append(chunk)
-    rng = random.Random(seed)
-    order = sorted(by_doc)
-    rng.shuffle(order)
-    queues = {doc: sorted(by_doc[doc], key=lambda c: c.chunk_id) for doc in order}
-    for doc in order:
-        rng.shuffle(queues[doc])
+    order = sorted(by_doc, key=lambda doc: _rank(seed, "document", doc))
+    queues = {  # popped from the end: the first in seeded order last
+        doc: sorted(by_doc[doc], key=lambda c: _rank(seed, "chunk", c.chunk_id), reverse=True) for doc in order
+    }
     used = Counter(taken or {})
     picked: list[SourceChunk] = []
     while len(picked) < count:

@@ -247,7 +247,8 @@ class _Run:
         for chunk in picked:
             self.sampled.add(chunk.chunk_id)
             self.taken[chunk.doc_id] += 1
-        styles = allocate_styles(len(picked) * settings.per_chunk, settings.styles, settings.seed + round_number)
+        keys = [f"{chunk.chunk_id}\x00{p}" for chunk in picked for p in range(settings.per_chunk)]
+        styles = allocate_styles(keys, settings.styles, settings.seed + round_number)
         slots = []
         for position, style in enumerate(styles):
             chunk = picked[position // settings.per_chunk]
