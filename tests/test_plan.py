@@ -252,3 +252,19 @@ def test_the_plan_says_what_the_run_will_wait_for_a_reviewer_to_answer(settings,
 
     words = review_words(Config(**settings), measured, pools)
     assert words == (f"before it releases, run waits for a reviewer to answer {said}" if said else "")
+
+
+def test_the_review_line_counts_the_questions_the_corpus_can_give_not_those_asked_for():
+    """A corpus of 6 chunks worth a question gives about 6 of the 50 asked: the plan's review line says so, and once
+    a run has sampled every chunk a rerun writes none, so it waits for none (only for those still unanswered)."""
+    chunks = [SourceChunk(f"c{i}", f"d{i}", PASSAGE) for i in range(6)]
+    config = Config(generator={"kind": "local"}, synthesize={"questions": 50, "per_chunk": 1})
+    fresh = plan_run(config, chunks, None, Measurements())
+    asked = int(fresh.review.split(" synthetic questions")[0].split()[-1])
+    assert 1 <= asked <= 6 and any("of 50 questions" in warning for warning in fresh.warnings)
+    done = Measurements(synthesize={"made": 5, "already_made": 0, "chunks_sampled": 6})
+    assert plan_run(config, chunks, None, done).review == ""
+    waiting = Measurements(synthesize={"made": 0, "already_made": 5, "chunks_sampled": 6}, unanswered=(2, 2))
+    assert plan_run(config, chunks, None, waiting).review.endswith(
+        "2 synthetic questions (release.hold_unreviewed: a weak generator writes them)"
+    )

@@ -80,6 +80,7 @@ class Plan:
     timing: list[str] = field(default_factory=list)  # how each model's time was estimated
     review: str = ""  # what the run will wait for a reviewer to answer before it releases ('' for nothing)
     warnings: list[str] = field(default_factory=list)
+    written: int | None = None  # the synthetic questions this run will write, as synthesize's steps expect
     max_cost_usd: float | None = None
 
     @property
@@ -325,15 +326,17 @@ def plan_run(
     _encoding(plan, config, chunks, measured, queries is not None or bool(logged), planning.by_estimate)
     _price_and_time(plan, config, measured.machine)
     if review:
-        plan.review = review_words(config, measured, queries is not None or bool(logged))
+        plan.review = review_words(config, measured, queries is not None or bool(logged), planning.written)
     return plan
 
 
-def review_words(config: Config, measured: Measurements, pools: bool) -> str:
+def review_words(config: Config, measured: Measurements, pools: bool, written: int | None = None) -> str:
     """What ``run`` will wait for a reviewer to answer before it releases, in words: the pairs its review round
     draws (or the drawn ones still unanswered) and the synthetic questions a release holds back
     (``release.hold_unreviewed``: with a weak generator, each question it writes), or the doubted ones; '' for
-    nothing. The plan's time is the machine's; this is the reviewers'."""
+    nothing. ``written``: the questions this run will write, as the synthesize plan expects them (what the corpus
+    can give); None, all those asked for that earlier runs did not make. The plan's time is the machine's; this is
+    the reviewers'."""
     from ..labels.policy import holds_unreviewed
     from ..registry import abilities
 
@@ -345,9 +348,10 @@ def review_words(config: Config, measured: Measurements, pools: bool) -> str:
         parts.append(f"up to {config.run.review_budget} pooled pairs drawn for review (run.review_budget)")
     hold, weak = holds_unreviewed(config), abilities(config.generator_role().kind).weak
     last = measured.synthesize or {}
-    written = config.synthesize.questions - min(
-        config.synthesize.questions, last.get("made", 0) + last.get("already_made", 0)
-    )  # the questions this run will write
+    if written is None:
+        written = config.synthesize.questions - min(
+            config.synthesize.questions, last.get("made", 0) + last.get("already_made", 0)
+        )
     if hold is not False:  # held: those written now (all, or a weak generator's) and those still unanswered
         waiting = (written if hold or weak else 0) + measured.unanswered[1 if hold else 0]
         if waiting:
@@ -371,6 +375,8 @@ def synthesize_steps(p: Planning) -> list[Step]:
     requests = math.ceil(synthesis_requests(synth.questions, *counts))
     repeated = math.ceil(synthesis_requests(delivered_before, *counts))
     delivered = min(synth.questions, requests * rate)
+    exhausted = delivered_before < synth.questions and last.get("chunks_sampled", 0) >= len(p.pool)
+    p.written = 0 if exhausted else max(0, math.floor(delivered + 0.5) - delivered_before)  # a rerun makes no more
     if delivered < synth.questions - 0.5:
         p.warnings.append(
             f"about {delivered:.0f} of {synth.questions} questions: the corpus has {len(p.pool)} chunks worth a "
@@ -516,7 +522,9 @@ def _question_requests(generator: Generator, sample: Sequence[SourceChunk], sett
     """The question requests of a sample of chunks in the configured styles (a multi question's second passage is
     the next chunk of the sample; with one chunk, a multi question is asked as natural, as the stage does)."""
     requests = []
-    for i, (chunk, style) in enumerate(zip(sample, allocate_styles(len(sample), settings.styles, settings.seed))):
+    for i, (chunk, style) in enumerate(
+        zip(sample, allocate_styles([c.chunk_id for c in sample], settings.styles, settings.seed))
+    ):
         sources = (chunk, sample[(i + 1) % len(sample)]) if style == "multi" and len(sample) > 1 else (chunk,)
         style = "natural" if style == "multi" and len(sources) == 1 else style
         requests.append(generator.request(Slot(i, style, sources, settings.seed)))
