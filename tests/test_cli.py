@@ -161,6 +161,7 @@ def test_compare_on_the_bundled_example_is_not_significant_with_five_queries(cap
         (["score", "--qrels", "no-such-file.tsv", "--run", BM25], "no-such-file.tsv: no such file"),
         (["score", "--qrels", QRELS, "--run", BM25, "--metrics", "precision"], "needs a cutoff"),
         (["compare", "--qrels", QRELS, BM25], "at least two runs"),
+        (["score", "--release", "no-such-workspace@latest", "--run", BM25], "no workspace 'no-such-workspace'"),
         (["score", "--qrels", QRELS], "Missing option '--run'"),
     ],
 )
@@ -181,6 +182,20 @@ def test_an_internal_error_exits_2_and_says_it_is_a_bug(capsys, monkeypatch):
     code, _, err = run_cli(capsys, "score", "--qrels", QRELS, "--run", BM25)
     assert code == EXIT_INTERNAL
     assert "internal error: ZeroDivisionError: boom" in err and "TESTSET_BUILDER_DEBUG=1" in err
+
+
+@pytest.mark.parametrize("through_typer", [False, True])  # a plain score line skips Typer, which maps Ctrl-C itself
+def test_ctrl_c_exits_130_and_says_what_was_kept(capsys, monkeypatch, through_typer):
+    import testset_builder.metrics.many
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(testset_builder.metrics.many, "evaluate_with_curve", interrupted)
+    line = ["score", "--qrels", QRELS, "--run", BM25] + (["--metrics=mrr"] if through_typer else [])
+    code, _, err = run_cli(capsys, *line)
+    assert code == 130
+    assert "interrupted: what was finished is kept; rerun to go on" in err
 
 
 def test_the_installed_command_sets_the_process_exit_code():

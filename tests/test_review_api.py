@@ -232,6 +232,10 @@ def test_add_reviewer_prints_a_token_once_and_keeps_only_its_hash(queued_workspa
     stored = list(queued_workspace.db.execute("SELECT * FROM reviewer_tokens"))
     assert shown["token"] not in repr(stored)  # only its SHA-256
     assert main(["add-reviewer", "   ", "--workspace", root]) == 1
+    capsys.readouterr()
+    assert main(["add-reviewer", "ann", "--workspace", root]) == 0  # again: a new token, and the old one is dead
+    assert "ann's earlier token stopped working" in capsys.readouterr().err
+    assert principal(queued_workspace, shown["token"], TOKEN) is None
 
 
 def test_serve_refuses_a_non_loopback_address_unless_asked_for_by_host():

@@ -221,6 +221,7 @@ class ReviewerToken:
     reviewer: str
     role: str
     token: str
+    replaced: bool = False  # the reviewer had a token, which stopped working
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -233,8 +234,11 @@ def add_reviewer(
     from ..stages import review
 
     role, name = ("admin" if admin else "reviewer"), " ".join(name.split())
+    from ..store.review import reviewers_with_tokens
+
     with opened(config, workspace) as ws:
-        return ReviewerToken(name, role, review.add_reviewer(ws, name, role))
+        replaced = name in dict(reviewers_with_tokens(ws.db))
+        return ReviewerToken(name, role, review.add_reviewer(ws, name, role), replaced)
 
 
 @dataclass

@@ -26,6 +26,7 @@ from typing import Any
 from ..errors import TestsetBuilderError
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_PARTIAL, EXIT_REVIEW, EXIT_REGRESSION = 0, 1, 2, 3, 4, 5
+EXIT_INTERRUPTED = 130  # Ctrl-C: what was committed is kept
 QUIET = "--quiet"
 
 
@@ -108,12 +109,10 @@ def run_app(
 
 
 def _called(function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
-    """``function(**arguments)`` as click runs a command's callback: Ctrl-C is exit code 130, the end of input an
-    abort, a closed pipe on stdout exit code 1."""
+    """``function(**arguments)`` as click runs a command's callback: the end of input an abort, a closed pipe on
+    stdout exit code 1 (Ctrl-C is said by :func:`_outcome`)."""
     try:
         return function(**arguments)
-    except KeyboardInterrupt:
-        return 130
     except EOFError as error:
         import typer
 
@@ -140,12 +139,18 @@ def _outcome(args: list[str], json_mode: bool, app: Callable[..., Any] | None, d
             print(json.dumps(document))
         return code
 
+    def interrupted(error: BaseException | None) -> int:
+        err.print("interrupted: what was finished is kept; rerun to go on")
+        return failed(130, "interrupted", error)
+
     try:
         if direct is None:
             from ..registry import load_plugins
 
             load_plugins()  # installed plugins' providers, formats, review actions and stages, before any command
             code = app(args=args, standalone_mode=False)  # without standalone mode, click returns typer.Exit's code
+            if code == EXIT_INTERRUPTED:  # Typer turns Ctrl-C into this code, and says nothing
+                return interrupted(None)
         else:  # a scoring command called directly loads them only for a format it does not know
             code = _called(*direct)
         if isinstance(code, int) and code != EXIT_OK:
@@ -162,8 +167,7 @@ def _outcome(args: list[str], json_mode: bool, app: Callable[..., Any] | None, d
         err.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)  # one line, unfolded
         return failed(EXIT_BAD_INPUT, str(error), error)
     except KeyboardInterrupt as error:
-        err.print("interrupted: what was finished is kept; rerun to go on")
-        return failed(130, "interrupted", error)
+        return interrupted(error)
     except Exception as error:  # anything else is our bug: say so, show the traceback only on request
         if os.environ.get("TESTSET_BUILDER_DEBUG"):
             raise

@@ -358,6 +358,8 @@ def add_reviewer(
     with interactive():  # the token is what the command is for: --quiet keeps it
         out.print(f"{made.reviewer} ({made.role}): /?token={made.token}", highlight=False, soft_wrap=True)
     err.print("(shown once: send it to that reviewer only, on the address `serve` prints)")
+    if made.replaced:
+        err.print(f"{made.reviewer}'s earlier token stopped working: send them this one", highlight=False)
 
 
 @app.command("reviewers")

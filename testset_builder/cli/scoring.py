@@ -49,7 +49,7 @@ DetectOption = Annotated[
         "--detect",
         min=0.0,
         help="Also say how many queries (and clusters) the set needs to detect a difference this large "
-        "(alpha 0.05, 80%% power, paired).",
+        "(alpha 0.05, 80% power, paired).",
         show_default=False,
     ),
 ]

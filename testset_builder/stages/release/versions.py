@@ -45,7 +45,9 @@ def release_dir(workspace_root: str | Path, version: str) -> Path:
     if version == "latest":
         found = [p.name for p in releases.glob("*") if (p / "manifest.json").exists() and SEMVER.fullmatch(p.name)]
         if not found:
-            raise UnknownIdError("release", f"latest (no release in {workspace_root})")
+            if not Path(workspace_root).is_dir():
+                raise InputError(f"no workspace {str(workspace_root)!r}: give WORKSPACE@VERSION of a workspace")
+            raise UnknownIdError("release", f"latest ({workspace_root} has no release yet: run `release` first)")
         version = max(found, key=parse_version)
     else:
         parse_version(version)  # a version is never a path: "../x" is refused here
