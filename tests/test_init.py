@@ -4,6 +4,7 @@ and names the key and line of a mistake."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -53,3 +54,22 @@ def test_a_mistake_in_a_config_names_the_key_and_its_line(tmp_path, capsys):
     error = capsys.readouterr().err
     assert f"synthesize.questions (line {at + 1})" in error
     assert f"synthesize.qestions_typo (line {at + 2})" in error
+
+
+def test_the_full_config_printed_from_a_file_runs_when_saved_beside_it(tmp_path, capsys, monkeypatch):
+    """`config FILE > FOLDER/full.yaml`, run from elsewhere: the printed paths are the file's own (read from its
+    folder), so the saved copy finds the same workspace and sources."""
+    from testset_builder.config import load_config
+
+    folder = tmp_path / "my-set"
+    (tmp_path / "docs").mkdir()
+    folder.mkdir()
+    (folder / "testset-builder.yaml").write_text("workspace: testset\nrun:\n  sources: [../docs]\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["config", "my-set/testset-builder.yaml"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("# relative paths are read from the config's folder: save this in my-set/")
+    (folder / "full.yaml").write_text(printed, encoding="utf-8")
+    saved, original = load_config(folder / "full.yaml"), load_config(folder / "testset-builder.yaml")
+    assert Path(saved.workspace).resolve() == Path(original.workspace).resolve() == (folder / "testset").resolve()
+    assert [Path(s).resolve() for s in saved.run.sources] == [(tmp_path / "docs").resolve()]

@@ -268,3 +268,12 @@ def test_the_review_line_counts_the_questions_the_corpus_can_give_not_those_aske
     assert plan_run(config, chunks, None, waiting).review.endswith(
         "2 synthetic questions (release.hold_unreviewed: a weak generator writes them)"
     )
+
+
+def test_a_run_whose_generations_failed_does_not_lower_the_plans_expected_questions():
+    """A model server that died after one question: the rerun's plan expects what a fresh one does, not 1 of 50."""
+    chunks = [SourceChunk(f"c{i}", f"d{i}", PASSAGE) for i in range(24)]
+    config = Config(generator={"kind": "local"}, synthesize={"questions": 50, "per_chunk": 1})
+    fresh = plan_run(config, chunks, None, Measurements())
+    died = Measurements(synthesize={"made": 1, "already_made": 0, "generated": 2, "generation_failed": 22})
+    assert plan_run(config, chunks, None, died).warnings == fresh.warnings

@@ -313,6 +313,20 @@ def test_a_failed_critic_judgment_holds_the_question_back_without_counting_it_re
     assert again.critic_failed == 0 and again.made + again.removed["critic"] == summary.critic_failed
 
 
+def test_failed_generations_say_why_in_the_summary_and_in_runs_line(workspace):
+    """A model server that dies mid-run: the stage's line names the error, not only that it fell short."""
+    from testset_builder.api.stages import _made
+
+    def dead(request):
+        raise ProviderError("local", "the model server at 127.0.0.1:8080 refused the connection", status=None)
+
+    summary = run(workspace, FakeProvider(dead), questions=3, mine=False, max_rounds=1)
+    assert summary.generation_failed > 0 and summary.incomplete and summary.retryable
+    assert "refused the connection" in summary.failure
+    line = _made(summary.as_dict())
+    assert f"{summary.generation_failed} generations failed: " in line and "refused the connection" in line
+
+
 def test_duplicate_twins_of_a_source_get_the_same_label(tmp_path):
     (tmp_path / "corpus").mkdir()
     for name in ("a.md", "copy-of-a.md"):

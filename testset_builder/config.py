@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -570,21 +571,28 @@ def load_config(source: str | Path) -> Config:
         raise InputError(f"cannot read config ({error.strerror or error})", path=path) from None
     except UnicodeDecodeError:
         raise InputError("config is not UTF-8 text", path=path) from None
-    data = _read(text, path)
+    data = _with_paths(_read(text, path), lambda value: _beside(path, value))
+    return _validate(data, path, text)
+
+
+def _with_paths(data: dict, convert: Callable[[Any], Any]) -> dict:
+    """``data`` (a config as a mapping) with ``convert`` applied to each path a config holds: the workspace, prompts
+    and prices, run's queries, logs, sources and runs, and review's guidelines file."""
+    data = dict(data)
     for key in ("workspace", "prompts_dir", "prices"):
-        if key in data:
-            data[key] = _beside(path, data[key])
+        if data.get(key) is not None:
+            data[key] = convert(data[key])
     if isinstance(data.get("run"), dict):  # run's paths too
         run = data["run"] = dict(data["run"])
         for key in ("queries", "logs"):
-            if key in run:
-                run[key] = _beside(path, run[key])
+            if run.get(key) is not None:
+                run[key] = convert(run[key])
         for key in ("sources", "runs"):
             if isinstance(run.get(key), list):
-                run[key] = [_beside(path, item) for item in run[key]]
-    if isinstance(data.get("review"), dict) and "guidelines_file" in data["review"]:
-        data["review"] = {**data["review"], "guidelines_file": _beside(path, data["review"]["guidelines_file"])}
-    return _validate(data, path, text)
+                run[key] = [convert(item) for item in run[key]]
+    if isinstance(data.get("review"), dict) and data["review"].get("guidelines_file") is not None:
+        data["review"] = {**data["review"], "guidelines_file": convert(data["review"]["guidelines_file"])}
+    return data
 
 
 def _beside(config_file: Path, value):
@@ -637,8 +645,19 @@ def resolve_config(source: str | Path | None, overrides: dict[str, Any] | None =
     return override(config, overrides or {})
 
 
-def as_yaml(config: Config) -> str:
-    """The config with every default filled in, as a file a user can start from."""
+def as_yaml(config: Config, folder: str | Path | None = None) -> str:
+    """The config with every default filled in, as a file a user can start from. ``folder``: the folder of the file
+    it was read from; its relative paths (read from that folder) are written for a file saved there again."""
     data = config.model_dump(mode="json")
     data["generator"] = config.generator_role().model_dump(mode="json")
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    header = ""
+    if folder is not None:
+
+        def from_folder(value):
+            if isinstance(value, str) and not Path(value).expanduser().is_absolute():
+                return os.path.relpath(value, folder)
+            return value
+
+        data = _with_paths(data, from_folder)
+        header = f"# relative paths are read from the config's folder: save this in {Path(folder).as_posix()}/\n"
+    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

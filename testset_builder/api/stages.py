@@ -94,6 +94,9 @@ def _made(result: dict) -> str:
         if result.get("shortfall") and not result.get("retryable")
         else ""
     )
+    if result.get("generation_failed"):
+        failure = f": {result['failure']}" if result.get("failure") else ""
+        fewer += f"; {result['generation_failed']} generations failed{failure}"
     return (
         f"{result['made']} questions made, {result['already_made']} already made; {result['calls']} LLM calls "
         f"({result['cache_hits']} from the cache){doubted}{fewer}"

@@ -108,12 +108,13 @@ class ConfigView:
     generator and judge roles resolved."""
 
     config: Config
+    folder: Path | None = None  # the folder of the file it was read from (its relative paths are read from there)
 
     @property
     def yaml(self) -> str:
         from ..config import as_yaml
 
-        return as_yaml(self.config)
+        return as_yaml(self.config, self.folder)
 
     def as_dict(self) -> dict:
         data = self.config.model_dump(mode="json")
@@ -123,5 +124,7 @@ class ConfigView:
 
 
 def describe_config(source: str | Path | Config | None = None, **overrides: Any) -> ConfigView:
-    """The config :func:`load_config` gives, with every setting shown."""
-    return ConfigView(load_config(source, **overrides))
+    """The config :func:`load_config` gives, with every setting shown (its YAML with paths as the file has them,
+    relative to its folder)."""
+    is_file = isinstance(source, str | Path) and Path(source).is_file()
+    return ConfigView(load_config(source, **overrides), Path(source).parent if is_file else None)

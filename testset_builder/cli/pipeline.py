@@ -129,6 +129,9 @@ def run(
     answered. A rerun after a crash, a budget stop or a batch wait goes on where it was
     and pays for nothing twice.
 
+    Exit codes: 0 released (or planned), 4 waiting for review, 3 a stage fell short (LLM calls failed, or the cost
+    limit stopped it: what it made is kept, run again), 1 a mistake in the input, 130 interrupted.
+
     Example: `testset-builder init my-set`, list your documents under `run: sources:` in
     my-set/testset-builder.yaml, then `testset-builder run my-set/testset-builder.yaml --dry-run`, then without
     `--dry-run`.

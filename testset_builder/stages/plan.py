@@ -496,8 +496,9 @@ def _lists(setting) -> int:
 
 def _yield(last: dict, style: str) -> float:
     """Accepted questions per request: the last run's, else the prior for the prompt style (the critic's removals
-    are not in the prior: a run measures them)."""
-    requested = last.get("generated", 0) + last.get("generation_failed", 0)
+    are not in the prior: a run measures them). Failed requests are left out: a rerun asks them again, and a server
+    that died says nothing of what the corpus gives."""
+    requested = last.get("generated", 0)
     if requested >= 5:
         return max(0.05, (last.get("made", 0) + last.get("already_made", 0) + last.get("surplus", 0)) / requested)
     return PRIOR_YIELD[style]

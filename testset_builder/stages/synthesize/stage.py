@@ -60,6 +60,7 @@ class SynthesizeSummary:
     documents_covered: int = 0
     generated: int = 0
     generation_failed: int = 0
+    failure: str | None = None  # the first failed generation's error, in one line
     retried: int = 0  # questions asked again of their slot after a rule rejected the one before (in generated)
     not_generated_budget: int = 0
     removed: dict[str, int] = field(
@@ -289,6 +290,7 @@ class _Run:
                 continue
             if not isinstance(answer, Completion):
                 summary.generation_failed += 1
+                summary.failure = summary.failure or " ".join(str(answer).split())[:300]
                 slot.problem = "failed"
                 continue
             summary.generated += 1
