@@ -199,6 +199,20 @@ def test_chunking_a_load_that_finds_no_document_is_an_error_not_an_empty_corpus(
         ingest(ws, loaded, ChunkingConfig())
 
 
+def test_a_source_with_nothing_to_chunk_is_named_as_typed_not_as_an_absolute_path(tmp_path, monkeypatch):
+    (tmp_path / "typo" / "bad").mkdir(parents=True)
+    (tmp_path / "typo" / "bad" / "x.md").write_bytes(b"\x00\x01")
+    from testset_builder.config import ChunkingConfig
+    from testset_builder.corpus.ingest import ingest
+    from testset_builder.store import open_workspace
+
+    monkeypatch.chdir(tmp_path)
+    with open_workspace(tmp_path / "ws") as ws, pytest.raises(InputError) as error:
+        ingest(ws, load_sources(["typo/bad"]), ChunkingConfig())
+    assert "no documents to chunk in typo/bad (1 binary file)" in str(error.value)
+    assert str(tmp_path) not in str(error.value)
+
+
 def test_a_missing_source_is_a_clear_error(tmp_path):
     with pytest.raises(InputError, match="no such file, folder or glob match"):
         load_sources([tmp_path / "nope"])

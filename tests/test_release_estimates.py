@@ -63,6 +63,10 @@ def test_a_release_carries_every_estimated_pair_with_its_estimate_label_and_draw
     out = ws.root.parent / "hf-export"
     assert main(["export", "-w", str(ws.root), "--version", "1.0.0", "--format", "hf", "--out", str(out)]) == 0
     assert (out / "estimates.jsonl").read_text(encoding="utf-8").splitlines() == [json.dumps(r) for r in rows]
+    capsys.readouterr()
+    latest = ["export", "-w", str(ws.root), "--version", "latest", "--format", "trec", "--out", str(out.parent / "t")]
+    assert main(latest) == 0
+    assert "exported 1.0.0 as trec" in capsys.readouterr().out  # latest is named by its number
 
 
 def test_without_estimates_a_release_holds_only_the_labelled_queries_and_no_estimates_file(pair_queue, capsys):

@@ -145,7 +145,8 @@ def export_release(config: Config, version: str, fmt: str, out_dir: str | Path) 
 
     if fmt not in RELEASE_EXPORTS:
         raise InputError(f"unknown format {fmt!r}; use {', '.join(RELEASE_EXPORTS)}")
-    return ExportResult(version, fmt, Path(out_dir), export(_of_workspace(config, version), fmt, out_dir))
+    loaded = _of_workspace(config, version)  # "latest" is named by its number in what the export says
+    return ExportResult(loaded.version, fmt, Path(out_dir), export(loaded, fmt, out_dir))
 
 
 @dataclass

@@ -666,7 +666,7 @@ def selection_lines(summary, budget: int) -> list[str]:
     if summary.doubted_questions_waiting:
         lines.append(
             f"  {summary.doubted_questions_waiting} doubted synthetic questions wait in the queue too, each queued "
-            "for sure, outside the budget (`serve` shows them)"
+            "for sure, outside the budget (`serve` shows them; `queue --questions` lists them)"
         )
     return lines
 

@@ -227,7 +227,7 @@ def export_release(
     if json_output:
         print(json.dumps(exported.as_dict(), indent=2))
         return
-    out.print(f"exported {version} as {fmt}: {len(exported.files)} files -> {out_dir}")
+    out.print(f"exported {exported.version} as {fmt}: {len(exported.files)} files -> {out_dir}", highlight=False)
 
 
 @app.command()

@@ -760,4 +760,10 @@ def nothing_loaded(result: LoadResult, sources: Iterable[str | Path]) -> InputEr
     """The error for a load that found no document: what was skipped, by reason."""
     reasons = Counter(s.reason.split(" (")[0] for s in result.skipped)
     detail = "; ".join(f"{n} {reason}" for reason, n in reasons.most_common()) or "no files"
-    return InputError(f"no documents to chunk in {', '.join(str(s) for s in sources)} ({detail})")
+    return InputError(f"no documents to chunk in {', '.join(_as_typed(s) for s in sources)} ({detail})")
+
+
+def _as_typed(source: str | Path) -> str:
+    """A resolved source as the user likely typed it: relative to the current folder when under it."""
+    path, here = Path(source), Path.cwd()
+    return str(path.relative_to(here)) if path.is_absolute() and path.is_relative_to(here) else str(source)
