@@ -12,7 +12,7 @@ from fake_provider import FakeProvider, demo_config, model_answer, stand_in_mode
 
 from testset_builder.cli import main
 from testset_builder.config import Config
-from testset_builder.corpus.sampling import SourceChunk
+from testset_builder.corpus.sampling import SourceChunk, corpus_fingerprint
 from testset_builder.export.queries import read_queries
 from testset_builder.labels.judge import Judge
 from testset_builder.llm import LLMClient, PriceTable, throughput
@@ -262,12 +262,18 @@ def test_the_review_line_counts_the_questions_the_corpus_can_give_not_those_aske
     fresh = plan_run(config, chunks, None, Measurements())
     asked = int(fresh.review.split(" synthetic questions")[0].split()[-1])
     assert 1 <= asked <= 6 and any("of 50 questions" in warning for warning in fresh.warnings)
-    done = Measurements(synthesize={"made": 5, "already_made": 0, "chunks_sampled": 6})
+    sampled = {"chunks_sampled": 6, "chunks_eligible": 6, "corpus": corpus_fingerprint(chunks), "retryable": False}
+    done = Measurements(synthesize={"made": 5, "already_made": 0, **sampled})
     assert plan_run(config, chunks, None, done).review == ""
-    waiting = Measurements(synthesize={"made": 0, "already_made": 5, "chunks_sampled": 6}, unanswered=(2, 2))
+    waiting = Measurements(synthesize={"made": 0, "already_made": 5, **sampled}, unanswered=(2, 2))
     assert plan_run(config, chunks, None, waiting).review.endswith(
         "2 synthetic questions (release.hold_unreviewed: a weak generator writes them)"
     )
+    # a rerun writes more where the last run's calls failed, or where chunks were added since
+    failed = Measurements(synthesize={"made": 2, "already_made": 0, **sampled, "retryable": True})
+    assert "synthetic questions" in plan_run(config, chunks, None, failed).review
+    grown = chunks + [SourceChunk(f"n{i}", f"e{i}", PASSAGE) for i in range(6)]
+    assert "synthetic questions" in plan_run(config, grown, None, done).review
 
 
 def test_a_run_whose_generations_failed_does_not_lower_the_plans_expected_questions():

@@ -78,21 +78,35 @@ def _rank(seed: int, *parts: str) -> str:
     return hashlib.sha256("\x00".join([str(seed), *parts]).encode()).hexdigest()
 
 
-def allocate_styles(keys: Sequence[str], weights: Mapping[str, float], seed: int) -> list[str]:
-    """A style for each key (a question slot), exactly in proportion to ``weights`` (largest remainder). Which slot
-    gets which style follows the slots' seeded ranks, so a slot added or removed moves at most one slot across each
-    boundary between styles: the other slots keep their style, and so their cached question."""
+def _style_counts(count: int, weights: Mapping[str, float]) -> Counter:
+    """``count`` slots shared among the styles exactly in proportion to ``weights`` (largest remainder)."""
     total = sum(weights.values())
-    count = len(keys)
-    if count <= 0 or total <= 0:
-        return []
     exact = {style: count * weight / total for style, weight in weights.items() if weight > 0}
-    counts = {style: math.floor(value) for style, value in exact.items()}
+    counts = Counter({style: math.floor(value) for style, value in exact.items()})
     for style in sorted(exact, key=lambda s: (-(exact[s] - counts[s]), s))[: count - sum(counts.values())]:
         counts[style] += 1
-    blocks = [style for style in sorted(counts) for _ in range(counts[style])]
-    labels = [""] * count
-    for place, index in enumerate(sorted(range(count), key=lambda i: (_rank(seed, "style", keys[i]), i))):
+    return counts
+
+
+def allocate_styles(
+    keys: Sequence[str], weights: Mapping[str, float], seed: int, fixed: Mapping[int, str] | None = None
+) -> list[str]:
+    """A style for each key (a question slot), exactly in proportion to ``weights`` (largest remainder). Which slot
+    gets which style follows the slots' seeded ranks, so a slot added or removed moves at most one slot across each
+    boundary between styles: the other slots keep their style, and so their cached question. ``fixed``: slots whose
+    style is given (by position: a question already made there); the others share what is left of each style's
+    count, in rank order, which gives each the style it had beside them."""
+    count, fixed = len(keys), dict(fixed or {})
+    if count <= 0 or sum(weights.values()) <= 0:
+        return []
+    free = [i for i in range(count) if i not in fixed]
+    left = _style_counts(count, weights)
+    left.subtract(Counter(fixed.values()))
+    if any(n < 0 for n in left.values()) or sum(left.values()) != len(free):  # fixed styles off the proportions
+        left = _style_counts(len(free), weights)
+    blocks = [style for style in sorted(left) for _ in range(left[style])]
+    labels = [fixed.get(i, "") for i in range(count)]
+    for place, index in enumerate(sorted(free, key=lambda i: (_rank(seed, "style", keys[i]), i))):
         labels[index] = blocks[place]
     return labels
 
@@ -129,6 +143,12 @@ def stratified_sample(
         if not progressed:
             break
     return picked
+
+
+def corpus_fingerprint(chunks: Sequence[SourceChunk]) -> str:
+    """The sha256 of the sorted chunk ids: the synthesize stage records what it sampled from, and the plan asks
+    whether the corpus is still that one."""
+    return hashlib.sha256("\n".join(sorted(c.chunk_id for c in chunks)).encode()).hexdigest()
 
 
 def slot_seed(seed: int, *parts: str) -> int:

@@ -28,7 +28,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from ..config import Config, ProviderConfig
-from ..corpus.sampling import SourceChunk, allocate_styles, round_chunks, skip_reason, stratified_sample
+from ..corpus.sampling import (
+    SourceChunk,
+    allocate_styles,
+    corpus_fingerprint,
+    round_chunks,
+    skip_reason,
+    stratified_sample,
+)
 from ..labels.judge import Judge, JudgePair
 from ..llm import throughput
 from ..llm.prices import PriceTable
@@ -375,8 +382,7 @@ def synthesize_steps(p: Planning) -> list[Step]:
     requests = math.ceil(synthesis_requests(synth.questions, *counts))
     repeated = math.ceil(synthesis_requests(delivered_before, *counts))
     delivered = min(synth.questions, requests * rate)
-    exhausted = delivered_before < synth.questions and last.get("chunks_sampled", 0) >= len(p.pool)
-    p.written = 0 if exhausted else max(0, math.floor(delivered + 0.5) - delivered_before)  # a rerun makes no more
+    p.written = 0 if _exhausted(last, p.chunks) else max(0, math.floor(delivered + 0.5) - delivered_before)
     if delivered < synth.questions - 0.5:
         p.warnings.append(
             f"about {delivered:.0f} of {synth.questions} questions: the corpus has {len(p.pool)} chunks worth a "
@@ -492,6 +498,17 @@ def _lists(setting) -> int:
     """Ranked lists a pool takes from: each retriever's, and their fusion's when there are two or more."""
     count = len(retriever_names(setting))
     return count + 1 if count > 1 else count
+
+
+def _exhausted(last: dict, chunks: Sequence[SourceChunk]) -> bool:
+    """Whether the last synthesize run used every chunk worth a question of this very corpus with nothing left to
+    retry: a rerun then makes no question it did not make."""
+    return bool(
+        last.get("chunks_sampled")
+        and last["chunks_sampled"] >= last.get("chunks_eligible", 0)
+        and not last.get("retryable")
+        and last.get("corpus") == corpus_fingerprint(chunks)
+    )
 
 
 def _yield(last: dict, style: str) -> float:

@@ -381,6 +381,16 @@ def synthetic_question_writers(db: sqlite3.Connection) -> dict[str, str | None]:
     )
 
 
+def synthetic_question_slots(db: sqlite3.Connection) -> list[tuple[str, str, int]]:
+    """(source chunk id, style, seed) of each stored synthetic question with a source and a seed in its lineage:
+    what the synthesize stage needs to ask its slot again the same way."""
+    return db.execute(
+        "SELECT source_chunk_id, style, json_extract(lineage, '$.seed') FROM queries WHERE origin = 'synthetic' "
+        "AND source_chunk_id IS NOT NULL AND style IS NOT NULL AND json_extract(lineage, '$.seed') IS NOT NULL "
+        "ORDER BY query_id"
+    ).fetchall()
+
+
 def real_query_ids(db: sqlite3.Connection) -> set[str]:
     """The queries people asked (origin ``real``: given to propose or imported from logs), not synthetic ones."""
     return {row[0] for row in db.execute("SELECT query_id FROM queries WHERE origin = 'real'")}

@@ -23,7 +23,15 @@ from collections import Counter
 from dataclasses import asdict, astuple, dataclass, field
 
 from ...config import JudgingConfig, SynthesizeConfig
-from ...corpus.sampling import SourceChunk, allocate_styles, eligible_chunks, round_chunks, slot_seed, stratified_sample
+from ...corpus.sampling import (
+    SourceChunk,
+    allocate_styles,
+    corpus_fingerprint,
+    eligible_chunks,
+    round_chunks,
+    slot_seed,
+    stratified_sample,
+)
 from ...errors import BudgetExceededError, InputError
 from ...labels.estimate import current_model, described
 from ...labels.judge import Judge
@@ -57,6 +65,7 @@ class SynthesizeSummary:
     chunks_eligible: int = 0
     chunks_skipped: dict[str, int] = field(default_factory=dict)
     chunks_sampled: int = 0
+    corpus: str = ""  # the fingerprint of the live chunks it sampled from (corpus_fingerprint)
     documents_covered: int = 0
     generated: int = 0
     generation_failed: int = 0
@@ -216,6 +225,7 @@ class _Run:
     def _load_chunks(self) -> None:
         workspace, settings, summary = self.workspace, self.settings, self.summary
         live = [SourceChunk(*row) for row in rows.live_chunk_rows(workspace.db)]
+        summary.corpus = corpus_fingerprint(live)
         if not live:
             raise InputError(
                 "the workspace has no chunks yet: run `testset-builder chunk SOURCE --workspace ...` first",
@@ -230,15 +240,35 @@ class _Run:
             reasons = ", ".join(f"{n} {r}" for r, n in skipped.items())
             raise InputError(f"no chunk is informative enough for a question ({reasons}); lower synthesize.min_chars?")
         self.by_id = {c.chunk_id: c for c in self.eligible}
+        self.made_at = self._made_at(rows.synthetic_question_slots(workspace.db))
         # one index load for the stage: BM25 pairs multi-chunk questions and checks round trips; mining and the
         # estimate add dense
         dense = settings.mine or (settings.critic and self.by_estimate)
         self.indexes = WorkspaceIndexes(workspace, retriever_names("auto") if dense else ("bm25",), self.progress)
         self.bm25 = self.indexes.indexes["bm25"]
 
+    def _made_at(self, stored: list[tuple[str, str, int]]) -> dict[str, dict[int, str]]:
+        """The slots (chunk, position) of questions already made with these settings, and each one's style: a slot's
+        seed names its chunk, style and position, so a stored question's seed says where it was asked (its first
+        try's seed, or a later try's). A question made with another seed or another version's slots is not one."""
+        settings, made_at = self.settings, {}
+        for chunk_id, style, seed in stored:
+            if chunk_id not in self.by_id:
+                continue
+            for position in range(settings.per_chunk):
+                first = slot_seed(settings.seed, chunk_id, style, str(position))
+                tries = {first} | {slot_seed(first, "candidate", str(k)) for k in range(1, settings.candidates)}
+                if seed in tries:
+                    made_at.setdefault(chunk_id, {})[position] = style
+                    break
+        return made_at
+
     def _slots(self, round_number: int, want: int) -> list[Slot]:
         """Sample chunks for this round (more than wanted after the first, by how many filters removed) and give
-        each question slot a style and a seed of its own."""
+        each question slot a style and a seed of its own. The sample is the same on a rerun of the same corpus, and
+        so are the styles; where a question already made sits on a slot given another style (the corpus changed
+        around it, or another version sampled it), the slot keeps its question's style, so it is asked as before
+        and costs nothing again."""
         settings = self.settings
         remaining = [c for c in self.eligible if c.chunk_id not in self.sampled]
         count = round_chunks(round_number, want, self.attempted, len(self.accepted), settings.per_chunk)
@@ -250,6 +280,14 @@ class _Run:
             self.taken[chunk.doc_id] += 1
         keys = [f"{chunk.chunk_id}\x00{p}" for chunk in picked for p in range(settings.per_chunk)]
         styles = allocate_styles(keys, settings.styles, settings.seed + round_number)
+        made = {
+            i * settings.per_chunk + p: style
+            for i, chunk in enumerate(picked)
+            for p, style in self.made_at.get(chunk.chunk_id, {}).items()
+        }
+        moved = any(styles[i] != style and (styles[i], style) != ("multi", "natural") for i, style in made.items())
+        if moved:  # a multi question asked as natural (no partner) is where it was: the replay is left as it is
+            styles = allocate_styles(keys, settings.styles, settings.seed + round_number, made)
         slots = []
         for position, style in enumerate(styles):
             chunk = picked[position // settings.per_chunk]
