@@ -89,6 +89,20 @@ def test_a_run_sharing_no_query_with_the_qrels_is_refused_not_scored_zero(capsys
         assert "'z1'" in said and "'q1'" in said
 
 
+def test_a_run_on_queries_a_releases_estimates_cover_is_scored_not_refused():
+    """On a release with estimates, a run on a real query no human labelled yet gets the estimate's figure."""
+    from testset_builder.api.scoring import _meet_labels
+    from testset_builder.errors import InputError
+    from testset_builder.metrics import evaluate
+
+    labels = Qrels.from_dict({"q1": {"d1": 1}})
+    run = Run.from_dict({"q2": {"d2": 1.0}}, name="real-only")
+    evaluations = [evaluate(labels, run, ["ndcg@10"])]
+    _meet_labels([run], evaluations, [{"query-id": "q1"}, {"query-id": "q2"}])
+    with pytest.raises(InputError, match="no query in common"):
+        _meet_labels([run], evaluations)
+
+
 def test_score_and_compare_name_each_runs_empty_queries_and_no_detectable_difference_over_one(capsys, tmp_path):
     full, partial = tmp_path / "full.trec", tmp_path / "partial.trec"
     full.write_text("".join(f"q{i} Q0 d1 1 1.0 full\n" for i in range(1, 6)))
@@ -507,8 +521,10 @@ def test_run_json_on_a_failing_stage_still_lists_the_stages_that_ended_before_it
     settings["run"]["sources"] = [str(Path(__file__).resolve().parents[1] / "examples" / "corpus")]
     config.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
 
+    failure = {"error": InputError("the generator's endpoint refused the key")}
+
     def fails(*args, **kwargs):
-        raise InputError("the generator's endpoint refused the key")
+        raise failure["error"]
 
     monkeypatch.setattr(declared, "synthesize", fails)  # the third stage fails, after chunk and plan ended
     capsys.readouterr()
@@ -517,6 +533,10 @@ def test_run_json_on_a_failing_stage_still_lists_the_stages_that_ended_before_it
     assert document["exit_code"] == EXIT_BAD_INPUT and "refused the key" in document["error"]
     assert list(document["stages"]) == ["chunk", "plan"]
     assert document["stages"]["chunk"]["result"]["chunks_added"] > 0
+    failure["error"] = KeyboardInterrupt()  # Ctrl-C there: the same document, exit code 130
+    assert main(["run", str(config), "--json"]) == 130
+    document = json.loads(capsys.readouterr().out)
+    assert document["error"] == "interrupted" and list(document["stages"]) == ["chunk", "plan"]
 
 
 def test_relevance_level_counts_only_grades_at_or_above_it_as_trec_eval_l_does(capsys, tmp_path):

@@ -73,3 +73,6 @@ def test_the_full_config_printed_from_a_file_runs_when_saved_beside_it(tmp_path,
     saved, original = load_config(folder / "full.yaml"), load_config(folder / "testset-builder.yaml")
     assert Path(saved.workspace).resolve() == Path(original.workspace).resolve() == (folder / "testset").resolve()
     assert [Path(s).resolve() for s in saved.run.sources] == [(tmp_path / "docs").resolve()]
+    assert main(["config", str(folder / "testset-builder.yaml")]) == 0  # named by an absolute path: the same values
+    again = capsys.readouterr().out
+    assert again.split("\n", 1)[1] == printed.split("\n", 1)[1] and "- ../docs" in again

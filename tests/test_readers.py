@@ -91,7 +91,6 @@ def test_a_bad_run_line_is_reported_with_file_and_line(tmp_path, content, line, 
         ("q1 0 d1 null\nq1 0 d2 1\n", 1, "grade must be an integer, got 'null'"),
         ("q1 0 d1 1\nq1 0 d2 0x10\n", 2, "grade must be an integer, got '0x10'"),
         ("q1 0 d1 1\nq1 0 d2 1_0\n", 2, "grade must be an integer, got '1_0'"),
-        ("q1 0 d1 1\nq1 0 d2 +1\n", 2, "grade must be an integer, got '\\+1'"),
         ("q1 0 d1 1\nq1 0 d2 99999999999999999999\n", 2, "out of range"),
         ("q1 0 d1 1\nq1 0 d1 2\n", 2, "repeats line 1"),
     ],
@@ -245,3 +244,10 @@ def test_a_no_break_space_in_an_id_is_named_not_taken_for_a_field_gap(tmp_path, 
     with pytest.raises(InputError, match="cannot contain whitespace") as error:
         (read_qrels if name.startswith("qrels") else read_run)(path)
     assert error.value.line == 1
+
+
+def test_a_grade_with_a_plus_sign_is_read_as_trec_eval_reads_it(tmp_path):
+    (tmp_path / "qrels.trec").write_text("q1 0 d1 +1\nq1 0 d2 -1\n", encoding="utf-8")
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t+1\nq1\td2\t-1\n", encoding="utf-8")
+    for name in ("qrels.trec", "qrels.tsv"):
+        assert read_qrels(tmp_path / name).to_dict() == {"q1": {"d1": 1, "d2": -1}}, name

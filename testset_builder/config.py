@@ -652,11 +652,14 @@ def as_yaml(config: Config, folder: str | Path | None = None) -> str:
     data["generator"] = config.generator_role().model_dump(mode="json")
     header = ""
     if folder is not None:
+        inside = str(folder).rstrip("/\\") + os.sep  # a value read from the file: the folder, then what it wrote
 
         def from_folder(value):
-            if isinstance(value, str) and not Path(value).expanduser().is_absolute():
-                return os.path.relpath(value, folder)
-            return value
+            if not isinstance(value, str):
+                return value
+            if value.startswith(inside):
+                return value[len(inside) :]
+            return os.path.relpath(value, folder) if not Path(value).expanduser().is_absolute() else value
 
         data = _with_paths(data, from_folder)
         header = f"# relative paths are read from the config's folder: save this in {Path(folder).as_posix()}/\n"

@@ -200,7 +200,7 @@ def score(
     made = _runs(runs, queries, k, loaded)
     scored = [evaluate_with_curve(labels, r, specs, relevance_level=relevance_level) for r in made]
     evaluations = [evaluation for evaluation, _ in scored]
-    _meet_labels(made, evaluations)
+    _meet_labels(made, evaluations, estimates)
     clusters = _clusters_of(evaluations[0], labels, cluster_by, loaded, document_of, clusters, cluster_field,
                             relevance_level)  # fmt: skip
     reports = score_dicts(evaluations, ci=ci, resamples=resamples, seed=seed, clusters=clusters.codes)
@@ -220,13 +220,17 @@ def score(
     return ScoreResult(reports, evaluations, best, clusters, sizes, alpha, quality, checked, audit, coverage, questions)
 
 
-def _meet_labels(runs: list[Run], evaluations) -> None:
-    """Refuse a run with results none of which are for a labelled query: its figures would be zeros that read as a
-    retriever finding nothing, where the files do not belong together (another collection, ids padded otherwise)."""
+def _meet_labels(runs: list[Run], evaluations, estimates: list[dict] = ()) -> None:
+    """Refuse a run with results none of which are for a labelled query, nor for one a release's ``estimates``
+    cover (its figures there are the estimate's): its figures would be zeros that read as a retriever finding
+    nothing, where the files do not belong together (another collection, ids padded otherwise)."""
     from ..tables import QUERY_ID
 
+    estimated = {row["query-id"] for row in estimates}
     for run, evaluation in zip(runs, evaluations):
         met = evaluation.summary
+        if estimated and not estimated.isdisjoint(run.query_ids()):
+            continue
         if run.num_rows and met.evaluated_queries and met.queries_without_run == met.evaluated_queries:
             theirs, ours = run.table.column(QUERY_ID)[0].as_py(), str(evaluation.query_ids[0])
             raise InputError(
@@ -427,7 +431,7 @@ def compare(
     if len(made) < 2:
         raise InputError("compare needs at least two runs (the first is the baseline)")
     evaluations = [evaluate(labels, r, specs, relevance_level=relevance_level) for r in made]
-    _meet_labels(made, evaluations)
+    _meet_labels(made, evaluations, estimates)
     clusters = _clusters_of(evaluations[0], labels, cluster_by, loaded, document_of, clusters, cluster_field,
                             relevance_level)  # fmt: skip
     result = compare_runs(

@@ -34,11 +34,13 @@ def _name(command) -> str:
 
 
 def _with_help(commands) -> None:
+    from .output import interruptible
     from .typer_app import paragraphs
 
     for command in commands:  # typer keeps a docstring's line breaks: rich then wraps each line apart
         if command.help is None:
             command.help = paragraphs(command.callback.__doc__)
+        command.callback = interruptible(command.callback)
 
 
 def _register(module: str):

@@ -17,6 +17,7 @@ alone: Typer is imported only for a line it parses, and rich only when something
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import sys
@@ -108,6 +109,31 @@ def run_app(
         out.quiet = was_quiet
 
 
+class Interrupted(Exception):
+    """Ctrl-C in a command, carried past Typer (which turns a KeyboardInterrupt into exit code 130 and drops it):
+    ``interrupt`` is the KeyboardInterrupt, with what ``run`` did before it (``run_so_far``) for ``--json``."""
+
+    def __init__(self, interrupt: KeyboardInterrupt) -> None:
+        super().__init__("interrupted")
+        self.interrupt = interrupt
+
+
+def interruptible(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """A command's callback whose Ctrl-C reaches :func:`_outcome` as :class:`Interrupted` (once wrapped, kept)."""
+    if getattr(callback, "interruptible", False):
+        return callback
+
+    @functools.wraps(callback)  # Typer reads the parameters through __wrapped__
+    def called(*args, **kwargs):
+        try:
+            return callback(*args, **kwargs)
+        except KeyboardInterrupt as interrupt:
+            raise Interrupted(interrupt) from interrupt
+
+    called.interruptible = True
+    return called
+
+
 def _called(function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
     """``function(**arguments)`` as click runs a command's callback: the end of input an abort, a closed pipe on
     stdout exit code 1 (Ctrl-C is said by :func:`_outcome`)."""
@@ -168,6 +194,8 @@ def _outcome(args: list[str], json_mode: bool, app: Callable[..., Any] | None, d
         return failed(EXIT_BAD_INPUT, str(error), error)
     except KeyboardInterrupt as error:
         return interrupted(error)
+    except Interrupted as error:
+        return interrupted(error.interrupt)
     except Exception as error:  # anything else is our bug: say so, show the traceback only on request
         if os.environ.get("TESTSET_BUILDER_DEBUG"):
             raise
