@@ -261,3 +261,44 @@ def test_a_bare_integer_is_not_taken_for_a_phone_number():
     text = "id 2147483647 overflowed; order 0123456789; call 214-748-3647 or +12147483647"
     assert scrub(text) == "id 2147483647 overflowed; order 0123456789; call [phone] or [phone]"
     assert scrub.counts["phone"] == 2
+
+
+@pytest.mark.parametrize(
+    "query, question",
+    [
+        ("{'question': 'How many queries do I need?', 'chat_history': []}", "How many queries do I need?"),  # str(dict)
+        ('"What is hit rate?"', "What is hit rate?"),  # a string written as JSON
+        (
+            [
+                {"role": "system", "content": "Answer from the docs."},
+                {"role": "user", "content": "How is nDCG computed?"},
+            ],
+            "How is nDCG computed?",
+        ),
+        (
+            {"messages": [{"type": "human", "content": "What is MRR?"}, {"type": "ai", "content": "The mean of..."}]},
+            "What is MRR?",  # the user's last message, not the assistant's answer after it
+        ),
+        ([{"role": "user", "content": [{"type": "text", "text": "What is recall?"}]}], "What is recall?"),
+    ],
+)
+def test_the_users_question_is_read_from_the_shapes_apps_log_it_in(tmp_path, query, question):
+    log = tmp_path / "log.jsonl"
+    write_lines(log, [{"query": query}])
+    (record,) = read_log(log, "jsonl")
+    assert record.query == question
+
+
+def test_a_langfuse_export_named_by_its_format_is_read(tmp_path):
+    """langfuse is known by name before its module registers it: naming it reads the file, it does not crash."""
+    trace = {
+        "trace": {"id": "t1", "input": "How many queries do I need?"},
+        "observations": [
+            {"id": "o1", "traceId": "t1", "type": "RETRIEVER", "input": "How many queries do I need?",
+             "output": [{"page_content": "Fifty queries", "id": "faq.md#1"}]},
+        ],
+    }  # fmt: skip
+    log = tmp_path / "trace.json"
+    log.write_text(json.dumps(trace), encoding="utf-8")
+    records = [item for item in read_log(log, "langfuse") if hasattr(item, "query")]
+    assert [r.query for r in records] == ["How many queries do I need?"]

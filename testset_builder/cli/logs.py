@@ -22,8 +22,8 @@ def import_logs(
         str | None,
         typer.Option(
             "--format",
-            help="jsonl, csv, otel (OpenInference / OpenLLMetry spans), langfuse (its exports) or a registered format. "
-            "Config: logs.format.",
+            help="jsonl, csv, otel (OpenTelemetry spans with OpenInference or GenAI retrieval attributes), "
+            "langfuse (its exports) or a registered format. Config: logs.format.",
             show_default=False,
         ),
     ] = None,

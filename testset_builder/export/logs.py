@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from ..registry import LOG_FORMATS, LogFormat, known_log_format, register_log_format
+from ..registry import LOG_FORMATS, LogFormat, known_log_format, load_built_in_formats, register_log_format
 from . import phoenix
 
 if TYPE_CHECKING:  # config (pydantic models, YAML) is imported where a log is read: `score` never needs it
@@ -120,20 +120,55 @@ def _get(record: Any, path: str) -> Any:
 
 def json_decoded(value: Any) -> Any:
     """A value a writer may hold as JSON text (an OpenInference ``input.value`` of a chain called with a dict, a
-    Langfuse trace's input): decoded when it is JSON, else as it is."""
+    Langfuse trace's input), or as a Python literal (an instrumentation that wrote ``str(dict)``): decoded when it
+    is either, else as it is."""
     if isinstance(value, str) and value[:1] in ('"', "[", "{"):
         try:
             return json.loads(value)
         except ValueError:
-            return value
+            pass
+        if value[:1] in ("[", "{") and len(value) <= LITERAL_LIMIT:
+            import ast
+
+            try:
+                return ast.literal_eval(value)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                return value
     return value
 
 
+LITERAL_LIMIT = 1 << 20  # a Python literal longer than this is not read as one (a huge prompt, not a question)
+USER_ROLES = ("user", "human")
+
+
+def _user_message(messages: list) -> str | None:
+    """The text of the last message a user wrote in a list of chat messages (``role`` or, as LangChain writes
+    them, ``type``: user or human), its ``content`` a string or a list of text parts; None when none is."""
+    for message in reversed(messages):
+        if (
+            not isinstance(message, dict)
+            or str(message.get("role") or message.get("type") or "").lower() not in USER_ROLES
+        ):
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        if isinstance(content, str) and content.strip():
+            return content
+    return None
+
+
 def text_in(value: Any, keys: Iterable[str]) -> str | None:
-    """Text from a string, from an object (or JSON text of one) by the first of ``keys`` that holds text, or from a
-    list of chat messages (the last one's); None when there is none."""
+    """Text from a string, from an object (or JSON text of one) by the first of ``keys`` that holds text, or from
+    chat messages (a list of them, or an object's ``messages``: the last one a user wrote); None when there is
+    none."""
     value = json_decoded(value)
+    if isinstance(value, dict) and isinstance(value.get("messages"), list) and not any(k in value for k in keys):
+        value = value["messages"]
     if isinstance(value, list) and value and all(isinstance(m, dict) for m in value):
+        said = _user_message(value)
+        if said is not None:
+            return said
         value = value[-1]
     if isinstance(value, dict):
         value = next((value[k] for k in keys if isinstance(value.get(k), str) and value[k].strip()), None)
@@ -141,8 +176,9 @@ def text_in(value: Any, keys: Iterable[str]) -> str | None:
 
 
 def _question(value: Any, fields: LogFields) -> str | None:
-    """The user's question in a query field: its text, or the question field of an object (a chain called with
-    ``{"question": ..., "chat_history": [...]}``); ValueError for an object without one."""
+    """The user's question in a query field: its text, the question field of an object (a chain called with
+    ``{"question": ..., "chat_history": [...]}``, as JSON or as a Python literal), or the last message a user wrote
+    in chat messages; ValueError for an object without one."""
     if value is None or value == "":
         return None
     decoded = json_decoded(value)
@@ -151,9 +187,11 @@ def _question(value: Any, fields: LogFields) -> str | None:
         if found is None:
             keys = ", ".join(fields.question)
             kind = type(decoded).__name__
-            raise ValueError(f"the query is a JSON {kind} with no text under {keys} (logs.fields.question)")
+            raise ValueError(
+                f"the query is a JSON {kind} with no text under {keys} (logs.fields.question) and no user message"
+            )
         return found
-    return str(value)
+    return decoded if isinstance(decoded, str) and decoded.strip() else str(value)
 
 
 def _text(value: Any, what: str) -> str | None:
@@ -952,4 +990,6 @@ def read_log(path: str | Path, format: str, fields: LogFields | None = None) -> 
         from ..config import LogFieldsConfig
 
         fields = LogFieldsConfig()
+    if format not in LOG_FORMATS:  # a built-in name is known before its module registers it (langfuse's)
+        load_built_in_formats()
     return LOG_FORMATS[format].read(path, fields)

@@ -51,11 +51,11 @@ CHOOSE_ENCODER_S = 20.0  # once per machine: the ONNX files made and every encod
 ENCODER_LOAD_S = 6.0  # seconds to load the dense model, the plan's allowance (make bench BENCH=encoding)
 POOL_OVERLAP = 0.5  # on the docs at depth 5 from BM25, dense and fused: 7.5-8.5 mining pairs a question, 7 a query
 CHARS_PER_TOKEN = 4.0  # English prose; Gemma's tokenizer measured 4.2 on the docs, GPT-4o's about 4
-# tokens an answer takes: the local model's questions averaged 18 on the demo and 30 on the docs chunked as `init`
-# chunks them; a chat model's question and its verbatim evidence quote, about 60; a grade digit and its stop, 2; a
-# chat verdict's JSON with its two-sentence rationale, about 80
+# tokens an answer takes until the workspace has measured its own: a base model's one-line question (the embedded
+# model's run shorter on some corpora, longer on others); a chat model's question with its verbatim evidence quote;
+# a grade digit and its stop; a chat verdict's JSON with its two-sentence rationale
 TYPICAL_OUTPUT = {
-    ("question", "completion"): 24,
+    ("question", "completion"): 16,
     ("question", "chat"): 60,
     ("judge", "completion"): 2,
     ("judge", "chat"): 80,
