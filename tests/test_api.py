@@ -13,6 +13,7 @@ import pytest
 
 from testset_builder import api
 from testset_builder.cli import main
+from testset_builder.errors import InputError
 
 HERE = Path(__file__).resolve().parent
 
@@ -126,6 +127,12 @@ def test_a_retriever_giving_something_else_is_refused_with_what_it_gave(released
     spec, _ = released
     with pytest.raises(Exception, match="gave int"):
         api.score(spec, lambda text: [1, 2], "recall@10", ci=False)
+
+    def sketch(text):  # a stub whose body is still `...`
+        ...
+
+    with pytest.raises(InputError, match="the retriever gave NoneType for query"):
+        api.score(spec, sketch, "recall@10", ci=False)
 
 
 def test_compare_from_python_is_the_compare_command_and_takes_a_retriever(released, tmp_path, capsys):

@@ -76,3 +76,14 @@ def test_the_full_config_printed_from_a_file_runs_when_saved_beside_it(tmp_path,
     assert main(["config", str(folder / "testset-builder.yaml")]) == 0  # named by an absolute path: the same values
     again = capsys.readouterr().out
     assert again.split("\n", 1)[1] == printed.split("\n", 1)[1] and "- ../docs" in again
+
+
+def test_chunk_without_sources_chunks_the_configs_run_sources_as_api_chunk_does(tmp_path, capsys):
+    docs = Path(__file__).resolve().parents[1] / "examples" / "corpus"
+    config = tmp_path / "testset-builder.yaml"
+    config.write_text(f"workspace: ws\nrun:\n  sources: [{docs}]\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["chunk", "--config", str(config), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["chunks_added"] > 0
+    assert main(["chunk", "--workspace", str(tmp_path / "other")]) == 1  # no config with sources: said, not guessed
+    assert "no sources to chunk" in capsys.readouterr().err

@@ -103,7 +103,13 @@ def retrieve(retriever: Retriever, queries: Mapping[str, str], k: int = 100, nam
 
     scored: dict[str, dict[str, float]] = {}
     for query_id, text in queries.items():
-        results = list(retriever(text))[:k]
+        found = retriever(text)
+        if found is None or isinstance(found, str | bytes) or not hasattr(found, "__iter__"):
+            raise InputError(
+                f"the retriever gave {type(found).__name__} for query {query_id!r}: return a list of chunk ids, or "
+                "of (chunk id, score) pairs"
+            )
+        results = list(found)[:k]
         ranked: dict[str, float] = {}
         for position, result in enumerate(results):
             if isinstance(result, str):

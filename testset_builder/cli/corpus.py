@@ -83,12 +83,13 @@ def show_config(
 @app.command()
 def chunk(
     sources: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Argument(
-            help="Folders, files, globs, .jsonl or .parquet files, or BEIR folders (with corpus.jsonl).",
+            help="Folders, files, globs, .jsonl or .parquet files, or BEIR folders (with corpus.jsonl). Default: the "
+            "config's run.sources.",
             show_default=False,
         ),
-    ],
+    ] = None,
     workspace: WorkspaceOption = None,
     config: ConfigOption = None,
     chunker: Annotated[

@@ -62,7 +62,7 @@ OPTIONS = {
         ("json_output", ["--json"], [], "bool", False, False, False, False, None, None),
     ],
     "report": [
-        ("release", ["--release"], [], "str", False, False, None, False, None, None),
+        ("release", ["--release"], [], "str", False, False, None, True, None, None),
         ("run", ["--run", "-r"], [], "Path", True, False, None, False, None, None),
         ("out_file", ["--out", "-o"], [], "Path", False, False, None, False, None, None),
         ("json_output", ["--json"], [], "bool", False, False, False, False, None, None),

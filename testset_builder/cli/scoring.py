@@ -234,7 +234,12 @@ def baseline(
 
 @app.command()
 def report(
-    release: ReleaseOption = None,
+    release: Annotated[
+        str,
+        typer.Option(
+            "--release", help="The release to report on: WORKSPACE@VERSION (testset@1.0.0) or a release directory."
+        ),
+    ],
     run: Annotated[
         list[Path] | None,
         typer.Option(
