@@ -66,6 +66,21 @@ def test_a_log_becomes_real_queries_with_frequency_feedback_and_the_latest_retri
     assert "jane@example.com" not in (docs_workspace.root / "testset.db").read_bytes().decode("utf-8", "ignore")
 
 
+def test_a_logged_query_already_in_the_workspace_under_its_own_id_is_that_query(docs_workspace, log):
+    """A labelled query imported with an id of its own (a BEIR set's q7): the log's asking of it counts for it, and no
+    second query with the same text is made (select would send a labelled question back to review)."""
+    from testset_builder.records import Query, QueryOrigin
+
+    path, ids, _ = log
+    with docs_workspace.transaction() as tx:
+        rows.put_queries(tx, [Query(query_id="q7", text="How is nDCG computed", origin=QueryOrigin.real)])
+    summary = import_logs(docs_workspace, path)
+    assert summary.new_queries == 1  # the mailed one alone
+    logged = {q["query_id"]: q for q in stored_logs.logged_queries(docs_workspace.db)}
+    assert logged["q7"]["frequency"] == 3 and derived_id("how is ndcg computed") not in logged
+    assert stored_logs.production_run(docs_workspace.db)["q7"] == [(1, ids[2], None)]
+
+
 def test_importing_the_same_log_again_adds_nothing(docs_workspace, log):
     path, _, _ = log
     first = import_logs(docs_workspace, path)

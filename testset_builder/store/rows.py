@@ -391,6 +391,11 @@ def synthetic_question_slots(db: sqlite3.Connection) -> list[tuple[str, str, int
     ).fetchall()
 
 
+def real_query_texts(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(query id, text) of the queries people asked (origin ``real``), by id."""
+    return db.execute("SELECT query_id, text FROM queries WHERE origin = 'real' ORDER BY query_id").fetchall()
+
+
 def real_query_ids(db: sqlite3.Connection) -> set[str]:
     """The queries people asked (origin ``real``: given to propose or imported from logs), not synthetic ones."""
     return {row[0] for row in db.execute("SELECT query_id FROM queries WHERE origin = 'real'")}

@@ -242,6 +242,8 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
         )
     import_id = file_sha256(path)
     summary = LogImportSummary(path.name, settings.format, import_id)
+    # a query already in the workspace under an id of its own (a BEIR import's q1) is the one a log asks again
+    named = {derived_id(text): query_id for query_id, text in rows.real_query_texts(db)}
     state = stored_logs.import_state(db, import_id)
     forget = False  # --force: the earlier import's record goes, in the transaction that begins the new one
     if force and state is not None:
@@ -363,7 +365,8 @@ def _import(workspace: Workspace, path: Path, settings: LogsConfig, batch_size: 
             summary.feedback += item.thumbs is not None or item.rating is not None or bool(item.comment)
             summary.records += 1
             summary.records_with_retrieval += bool(retrieval)
-            query = Query(query_id=derived_id(text), text=text, origin=QueryOrigin.real, metadata={"from": "logs"})
+            query_id = named.get(derived_id(text)) or derived_id(text)
+            query = Query(query_id=query_id, text=text, origin=QueryOrigin.real, metadata={"from": "logs"})
             if key is not None:
                 batch.traces[key] = stored_logs.TraceFeedback(
                     key, query.query_id, "request", item.thumbs, item.rating, bool(item.comment),
