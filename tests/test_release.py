@@ -515,7 +515,10 @@ def test_trec_qrels_import_needs_known_chunks_and_the_query_texts(workspace, tmp
 def test_bump_picks_the_next_version_and_a_baseline_scores_against_latest(workspace, tmp_path, capsys):
     assert main(["release", "--bump", "minor", "--workspace", str(workspace.root), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == "0.1.0"
-    assert main(["release", "--bump", "patch", "--workspace", str(workspace.root), "--json"]) == 0
+    assert main(["release", "--bump", "patch", "--workspace", str(workspace.root)]) == 0  # nothing changed
+    assert "nothing changed since 0.1.0: no release written" in " ".join(capsys.readouterr().out.split())
+    assert not (workspace.root / "releases" / "0.1.1").exists()
+    assert main(["release", "--bump", "patch", "--force", "--workspace", str(workspace.root), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == "0.1.1"
     assert main(["release", "--workspace", str(workspace.root)]) == 1
     spec = f"{workspace.root}@latest"

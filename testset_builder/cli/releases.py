@@ -98,6 +98,14 @@ def release(
             show_default=False,
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="With --bump, write the next version even when its content equals the latest release's (new notes, "
+            "name or license).",
+        ),
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Resolve the judgments into qrels and write an immutable, versioned release.
@@ -110,7 +118,8 @@ def release(
     graded the pair, and the card counts those); synthetic source chunks are grade 2; unverified LLM proposals are
     left out unless --include-unverified. With estimates (the default), estimates.jsonl carries every estimated
     pair of the released queries, labelled or not, for prediction-powered scoring. The same workspace state always
-    gives the same bytes and content hash; a release whose content equals its parent's says so.
+    gives the same bytes and content hash. With --bump and nothing changed since the latest release, nothing is
+    written (as `run` does; --force writes it); a release whose content equals its parent's says so.
 
     Example: `testset-builder release --bump minor --workspace testset --notes "second review round"`.
     """
@@ -121,11 +130,20 @@ def release(
     resolved = settings(config, workspace)
     with open_workspace_for(resolved) as ws:
         made = api.release(
-            resolved, workspace=ws, version=version, bump=bump, if_changed=False, notes=notes, parent=parent,
+            resolved, workspace=ws, version=version, bump=bump, if_changed=not force, notes=notes, parent=parent,
             name=name, license=license_id, include_unverified=include_unverified, estimates=estimates,
             adjudicator=adjudicator, hold_unreviewed=hold_unreviewed,
         )  # fmt: skip
     summary = made.summary
+    if summary is None:  # --bump with nothing changed: the latest release holds the content
+        if json_output:
+            print(json.dumps(made.as_dict(), indent=2))
+            return
+        out.print(
+            f"nothing changed since {made.version}: no release written ({made.path}; --force writes the next version)",
+            highlight=False,
+        )
+        return
     if json_output:
         print(json.dumps({**summary.as_dict(), **({"coverage": made.coverage} if made.coverage else {})}, indent=2))
         return
