@@ -308,3 +308,15 @@ def test_a_verdict_no_longer_wanted_answers_409_and_the_page_says_it_was_not_sav
         page = client.post("/ui/verdict", data=form, headers={"HX-Request": "true"})
         assert page.status_code == 200 and "Not saved" in page.text
         assert client.get("/api/stats").json()["per_reviewer"] == {"bob": {"grade": 1}}
+
+
+def test_the_terminal_reviewer_names_the_run_to_start_again_with_its_config(queued_workspace):
+    from dataclasses import replace
+
+    from testset_builder.stages.review import stats
+
+    answered = replace(stats(queued_workspace), release_waits_for=3, release_waiting=0)
+    assert "run `testset-builder run my-set/testset-builder.yaml` again" in answered.release_words(
+        "testset-builder run my-set/testset-builder.yaml"
+    )
+    assert "run `testset-builder run` again" in answered.release_words()

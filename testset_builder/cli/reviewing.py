@@ -178,7 +178,7 @@ def review_in_terminal(
             finished = False
         finally:
             returned = session.leave()  # what they held goes back now, not when its lease ends
-        gate = session.stats().release_words()
+        gate = session.stats().release_words(f"testset-builder run {config}" if config else "testset-builder run")
     gate = f"; {gate}" if gate else ""
     if finished:
         out.print(f"nothing left for {escape(reviewer)} to review; {given[0]} verdicts given this session{gate}")

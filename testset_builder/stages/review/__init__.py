@@ -632,13 +632,14 @@ class ReviewStats:
     def as_dict(self) -> dict:
         return asdict(self) | {"release_status": self.release_words()}
 
-    def release_words(self) -> str:
-        """What the progress line says of the items the release waits for ('' when it waits for none)."""
+    def release_words(self, command: str = "testset-builder run") -> str:
+        """What the progress line says of the items the release waits for ('' when it waits for none); ``command``:
+        the run to start again (the terminal reviewer names its config)."""
         if not self.release_waits_for:
             return ""
         if not self.release_waiting:
             return (
-                f"all {self.release_waits_for} items the release waits for are answered: run `testset-builder run` "
+                f"all {self.release_waits_for} items the release waits for are answered: run `{command}` "
                 "again (what is left is optional)"
             )
         return f"{self.release_waiting} of the {self.release_waits_for} items the release waits for still to answer"
