@@ -84,6 +84,46 @@ def test_a_skip_passes_the_item_to_others_and_undo_takes_back_ones_last_verdict(
     assert [j.status for j in judgments.values()] == [JudgmentStatus.final, JudgmentStatus.withdrawn]
 
 
+def test_an_undo_does_not_take_an_item_back_from_the_reviewer_who_now_holds_it(workspace):
+    """ann skips, bob is given the item, ann undoes her skip: bob's grade is still taken, not refused."""
+    item = review.next_item(workspace, "ann")
+    review.submit(workspace, "ann", item.item_id, "skip", "skip-1")
+    assert review.next_item(workspace, "bob").item_id == item.item_id
+    assert review.undo(workspace, "ann", "undo-1").created
+    assert grade(workspace, "bob", item, 1).created  # was refused: ann's lease came back over bob's
+
+
+def test_an_import_that_fills_an_item_under_a_live_lease_does_not_refuse_its_holder(workspace):
+    """A Label Studio file imported while bob holds the item: his grade is still taken (the import passes no
+    overlap and takes a place; bob's lease was live, so the place he held stays his)."""
+    item = review.next_item(workspace, "bob")
+    imported = review.submit(workspace, "label-studio:lead", item.item_id, "grade", "ls-1", grade=2)
+    assert imported.created
+    mine = review.submit(workspace, "bob", item.item_id, "grade", "bob-1", grade=0, comment="not it", overlap=1)
+    assert mine.created and mine.verdict.comment == "not it"
+
+
+def test_an_undo_or_a_tag_with_a_key_used_for_another_request_is_refused_and_shows_nothing(workspace):
+    from testset_builder.errors import ReviewConflictError
+
+    item = review.next_item(workspace, "ann")
+    grade(workspace, "ann", item, 2, "k1")
+    with pytest.raises(ReviewConflictError, match="used for another request") as refused:
+        review.undo(workspace, "bob", "k1")  # another reviewer's key: not her verdict back
+    assert "ann" not in str(refused.value)  # nothing of what the key stored
+    with pytest.raises(ReviewConflictError, match="used for another request"):
+        review.undo(workspace, "ann", "k1")  # her own verdict's key is not an undo's
+    assert store.last_effective_verdict(workspace.db, "ann").idempotency_key == "k1"  # nothing undone
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -1.0])
+def test_a_verdict_with_a_time_spent_that_is_no_time_is_refused_before_anything_is_stored(workspace, seconds):
+    item = review.next_item(workspace, "ann")
+    with pytest.raises(InputError, match="seconds is the time spent"):
+        review.submit(workspace, "ann", item.item_id, "grade", "k-nan", grade=1, seconds=seconds)
+    assert store.verdict_by_key(workspace.db, "k-nan") is None
+
+
 def test_grades_release_as_human_labels_an_undone_one_does_not_and_grade_0_is_not_relevant(workspace):
     first = review.next_item(workspace, "ann")
     grade(workspace, "ann", first, 0)

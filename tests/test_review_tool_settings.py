@@ -175,6 +175,14 @@ def test_disagreements_settled_in_label_studio_keep_out_a_pair_settled_meanwhile
     settled = {s["query_id"]: (s["grade"], s["by"]) for s in review.agreement(ws)["settled"]}
     assert settled == {"r0": (2, "cho"), "r1": (2, "label-studio:10")}  # the page's stands; the latest answer
     assert review.disagreements(ws) == set()
+    # the settlement undone, then answered again in the tool (the same grade, later): it settles the pair again
+    assert review.undo(ws, "label-studio:10", "undo-the-import").created
+    assert review.disagreements(ws) == {items["r1"]}
+    again = label_studio_export(tasks, {"r1": [(10, 2, "2026-03-03T10:00:00Z", False)]})
+    (tmp_path / "again.json").write_text(json.dumps(again))
+    assert main(["review-import", str(tmp_path / "again.json"), "--workspace", str(ws.root)]) == 0
+    assert "1 disagreements settled" in capsys.readouterr().out
+    assert review.disagreements(ws) == set()
 
 
 def test_the_leads_page_hands_out_the_disagreements_as_files_for_each_tool(queued_workspace):

@@ -115,10 +115,17 @@ def pending_items(db: sqlite3.Connection, overlap: int = 1, kind: str = "pair") 
     return [QueuedItem(*row) for row in db.execute(sql, (kind, overlap))]
 
 
-def counting_verdicts_by_others(db: sqlite3.Connection, item_id: str, reviewer: str) -> int:
-    """Reviewers other than this one whose standing verdict on the item counts towards its overlap."""
+def counting_verdicts_by_others(db: sqlite3.Connection, item_id: str, reviewer: str, before: str | None = None) -> int:
+    """Reviewers other than this one whose standing verdict on the item counts towards its overlap (given no later
+    than ``before``, when given)."""
+    if before is None:
+        return db.execute(
+            "SELECT COUNT(*) FROM review_state WHERE item_id = ? AND reviewer != ? AND counting = 1",
+            (item_id, reviewer),
+        ).fetchone()[0]
     return db.execute(
-        "SELECT COUNT(*) FROM review_state WHERE item_id = ? AND reviewer != ? AND counting = 1", (item_id, reviewer)
+        "SELECT COUNT(*) FROM review_state WHERE item_id = ? AND reviewer != ? AND counting = 1 AND created_at <= ?",
+        (item_id, reviewer, before),
     ).fetchone()[0]
 
 
@@ -283,6 +290,14 @@ def release_lease(db: sqlite3.Connection, item_id: str, reviewer: str) -> None:
 def release_leases_of(db: sqlite3.Connection, reviewer: str) -> int:
     """Drop every lease this reviewer holds; returns how many."""
     return db.execute("DELETE FROM review_leases WHERE reviewer = ?", (reviewer,)).rowcount
+
+
+def lease_times(db: sqlite3.Connection, item_id: str, reviewer: str) -> tuple[str, str] | None:
+    """(leased_at, expires_at) of this reviewer's lease on the item, if any."""
+    row = db.execute(
+        "SELECT leased_at, expires_at FROM review_leases WHERE item_id = ? AND reviewer = ?", (item_id, reviewer)
+    ).fetchone()
+    return (row[0], row[1]) if row else None
 
 
 def lease_expiry(db: sqlite3.Connection, item_id: str, reviewer: str) -> str | None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -491,6 +492,7 @@ def record_verdict(
     given."""
     reviewer = reviewer_name(reviewer)
     _check_key(idempotency_key, "a verdict")
+    _check_seconds(seconds)
     seen = store.verdict_by_key(db, idempotency_key)
     if seen is not None:
         if (seen.item_id, seen.reviewer) != (item_id, reviewer):  # a key reused: not the same verdict again
@@ -505,7 +507,14 @@ def record_verdict(
     _check_action(target, action, grade, reason, edited_text)
     wanted = None if overlap is None else max(overlap, target.wanted_overlap)
     now = utc_timestamp()
-    if wanted is not None and review_actions.counts(action):
+    held = store.lease_times(db, item_id, reviewer)
+    holds = (  # a live lease given while the item had room: a place an import took under it stays the holder's
+        wanted is not None
+        and held is not None
+        and held[1] > now
+        and store.counting_verdicts_by_others(db, item_id, reviewer, before=held[0]) < wanted
+    )
+    if wanted is not None and review_actions.counts(action) and not holds:
         done = store.counting_verdicts_by_others(db, item_id, reviewer)
         if done >= wanted:
             raise ReviewConflictError(
@@ -589,12 +598,19 @@ def undo(
     workspace: Workspace, reviewer: str, idempotency_key: str, settings: ReviewConfig | None = None
 ) -> SubmitResult | None:
     """Take back the reviewer's own last verdict and lease its item back to them, so that the next item they get is
-    the one they undid (then the one they were holding); None when there is nothing to take back."""
+    the one they undid (then the one they were holding); None when there is nothing to take back. The item is not
+    leased back while another reviewer holds it: their verdict keeps its place (the undone one is still taken
+    back). A key already used for another request (another reviewer's, or a verdict's) is refused."""
     settings = settings or ReviewConfig()
     reviewer = reviewer_name(reviewer)
     with workspace.transaction() as db:
         seen = store.verdict_by_key(db, idempotency_key)
         if seen is not None:
+            if seen.reviewer != reviewer or seen.action != "undo":
+                raise ReviewConflictError(
+                    f"idempotency key {idempotency_key!r} was used for another request: nothing was undone; send "
+                    "each undo with a key of its own"
+                )
             return SubmitResult(seen, created=False)
         last = store.last_effective_verdict(db, reviewer)
         if last is None:
@@ -610,7 +626,8 @@ def undo(
             last.verdict_id, idempotency_key, None, utc_timestamp(),
         )  # fmt: skip
         store.add_verdict(db, verdict)
-        store.lease(db, last.item_id, reviewer, verdict.created_at, _later(verdict.created_at, settings.lease_s))
+        if not store.leases_by_others(db, last.item_id, reviewer, verdict.created_at):
+            store.lease(db, last.item_id, reviewer, verdict.created_at, _later(verdict.created_at, settings.lease_s))
     return SubmitResult(verdict, created=True)
 
 
@@ -726,9 +743,11 @@ def tag_failure(
     query. The same idempotency key again returns the stored tag and stores nothing."""
     reviewer = reviewer_name(reviewer)
     _check_key(idempotency_key, "a tag")
+    _check_seconds(seconds)
     with workspace.transaction() as db:
         seen = tag_store.tag_by_key(db, idempotency_key)
         if seen is not None:
+            _same_tag_request(seen, reviewer, query_id, idempotency_key, undo=False)
             return TagResult(seen, created=False)
         if tag not in FAILURE_TAGS:
             raise InputError(f"unknown failure tag {tag!r}; use one of {', '.join(FAILURE_TAGS)}")
@@ -743,6 +762,22 @@ def tag_failure(
     return TagResult(stored, created=True)
 
 
+def _check_seconds(seconds: float | None) -> None:
+    """The time a reviewer spent: a finite number of seconds, 0 or more (NaN would be stored, then fail to show)."""
+    if seconds is not None and not (isinstance(seconds, int | float) and math.isfinite(seconds) and seconds >= 0):
+        raise InputError(f"seconds is the time spent on the item, 0 or more, not {seconds!r}")
+
+
+def _same_tag_request(seen, reviewer: str, query_id: str, idempotency_key: str, undo: bool) -> None:
+    """A key seen before is the same request again only from the same reviewer, on the same query, of the same
+    kind (a tag or its undo); anything else is refused, showing nothing of what the key stored."""
+    if (seen.reviewer, seen.query_id, seen.tag is None) != (reviewer, query_id, undo):
+        raise ReviewConflictError(
+            f"idempotency key {idempotency_key!r} was used for another request: nothing was stored; send each with a "
+            "key of its own"
+        )
+
+
 def untag_failure(workspace: Workspace, reviewer: str, query_id: str, idempotency_key: str) -> TagResult | None:
     """Take back this reviewer's standing tag on the query (their tag before it stands again); None when they
     have none. The same idempotency key again returns the stored undo."""
@@ -751,6 +786,7 @@ def untag_failure(workspace: Workspace, reviewer: str, query_id: str, idempotenc
     with workspace.transaction() as db:
         seen = tag_store.tag_by_key(db, idempotency_key)
         if seen is not None:
+            _same_tag_request(seen, reviewer, query_id, idempotency_key, undo=True)
             return TagResult(seen, created=False)
         standing = tag_store.standing_tag(db, query_id, reviewer)
         if standing is None:

@@ -323,7 +323,9 @@ def _settle(db, fmt: str, answers: list[ImportedGrade]) -> tuple[int, int, int, 
             latest[answer.item_id] = answer
     settled = unchanged = not_open = 0
     for answer in latest.values():
-        key = f"{fmt}:settle:{answer.item_id}:{answer.reviewer}:{answer.grade}"
+        # the answer's time in its key: the same file again stores nothing; an answer given later (after an undo)
+        # is a settlement of its own
+        key = f"{fmt}:settle:{answer.item_id}:{answer.reviewer}:{answer.at or ''}:{answer.grade}"
         try:
             result = settle_in(db, answer.reviewer, answer.item_id, answer.grade, key, None, answer.seconds, answer.at)
         except ReviewConflictError:
