@@ -68,6 +68,16 @@ def test_a_verdict_sent_twice_is_stored_once_and_becomes_one_human_judgment(work
     assert len(human) == 1 and human[0].grade == 0 and human[0].reviewer == "ann"
 
 
+def test_a_key_sent_again_with_a_changed_verdict_is_refused_not_answered_with_the_first(workspace):
+    from testset_builder.errors import ReviewConflictError
+
+    item = review.next_item(workspace, "ann")
+    grade(workspace, "ann", item, 2, "k1")
+    with pytest.raises(ReviewConflictError, match="used for a different verdict on this item"):
+        grade(workspace, "ann", item, 0, "k1")
+    assert not grade(workspace, "ann", item, 2, "k1").created  # the same verdict again: stored once
+
+
 def test_a_skip_passes_the_item_to_others_and_undo_takes_back_ones_last_verdict(workspace):
     item = review.next_item(workspace, "ann")
     review.submit(workspace, "ann", item.item_id, "skip", "skip-1")

@@ -500,6 +500,12 @@ def record_verdict(
                 f"idempotency key {idempotency_key!r} was used for another verdict (item {seen.item_id}): nothing "
                 "was stored; send each verdict with a key of its own"
             )
+        sent = (action, grade if action in ("grade", "adjudicate") else None, reason or None, comment or None)
+        if (seen.action, seen.grade, seen.reason or None, seen.comment or None) != sent:  # a retry sends the same
+            raise ReviewConflictError(
+                f"idempotency key {idempotency_key!r} was used for a different verdict on this item: nothing was "
+                "stored; send a changed verdict with a key of its own (or undo the first)"
+            )
         return SubmitResult(seen, created=False)
     target = store.item(db, item_id)
     if target is None:
