@@ -34,15 +34,18 @@ def shared_settings(ws: Workspace, settings: ReviewConfig) -> tuple[ReviewConfig
     return settings.model_copy(update={"overlap": None}), before
 
 
-def _queue_held(ws: Workspace, config: Config) -> None:
-    """Queue the questions a release holds back for the reviewers: by the config's ``release.hold_unreviewed``
-    when it sets one (recorded for every reviewer and command), else by what ``run`` last recorded."""
+def _queue_questions(ws: Workspace, config: Config) -> None:
+    """Queue the synthetic questions the reviewers are served as they start: every one with ``review.questions``
+    on; unset, those a release holds back, by the config's ``release.hold_unreviewed`` when it sets one (recorded
+    for every reviewer and command), else by what ``run`` last recorded."""
     from ..labels.policy import holds_unreviewed
     from ..stages import review
 
-    if config.release.hold_unreviewed is not None:
+    if config.review.questions:
+        review.queue_questions(ws)
+    elif config.review.questions is None and config.release.hold_unreviewed is not None:
         review.keep_release_gate(ws, holds_unreviewed(config))
-    else:
+    elif config.review.questions is None:
         review.queue_held(ws)
 
 
@@ -107,10 +110,7 @@ def review_server(
     bind = host or LOOPBACK
     check_bind(bind, explicit=host is not None)
     with opened(config, workspace, on_wait=on_wait) as ws:
-        if config.review.questions:
-            review.queue_questions(ws)
-        elif config.review.questions is None:
-            _queue_held(ws, config)  # the questions a release waits for
+        _queue_questions(ws, config)
         token = ws.review_token()
         shared, before = shared_settings(ws, config.review)
         web = create_app(ws, token, shared)
@@ -203,13 +203,9 @@ def review_session(
 ) -> Iterator[ReviewSession]:
     """A review session for ``reviewer`` on the config's workspace (its ``review:`` settings; with ``adjudicate``
     only the pairs others graded differently, to settle); use ``with``."""
-    from ..stages import review
 
     with opened(config, workspace) as ws:
-        if config.review.questions:
-            review.queue_questions(ws)
-        elif config.review.questions is None:
-            _queue_held(ws, config)  # the questions a release waits for
+        _queue_questions(ws, config)
         shared, before = shared_settings(ws, config.review)
         yield ReviewSession(ws, reviewer, shared, adjudicate, before)
 
@@ -232,10 +228,9 @@ def add_reviewer(
 ) -> ReviewerToken:
     """Give a reviewer a token of their own (a new one replaces the old); ``admin`` may adjudicate."""
     from ..stages import review
-
-    role, name = ("admin" if admin else "reviewer"), " ".join(name.split())
     from ..store.review import reviewers_with_tokens
 
+    role, name = ("admin" if admin else "reviewer"), " ".join(name.split())
     with opened(config, workspace) as ws:
         replaced = name in dict(reviewers_with_tokens(ws.db))
         return ReviewerToken(name, role, review.add_reviewer(ws, name, role), replaced)

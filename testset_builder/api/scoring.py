@@ -232,17 +232,17 @@ def _meet_labels(runs: list[Run], evaluations, estimates: list[dict] = ()) -> No
     nothing, where the files do not belong together (another collection, ids padded otherwise)."""
     from ..tables import QUERY_ID
 
-    estimated = {row["query-id"] for row in estimates}
     for run, evaluation in zip(runs, evaluations):
         met = evaluation.summary
-        if estimated and not estimated.isdisjoint(run.query_ids()):
+        if not (run.num_rows and met.evaluated_queries and met.queries_without_run == met.evaluated_queries):
             continue
-        if run.num_rows and met.evaluated_queries and met.queries_without_run == met.evaluated_queries:
-            theirs, ours = run.table.column(QUERY_ID)[0].as_py(), str(evaluation.query_ids[0])
-            raise InputError(
-                f"run {run.name!r} has no query in common with the labels: its query ids are like {theirs!r}, the "
-                f"labels' like {ours!r}; score a run made on the labels' queries"
-            )
+        if estimates and not {row["query-id"] for row in estimates}.isdisjoint(run.query_ids()):
+            continue  # its queries are the estimate's: scored on it
+        theirs, ours = run.table.column(QUERY_ID)[0].as_py(), str(evaluation.query_ids[0])
+        raise InputError(
+            f"run {run.name!r} has no query in common with the labels: its query ids are like {theirs!r}, the "
+            f"labels' like {ours!r}; score a run made on the labels' queries"
+        )
 
 
 def _question_diagnostics(labels, runs, evaluations, reports, loaded, relevance_level: int):

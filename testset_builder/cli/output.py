@@ -167,7 +167,7 @@ def _outcome(args: list[str], json_mode: bool, app: Callable[..., Any] | None, d
 
     def interrupted(error: BaseException | None) -> int:
         err.print("interrupted: what was finished is kept; rerun to go on")
-        return failed(130, "interrupted", error)
+        return failed(EXIT_INTERRUPTED, "interrupted", error)
 
     try:
         if direct is None:

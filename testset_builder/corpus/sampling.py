@@ -153,7 +153,7 @@ def corpus_fingerprint(chunks: Sequence[SourceChunk]) -> str:
 
 def slot_seed(seed: int, *parts: str) -> int:
     """A stable per-question seed (sent to the model, so each question's request, and cache key, is distinct)."""
-    return int(hashlib.sha256("\x00".join([str(seed), *parts]).encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+    return int(_rank(seed, *parts)[:8], 16) & 0x7FFFFFFF
 
 
 def round_chunks(round_number: int, want: int, attempted: float, accepted: float, per_chunk: int) -> int:

@@ -87,7 +87,6 @@ class Plan:
     timing: list[str] = field(default_factory=list)  # how each model's time was estimated
     review: str = ""  # what the run will wait for a reviewer to answer before it releases ('' for nothing)
     warnings: list[str] = field(default_factory=list)
-    written: int | None = None  # the synthetic questions this run will write, as synthesize's steps expect
     max_cost_usd: float | None = None
 
     @property
@@ -253,6 +252,7 @@ class Planning:
     logged: int = 0
     logged_done: int = 0
     warnings: list[str] = field(default_factory=list)
+    written: int | None = None  # the synthetic questions the run will write, as synthesize's steps expect them
     # derived from the above
     tokens: _Tokens = field(init=False)
     generator_config: ProviderConfig = field(init=False)

@@ -118,14 +118,10 @@ def pending_items(db: sqlite3.Connection, overlap: int = 1, kind: str = "pair") 
 def counting_verdicts_by_others(db: sqlite3.Connection, item_id: str, reviewer: str, before: str | None = None) -> int:
     """Reviewers other than this one whose standing verdict on the item counts towards its overlap (given no later
     than ``before``, when given)."""
-    if before is None:
-        return db.execute(
-            "SELECT COUNT(*) FROM review_state WHERE item_id = ? AND reviewer != ? AND counting = 1",
-            (item_id, reviewer),
-        ).fetchone()[0]
     return db.execute(
-        "SELECT COUNT(*) FROM review_state WHERE item_id = ? AND reviewer != ? AND counting = 1 AND created_at <= ?",
-        (item_id, reviewer, before),
+        "SELECT COUNT(*) FROM review_state WHERE item_id = ? AND reviewer != ? AND counting = 1 "
+        "AND (? IS NULL OR created_at <= ?)",
+        (item_id, reviewer, before, before),
     ).fetchone()[0]
 
 
@@ -301,10 +297,8 @@ def lease_times(db: sqlite3.Connection, item_id: str, reviewer: str) -> tuple[st
 
 
 def lease_expiry(db: sqlite3.Connection, item_id: str, reviewer: str) -> str | None:
-    row = db.execute(
-        "SELECT expires_at FROM review_leases WHERE item_id = ? AND reviewer = ?", (item_id, reviewer)
-    ).fetchone()
-    return row[0] if row else None
+    held = lease_times(db, item_id, reviewer)
+    return held[1] if held else None
 
 
 @dataclass(frozen=True)

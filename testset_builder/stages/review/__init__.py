@@ -513,14 +513,7 @@ def record_verdict(
     _check_action(target, action, grade, reason, edited_text)
     wanted = None if overlap is None else max(overlap, target.wanted_overlap)
     now = utc_timestamp()
-    held = store.lease_times(db, item_id, reviewer)
-    holds = (  # a live lease given while the item had room: a place an import took under it stays the holder's
-        wanted is not None
-        and held is not None
-        and held[1] > now
-        and store.counting_verdicts_by_others(db, item_id, reviewer, before=held[0]) < wanted
-    )
-    if wanted is not None and review_actions.counts(action) and not holds:
+    if wanted is not None and review_actions.counts(action) and not _holds_place(db, item_id, reviewer, now, wanted):
         done = store.counting_verdicts_by_others(db, item_id, reviewer)
         if done >= wanted:
             raise ReviewConflictError(
@@ -598,6 +591,17 @@ def _edit_question(db, query_id: str, text: str, reviewer: str) -> None:
         if j.source is not JudgmentSource.llm
     ]
     rows.add_judgments(db, carried)
+
+
+def _holds_place(db, item_id: str, reviewer: str, now: str, wanted: int) -> bool:
+    """Whether the reviewer holds a live lease given while the item had room: a place an import took under it stays
+    the holder's."""
+    held = store.lease_times(db, item_id, reviewer)
+    return (
+        held is not None
+        and held[1] > now
+        and store.counting_verdicts_by_others(db, item_id, reviewer, before=held[0]) < wanted
+    )
 
 
 def undo(
